@@ -1,0 +1,1 @@
+"""sparsewatch.replay"""

@@ -1,0 +1,5 @@
+"""``python -m sparsewatch``."""
+
+from sparsewatch.cli import main
+
+main()

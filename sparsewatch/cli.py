@@ -1,0 +1,52 @@
+"""Command line interface: ``sparsewatch <command>``.
+
+Every command reports problems caused by its input or environment as one line on stderr and a
+non-zero exit status; ``--debug`` (or ``SPARSEWATCH_DEBUG=1``) shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from sparsewatch.errors import SparsewatchError
+
+
+@click.group()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              envvar="SPARSEWATCH_CONFIG", help="TOML configuration file.")
+@click.option("--debug", is_flag=True, envvar="SPARSEWATCH_DEBUG", help="Show tracebacks.")
+@click.version_option(package_name="sparsewatch")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
+    """sparsewatch: novel documents, emerging topics and anomalies in document streams."""
+    ctx.ensure_object(dict)
+    ctx.obj["config_path"] = config_path
+    ctx.obj["debug"] = debug
+
+
+def main() -> None:
+    """Console entry point: run the click group, turning errors into one-line messages."""
+    debug = os.environ.get("SPARSEWATCH_DEBUG", "") not in ("", "0") or "--debug" in sys.argv
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except SparsewatchError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        if debug:
+            raise
+        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(1)

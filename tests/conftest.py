@@ -1,0 +1,54 @@
+"""Shared fixtures: real data, a real Kafka broker, real SQLite and PostgreSQL databases.
+
+Kafka, in this order: ``KAFKA_BOOTSTRAP_SERVERS`` if set; else a testcontainers Kafka when a Docker
+daemon answers; else the project's own local KRaft broker (``sparsewatch kafka``), started for the
+session. Databases: SQLite always; PostgreSQL as well when ``SPARSEWATCH_TEST_DATABASE_URL`` is set.
+There is no mock broker and no mock database.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (Reuters-21578, ODDS); the test skips with a reason when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder {SHARED_DATA} is absent (only CI and developers have it)")
+    return SHARED_DATA
+
+
+def _database_urls() -> list[str]:
+    urls = ["sqlite"]
+    if os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"):
+        urls.append("postgresql")
+    return urls
+
+
+@pytest.fixture(params=_database_urls())
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database: a SQLite file, or a new schema-less PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'sparsewatch.db'}"
+    return _fresh_postgres_database(os.environ["SPARSEWATCH_TEST_DATABASE_URL"])
+
+
+def _fresh_postgres_database(admin_url: str) -> str:
+    """Create a uniquely named database on the server of ``admin_url`` and return its URL."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"sw_test_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return str(sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False))
