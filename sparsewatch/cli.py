@@ -15,8 +15,14 @@ from sparsewatch.errors import SparsewatchError
 
 
 @click.group()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              envvar="SPARSEWATCH_CONFIG", help="TOML configuration file.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    envvar="SPARSEWATCH_CONFIG",
+    help="TOML configuration file.",
+)
 @click.option("--debug", is_flag=True, envvar="SPARSEWATCH_DEBUG", help="Show tracebacks.")
 @click.version_option(package_name="sparsewatch")
 @click.pass_context
@@ -27,26 +33,41 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _register() -> None:
+    from sparsewatch.commands_kafka import kafka
+
+    cli.add_command(kafka)
+
+
+_register()
+
+
 def main() -> None:
     """Console entry point: run the click group, turning errors into one-line messages."""
     debug = os.environ.get("SPARSEWATCH_DEBUG", "") not in ("", "0") or "--debug" in sys.argv
     try:
-        cli.main(standalone_mode=False)
+        result = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except SparsewatchError as exc:
         if debug:
             raise
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+    except Exception as exc:
         if debug:
             raise
         click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(1)
+    # click returns the exit code of ``ctx.exit(n)`` instead of raising in this mode.
+    sys.exit(result if isinstance(result, int) else 0)

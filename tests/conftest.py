@@ -51,4 +51,53 @@ def _fresh_postgres_database(admin_url: str) -> str:
     with engine.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     engine.dispose()
-    return str(sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False))
+    url = sa.engine.make_url(admin_url).set(database=name)
+    return url.render_as_string(hide_password=False)
+
+
+def _docker_answers() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory):
+    """Bootstrap address of a real broker; never skipped: no broker is an error."""
+    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if env:
+        from sparsewatch.kafka_local import wait_for_broker
+
+        wait_for_broker(env, timeout=60)
+        yield env
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as container:
+            yield container.get_bootstrap_server()
+        return
+    from sparsewatch.kafka_local import LocalKafka
+
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"), port=0)
+    bootstrap = broker.up()
+    try:
+        yield bootstrap
+    finally:
+        broker.down()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test."""
+    import re
+    import uuid
+
+    base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60]
+    return f"t-{base}-{uuid.uuid4().hex[:8]}"

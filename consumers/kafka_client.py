@@ -1,0 +1,179 @@
+"""Thin, explicit wrappers around confluent-kafka: consumers that commit only when told to.
+
+Offsets are never auto-committed. A worker consumes a batch, makes its effects durable (SQL), and
+only then calls :meth:`BatchConsumer.commit` with the messages (or offsets) it has finished, so a
+crash between the two re-delivers the batch instead of losing it; idempotent writes downstream make
+the re-delivery harmless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TopicOffsets = dict[tuple[str, int], int]
+"""Next offset to read for each (topic, partition)."""
+
+
+def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
+    """Consumer settings: manual commits, start at the earliest offset, committed reads only."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": 10_000,
+        "heartbeat.interval.ms": 1_000,
+        "max.poll.interval.ms": 300_000,
+        "log_level": 3,
+    }
+    config.update(overrides)
+    return config
+
+
+def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+    """Producer settings: idempotent (no duplicates on retry), acks from all replicas, batched."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "compression.type": "lz4",
+        "log_level": 3,
+    }
+    config.update(overrides)
+    return config
+
+
+def make_producer(bootstrap: str, **overrides: Any) -> Producer:
+    """An idempotent producer."""
+    return Producer(producer_config(bootstrap, **overrides))
+
+
+def ensure_topics(
+    bootstrap: str, partitions: dict[str, int], timeout: float = 30.0, **topic_config: str
+) -> None:
+    """Create the missing topics of ``partitions`` (name -> partition count); existing ones stay."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    existing = set(admin.list_topics(timeout=timeout).topics)
+    wanted = [
+        NewTopic(name, num_partitions=n, replication_factor=1, config=dict(topic_config))
+        for name, n in partitions.items()
+        if name not in existing
+    ]
+    if not wanted:
+        return
+    for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
+        try:
+            future.result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"could not create topic {name}: {exc}") from exc
+
+
+def next_offsets(messages: Iterable[Message]) -> TopicOffsets:
+    """The offsets to commit after ``messages``: the last offset + 1 per partition."""
+    offsets: TopicOffsets = {}
+    for msg in messages:
+        key = (msg.topic(), msg.partition())
+        offsets[key] = max(offsets.get(key, 0), msg.offset() + 1)
+    return offsets
+
+
+class BatchConsumer:
+    """A subscribed consumer that hands out batches and commits synchronously on request.
+
+    ``on_assign`` / ``on_revoke`` receive lists of (topic, partition); a worker uses them to restore
+    and checkpoint the per-stream state of the partitions it gains and loses.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group_id: str,
+        topics: Sequence[str],
+        on_assign: Callable[[list[tuple[str, int]]], TopicOffsets | None] | None = None,
+        on_revoke: Callable[[list[tuple[str, int]]], None] | None = None,
+        **overrides: Any,
+    ) -> None:
+        self._consumer = Consumer(consumer_config(bootstrap, group_id, **overrides))
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._consumer.subscribe(
+            list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+        )
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if not partitions:
+            return
+        positions: TopicOffsets | None = None
+        if self._on_assign is not None:
+            positions = self._on_assign([(p.topic, p.partition) for p in partitions])
+        if positions:
+            # Start where the worker's own durable store says it stopped (exactly-once effects).
+            for p in partitions:
+                if (p.topic, p.partition) in positions:
+                    p.offset = positions[(p.topic, p.partition)]
+        consumer.incremental_assign(partitions)
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._on_revoke is not None and partitions:
+            self._on_revoke([(p.topic, p.partition) for p in partitions])
+        if partitions:
+            consumer.incremental_unassign(partitions)
+
+    def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
+        """Up to ``max_messages`` messages; partition-EOF events are dropped, errors raised."""
+        batch = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        good: list[Message] = []
+        for msg in batch:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+            elif err.code() != KafkaError._PARTITION_EOF and (err.fatal() or not err.retriable()):
+                raise KafkaException(err)
+        return good
+
+    def commit(self, messages: Iterable[Message]) -> None:
+        """Synchronously commit the offsets just after ``messages``."""
+        self.commit_offsets(next_offsets(messages))
+
+    def commit_offsets(self, offsets: TopicOffsets) -> None:
+        """Synchronously commit explicit next-offsets per (topic, partition)."""
+        if offsets:
+            self._consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                asynchronous=False,
+            )
+
+    def assignment(self) -> list[tuple[str, int]]:
+        """The (topic, partition) pairs this consumer owns now."""
+        return [(p.topic, p.partition) for p in self._consumer.assignment()]
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Messages behind the high watermark for each owned partition (for metrics)."""
+        result: dict[tuple[str, int], int] = {}
+        assigned = self._consumer.assignment()
+        if not assigned:
+            return result
+        for tp in self._consumer.position(assigned):
+            _, high = self._consumer.get_watermark_offsets(tp, cached=True) or (0, 0)
+            if tp.offset >= 0:
+                result[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        return result
+
+    def close(self) -> None:
+        """Leave the group (revoking partitions through the callbacks) and free resources."""
+        self._consumer.close()
+
+    def __enter__(self) -> BatchConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite against real services: installs the project with its dev extras, starts
+# PostgreSQL and the local Kafka broker, runs ruff and pytest, and always stops what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+source scripts/services.sh
+trap services_down EXIT
+services_up
+
+ruff check .
+python3 -m pytest "$@"

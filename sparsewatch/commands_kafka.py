@@ -1,0 +1,83 @@
+"""``sparsewatch kafka up|down|status|fetch``: a local KRaft broker for machines without Docker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sparsewatch.config import load_config
+from sparsewatch.kafka_local import LocalKafka, fetch_broker_jars
+
+
+def _broker(ctx: click.Context, port: int | None, run_dir: str | None) -> LocalKafka:
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    if port is None:
+        port = int(config.kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)[-1])
+    folder = Path(run_dir) if run_dir else Path(config.data_dir) / "kafka"
+    return LocalKafka(folder.resolve(), port=port)
+
+
+_port = click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Client port (default: from kafka.bootstrap_servers; 0 = any free port).",
+)
+_run_dir = click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder for the broker's config, logs and data (default: DATA_DIR/kafka).",
+)
+
+
+@click.group()
+def kafka() -> None:
+    """Run a local single-node Kafka broker (KRaft) from Maven Central jars."""
+
+
+@kafka.command()
+@_port
+@_run_dir
+@click.option(
+    "--timeout",
+    type=float,
+    default=90.0,
+    show_default=True,
+    help="Seconds to wait for the broker to answer.",
+)
+@click.pass_context
+def up(ctx: click.Context, port: int | None, run_dir: str | None, timeout: float) -> None:
+    """Start the broker (downloading it on first use) and print its bootstrap address."""
+    click.echo(_broker(ctx, port, run_dir).up(timeout=timeout))
+
+
+@kafka.command()
+@_port
+@_run_dir
+@click.pass_context
+def down(ctx: click.Context, port: int | None, run_dir: str | None) -> None:
+    """Stop the broker started from the run folder."""
+    stopped = _broker(ctx, port, run_dir).down()
+    click.echo("stopped" if stopped else "not running")
+
+
+@kafka.command()
+@_port
+@_run_dir
+@click.pass_context
+def status(ctx: click.Context, port: int | None, run_dir: str | None) -> None:
+    """Report whether the broker runs (exit status 1 when it does not)."""
+    state = _broker(ctx, port, run_dir).status()
+    if state.running:
+        click.echo(f"running pid={state.pid} bootstrap={state.bootstrap} run_dir={state.run_dir}")
+    else:
+        click.echo(f"not running (run_dir={state.run_dir})")
+        ctx.exit(1)
+
+
+@kafka.command()
+def fetch() -> None:
+    """Only download the broker's jars into the cache (for offline use later)."""
+    click.echo(str(fetch_broker_jars()))

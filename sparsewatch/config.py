@@ -1,0 +1,146 @@
+"""Configuration: defaults that run, a TOML file, then ``SPARSEWATCH_*`` environment variables.
+
+Precedence (later wins): the defaults below, the TOML file (``--config`` or ``SPARSEWATCH_CONFIG``),
+environment variables. A key ``key`` of section ``[section]`` is overridden by
+``SPARSEWATCH_<SECTION>_<KEY>``; a top-level key by ``SPARSEWATCH_<KEY>``. For example::
+
+    data_dir = "./data"                         # SPARSEWATCH_DATA_DIR
+    database_url = ""                           # SPARSEWATCH_DATABASE_URL ("": SQLite in data_dir)
+    [kafka]
+    bootstrap_servers = "127.0.0.1:9092"        # SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS
+    topic_prefix = "sparsewatch"                # SPARSEWATCH_KAFKA_TOPIC_PREFIX
+
+Every option, its default and its meaning is listed in the README's configuration table, which
+is generated from :func:`describe`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from sparsewatch.errors import SparsewatchError
+
+ENV_PREFIX = "SPARSEWATCH_"
+
+
+@dataclass
+class KafkaConfig:
+    """Where the broker is and how topics are named."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic_prefix: str = "sparsewatch"
+    group_id: str = "sparsewatch"
+    partitions: int = 4
+    max_message_bytes: int = 1_000_000
+
+    def topic(self, suffix: str) -> str:
+        """``<prefix>.<suffix>``, e.g. ``sparsewatch.docs``."""
+        return f"{self.topic_prefix}.{suffix}"
+
+
+@dataclass
+class Config:
+    """All of sparsewatch's settings."""
+
+    data_dir: str = "./data"
+    database_url: str = ""
+    log_level: str = "INFO"
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+
+    @property
+    def resolved_database_url(self) -> str:
+        """``database_url``, or a SQLite file under ``data_dir`` when it is empty."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{Path(self.data_dir).resolve() / 'sparsewatch.db'}"
+
+
+def _coerce(value: str, typ: Any, name: str) -> Any:
+    try:
+        if typ is bool:
+            lowered = value.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if typ is int:
+            return int(value)
+        if typ is float:
+            return float(value)
+        return value
+    except ValueError:
+        raise SparsewatchError(f"{name}={value!r} is not a valid {typ.__name__}") from None
+
+
+def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
+    hints = get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in values.items():
+        if key not in names:
+            raise SparsewatchError(f"unknown configuration key '{where}{key}'")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise SparsewatchError(f"'{where}{key}' must be a table")
+            _apply(current, value, f"{where}{key}.")
+            continue
+        typ = hints[key]
+        if typ is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+            raise SparsewatchError(
+                f"'{where}{key}' must be {typ.__name__}, got {type(value).__name__}"
+            )
+        setattr(obj, key, value)
+
+
+def _apply_env(obj: Any, env: dict[str, str], prefix: str) -> None:
+    hints = get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        current = getattr(obj, f.name)
+        name = f"{prefix}{f.name.upper()}"
+        if dataclasses.is_dataclass(current):
+            _apply_env(current, env, f"{name}_")
+        elif name in env:
+            setattr(obj, f.name, _coerce(env[name], hints[f.name], name))
+
+
+def load_config(path: str | Path | None = None, env: dict[str, str] | None = None) -> Config:
+    """Build the configuration from defaults, the TOML file at ``path`` and the environment."""
+    env = dict(os.environ) if env is None else env
+    config = Config()
+    path = path or env.get(f"{ENV_PREFIX}CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise SparsewatchError(f"configuration file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SparsewatchError(f"configuration file {path} is not valid TOML: {exc}") from None
+        _apply(config, data, "")
+    _apply_env(config, env, ENV_PREFIX)
+    return config
+
+
+def describe(config: Config | None = None) -> list[tuple[str, str, str]]:
+    """(TOML key, environment variable, default) for every option, for docs and ``config show``."""
+    config = config or Config()
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(obj: Any, key_prefix: str, env_prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{key_prefix}{f.name}.", f"{env_prefix}{f.name.upper()}_")
+            else:
+                rows.append((f"{key_prefix}{f.name}", f"{env_prefix}{f.name.upper()}", repr(value)))
+
+    walk(config, "", ENV_PREFIX)
+    return rows

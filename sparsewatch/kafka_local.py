@@ -1,0 +1,357 @@
+"""A real single-node Apache Kafka broker (KRaft mode) without Docker.
+
+The broker is assembled from Maven Central: a tiny pom names ``org.apache.kafka:kafka_2.13``
+plus the logging binding the 3.x broker needs (``slf4j-reload4j``), and ``maven-dependency-plugin``
+copies the runtime class path into a cache folder. A run folder holds ``server.properties``
+(broker+controller on 127.0.0.1, replication factors 1, ``group.initial.rebalance.delay.ms=0``),
+the formatted log directory, the broker's log and its pid. ``kafka.Kafka`` runs with a small
+heap; :meth:`LocalKafka.up` returns once an AdminClient sees the broker.
+
+Used by ``sparsewatch kafka up|down|status|fetch``, by the test fixtures when neither
+``KAFKA_BOOTSTRAP_SERVERS`` nor Docker is available, and by CI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparsewatch.errors import SparsewatchError
+
+KAFKA_VERSION = "3.9.1"
+SCALA_VERSION = "2.13"
+SLF4J_VERSION = "1.7.36"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>sparsewatch.local</groupId>
+  <artifactId>kafka-broker-classpath</artifactId>
+  <version>1</version>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_{scala}</artifactId>
+      <version>{kafka}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.slf4j</groupId>
+      <artifactId>slf4j-reload4j</artifactId>
+      <version>{slf4j}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+_LOG4J = """log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=WARN
+log4j.logger.org.apache.kafka=WARN
+"""
+
+
+def default_cache_dir() -> Path:
+    """The broker jar cache: ``$SPARSEWATCH_CACHE_DIR`` or ``~/.cache/sparsewatch``."""
+    env = os.environ.get("SPARSEWATCH_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "sparsewatch"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _require_tool(name: str, purpose: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SparsewatchError(
+            f"'{name}' was not found on PATH; it is needed to {purpose} "
+            "(install Java 17+ and Maven, or use Docker: docker compose up -d kafka)"
+        )
+    return path
+
+
+def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSION) -> Path:
+    """Download the broker's runtime class path from Maven Central (once) and return its folder."""
+    cache = (cache_dir or default_cache_dir()) / f"kafka_{SCALA_VERSION}-{version}"
+    libs = cache / "libs"
+    marker = cache / ".complete"
+    if marker.exists():
+        return libs
+    mvn = _require_tool("mvn", "download the Kafka broker from Maven Central")
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "pom.xml").write_text(
+        _POM.format(scala=SCALA_VERSION, kafka=version, slf4j=SLF4J_VERSION), encoding="utf-8"
+    )
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(cache / "pom.xml"),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={libs}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not any(libs.glob(f"kafka_{SCALA_VERSION}-{version}.jar")):
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+        raise SparsewatchError(
+            f"could not fetch Kafka {version} from Maven Central: {' | '.join(tail) or 'no jars'}"
+        )
+    marker.write_text(version, encoding="utf-8")
+    return libs
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """What ``sparsewatch kafka status`` reports."""
+
+    running: bool
+    pid: int | None
+    bootstrap: str
+    run_dir: Path
+
+
+class LocalKafka:
+    """One local KRaft broker whose files live in ``run_dir``.
+
+    ``port`` is the client listener (0 picks a free one); the controller listener takes another
+    free port. ``up`` is idempotent: a broker already running from this folder is reused.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        port: int = 9092,
+        heap: str = "512m",
+        version: str = KAFKA_VERSION,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.port = port
+        self.heap = heap
+        self.version = version
+        self.cache_dir = cache_dir
+
+    # -- files -------------------------------------------------------------------------------
+    @property
+    def _pid_file(self) -> Path:
+        return self.run_dir / "kafka.pid"
+
+    @property
+    def _bootstrap_file(self) -> Path:
+        return self.run_dir / "bootstrap"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's stdout/stderr."""
+        return self.run_dir / "kafka.log"
+
+    def _write_config(self, port: int, controller_port: int) -> Path:
+        log_dirs = self.run_dir / "data"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(log_dirs),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "8",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "log.retention.hours": "-1",
+            "log.segment.bytes": str(64 * 1024 * 1024),
+        }
+        path = self.run_dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+        (self.run_dir / "log4j.properties").write_text(_LOG4J, encoding="utf-8")
+        return path
+
+    def _read_pid(self) -> int | None:
+        try:
+            pid = int(self._pid_file.read_text(encoding="utf-8").strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def status(self) -> BrokerStatus:
+        """Whether the broker of this folder runs, and where clients reach it."""
+        pid = self._read_pid()
+        bootstrap = (
+            self._bootstrap_file.read_text(encoding="utf-8").strip()
+            if self._bootstrap_file.exists()
+            else f"127.0.0.1:{self.port}"
+        )
+        return BrokerStatus(pid is not None, pid, bootstrap, self.run_dir)
+
+    def up(self, timeout: float = 90.0) -> str:
+        """Start the broker (fetching jars and formatting storage when needed); return bootstrap."""
+        current = self.status()
+        if current.running:
+            wait_for_broker(current.bootstrap, timeout)
+            return current.bootstrap
+        java = _require_tool("java", "run the Kafka broker")
+        libs = fetch_broker_jars(self.cache_dir, self.version)
+        port = self.port or free_port()
+        if _port_in_use(port):
+            raise SparsewatchError(
+                f"port {port} on 127.0.0.1 is already in use; choose another with --port "
+                "or point KAFKA_BOOTSTRAP_SERVERS at the broker that owns it"
+            )
+        controller_port = free_port()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        config = self._write_config(port, controller_port)
+        classpath = f"{libs}{os.sep}*"
+        log4j = f"-Dlog4j.configuration=file:{self.run_dir / 'log4j.properties'}"
+        if not (self.run_dir / "data" / "meta.properties").exists():
+            fmt = subprocess.run(
+                [
+                    java,
+                    "-cp",
+                    classpath,
+                    log4j,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    _cluster_id(),
+                    "-c",
+                    str(config),
+                    "--ignore-formatted",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if fmt.returncode != 0:
+                detail = fmt.stderr.strip()[-300:]
+                raise SparsewatchError(f"formatting Kafka storage failed: {detail}")
+        with self.log_file.open("ab") as log:
+            proc = subprocess.Popen(
+                [
+                    java,
+                    f"-Xmx{self.heap}",
+                    f"-Xms{self.heap}",
+                    "-XX:+UseSerialGC",
+                    "-Djava.awt.headless=true",
+                    "-cp",
+                    classpath,
+                    log4j,
+                    "kafka.Kafka",
+                    str(config),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._pid_file.write_text(str(proc.pid), encoding="utf-8")
+        bootstrap = f"127.0.0.1:{port}"
+        self._bootstrap_file.write_text(bootstrap, encoding="utf-8")
+        try:
+            wait_for_broker(bootstrap, timeout, process=proc)
+        except SparsewatchError as exc:
+            self.down()
+            tail = self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+            raise SparsewatchError(f"{exc}; broker log: {' | '.join(tail)}") from None
+        return bootstrap
+
+    def down(self, timeout: float = 30.0) -> bool:
+        """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``); True if one ran."""
+        pid = self._read_pid()
+        if pid is None:
+            self._pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """Kill the broker abruptly (SIGKILL), as a crash would; the log directory survives."""
+        pid = self._read_pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self._pid_file.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def wait_for_broker(
+    bootstrap: str, timeout: float = 60.0, process: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Block until an AdminClient lists the cluster's brokers, or raise after ``timeout``."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise SparsewatchError(f"the Kafka broker exited with status {process.returncode}")
+        try:
+            meta = admin.list_topics(timeout=2.0)
+            if meta.brokers:
+                return
+        except Exception:
+            time.sleep(0.5)
+    raise SparsewatchError(f"no Kafka broker answered at {bootstrap} within {timeout:.0f}s")

@@ -1,0 +1,64 @@
+"""The consumer wrapper against a real broker: explicit commits lose and duplicate nothing."""
+
+from __future__ import annotations
+
+import json
+
+from confluent_kafka import Producer
+from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, producer_config
+
+N_DOCS = 1000
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> None:
+    producer = Producer(producer_config(bootstrap))
+    for i in range(n):
+        doc = {"id": f"doc-{i}", "text": f"document number {i}", "timestamp": 1_700_000_000_000 + i}
+        producer.produce(topic, key=f"s{i % 3}", value=json.dumps(doc).encode())
+        if i % 200 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _consume(bootstrap: str, topic: str, group: str, stop_after: int | None) -> list[str]:
+    """Consume in batches, committing after each; stop (without committing more) after a limit."""
+    seen: list[str] = []
+    empty_polls = 0
+    with BatchConsumer(bootstrap, group, [topic]) as consumer:
+        while empty_polls < 5:
+            batch = consumer.poll_batch(max_messages=97, timeout=1.0)
+            if not batch:
+                empty_polls += 1
+                continue
+            empty_polls = 0
+            seen.extend(json.loads(m.value())["id"] for m in batch)
+            consumer.commit(batch)
+            if stop_after is not None and len(seen) >= stop_after:
+                break
+    return seen
+
+
+def test_two_consumers_in_one_group_see_every_document_once(kafka_bootstrap, topic_name):
+    ensure_topics(kafka_bootstrap, {topic_name: 3})
+    _produce(kafka_bootstrap, topic_name, N_DOCS)
+    group = f"g-{topic_name}"
+    first = _consume(kafka_bootstrap, topic_name, group, stop_after=400)
+    second = _consume(kafka_bootstrap, topic_name, group, stop_after=None)
+    assert 400 <= len(first) < N_DOCS
+    assert len(second) == N_DOCS - len(first)
+    together = first + second
+    assert len(together) == len(set(together)) == N_DOCS
+    assert set(together) == {f"doc-{i}" for i in range(N_DOCS)}
+
+
+def test_uncommitted_batch_is_redelivered(kafka_bootstrap, topic_name):
+    ensure_topics(kafka_bootstrap, {topic_name: 1})
+    _produce(kafka_bootstrap, topic_name, 50)
+    group = f"g-{topic_name}"
+    with BatchConsumer(kafka_bootstrap, group, [topic_name]) as consumer:
+        batch: list = []
+        while len(batch) < 50:
+            batch += consumer.poll_batch(max_messages=50, timeout=2.0)
+        consumer.commit(batch[:20])  # crash after making only 20 durable
+    again = _consume(kafka_bootstrap, topic_name, group, stop_after=None)
+    assert again == [f"doc-{i}" for i in range(20, 50)]
