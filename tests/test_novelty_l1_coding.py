@@ -1,0 +1,102 @@
+"""l1 sparse coding (Algorithm 5) against exact LP optima (HiGHS)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, l1_sparse_code_dense
+from sparsewatch.models.projections import project_l1_ball_nonneg
+
+
+def lp_optimum(p: np.ndarray, A: np.ndarray, lam: float) -> float:
+    """``min_{x>=0, t>=0} 1't + lam 1'x  s.t.  -t <= p - A x <= t`` by HiGHS."""
+    m, k = A.shape
+    As = sp.csr_matrix(A)
+    eye = sp.identity(m, format="csr")
+    A_ub = sp.vstack([sp.hstack([As, -eye]), sp.hstack([-As, -eye])]).tocsr()
+    r = linprog(
+        np.r_[np.full(k, lam), np.ones(m)],
+        A_ub=A_ub,
+        b_ub=np.r_[p, -p],
+        bounds=(0, None),
+        method="highs",
+    )
+    assert r.status == 0
+    return float(r.fun)
+
+
+def random_instance(seed: int, m: int = 250, k: int = 20, n: int = 40):
+    rng = np.random.default_rng(seed)
+    A = project_l1_ball_nonneg(3 * rng.random((m, k)) * (rng.random((m, k)) < 0.1))
+    X = rng.random((k, n)) * (rng.random((k, n)) < 0.15)
+    P = (A @ X + rng.random((m, n)) * (rng.random((m, n)) < 0.03)) * (rng.random((m, n)) < 0.5)
+    P /= np.maximum(P.sum(axis=0), 1e-12)
+    return sp.csc_matrix(P), A
+
+
+@pytest.mark.parametrize("lam", [0.01, 0.1, 0.5])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_objective_matches_lp_random(seed: int, lam: float) -> None:
+    P, A = random_instance(seed)
+    res = l1_sparse_code(P, A, lam)
+    ref = np.array([lp_optimum(P[:, j].toarray().ravel(), A, lam) for j in range(P.shape[1])])
+    assert np.all(res.objective <= ref * (1 + 1e-3) + 1e-12)
+    assert np.all(res.objective >= ref * (1 - 1e-9) - 1e-12)  # a feasible x cannot beat the LP
+    obj, rec = l1_objective(P, A, res.codes, lam)
+    np.testing.assert_allclose(res.objective, obj, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.reconstruction_error, rec, rtol=1e-9, atol=1e-12)
+    assert res.codes.shape == (P.shape[1], A.shape[1]) and res.codes.min() >= 0
+
+
+def test_float32_within_tolerance() -> None:
+    P, A = random_instance(3)
+    ref = l1_sparse_code(P, A, 0.1).objective
+    res = l1_sparse_code(P, A.astype(np.float32), 0.1)
+    assert res.codes.dtype == np.float32
+    np.testing.assert_allclose(res.objective, ref, rtol=1e-3)
+
+
+def test_screening_gives_exact_one_without_iterations() -> None:
+    rng = np.random.default_rng(0)
+    m, k, n = 100, 5, 8
+    A = np.zeros((m, k))
+    A[:50] = project_l1_ball_nonneg(rng.random((50, k)))  # atoms live on rows 0..49
+    P = np.zeros((m, n))
+    P[50:] = rng.random((50, n))  # documents live on rows 50..99
+    P /= P.sum(axis=0)
+    res = l1_sparse_code(P, A, 0.1)
+    assert res.n_iter == 0 and res.n_screened == n
+    np.testing.assert_array_equal(res.objective, np.abs(P).sum(axis=0))  # = ||p||_1 = 1
+    assert res.codes.nnz == 0
+
+
+def test_document_equal_to_atom_is_explained() -> None:
+    rng = np.random.default_rng(1)
+    A = project_l1_ball_nonneg(rng.random((60, 4)) * (rng.random((60, 4)) < 0.2), radius=1.0)
+    A /= A.sum(axis=0)
+    P = A[:, [2]].copy()
+    res = l1_sparse_code(P, A, 0.1)
+    ref = lp_optimum(P.ravel(), A, 0.1)
+    assert res.objective[0] <= ref * (1 + 1e-3)
+    assert ref <= 0.1 + 1e-9  # x = e_2 reaches lambda
+
+
+def test_warm_start_and_dense_baseline_agree() -> None:
+    P, A = random_instance(4, n=15)
+    cold = l1_sparse_code(P, A, 0.1)
+    warm = l1_sparse_code(P, A, 0.1, x0=cold.codes)
+    assert warm.n_iter <= cold.n_iter
+    np.testing.assert_allclose(warm.objective, cold.objective, rtol=1e-3)
+    X = l1_sparse_code_dense(P, A, 0.1, max_iter=3000, tol=1e-9)
+    obj, _ = l1_objective(P, A, X.T, 0.1)
+    np.testing.assert_allclose(obj, cold.objective, rtol=2e-3)
+
+
+def test_rejects_negative_dictionary_and_shape_mismatch() -> None:
+    with pytest.raises(ValueError):
+        l1_sparse_code(np.ones((3, 1)), -np.ones((3, 2)))
+    with pytest.raises(ValueError):
+        l1_sparse_code(np.ones((3, 1)), np.ones((4, 2)))

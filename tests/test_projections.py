@@ -1,0 +1,128 @@
+"""Projections onto the simplex, the non-negative l1 ball (the paper's set A) and the box simplex."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from scipy.optimize import minimize
+
+from sparsewatch.models.projections import (
+    project_l1_ball_nonneg,
+    project_simplex,
+    project_simplex_box,
+)
+
+
+def _qp(v: np.ndarray, constraints: list[dict], bounds: list[tuple]) -> np.ndarray:
+    """Brute-force ``min ||w - v||^2`` by SLSQP from several starts."""
+    best = None
+    for x0 in (np.zeros_like(v), np.clip(v, 0, None), np.full_like(v, 1.0 / v.size)):
+        r = minimize(
+            lambda w: 0.5 * np.sum((w - v) ** 2),
+            x0,
+            jac=lambda w: w - v,
+            bounds=bounds,
+            constraints=constraints,
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 500},
+        )
+        if best is None or r.fun < best.fun:
+            best = r
+    return best.x
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_l1_ball_matches_qp(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    V = rng.normal(scale=0.7, size=(7, 4))
+    W = project_l1_ball_nonneg(V)
+    for j in range(V.shape[1]):
+        ref = _qp(
+            V[:, j],
+            [{"type": "ineq", "fun": lambda w: 1 - w.sum(), "jac": lambda w: -np.ones_like(w)}],
+            [(0, None)] * V.shape[0],
+        )
+        np.testing.assert_allclose(W[:, j], ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_simplex_matches_qp(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(3, 6))
+    W = project_simplex(V, z=2.0, axis=1)
+    for i in range(V.shape[0]):
+        ref = _qp(
+            V[i],
+            [{"type": "eq", "fun": lambda w: w.sum() - 2.0, "jac": lambda w: np.ones_like(w)}],
+            [(0, None)] * V.shape[1],
+        )
+        np.testing.assert_allclose(W[i], ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_simplex_box_matches_qp(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(6, 3))
+    lower = rng.uniform(0, 0.1, size=(6, 1))
+    upper = lower + rng.uniform(0.05, 0.5, size=(6, 1))
+    W = project_simplex_box(V, lower, upper, axis=0)
+    for j in range(V.shape[1]):
+        ref = _qp(
+            V[:, j],
+            [{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)}],
+            list(zip(lower.ravel(), upper.ravel(), strict=True)),
+        )
+        np.testing.assert_allclose(W[:, j], ref, atol=1e-6)
+    assert np.all(W >= lower - 1e-12) and np.all(W <= upper + 1e-12)
+    np.testing.assert_allclose(W.sum(axis=0), 1.0, atol=1e-10)
+
+
+def test_simplex_box_rejects_empty_set() -> None:
+    with pytest.raises(ValueError):
+        project_simplex_box(np.zeros(3), 0.5, 1.0)
+
+
+matrices = arrays(
+    np.float64,
+    st.tuples(st.integers(1, 30), st.integers(1, 6)),
+    elements=st.floats(-5, 5, allow_nan=False),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices, st.floats(0.1, 3.0))
+def test_l1_ball_feasible_idempotent_kkt(V: np.ndarray, radius: float) -> None:
+    W = project_l1_ball_nonneg(V, radius=radius)
+    assert W.shape == V.shape
+    assert np.all(W >= 0)
+    assert np.all(W.sum(axis=0) <= radius * (1 + 1e-12) + 1e-12)
+    np.testing.assert_allclose(project_l1_ball_nonneg(W, radius=radius), W, atol=1e-12)
+    # KKT: W = max(V - theta, 0) with theta >= 0, theta > 0 only when the ball is active
+    for j in range(V.shape[1]):
+        pos = W[:, j] > 0
+        if pos.any():
+            theta = (V[:, j] - W[:, j])[pos]
+            np.testing.assert_allclose(theta, theta[0], atol=1e-9)
+            assert theta[0] >= -1e-9
+            assert np.all(V[~pos, j] <= theta[0] + 1e-9)
+            if theta[0] > 1e-9:
+                assert abs(W[:, j].sum() - radius) < 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices)
+def test_simplex_feasible_idempotent(V: np.ndarray) -> None:
+    W = project_simplex(V, axis=0)
+    assert np.all(W >= 0)
+    np.testing.assert_allclose(W.sum(axis=0), 1.0, atol=1e-10)
+    np.testing.assert_allclose(project_simplex(W, axis=0), W, atol=1e-12)
+
+
+def test_float32_is_kept_and_axis_one() -> None:
+    V = np.random.default_rng(0).normal(size=(5, 40)).astype(np.float32)
+    W = project_l1_ball_nonneg(V, axis=1)
+    assert W.dtype == np.float32
+    np.testing.assert_allclose(W, project_l1_ball_nonneg(V.T.astype(np.float64)).T, atol=1e-6)
