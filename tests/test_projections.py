@@ -1,4 +1,4 @@
-"""Projections onto the simplex, the non-negative l1 ball (the paper's set A) and the box simplex."""
+"""Projections onto the simplex, the non-negative l1 ball (the set A) and the box simplex."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
-
 from sparsewatch.models.projections import (
     project_l1_ball_nonneg,
     project_simplex,
@@ -76,7 +75,7 @@ def test_simplex_box_matches_qp(seed: int) -> None:
             list(zip(lower.ravel(), upper.ravel(), strict=True)),
         )
         np.testing.assert_allclose(W[:, j], ref, atol=1e-6)
-    assert np.all(W >= lower - 1e-12) and np.all(W <= upper + 1e-12)
+    assert np.all(lower - 1e-12 <= W) and np.all(upper + 1e-12 >= W)
     np.testing.assert_allclose(W.sum(axis=0), 1.0, atol=1e-10)
 
 
