@@ -1,0 +1,513 @@
+"""Online NMF with robust stochastic approximation: OR-NMF, MOR-NMF and WOR-NMF.
+
+Guan, Tao, Luo and Yuan, "Online Nonnegative Matrix Factorization With Robust Stochastic
+Approximation", IEEE TNNLS 23(7), 2012.
+
+Orientation (scikit-learn): ``X`` is documents x terms (``n_samples x n_features``), sparse or
+dense, and ``X ~ H W^T`` with bases ``W`` (``n_features x r``, each column on the probability
+simplex) and coefficients ``H`` (``n_samples x r``). ``components_`` is ``W^T``, ``transform``
+returns ``H`` and ``predict`` the dominant topic of each document. In the paper's notation a
+sample ``v`` is a row of ``X`` and ``h`` the matching row of ``H``.
+
+* Algorithm 1 (OR-NMF): each step takes ``batch_size`` samples, computes their coefficients by
+  non-negative least squares (problem (27) for a chunk, :mod:`sparsewatch.models.nnls`),
+  accumulates ``A_t = sum h h^T`` and ``B_t = sum v h^T`` and updates ``W`` by Algorithm 2.
+* Algorithm 2: robust stochastic approximation on
+  ``f_t(W) = (1/n_t)(1/2 tr(W^T W A_t) - tr(W^T B_t)) + alpha_W/2 ||W||^2`` over the feasible set
+  (simplex columns, optionally with box bounds): ``W^{k+1} = P(W^k - r_k grad f_t(W^k))`` with
+  ``r_k = theta_t D_W / (M_* sqrt(k))``, ``D_W = sqrt(2) r``, ``M_*`` the running maximum of the
+  gradient norm in this call and ``theta_t = 0.1 cos((t - 1) pi / 2T)``; the returned bases are
+  the step-weighted average ``sum_k r_k W^k / sum_k r_k`` (feasible: a convex combination of
+  feasible points). Stopping rule (9), read as: stop when the objective of the averaged iterate
+  changes by at most ``tau`` relative to its value (objective including ``1/2 sum ||v||^2`` so it
+  is a sum of squared residuals), or after ``max_inner_iter`` iterations.
+* Algorithm 3 (MOR-NMF, :class:`MORNMF`): ``A_t`` and ``B_t`` summed over a ring buffer of the
+  ``buffer_size`` most recent steps only: constant time and memory per step.
+* WOR-NMF (:class:`WORNMF`): the mini-batch (chunk) form, one step per ``batch_size`` samples.
+* Section III extensions: l1-regularised ``h`` (``alpha_h_l1``), Tikhonov-regularised ``W``
+  (``alpha_W``), box constraints (``h_max`` on coefficients, ``w_min``/``w_max`` on bases), and
+  OR-NMF-IS (``beta_loss="itakura-saito"``): ``h`` by the multiplicative updates of Fevotte et al.
+  (2009) for fixed ``W`` and ``W`` by Algorithm 2 on the majorised online objective: with ``W_0``
+  the bases when a sample arrived and ``y_0 = W_0 h``, Jensen's bound on ``v / y`` and the tangent
+  of ``log y`` give ``sum_fk Q_fk / W_fk + P_fk W_fk`` with ``P = sum (1 / y_0) h^T`` and
+  ``Q = W_0^2 * sum (v / y_0^2) h^T``; its gradient is ``P - Q / W^2`` (stored in ``A_``/``B_``).
+
+Horizon. ``theta_t`` needs the horizon ``T``; an unbounded stream has none and the paper's
+schedule reaches 0 at ``t = T + 1`` (then turns negative), which would freeze the bases. We use
+the schedule with warm restarts, ``theta_t = 0.1 cos(((t - 1) mod T) pi / 2T)``: inside each
+period it is exactly the paper's schedule (so a bounded run of at most ``T`` steps is the
+paper's algorithm), and every ``T`` steps the step size re-opens so a drifting stream keeps
+moving the bases (each restart starts from the current bases, not from scratch). Default
+``T = 200`` steps: with one step per window (hourly windows) this is about a week, and 20 times
+the default MOR-NMF buffer, so most of a period runs with small, averaging steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sparsewatch.models.nnls import _project_simplex, _project_simplex_box, solve_nnls
+
+__all__ = ["MORNMF", "ORNMF", "WORNMF"]
+
+_IS = "itakura-saito"
+
+
+def _as_float(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=np.float64)
+    return np.asarray(X, dtype=np.float64)
+
+
+def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:
+    return X.toarray() if sp.issparse(X) else X
+
+
+class ORNMF(TransformerMixin, BaseEstimator):
+    """OR-NMF (Algorithms 1 and 2): online NMF with robust stochastic approximation.
+
+    Parameters
+    ----------
+    n_components : rank ``r``.
+    batch_size : samples per step; 1 is the paper's one-sample Algorithm 1, ``None`` makes each
+        ``partial_fit`` call one step (one chunk, problem (27)).
+    horizon : ``T`` of ``theta_t``, with warm restarts every ``T`` steps (module docstring).
+    tau : tolerance of stopping rule (9).
+    max_inner_iter : cap on Algorithm 2 iterations per step.
+    alpha_h_l1, alpha_h_l2 : l1 and ridge weights on coefficients (Section III).
+    alpha_W : Tikhonov weight on the bases (Section III).
+    h_max : upper bound of the box constraint on coefficients (``None``: unbounded).
+    w_min, w_max : box bounds on the bases inside the simplex (``w_min`` defaults to 0 for the
+        Frobenius loss and ``1e-9`` for Itakura-Saito, where it must be positive).
+    beta_loss : ``"frobenius"`` or ``"itakura-saito"`` (OR-NMF-IS; needs positive data).
+    is_inner_iter : multiplicative updates for ``h`` under Itakura-Saito.
+    nnls_method : ``"bpp"`` (block principal pivoting) or ``"pgd"`` (projected gradient).
+    init : ``"data"`` (bases from random samples of the first chunk plus a little uniform mass),
+        ``"random"`` or an ``n_features x r`` array (projected onto the feasible set).
+    max_epochs : passes over the data in ``fit``.
+    random_state : seed for the initialisation.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        batch_size: int | None = 1,
+        horizon: int = 200,
+        tau: float = 1e-3,
+        max_inner_iter: int = 50,
+        alpha_h_l1: float = 0.0,
+        alpha_h_l2: float = 0.0,
+        alpha_W: float = 0.0,
+        h_max: float | None = None,
+        w_min: float | None = None,
+        w_max: float = 1.0,
+        beta_loss: str = "frobenius",
+        is_inner_iter: int = 50,
+        nnls_method: str = "bpp",
+        init: str | np.ndarray = "data",
+        max_epochs: int = 1,
+        random_state: int | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.batch_size = batch_size
+        self.horizon = horizon
+        self.tau = tau
+        self.max_inner_iter = max_inner_iter
+        self.alpha_h_l1 = alpha_h_l1
+        self.alpha_h_l2 = alpha_h_l2
+        self.alpha_W = alpha_W
+        self.h_max = h_max
+        self.w_min = w_min
+        self.w_max = w_max
+        self.beta_loss = beta_loss
+        self.is_inner_iter = is_inner_iter
+        self.nnls_method = nnls_method
+        self.init = init
+        self.max_epochs = max_epochs
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ public API
+    def fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> ORNMF:
+        """Forget any state and run ``max_epochs`` passes of :meth:`partial_fit` over ``X``."""
+        self._reset()
+        for _ in range(self.max_epochs):
+            self.partial_fit(X)
+        return self
+
+    def partial_fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> ORNMF:
+        """Process ``X`` (documents x terms) as consecutive steps of ``batch_size`` samples.
+
+        A wider ``X`` than seen so far means the vocabulary grew: the term dimension is
+        extended with :meth:`resize_features` (new terms appended) first.
+        """
+        X = _as_float(X)
+        self._check_loss(X)
+        if not hasattr(self, "components_"):
+            self._initialise(X)
+        elif X.shape[1] > self.n_features_in_:
+            self.resize_features(X.shape[1])
+        elif X.shape[1] < self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+        step = X.shape[0] if self.batch_size is None else self.batch_size
+        for start in range(0, X.shape[0], max(step, 1)):
+            self._step(X[start : start + step])
+        return self
+
+    def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """Coefficients ``H`` (``n_samples x r``) of ``X`` for the current bases."""
+        X = _as_float(X)
+        self._check_loss(X)
+        return self._codes(X, self._bases_for(X.shape[1]))
+
+    def predict(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """Dominant topic of each document (``argmax`` of its coefficients; -1 when all zero)."""
+        H = self.transform(X)
+        return np.where(H.max(axis=1) > 0, H.argmax(axis=1), -1)
+
+    def resize_features(self, n_features: int, keep_index: np.ndarray | None = None) -> ORNMF:
+        """Change the term dimension consistently in the bases and all statistics.
+
+        Rows ``keep_index`` (old term indices, default all) move to positions
+        ``0 .. len(keep_index) - 1`` in that order; the remaining rows up to ``n_features`` are
+        new terms with zero weight. Columns of ``W`` that lost mass are rescaled to sum 1 (and
+        projected when box bounds apply).
+        """
+        keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
+        if keep.size > n_features:
+            raise ValueError("keep_index is longer than n_features")
+        W = self._resize_rows(self.components_.T, keep, n_features)
+        sums = W.sum(axis=0)
+        W = np.where(sums > 0, W / np.where(sums > 0, sums, 1.0), 1.0 / n_features)
+        self.components_ = self._project(W).T
+        for name in self._row_stats():
+            arr = getattr(self, name)
+            setattr(self, name, self._resize_rows(arr, keep, n_features, axis=arr.ndim - 2))
+        self.n_features_in_ = n_features
+        return self
+
+    def objective(self, X: np.ndarray | sp.spmatrix) -> float:
+        """Mean loss per sample of ``X`` with its optimal coefficients (no regularisers)."""
+        X = _as_float(X)
+        H = self.transform(X)
+        return self._loss(X, H, self._bases_for(X.shape[1])) / X.shape[0]
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Learned state as plain numeric arrays (``np.savez``-able, ``allow_pickle=False``)."""
+        return {name: np.asarray(getattr(self, name)).copy() for name in self._state_names()}
+
+    def set_state(self, state: dict[str, np.ndarray]) -> ORNMF:
+        """Restore :meth:`get_state` output on an instance built with the same parameters."""
+        for name in self._state_names():
+            value = np.array(state[name])
+            setattr(self, name, value if value.ndim else value.item())
+        return self
+
+    # ------------------------------------------------------------------ internals
+    def _state_names(self) -> list[str]:
+        return [
+            "components_",
+            "A_",
+            "B_",
+            "sq_",
+            "n_samples_seen_",
+            "n_steps_",
+            "n_features_in_",
+        ]
+
+    def _row_stats(self) -> list[str]:
+        """Statistics with one row per term (resized with the vocabulary)."""
+        return ["B_", "A_"] if self.beta_loss == _IS else ["B_"]
+
+    def _reset(self) -> None:
+        for name in self._state_names():
+            if hasattr(self, name):
+                delattr(self, name)
+
+    def _check_loss(self, X: np.ndarray | sp.csr_matrix) -> None:
+        if self.beta_loss not in ("frobenius", _IS):
+            raise ValueError(f"unknown beta_loss {self.beta_loss!r}")
+        if self.beta_loss == _IS and (sp.issparse(X) or np.any(X <= 0)):
+            raise ValueError("Itakura-Saito OR-NMF needs dense, strictly positive data")
+
+    def _w_min(self) -> float:
+        if self.w_min is not None:
+            return self.w_min
+        return 1e-9 if self.beta_loss == _IS else 0.0
+
+    def _project(self, W: np.ndarray) -> np.ndarray:
+        lo, hi = self._w_min(), self.w_max
+        if lo <= 0.0 and hi >= 1.0:
+            return _project_simplex(W, axis=0)
+        return _project_simplex_box(W, lo, hi, axis=0)
+
+    def _initialise(self, X: np.ndarray | sp.csr_matrix) -> None:
+        m, r = X.shape[1], self.n_components
+        rng = check_random_state(self.random_state)
+        if isinstance(self.init, np.ndarray):
+            W = np.array(self.init, dtype=np.float64)
+        elif self.init == "data":
+            rows = rng.choice(X.shape[0], size=r, replace=X.shape[0] < r)
+            W = _dense(X[rows]).T.copy()
+            W /= np.maximum(W.sum(axis=0), 1e-300)
+            W += rng.random((m, r)) * (0.01 / m)
+        elif self.init == "random":
+            W = rng.random((m, r))
+        else:
+            raise ValueError(f"unknown init {self.init!r}")
+        W /= np.maximum(W.sum(axis=0), 1e-300)
+        self.components_ = self._project(W).T
+        self.n_features_in_ = m
+        self.n_steps_ = 0
+        self.n_samples_seen_ = 0
+        self.sq_ = 0.0
+        shape_a = (m, r) if self.beta_loss == _IS else (r, r)
+        self.A_ = np.zeros(shape_a)
+        self.B_ = np.zeros((m, r))
+
+    def _bases_for(self, n_features: int) -> np.ndarray:
+        W = self.components_.T
+        if n_features < W.shape[0]:
+            raise ValueError(f"X has {n_features} features, expected {W.shape[0]}")
+        if n_features > W.shape[0]:
+            W = np.vstack([W, np.zeros((n_features - W.shape[0], W.shape[1]))])
+        return W
+
+    @staticmethod
+    def _resize_rows(arr: np.ndarray, keep: np.ndarray, n: int, axis: int = 0) -> np.ndarray:
+        arr = np.moveaxis(arr, axis, 0)
+        out = np.zeros((n, *arr.shape[1:]))
+        out[: keep.size] = arr[keep]
+        return np.moveaxis(out, 0, axis)
+
+    def _codes(self, X: np.ndarray | sp.csr_matrix, W: np.ndarray) -> np.ndarray:
+        if self.beta_loss == _IS:
+            return self._codes_is(X, W)
+        WtV = np.asarray(X @ W).T
+        H = solve_nnls(
+            W, WtV, self.alpha_h_l1, self.alpha_h_l2, upper=self.h_max, method=self.nnls_method
+        )
+        return H.T
+
+    def _codes_is(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
+        """Multiplicative updates for ``h`` under Itakura-Saito (Fevotte et al. 2009), W fixed."""
+        H = np.full((X.shape[0], W.shape[1]), X.mean() / max(W.sum(axis=0).mean(), 1e-300))
+        hi = np.inf if self.h_max is None else self.h_max
+        for _ in range(self.is_inner_iter):
+            Y = H @ W.T
+            H *= ((X / Y**2) @ W) / ((1.0 / Y) @ W + self.alpha_h_l1 + self.alpha_h_l2 * H)
+            np.clip(H, 1e-300, hi, out=H)
+        return H
+
+    def _loss(self, X: np.ndarray | sp.csr_matrix, H: np.ndarray, W: np.ndarray) -> float:
+        if self.beta_loss == _IS:
+            R = X / (H @ W.T)
+            return float(np.sum(R - np.log(R) - 1.0))
+        sq = X.multiply(X).sum() if sp.issparse(X) else np.sum(X * X)
+        HW = H @ W.T
+        cross = float(X.multiply(HW).sum()) if sp.issparse(X) else float(np.sum(X * HW))
+        return 0.5 * (float(sq) - 2.0 * cross + float(np.sum((H.T @ H) * (W.T @ W))))
+
+    def _chunk_stats(
+        self, X: np.ndarray | sp.csr_matrix, H: np.ndarray, W: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """Contribution of one chunk to ``A``, ``B`` and ``1/2 sum ||v||^2`` (Algorithm 1)."""
+        if self.beta_loss == _IS:
+            Y = H @ W.T
+            return (1.0 / Y).T @ H, W**2 * ((X / Y**2).T @ H), 0.0
+        sq = X.multiply(X).sum() if sp.issparse(X) else np.sum(X * X)
+        return H.T @ H, np.asarray(X.T @ H), 0.5 * float(sq)
+
+    def _accumulate(self, A: np.ndarray, B: np.ndarray, sq: float, n: int) -> None:
+        self.A_ = self.A_ + A
+        self.B_ = self.B_ + B
+        self.sq_ = self.sq_ + sq
+        self.n_samples_seen_ += n
+
+    def _stat_count(self) -> int:
+        return self.n_samples_seen_
+
+    def _step(self, X: np.ndarray | sp.csr_matrix) -> None:
+        W = self.components_.T
+        H = self._codes(X, W)
+        self._accumulate(*self._chunk_stats(X, H, W), X.shape[0])
+        self.n_steps_ += 1
+        self.components_ = self._update_bases(W).T
+
+    def _theta(self) -> float:
+        T = self.horizon
+        return 0.1 * np.cos(((self.n_steps_ - 1) % T) * np.pi / (2.0 * T))
+
+    def _grad_obj(self, W: np.ndarray, n: int) -> tuple[np.ndarray, float]:
+        """Gradient and value of ``f_t`` (Frobenius, or the majorised Itakura-Saito objective)."""
+        if self.beta_loss == _IS:
+            grad = (self.A_ - self.B_ / W**2) / n
+            value = float(np.sum(self.A_ * W + self.B_ / W)) / n
+        else:
+            WA = W @ self.A_
+            grad = (WA - self.B_) / n
+            value = (0.5 * float(np.sum(W * WA)) - float(np.sum(W * self.B_)) + self.sq_) / n
+        if self.alpha_W:
+            grad = grad + self.alpha_W * W
+            value += 0.5 * self.alpha_W * float(np.sum(W * W))
+        return grad, value
+
+    def _update_bases(self, W: np.ndarray) -> np.ndarray:
+        """Algorithm 2: projected robust SA steps with step-weighted iterate averaging."""
+        n = max(self._stat_count(), 1)
+        theta = self._theta()
+        D = np.sqrt(2.0) * self.n_components
+        W_k, W_sum, r_sum, M, f_prev = W, np.zeros_like(W), 0.0, 0.0, None
+        W_avg = W
+        for k in range(1, self.max_inner_iter + 1):
+            grad, _ = self._grad_obj(W_k, n)
+            M = max(M, float(np.linalg.norm(grad)))
+            if M == 0.0:
+                break
+            r_k = theta * D / (M * np.sqrt(k))
+            W_sum += r_k * W_k
+            r_sum += r_k
+            W_avg = W_sum / r_sum
+            _, f = self._grad_obj(W_avg, n)
+            if f_prev is not None and abs(f_prev - f) <= self.tau * abs(f):
+                break
+            f_prev = f
+            W_k = self._project(W_k - r_k * grad)
+        return W_avg
+
+
+class WORNMF(ORNMF):
+    """WOR-NMF: the mini-batch (chunk) form of OR-NMF, one step per ``batch_size`` samples.
+
+    Same algorithm as :class:`ORNMF` (Algorithms 1-2 with problem (27) for the chunk's
+    coefficients); only the default step is a window of 256 samples instead of one.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        batch_size: int | None = 256,
+        horizon: int = 200,
+        tau: float = 1e-3,
+        max_inner_iter: int = 50,
+        alpha_h_l1: float = 0.0,
+        alpha_h_l2: float = 0.0,
+        alpha_W: float = 0.0,
+        h_max: float | None = None,
+        w_min: float | None = None,
+        w_max: float = 1.0,
+        beta_loss: str = "frobenius",
+        is_inner_iter: int = 50,
+        nnls_method: str = "bpp",
+        init: str | np.ndarray = "data",
+        max_epochs: int = 1,
+        random_state: int | None = None,
+    ) -> None:
+        super().__init__(
+            n_components,
+            batch_size=batch_size,
+            horizon=horizon,
+            tau=tau,
+            max_inner_iter=max_inner_iter,
+            alpha_h_l1=alpha_h_l1,
+            alpha_h_l2=alpha_h_l2,
+            alpha_W=alpha_W,
+            h_max=h_max,
+            w_min=w_min,
+            w_max=w_max,
+            beta_loss=beta_loss,
+            is_inner_iter=is_inner_iter,
+            nnls_method=nnls_method,
+            init=init,
+            max_epochs=max_epochs,
+            random_state=random_state,
+        )
+
+
+class MORNMF(ORNMF):
+    """MOR-NMF (Algorithm 3): OR-NMF whose statistics cover only the last ``buffer_size`` steps.
+
+    A ring buffer holds each recent step's contribution to ``A`` and ``B`` (and its sample
+    count); ``A_t``/``B_t`` are the sums over the ring, so memory is
+    ``buffer_size * (r^2 + n_features * r)`` numbers and time per step is constant, whatever the
+    length of the stream. ``batch_size=None`` (default) makes each ``partial_fit`` call (one
+    window of the pipeline) one step and one buffer slot.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        buffer_size: int = 10,
+        batch_size: int | None = None,
+        horizon: int = 200,
+        tau: float = 1e-3,
+        max_inner_iter: int = 50,
+        alpha_h_l1: float = 0.0,
+        alpha_h_l2: float = 0.0,
+        alpha_W: float = 0.0,
+        h_max: float | None = None,
+        w_min: float | None = None,
+        w_max: float = 1.0,
+        beta_loss: str = "frobenius",
+        is_inner_iter: int = 50,
+        nnls_method: str = "bpp",
+        init: str | np.ndarray = "data",
+        max_epochs: int = 1,
+        random_state: int | None = None,
+    ) -> None:
+        super().__init__(
+            n_components,
+            batch_size=batch_size,
+            horizon=horizon,
+            tau=tau,
+            max_inner_iter=max_inner_iter,
+            alpha_h_l1=alpha_h_l1,
+            alpha_h_l2=alpha_h_l2,
+            alpha_W=alpha_W,
+            h_max=h_max,
+            w_min=w_min,
+            w_max=w_max,
+            beta_loss=beta_loss,
+            is_inner_iter=is_inner_iter,
+            nnls_method=nnls_method,
+            init=init,
+            max_epochs=max_epochs,
+            random_state=random_state,
+        )
+        self.buffer_size = buffer_size
+
+    def _state_names(self) -> list[str]:
+        return [*super()._state_names(), "ring_A_", "ring_B_", "ring_sq_", "ring_n_", "ring_pos_"]
+
+    def _row_stats(self) -> list[str]:
+        extra = ["ring_B_", "ring_A_"] if self.beta_loss == _IS else ["ring_B_"]
+        return [*super()._row_stats(), *extra]
+
+    def _initialise(self, X: np.ndarray | sp.csr_matrix) -> None:
+        super()._initialise(X)
+        slots = self.buffer_size
+        self.ring_A_ = np.zeros((slots, *self.A_.shape))
+        self.ring_B_ = np.zeros((slots, *self.B_.shape))
+        self.ring_sq_ = np.zeros(slots)
+        self.ring_n_ = np.zeros(slots, dtype=np.int64)
+        self.ring_pos_ = 0
+
+    def _accumulate(self, A: np.ndarray, B: np.ndarray, sq: float, n: int) -> None:
+        """Replace the oldest slot by this step, then re-sum the ring (no drift, constant work)."""
+        pos = self.ring_pos_
+        self.ring_A_[pos] = A
+        self.ring_B_[pos] = B
+        self.ring_sq_[pos] = sq
+        self.ring_n_[pos] = n
+        self.ring_pos_ = (pos + 1) % self.buffer_size
+        self.A_ = self.ring_A_.sum(axis=0)
+        self.B_ = self.ring_B_.sum(axis=0)
+        self.sq_ = float(self.ring_sq_.sum())
+        self.n_samples_seen_ += n
+
+    def _stat_count(self) -> int:
+        return int(self.ring_n_.sum())

@@ -1,0 +1,189 @@
+"""Non-negative least squares for the coefficients of a chunk, and the projections it needs.
+
+The coefficient step of OR-NMF (Guan et al., TNNLS 2012, Algorithm 1, and problem (27) for a
+chunk) solves, for every column ``v`` of a chunk ``V`` (``m x n``) and fixed bases ``W``
+(``m x r``)::
+
+    min_{0 <= h <= u}  1/2 ||v - W h||^2 + alpha ||h||_1 + beta/2 ||h||^2
+
+Only ``G = W^T W + beta I`` (``r x r``) and ``C = W^T V - alpha`` (``r x n``) enter, so the whole
+chunk is solved at once:
+
+* :func:`nnls_bpp`: block principal pivoting (Kim and Park, SIAM J. Sci. Comput. 2011, Alg. 2,
+  full exchange with the backup rule), exact, columns grouped by passive set; no upper bound.
+* :func:`nnls_pgd`: accelerated projected gradient (FISTA with restart) with optional upper
+  bounds (the box constraint of Section III of the OR-NMF paper).
+
+The projections onto the probability simplex and onto the simplex with box bounds are private
+versions used until ``sparsewatch.models.projections`` lands.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["nnls_bpp", "nnls_pgd", "solve_nnls"]
+
+
+def nnls_bpp(G: np.ndarray, C: np.ndarray, max_iter: int | None = None) -> np.ndarray:
+    """Solve ``min_{X >= 0} 1/2 tr(X^T G X) - tr(C^T X)`` column by column, exactly.
+
+    Block principal pivoting (Kim and Park 2011, Algorithm 2) for many right-hand sides.
+    ``G`` must be symmetric positive definite (``r x r``), ``C`` is ``r x n``; returns ``r x n``.
+    """
+    r, n = C.shape
+    max_iter = 5 * r + 20 if max_iter is None else max_iter
+    X = np.zeros((r, n))
+    Y = -C.astype(np.float64, copy=True)
+    passive = np.zeros((r, n), dtype=bool)
+    backup = np.full(n, 3)
+    best = np.full(n, r + 1)
+    infeasible = (Y < 0) & ~passive
+    n_inf = infeasible.sum(axis=0)
+    for _ in range(max_iter):
+        todo = n_inf > 0
+        if not todo.any():
+            break
+        improved = todo & (n_inf < best)
+        best[improved] = n_inf[improved]
+        backup[improved] = 3
+        stalled = todo & ~improved
+        use_backup = stalled & (backup <= 0)
+        backup[stalled & ~use_backup] -= 1
+        full = todo & ~use_backup
+        passive[:, full] ^= infeasible[:, full]
+        if use_backup.any():
+            cols = np.flatnonzero(use_backup)
+            last = r - 1 - np.argmax(infeasible[::-1, cols], axis=0)
+            passive[last, cols] ^= True
+        cols = np.flatnonzero(todo)
+        X[:, cols], Y[:, cols] = _solve_passive(G, C[:, cols], passive[:, cols])
+        infeasible = ((X < 0) & passive) | ((Y < 0) & ~passive)
+        n_inf = infeasible.sum(axis=0)
+    return np.maximum(X, 0.0)
+
+
+def _solve_passive(
+    G: np.ndarray, C: np.ndarray, passive: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unconstrained solve on each column's passive set, columns grouped by identical sets."""
+    X = np.zeros(C.shape)
+    patterns, inverse = np.unique(passive.T, axis=0, return_inverse=True)
+    for g, pattern in enumerate(patterns):
+        if not pattern.any():
+            continue
+        cols = np.flatnonzero(inverse.ravel() == g)
+        idx = np.flatnonzero(pattern)
+        X[np.ix_(idx, cols)] = np.linalg.solve(G[np.ix_(idx, idx)], C[np.ix_(idx, cols)])
+    Y = G @ X - C
+    Y[passive] = 0.0
+    return X, Y
+
+
+def nnls_pgd(
+    G: np.ndarray,
+    C: np.ndarray,
+    upper: float | None = None,
+    X0: np.ndarray | None = None,
+    max_iter: int = 500,
+    tol: float = 1e-10,
+) -> np.ndarray:
+    """Solve ``min_{0 <= X <= upper} 1/2 tr(X^T G X) - tr(C^T X)`` by projected gradient.
+
+    FISTA with step ``1 / ||G||_2`` and adaptive restart, all columns at once; stops when the
+    largest change of an iterate is below ``tol`` times the largest entry.
+    """
+    L = float(np.linalg.eigvalsh(G)[-1])
+    if L <= 0.0:
+        return np.zeros(C.shape)
+    hi = np.inf if upper is None else upper
+    X = np.zeros(C.shape) if X0 is None else np.clip(X0, 0.0, hi)
+    Z = X.copy()
+    t = 1.0
+    for _ in range(max_iter):
+        X_new = np.clip(Z - (G @ Z - C) / L, 0.0, hi)
+        step = X_new - X
+        if np.max(np.abs(step), initial=0.0) <= tol * max(np.max(X_new, initial=0.0), 1e-300):
+            return X_new
+        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        momentum = (t - 1.0) / t_new
+        restart = np.sum((G @ X_new - C) * step, axis=0) > 0
+        Z = X_new + momentum * step
+        Z[:, restart] = X_new[:, restart]
+        X, t = X_new, (1.0 if restart.all() else t_new)
+    return X
+
+
+def solve_nnls(
+    W: np.ndarray,
+    WtV: np.ndarray,
+    alpha_l1: float = 0.0,
+    alpha_l2: float = 0.0,
+    upper: float | None = None,
+    method: str = "bpp",
+) -> np.ndarray:
+    """Coefficients of a chunk, problem (27) with the Section III l1/l2/box variants.
+
+    ``W`` is ``m x r``, ``WtV = W^T V`` is ``r x n``; returns ``H`` (``r x n``) minimising
+    ``1/2||V - W H||^2 + alpha_l1 |H|_1 + alpha_l2/2 ||H||^2`` over ``0 <= H <= upper``.
+    Block principal pivoting unless an upper bound is given or ``method="pgd"``.
+    """
+    G = W.T @ W
+    G = G + (alpha_l2 + 1e-12 * max(float(np.trace(G)), 1.0)) * np.eye(G.shape[0])
+    C = WtV - alpha_l1
+    if upper is None and method == "bpp":
+        return nnls_bpp(G, C)
+    return nnls_pgd(G, C, upper=upper)
+
+
+def _project_simplex(V: np.ndarray, z: float = 1.0, axis: int = 0) -> np.ndarray:
+    """Euclidean projection of each slice along ``axis`` onto ``{x >= 0, sum x = z}``.
+
+    Sort-based (Held et al. 1974; Duchi et al. 2008), ``O(m log m)`` per slice.
+    """
+    V = np.moveaxis(np.asarray(V, dtype=np.float64), axis, 0)
+    m = V.shape[0]
+    U = -np.sort(-V, axis=0)
+    css = np.cumsum(U, axis=0) - z
+    ind = np.arange(1, m + 1).reshape((m,) + (1,) * (V.ndim - 1))
+    rho = np.sum(U - css / ind > 0, axis=0, keepdims=True)
+    theta = np.take_along_axis(css, rho - 1, axis=0) / rho
+    return np.moveaxis(np.maximum(V - theta, 0.0), 0, axis)
+
+
+def _project_simplex_box(
+    V: np.ndarray,
+    lower: np.ndarray | float,
+    upper: np.ndarray | float,
+    z: float = 1.0,
+    axis: int = 0,
+) -> np.ndarray:
+    """Projection of each slice onto ``{lower <= x <= upper, sum x = z}`` (exact, breakpoints).
+
+    ``x = clip(v - tau, lower, upper)`` with ``g(tau) = sum x`` piecewise linear and
+    decreasing; its breakpoints ``v - upper`` and ``v - lower`` are sorted and ``tau`` is found
+    by linear interpolation on the bracketing segment. Requires
+    ``sum lower <= z <= sum upper`` per slice. ``O(m log m)`` per slice.
+    """
+    V0 = np.asarray(V, dtype=np.float64)
+    V = np.moveaxis(V0, axis, 0)
+    lo = np.moveaxis(np.broadcast_to(np.asarray(lower, dtype=np.float64), V0.shape), axis, 0)
+    hi = np.moveaxis(np.broadcast_to(np.asarray(upper, dtype=np.float64), V0.shape), axis, 0)
+    points = np.concatenate([V - hi, V - lo], axis=0)
+    signs = np.concatenate([np.ones_like(V), -np.ones_like(V)], axis=0)
+    order = np.argsort(points, axis=0, kind="stable")
+    p = np.take_along_axis(points, order, axis=0)
+    free = np.cumsum(np.take_along_axis(signs, order, axis=0), axis=0)
+    g = np.concatenate(
+        [
+            np.sum(hi, axis=0, keepdims=True),
+            np.sum(hi, axis=0, keepdims=True) - np.cumsum(free[:-1] * np.diff(p, axis=0), axis=0),
+        ],
+        axis=0,
+    )
+    k = np.clip(np.sum(g >= z, axis=0, keepdims=True) - 1, 0, p.shape[0] - 1)
+    gk = np.take_along_axis(g, k, axis=0)
+    fk = np.take_along_axis(free, k, axis=0)
+    pk = np.take_along_axis(p, k, axis=0)
+    tau = pk + np.divide(gk - z, fk, out=np.zeros_like(gk), where=fk > 0)
+    return np.moveaxis(np.clip(V - tau, lo, hi), 0, axis)
