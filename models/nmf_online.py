@@ -48,7 +48,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
-from sparsewatch.models.nnls import _project_simplex, _project_simplex_box, solve_nnls
+from sparsewatch.models.nnls import solve_nnls
+from sparsewatch.models.projections import project_simplex, project_simplex_box
 
 __all__ = ["MORNMF", "ORNMF", "WORNMF"]
 
@@ -240,8 +241,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
     def _project(self, W: np.ndarray) -> np.ndarray:
         lo, hi = self._w_min(), self.w_max
         if lo <= 0.0 and hi >= 1.0:
-            return _project_simplex(W, axis=0)
-        return _project_simplex_box(W, lo, hi, axis=0)
+            return project_simplex(W, axis=0)
+        return project_simplex_box(W, lo, hi, axis=0)
 
     def _initialise(self, X: np.ndarray | sp.csr_matrix) -> None:
         m, r = X.shape[1], self.n_components

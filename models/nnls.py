@@ -13,9 +13,6 @@ chunk is solved at once:
   full exchange with the backup rule), exact, columns grouped by passive set; no upper bound.
 * :func:`nnls_pgd`: accelerated projected gradient (FISTA with restart) with optional upper
   bounds (the box constraint of Section III of the OR-NMF paper).
-
-The projections onto the probability simplex and onto the simplex with box bounds are private
-versions used until ``sparsewatch.models.projections`` lands.
 """
 
 from __future__ import annotations
@@ -134,56 +131,3 @@ def solve_nnls(
     if upper is None and method == "bpp":
         return nnls_bpp(G, C)
     return nnls_pgd(G, C, upper=upper)
-
-
-def _project_simplex(V: np.ndarray, z: float = 1.0, axis: int = 0) -> np.ndarray:
-    """Euclidean projection of each slice along ``axis`` onto ``{x >= 0, sum x = z}``.
-
-    Sort-based (Held et al. 1974; Duchi et al. 2008), ``O(m log m)`` per slice.
-    """
-    V = np.moveaxis(np.asarray(V, dtype=np.float64), axis, 0)
-    m = V.shape[0]
-    U = -np.sort(-V, axis=0)
-    css = np.cumsum(U, axis=0) - z
-    ind = np.arange(1, m + 1).reshape((m,) + (1,) * (V.ndim - 1))
-    rho = np.sum(U - css / ind > 0, axis=0, keepdims=True)
-    theta = np.take_along_axis(css, rho - 1, axis=0) / rho
-    return np.moveaxis(np.maximum(V - theta, 0.0), 0, axis)
-
-
-def _project_simplex_box(
-    V: np.ndarray,
-    lower: np.ndarray | float,
-    upper: np.ndarray | float,
-    z: float = 1.0,
-    axis: int = 0,
-) -> np.ndarray:
-    """Projection of each slice onto ``{lower <= x <= upper, sum x = z}`` (exact, breakpoints).
-
-    ``x = clip(v - tau, lower, upper)`` with ``g(tau) = sum x`` piecewise linear and
-    decreasing; its breakpoints ``v - upper`` and ``v - lower`` are sorted and ``tau`` is found
-    by linear interpolation on the bracketing segment. Requires
-    ``sum lower <= z <= sum upper`` per slice. ``O(m log m)`` per slice.
-    """
-    V0 = np.asarray(V, dtype=np.float64)
-    V = np.moveaxis(V0, axis, 0)
-    lo = np.moveaxis(np.broadcast_to(np.asarray(lower, dtype=np.float64), V0.shape), axis, 0)
-    hi = np.moveaxis(np.broadcast_to(np.asarray(upper, dtype=np.float64), V0.shape), axis, 0)
-    points = np.concatenate([V - hi, V - lo], axis=0)
-    signs = np.concatenate([np.ones_like(V), -np.ones_like(V)], axis=0)
-    order = np.argsort(points, axis=0, kind="stable")
-    p = np.take_along_axis(points, order, axis=0)
-    free = np.cumsum(np.take_along_axis(signs, order, axis=0), axis=0)
-    g = np.concatenate(
-        [
-            np.sum(hi, axis=0, keepdims=True),
-            np.sum(hi, axis=0, keepdims=True) - np.cumsum(free[:-1] * np.diff(p, axis=0), axis=0),
-        ],
-        axis=0,
-    )
-    k = np.clip(np.sum(g >= z, axis=0, keepdims=True) - 1, 0, p.shape[0] - 1)
-    gk = np.take_along_axis(g, k, axis=0)
-    fk = np.take_along_axis(free, k, axis=0)
-    pk = np.take_along_axis(p, k, axis=0)
-    tau = pk + np.divide(gk - z, fk, out=np.zeros_like(gk), where=fk > 0)
-    return np.moveaxis(np.clip(V - tau, lo, hi), 0, axis)
