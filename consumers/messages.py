@@ -1,0 +1,140 @@
+"""The document message on ``<prefix>.docs``: parsing and validation, with a reason for refusals.
+
+A message is a UTF-8 JSON object ``{"id": str, "text": str, "timestamp": ISO-8601 | epoch ms,
+"stream": str (optional, "default"), "labels": [str] (optional), "meta": {} (optional)}``.
+:func:`parse_document` never raises anything but :class:`InvalidMessageError`, whose ``reason`` goes to
+the dead-letter topic with the original bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+MAX_ID_CHARS = 512
+MAX_STREAM_CHARS = 128
+# Event times outside [1970, 2200) are refused: they are corrupt, and would make windows explode.
+MIN_EPOCH_MS = 0
+MAX_EPOCH_MS = 7_258_118_400_000
+
+
+class InvalidMessageError(ValueError):
+    """A message that cannot become a document; ``reason`` says why, in one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Document:
+    """One validated document. ``timestamp_ms`` is the event time in epoch milliseconds (UTC)."""
+
+    id: str
+    text: str
+    timestamp_ms: int
+    stream: str = "default"
+    labels: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def event_time(self) -> datetime:
+        """The event time as a timezone-aware UTC datetime."""
+        return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
+
+    def to_json(self) -> bytes:
+        """The canonical message bytes for this document."""
+        doc = {
+            "id": self.id,
+            "text": self.text,
+            "timestamp": self.timestamp_ms,
+            "stream": self.stream,
+            "labels": list(self.labels),
+            "meta": self.meta,
+        }
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse_timestamp(value: Any) -> int:
+    """Epoch milliseconds from an ISO-8601 string (naive means UTC) or an epoch-ms number."""
+    if isinstance(value, bool):
+        raise InvalidMessageError("timestamp must be an ISO-8601 string or epoch milliseconds")
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise InvalidMessageError("timestamp is not finite")
+        ms = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidMessageError(f"timestamp {value[:40]!r} is not ISO-8601") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        ms = round(parsed.timestamp() * 1000)
+    else:
+        raise InvalidMessageError("timestamp must be an ISO-8601 string or epoch milliseconds")
+    if not MIN_EPOCH_MS <= ms < MAX_EPOCH_MS:
+        raise InvalidMessageError(f"timestamp {ms} ms is outside 1970..2200")
+    return ms
+
+
+def _string(obj: dict[str, Any], key: str, max_chars: int, default: str | None = None) -> str:
+    value = obj.get(key, default)
+    if value is None:
+        raise InvalidMessageError(f"missing field '{key}'")
+    if not isinstance(value, str):
+        raise InvalidMessageError(f"field '{key}' must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidMessageError(f"field '{key}' is empty")
+    if len(value) > max_chars:
+        raise InvalidMessageError(f"field '{key}' is longer than {max_chars} characters")
+    return value
+
+
+def parse_document(payload: bytes | None, max_text_bytes: int = 100_000) -> Document:
+    """Validate one message value; raise :class:`InvalidMessageError` with the reason otherwise."""
+    if payload is None:
+        raise InvalidMessageError("empty message (null value)")
+    if len(payload) > max_text_bytes + 64_000:
+        raise InvalidMessageError(f"message of {len(payload)} bytes exceeds the size limit")
+    try:
+        decoded = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidMessageError(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        obj = json.loads(decoded)
+    except json.JSONDecodeError as exc:
+        raise InvalidMessageError(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
+        ) from None
+    if not isinstance(obj, dict):
+        raise InvalidMessageError(f"message must be a JSON object, got {type(obj).__name__}")
+    doc_id = _string(obj, "id", MAX_ID_CHARS)
+    if "text" not in obj:
+        raise InvalidMessageError("missing field 'text'")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise InvalidMessageError(f"field 'text' must be a string, got {type(text).__name__}")
+    if len(text.encode("utf-8")) > max_text_bytes:
+        raise InvalidMessageError(f"text longer than {max_text_bytes} bytes")
+    if "timestamp" not in obj:
+        raise InvalidMessageError("missing field 'timestamp'")
+    timestamp_ms = parse_timestamp(obj["timestamp"])
+    stream = _string(obj, "stream", MAX_STREAM_CHARS, default="default")
+    labels = obj.get("labels", [])
+    if labels is None:
+        labels = []
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise InvalidMessageError("field 'labels' must be a list of strings")
+    meta = obj.get("meta", {})
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise InvalidMessageError("field 'meta' must be an object")
+    return Document(doc_id, text, timestamp_ms, stream, tuple(labels), meta)

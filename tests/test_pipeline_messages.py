@@ -1,0 +1,60 @@
+"""Message validation: every malformed input is refused with a reason, good ones parse exactly."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from sparsewatch.consumers.messages import InvalidMessageError, parse_document
+
+
+def test_good_document_with_iso_and_epoch_times():
+    a = parse_document(
+        json.dumps(
+            {
+                "id": "1",
+                "text": "héllo",
+                "timestamp": "1987-03-01T10:00:00Z",
+                "stream": "news",
+                "labels": ["acq"],
+                "meta": {"x": 1},
+            }
+        ).encode()
+    )
+    assert (a.id, a.text, a.stream, a.labels, a.meta) == ("1", "héllo", "news", ("acq",), {"x": 1})
+    assert a.timestamp_ms == int(datetime(1987, 3, 1, 10, tzinfo=UTC).timestamp() * 1000)
+    b = parse_document(json.dumps({"id": "2", "text": "", "timestamp": a.timestamp_ms}).encode())
+    assert b.timestamp_ms == a.timestamp_ms and b.stream == "default" and b.labels == ()
+    assert parse_document(a.to_json()) == a
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (None, "null value"),
+        (b"\xff\xfe garbage", "not UTF-8"),
+        (b"{not json", "invalid JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"text": "a", "timestamp": 1}', "missing field 'id'"),
+        (b'{"id": 5, "text": "a", "timestamp": 1}', "'id' must be a string"),
+        (b'{"id": "x", "timestamp": 1}', "missing field 'text'"),
+        (b'{"id": "x", "text": 3, "timestamp": 1}', "'text' must be a string"),
+        (b'{"id": "x", "text": "a"}', "missing field 'timestamp'"),
+        (b'{"id": "x", "text": "a", "timestamp": "yesterday"}', "not ISO-8601"),
+        (b'{"id": "x", "text": "a", "timestamp": -5}', "outside"),
+        (b'{"id": "x", "text": "a", "timestamp": true}', "timestamp must be"),
+        (b'{"id": "x", "text": "a", "timestamp": 1, "stream": ""}', "'stream' is empty"),
+        (b'{"id": "x", "text": "a", "timestamp": 1, "labels": "acq"}', "'labels'"),
+        (b'{"id": "x", "text": "a", "timestamp": 1, "meta": []}', "'meta'"),
+    ],
+)
+def test_bad_messages_have_reasons(payload, reason):
+    with pytest.raises(InvalidMessageError, match=reason):
+        parse_document(payload)
+
+
+def test_oversized_text_is_refused():
+    big = json.dumps({"id": "x", "text": "a" * 2000, "timestamp": 1}).encode()
+    with pytest.raises(InvalidMessageError, match="longer than 1000 bytes"):
+        parse_document(big, max_text_bytes=1000)
