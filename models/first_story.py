@@ -1,0 +1,210 @@
+"""Nearest-neighbour first-story detection: the classic peer of dictionary-based novelty scores.
+
+A document's novelty is ``1 - max_j cos(d, d_j)`` over earlier documents ``d_j`` (Allan et al.
+1998, "On-line new event detection and tracking"; Petrovic, Osborne and Lavrenko 2010, "Streaming
+first story detection with application to Twitter"). Two estimators, both with the streaming API
+``score_samples(X)`` (score against the memory, no update) and ``partial_fit(X)`` (add to memory):
+
+* :class:`ExactFirstStory` compares with every stored document by chunked sparse products;
+* :class:`LSHFirstStory` follows Petrovic et al.: random-hyperplane signatures in ``n_tables``
+  hash tables, buckets bounded to their ``bucket_size`` most recent documents, and a fallback
+  comparison with the ``n_recent`` most recent documents; the exact cosine is computed only with
+  the candidates found. Everything is vectorised over the documents of a batch.
+
+Rows of ``X`` are documents (any non-negative or real weighting, e.g. TF-IDF); rows are
+L2-normalised internally. The vocabulary may grow between calls (more columns): stored vectors are
+zero-padded, so columns must keep their meaning (an append-only vocabulary).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.preprocessing import normalize
+
+
+def _rows_l2(X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
+    X = sp.csr_matrix(X, dtype=np.float64)
+    return normalize(X, norm="l2", copy=True) if X.shape[0] else X
+
+
+def _pad_cols(M: sp.csr_matrix, n_cols: int) -> sp.csr_matrix:
+    if M.shape[1] >= n_cols:
+        return M
+    return sp.csr_matrix((M.data, M.indices, M.indptr), shape=(M.shape[0], n_cols))
+
+
+def _align(A: sp.csr_matrix, B: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    n = max(A.shape[1], B.shape[1])
+    return _pad_cols(A, n), _pad_cols(B, n)
+
+
+class ExactFirstStory(BaseEstimator):
+    """Exact nearest-neighbour novelty: ``1 - max cosine`` with every stored document.
+
+    Parameters
+    ----------
+    chunk_size : stored documents compared per sparse product (bounds the dense similarity block
+        to ``n_queries x chunk_size``).
+    """
+
+    def __init__(self, chunk_size: int = 4096) -> None:
+        self.chunk_size = chunk_size
+
+    def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> ExactFirstStory:
+        """Append the rows of ``X`` to the memory."""
+        Xn = _rows_l2(X)
+        if not hasattr(self, "memory_"):
+            self.memory_ = Xn
+        else:
+            M, Xn = _align(self.memory_, Xn)
+            self.memory_ = sp.vstack([M, Xn], format="csr")
+        return self
+
+    def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> ExactFirstStory:
+        """Forget the memory, then store ``X``."""
+        if hasattr(self, "memory_"):
+            del self.memory_
+        return self.partial_fit(X)
+
+    def max_similarity(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Largest cosine similarity of each row of ``X`` with the memory (0 when empty)."""
+        Q = _rows_l2(X)
+        best = np.zeros(Q.shape[0])
+        if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
+            return best
+        M, Q = _align(self.memory_, Q)
+        QT = Q.T.tocsr()
+        for start in range(0, M.shape[0], self.chunk_size):
+            S = (M[start : start + self.chunk_size] @ QT).toarray()
+            np.maximum(best, S.max(axis=0), out=best)
+        return best
+
+    def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Novelty ``1 - max cosine`` against the memory (higher is more novel)."""
+        return 1.0 - self.max_similarity(X)
+
+    def score_stream(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Score each row against the memory AND the earlier rows of ``X``, then store ``X``."""
+        Q = _rows_l2(X)
+        best = self.max_similarity(Q)
+        S = (Q @ Q.T).toarray()
+        S[np.triu_indices_from(S)] = 0.0
+        if S.shape[0]:
+            np.maximum(best, S.max(axis=1), out=best)
+        self.partial_fit(Q)
+        return 1.0 - best
+
+
+class LSHFirstStory(BaseEstimator):
+    """Approximate nearest-neighbour novelty with random-hyperplane LSH (Petrovic et al. 2010).
+
+    Parameters
+    ----------
+    n_bits : signature bits per table (hyperplanes); documents colliding in a table share all bits.
+    n_tables : independent hash tables; candidates are the union of the query's buckets.
+    bucket_size : a bucket keeps only its most recent ``bucket_size`` documents.
+    n_recent : the query is also compared with the most recent ``n_recent`` stored documents.
+    random_state : seed of the hyperplanes (drawn feature by feature as the vocabulary grows).
+    """
+
+    def __init__(
+        self,
+        n_bits: int = 13,
+        n_tables: int = 16,
+        bucket_size: int = 32,
+        n_recent: int = 1000,
+        random_state: int = 0,
+    ) -> None:
+        self.n_bits = n_bits
+        self.n_tables = n_tables
+        self.bucket_size = bucket_size
+        self.n_recent = n_recent
+        self.random_state = random_state
+
+    def _planes(self, n_features: int) -> np.ndarray:
+        """Hyperplanes for ``n_features`` columns, growing deterministically with the vocabulary."""
+        if not hasattr(self, "planes_"):
+            self.planes_ = np.zeros((0, self.n_bits * self.n_tables))
+            self._rng = np.random.default_rng(self.random_state)
+        extra = n_features - self.planes_.shape[0]
+        if extra > 0:
+            new = self._rng.standard_normal((extra, self.planes_.shape[1]))
+            self.planes_ = np.vstack([self.planes_, new])
+        return self.planes_
+
+    def _keys(self, Q: sp.csr_matrix) -> np.ndarray:
+        """Integer bucket key of each row in each table, shape ``(n_rows, n_tables)``."""
+        H = np.asarray(Q @ self._planes(Q.shape[1])) > 0
+        H = H.reshape(Q.shape[0], self.n_tables, self.n_bits)
+        weights = 1 << np.arange(self.n_bits, dtype=np.int64)
+        return (H * weights).sum(axis=2)
+
+    def _candidates(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query row, stored doc) pairs sharing a bucket in some table."""
+        q_all, d_all = [], []
+        for t in range(self.n_tables):
+            tk, td = self.table_keys_[t], self.table_docs_[t]
+            lo = np.searchsorted(tk, keys[:, t], side="left")
+            hi = np.searchsorted(tk, keys[:, t], side="right")
+            counts = hi - lo
+            q = np.repeat(np.arange(keys.shape[0]), counts)
+            pos = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+            q_all.append(q)
+            d_all.append(td[np.repeat(lo, counts) + pos])
+        return np.concatenate(q_all), np.concatenate(d_all)
+
+    def max_similarity(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Approximate largest cosine of each row of ``X`` with the stored documents."""
+        Q = _rows_l2(X)
+        best = np.zeros(Q.shape[0])
+        if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
+            return best
+        M, Q = _align(self.memory_, Q)
+        q, d = self._candidates(self._keys(Q))
+        if q.size:
+            pair = np.unique(q.astype(np.int64) * M.shape[0] + d)
+            q, d = pair // M.shape[0], pair % M.shape[0]
+            sims = np.asarray(Q[q].multiply(M[d]).sum(axis=1)).ravel()
+            np.maximum.at(best, q, sims)
+        recent = M[max(0, M.shape[0] - self.n_recent) :]
+        if recent.shape[0]:
+            np.maximum(best, (Q @ recent.T).toarray().max(axis=1), out=best)
+        return best
+
+    def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Approximate novelty ``1 - max cosine`` (higher is more novel)."""
+        return 1.0 - self.max_similarity(X)
+
+    def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> LSHFirstStory:
+        """Store the rows of ``X`` and insert them into every table's buckets."""
+        Xn = _rows_l2(X)
+        if not hasattr(self, "memory_"):
+            self.memory_ = Xn
+            first = 0
+            self.table_keys_ = [np.zeros(0, np.int64) for _ in range(self.n_tables)]
+            self.table_docs_ = [np.zeros(0, np.int64) for _ in range(self.n_tables)]
+        else:
+            M, Xn = _align(self.memory_, Xn)
+            first = M.shape[0]
+            self.memory_ = sp.vstack([M, Xn], format="csr")
+        keys = self._keys(Xn)
+        ids = np.arange(first, first + Xn.shape[0], dtype=np.int64)
+        for t in range(self.n_tables):
+            k = np.concatenate([self.table_keys_[t], keys[:, t]])
+            docs = np.concatenate([self.table_docs_[t], ids])
+            order = np.lexsort((-docs, k))  # by key, newest first within a key
+            k, docs = k[order], docs[order]
+            starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+            rank = np.arange(k.size) - np.repeat(starts, np.diff(np.r_[starts, k.size]))
+            keep = rank < self.bucket_size
+            self.table_keys_[t], self.table_docs_[t] = k[keep], docs[keep]
+        return self
+
+    def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> LSHFirstStory:
+        """Forget the memory and tables, then store ``X``."""
+        for name in ("memory_", "table_keys_", "table_docs_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        return self.partial_fit(X)
