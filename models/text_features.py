@@ -1,0 +1,326 @@
+"""Streaming text features: tokenizer, bounded growing vocabulary, streaming TF-IDF.
+
+The documents of Kasiviswanathan et al. (NIPS 2012, Sec. 5) are TF-IDF vectors ``p in R^m`` with
+``||p||_1 = 1`` whose dimension ``m`` grows as new terms arrive (new rows are appended; the paper's
+footnote zero-pads the dictionary and the dual variable). Here the vocabulary is also bounded, so
+memory stays flat on an unbounded stream: when the cap is exceeded the terms with the smallest
+*decayed* document frequency (rare and stale) are evicted, and :class:`StreamingTfidf` reports the
+rows it kept (``kept_rows_``) and how many it appended (``n_new_``) so that model state can drop
+and pad the same rows (:func:`remap_rows`).
+
+Tokenizer (deliberate choices for tweets and news):
+
+* lower case, Unicode-aware words (``\\w`` letters of any script; tokens must contain a letter and
+  have at least two characters; pure numbers are dropped, they are mostly noise in news wires);
+* URLs become one token ``url:<domain>`` (``urls="domain"``), or ``"drop"``;
+* ``#hashtags`` become the bare word (``hashtags="word"``, so ``#quake`` and ``quake`` match), or
+  are kept as ``#tag`` (``"keep"``), or both (``"both"``), or dropped;
+* ``@mentions`` are kept as ``@user`` (distinct from the word) or dropped (``mentions="drop"``);
+* English stop words (scikit-learn's list) are removed; optional bigrams of adjacent kept tokens.
+
+Weighting: ``(1 + log tf) * idf`` (``sublinear_tf``), ``idf = log((1 + N) / (1 + df)) + 1`` with
+exponentially decayed ``N`` and ``df`` (half-life ``df_half_life`` documents), optional salient-term
+truncation (keep the ``max_terms_per_doc`` largest weights of each document), then l1 normalisation.
+Terms not in the vocabulary (when scoring without learning) keep their weight in the normaliser and
+are returned as ``oov_mass``: no atom covers them, so they add exactly that mass to the l1 error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+__all__ = ["StreamingTfidf", "remap_rows", "tokenize"]
+
+_URL = r"(?:https?://|www\.)[^\s<>\"']+"
+_TOKEN = re.compile(rf"({_URL})|([#@][\w_]+)|(\w+(?:['’]\w+)*)|(\x00)", re.UNICODE)
+_HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
+_SEP = "\x00"
+
+
+def _emit(
+    match: tuple[str, str, str, str],
+    urls: str,
+    hashtags: str,
+    mentions: str,
+    stop: frozenset[str],
+) -> list[str]:
+    url, tag, word, sep = match
+    if sep:
+        return [_SEP]
+    if url:
+        if urls == "drop":
+            return []
+        host = re.sub(r"^(?:https?://)?(?:www\.)?", "", url).split("/", 1)[0]
+        return [f"url:{host}"]
+    if tag:
+        body = tag[1:]
+        if not _HAS_LETTER.search(body):
+            return []
+        if tag[0] == "@":
+            return [] if mentions == "drop" else [tag]
+        return {"word": [body], "keep": [tag], "both": [tag, body], "drop": []}[hashtags]
+    word = word.replace("’", "'")
+    if len(word) < 2 or word in stop or not _HAS_LETTER.search(word):
+        return []
+    return [word]
+
+
+def tokenize(
+    texts: Sequence[str],
+    *,
+    stop_words: frozenset[str] | None = ENGLISH_STOP_WORDS,
+    bigrams: bool = False,
+    urls: str = "domain",
+    hashtags: str = "word",
+    mentions: str = "keep",
+) -> list[list[str]]:
+    """Tokenize many documents with one regular-expression pass over their concatenation."""
+    stop = frozenset(stop_words or ())
+    joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower()
+    docs: list[list[str]] = [[]]
+    for m in _TOKEN.findall(joined):
+        for tok in _emit(m, urls, hashtags, mentions, stop):
+            if tok == _SEP:
+                docs.append([])
+            else:
+                docs[-1].append(tok)
+    if bigrams:
+        docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
+    return docs if texts else []
+
+
+def remap_rows(M: np.ndarray, kept_rows: np.ndarray, n_new: int) -> np.ndarray:
+    """Drop evicted rows of ``M`` and zero-pad ``n_new`` rows at the end (vocabulary update)."""
+    out = M[kept_rows]
+    if n_new:
+        out = np.vstack([out, np.zeros((n_new, *M.shape[1:]), dtype=M.dtype)])
+    return out
+
+
+class StreamingTfidf(BaseEstimator):
+    """Streaming TF-IDF with a growing, bounded vocabulary (documents are l1-normalised columns).
+
+    Parameters
+    ----------
+    max_features : vocabulary cap; beyond it the rarest, stalest terms are evicted.
+    df_half_life : half-life, in documents, of the document frequencies (``None``: no decay).
+    min_df_new : a new term enters the vocabulary only when it appears in at least this many
+        documents of the window that introduces it (1 = every term).
+    max_terms_per_doc : salient-term truncation (keep the largest TF-IDF weights), ``None`` = all.
+    sublinear_tf, bigrams, stop_words ("english" or None), urls, hashtags, mentions : see module.
+    dtype : float type of the matrices.
+
+    Attributes
+    ----------
+    vocabulary_ : dict term -> row; terms_ : ndarray of str (row order); df_ : decayed document
+    frequency per row; last_seen_ : document counter when each term was last seen; n_docs_ : total
+    documents seen; n_eff_ : decayed document count; kept_rows_, n_new_ : the row map of the last
+    :meth:`partial_fit` (apply it to model state with :func:`remap_rows`).
+    """
+
+    def __init__(
+        self,
+        max_features: int = 20000,
+        df_half_life: float | None = 20000.0,
+        min_df_new: int = 1,
+        max_terms_per_doc: int | None = None,
+        sublinear_tf: bool = True,
+        bigrams: bool = False,
+        stop_words: str | None = "english",
+        urls: str = "domain",
+        hashtags: str = "word",
+        mentions: str = "keep",
+        dtype: type = np.float64,
+    ) -> None:
+        self.max_features = max_features
+        self.df_half_life = df_half_life
+        self.min_df_new = min_df_new
+        self.max_terms_per_doc = max_terms_per_doc
+        self.sublinear_tf = sublinear_tf
+        self.bigrams = bigrams
+        self.stop_words = stop_words
+        self.urls = urls
+        self.hashtags = hashtags
+        self.mentions = mentions
+        self.dtype = dtype
+
+    # ------------------------------------------------------------------ tokens
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        """Tokens of every text, with this estimator's tokenizer settings."""
+        stop = ENGLISH_STOP_WORDS if self.stop_words == "english" else None
+        return tokenize(
+            list(texts),
+            stop_words=stop,
+            bigrams=self.bigrams,
+            urls=self.urls,
+            hashtags=self.hashtags,
+            mentions=self.mentions,
+        )
+
+    @property
+    def n_features_(self) -> int:
+        return len(self.terms_)
+
+    def _init_state(self) -> None:
+        self.terms_ = np.array([], dtype=str)
+        self.vocabulary_: dict[str, int] = {}
+        self.df_ = np.zeros(0)
+        self.last_seen_ = np.zeros(0, dtype=np.int64)
+        self.n_docs_ = 0
+        self.n_eff_ = 0.0
+        self.kept_rows_ = np.zeros(0, dtype=np.int64)
+        self.n_new_ = 0
+
+    # ------------------------------------------------------------------ learning
+    def partial_fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
+        """Update vocabulary and document frequencies with one window of documents."""
+        return self._update(self.tokenize(texts))
+
+    def _update(self, docs: list[list[str]]) -> StreamingTfidf:
+        if not hasattr(self, "terms_"):
+            self._init_state()
+        n = len(docs)
+        decay = 1.0 if self.df_half_life is None else 0.5 ** (n / self.df_half_life)
+        counts: dict[str, int] = {}  # insertion order = first appearance: deterministic rows
+        for d in docs:
+            for t in dict.fromkeys(d):
+                counts[t] = counts.get(t, 0) + 1
+        new_terms = [
+            t for t, c in counts.items() if t not in self.vocabulary_ and c >= self.min_df_new
+        ]
+        known = [(self.vocabulary_[t], c) for t, c in counts.items() if t in self.vocabulary_]
+        m_old = self.terms_.size
+        df = np.concatenate([self.df_ * decay, np.zeros(len(new_terms))])
+        last = np.concatenate([self.last_seen_, np.zeros(len(new_terms), dtype=np.int64)])
+        if known:
+            idx, c = np.array(known).T
+            df[idx] += c
+            last[idx] = self.n_docs_ + n
+        df[m_old:] = [counts[t] for t in new_terms]
+        last[m_old:] = self.n_docs_ + n
+        keep = np.arange(df.size)
+        if df.size > self.max_features:
+            order = np.lexsort((last, df))  # ascending: rarest first, then stalest
+            keep = np.sort(order[df.size - self.max_features :])
+        kept_old = keep[keep < m_old]
+        kept_new = keep[keep >= m_old] - m_old
+        terms = np.concatenate(
+            [self.terms_[kept_old], np.array(new_terms, dtype=str)[kept_new]]
+        ).astype(str)
+        self.terms_ = terms
+        self.vocabulary_ = {t: i for i, t in enumerate(terms.tolist())}
+        self.df_ = df[keep]
+        self.last_seen_ = last[keep]
+        self.n_docs_ += n
+        self.n_eff_ = self.n_eff_ * decay + n
+        self.kept_rows_ = kept_old
+        self.n_new_ = int(kept_new.size)
+        return self
+
+    # ------------------------------------------------------------------ features
+    def idf(self) -> np.ndarray:
+        """Smoothed inverse document frequency per vocabulary row."""
+        return np.log((1.0 + self.n_eff_) / (1.0 + self.df_)) + 1.0
+
+    def transform(
+        self, texts: Sequence[str], return_oov: bool = False
+    ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
+        """Term-by-document matrix (``m x n`` CSC, unit l1 columns) of ``texts``; no learning.
+
+        With ``return_oov`` also the l1 mass per document of out-of-vocabulary terms (weighted with
+        the idf of an unseen term); columns then sum to ``1 - oov_mass``.
+        """
+        return self._transform(self.tokenize(texts), return_oov)
+
+    def fit_transform_window(self, texts: Sequence[str]) -> sp.csc_matrix:
+        """``partial_fit`` then ``transform`` on one window, tokenizing once."""
+        docs = self.tokenize(texts)
+        self._update(docs)
+        return self._transform(docs, False)
+
+    def _transform(
+        self, docs: list[list[str]], return_oov: bool
+    ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
+        if not hasattr(self, "terms_"):
+            self._init_state()
+        n, m = len(docs), self.terms_.size
+        voc = self.vocabulary_
+        oov_row = m
+        lens = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n)
+        flat = [voc.get(t, oov_row) for d in docs for t in d]
+        rows = np.asarray(flat, dtype=np.int64)
+        cols = np.repeat(np.arange(n), lens)
+        # counts per (row, doc); OOV terms get distinct virtual rows so their tf is right
+        oov = rows == oov_row
+        if oov.any():
+            oov_ids = np.unique(
+                np.asarray([t for d in docs for t in d], dtype=object)[oov], return_inverse=True
+            )[1]
+            rows[oov] = m + oov_ids.ravel()
+        n_rows = int(rows.max()) + 1 if rows.size else m
+        C = sp.csc_matrix((np.ones(rows.size), (rows, cols)), shape=(max(n_rows, m), n))
+        C.sum_duplicates()
+        tf = np.log1p(C.data) + 1.0 if self.sublinear_tf else C.data
+        idf_ext = np.concatenate(
+            [self.idf(), np.full(C.shape[0] - m, np.log(1.0 + self.n_eff_) + 1.0)]
+        )
+        C.data = (tf * idf_ext[C.indices]).astype(self.dtype)
+        if self.max_terms_per_doc is not None:
+            C = _top_per_column(C, self.max_terms_per_doc)
+        if not return_oov:
+            C = C[:m] if C.shape[0] > m else C
+        tot = np.asarray(C.sum(axis=0)).ravel()
+        C.data /= np.repeat(np.where(tot > 0, tot, 1.0), np.diff(C.indptr)).astype(self.dtype)
+        if not return_oov:
+            return sp.csc_matrix(C)
+        oov_mass = np.asarray(C[m:].sum(axis=0)).ravel()
+        return sp.csc_matrix(C[:m]), oov_mass
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Learned state as plain numpy arrays (vocabulary as a unicode array)."""
+        if not hasattr(self, "terms_"):
+            self._init_state()
+        return {
+            "terms": self.terms_.astype(str),
+            "df": self.df_.astype(np.float64),
+            "last_seen": self.last_seen_.astype(np.int64),
+            "n_docs": np.asarray(self.n_docs_, dtype=np.int64),
+            "n_eff": np.asarray(self.n_eff_, dtype=np.float64),
+        }
+
+    def set_state(self, state: dict[str, np.ndarray]) -> StreamingTfidf:
+        """Restore what :meth:`get_state` returned."""
+        self._init_state()
+        self.terms_ = np.asarray(state["terms"]).astype(str)
+        self.vocabulary_ = {t: i for i, t in enumerate(self.terms_.tolist())}
+        self.df_ = np.asarray(state["df"], dtype=np.float64).copy()
+        self.last_seen_ = np.asarray(state["last_seen"], dtype=np.int64).copy()
+        self.n_docs_ = int(state["n_docs"])
+        self.n_eff_ = float(state["n_eff"])
+        self.kept_rows_ = np.arange(self.terms_.size)
+        return self
+
+
+def _top_per_column(C: sp.csc_matrix, t: int) -> sp.csc_matrix:
+    """Keep the ``t`` largest entries of every column (ties broken by row order)."""
+    counts = np.diff(C.indptr)
+    if counts.max(initial=0) <= t:
+        return C
+    col = np.repeat(np.arange(C.shape[1]), counts)
+    order = np.lexsort((-C.data, col))  # by column, then by decreasing weight
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size) - np.repeat(C.indptr[:-1], counts)
+    keep = rank < t
+    out = sp.csc_matrix(
+        (C.data[keep], C.indices[keep], np.r_[0, np.cumsum(np.minimum(counts, t))]), shape=C.shape
+    )
+    out.sort_indices()
+    return out
