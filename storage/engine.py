@@ -1,0 +1,63 @@
+"""Engines for SQLite (the default, a file in WAL mode) and PostgreSQL (psycopg 3).
+
+SQLite: the parent folder is created; every connection runs in WAL mode with foreign keys on,
+``synchronous=FULL`` (a committed window survives a power cut, so the Kafka offsets committed after
+it never get ahead of the database) and a 30 s busy timeout. pysqlite's own transaction handling is
+switched off and transactions are begun explicitly: ``BEGIN IMMEDIATE`` for writers (connections
+with the ``sw_write`` execution option), so two writers queue on the lock instead of deadlocking on
+a read-to-write upgrade; plain ``BEGIN`` for readers, which WAL never blocks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+BUSY_TIMEOUT_S = 30.0
+WRITE_OPTION = "sw_write"
+
+
+def _sqlite_events(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
+        _sqlite_events(engine)
+        return engine
+    return sa.create_engine(parsed, pool_pre_ping=True)
+
+
+def write_connection(engine: sa.Engine) -> sa.Connection:
+    """A connection whose transactions take the write lock at BEGIN (SQLite; a no-op elsewhere)."""
+    return engine.connect().execution_options(**{WRITE_OPTION: True})
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password hidden, for messages."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "<invalid database URL>"

@@ -1,0 +1,1 @@
+"""Alembic migrations of the sparsewatch schema (driven by :mod:`sparsewatch.storage.migrate`)."""

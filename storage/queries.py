@@ -1,0 +1,192 @@
+"""Read-side queries behind ``sparsewatch alerts|documents|topics|snapshots`` and the demo.
+
+Each function takes an open connection and returns plain dictionaries (JSON-ready apart from
+datetimes), ordered deterministically so that scripts get stable output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+import sqlalchemy as sa
+from sparsewatch.storage.schema import alerts, documents, snapshots, topics, windows
+from sparsewatch.storage.serialization import npz_to_arrays
+
+AlertTime = Literal["created", "event"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A stored model snapshot with its arrays."""
+
+    stream: str
+    window_seq: int
+    model_kind: str
+    arrays: dict[str, np.ndarray]
+    meta: dict
+    vocabulary_version: int
+    created_at: datetime
+
+
+def _in(column: sa.ColumnElement[Any], values: Sequence[Any] | None) -> list[Any]:
+    return [column.in_(list(values))] if values else []
+
+
+def _between(column: Any, since: datetime | None, until: datetime | None) -> list[Any]:
+    conditions = []
+    if since is not None:
+        conditions.append(column >= since)
+    if until is not None:
+        conditions.append(column < until)
+    return conditions
+
+
+def fetch_alerts(
+    conn: sa.Connection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    kinds: Sequence[str] | None = None,
+    streams: Sequence[str] | None = None,
+    min_score: float | None = None,
+    limit: int | None = 100,
+    time_field: AlertTime = "created",
+) -> list[dict[str, Any]]:
+    """Alerts in ``[since, until)`` of creation (or event) time, newest first."""
+    time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
+    conditions = [
+        *_between(time_column, since, until),
+        *_in(alerts.c.kind, kinds),
+        *_in(alerts.c.stream, streams),
+    ]
+    if min_score is not None:
+        conditions.append(alerts.c.score >= min_score)
+    stmt = (
+        sa.select(alerts)
+        .where(*conditions)
+        .order_by(time_column.desc(), alerts.c.score.desc(), alerts.c.id.desc())
+        .limit(limit)
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def fetch_documents(
+    conn: sa.Connection,
+    streams: Sequence[str] | None = None,
+    window_seq: int | None = None,
+    novel_only: bool = False,
+    anomalies_only: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    min_score: float | None = None,
+    limit: int | None = 100,
+    with_text: bool = True,
+) -> list[dict[str, Any]]:
+    """Documents by event time (then stream, id); filters combine with AND."""
+    conditions = [
+        *_in(documents.c.stream, streams),
+        *_between(documents.c.event_time, since, until),
+    ]
+    if window_seq is not None:
+        conditions.append(documents.c.window_seq == window_seq)
+    if novel_only:
+        conditions.append(documents.c.novel.is_(True))
+    if anomalies_only:
+        conditions.append(documents.c.anomaly.is_(True))
+    if min_score is not None:
+        conditions.append(documents.c.novelty_score >= min_score)
+    columns = [c for c in documents.c if with_text or c.name != "text"]
+    stmt = (
+        sa.select(*columns)
+        .where(*conditions)
+        .order_by(documents.c.event_time, documents.c.stream, documents.c.doc_id)
+        .limit(limit)
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def fetch_topics(
+    conn: sa.Connection,
+    streams: Sequence[str] | None = None,
+    first_window: int | None = None,
+    last_window: int | None = None,
+    emerging_only: bool = False,
+    n_terms: int | None = None,
+    limit: int | None = 100,
+) -> list[dict[str, Any]]:
+    """Topics of each window, newest window first, strongest topic first; ``n_terms`` top terms."""
+    conditions = [*_in(topics.c.stream, streams)]
+    if first_window is not None:
+        conditions.append(topics.c.window_seq >= first_window)
+    if last_window is not None:
+        conditions.append(topics.c.window_seq <= last_window)
+    if emerging_only:
+        conditions.append(topics.c.emerging.is_(True))
+    stmt = (
+        sa.select(topics)
+        .where(*conditions)
+        .order_by(
+            topics.c.window_seq.desc(), topics.c.stream, topics.c.strength.desc(), topics.c.topic_id
+        )
+        .limit(limit)
+    )
+    rows = [dict(r) for r in conn.execute(stmt).mappings()]
+    if n_terms is not None:
+        for row in rows:
+            row["terms"] = row["terms"][:n_terms]
+    return rows
+
+
+def fetch_windows(
+    conn: sa.Connection, streams: Sequence[str] | None = None, limit: int | None = 100
+) -> list[dict[str, Any]]:
+    """Closed windows, newest first."""
+    stmt = (
+        sa.select(windows)
+        .where(*_in(windows.c.stream, streams))
+        .order_by(windows.c.window_seq.desc(), windows.c.stream)
+        .limit(limit)
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def fetch_snapshots(
+    conn: sa.Connection,
+    streams: Sequence[str] | None = None,
+    model_kinds: Sequence[str] | None = None,
+    limit: int | None = 100,
+) -> list[dict[str, Any]]:
+    """Snapshot descriptions (array shapes, sizes, metadata; no blob), newest window first."""
+    columns = [c for c in snapshots.c if c.name != "blob"]
+    stmt = (
+        sa.select(*columns, sa.func.length(snapshots.c.blob).label("size_bytes"))
+        .where(*_in(snapshots.c.stream, streams), *_in(snapshots.c.model_kind, model_kinds))
+        .order_by(snapshots.c.window_seq.desc(), snapshots.c.stream, snapshots.c.model_kind)
+        .limit(limit)
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def load_snapshot(
+    conn: sa.Connection, stream: str, model_kind: str, window_seq: int | None = None
+) -> Snapshot | None:
+    """The snapshot of ``stream``/``model_kind`` at ``window_seq`` (newest when ``None``)."""
+    conditions = [snapshots.c.stream == stream, snapshots.c.model_kind == model_kind]
+    if window_seq is not None:
+        conditions.append(snapshots.c.window_seq == window_seq)
+    stmt = sa.select(snapshots).where(*conditions).order_by(snapshots.c.window_seq.desc()).limit(1)
+    row = conn.execute(stmt).mappings().first()
+    if row is None:
+        return None
+    return Snapshot(
+        stream=row["stream"],
+        window_seq=int(row["window_seq"]),
+        model_kind=row["model_kind"],
+        arrays=npz_to_arrays(row["blob"]),
+        meta=row["meta"],
+        vocabulary_version=int(row["vocabulary_version"]),
+        created_at=row["created_at"],
+    )

@@ -1,0 +1,141 @@
+"""The SQL schema (SQLAlchemy Core): what the workers write and the query commands read.
+
+Every table has a natural primary key, so writes are idempotent upserts (see
+:mod:`sparsewatch.storage.store`); alerts carry a surrogate ``id`` for stable ordering and a unique
+natural key. The Alembic migrations in ``storage/migrations`` create exactly this schema (a test
+compares them).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sparsewatch.storage.types import JSONText, UTCDateTime
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+STREAM = sa.String(200)
+DOC_ID = sa.Text()
+
+ALERT_KINDS = ("novel_document", "anomaly", "emerging_topic")
+
+documents = sa.Table(
+    "documents",
+    metadata,
+    sa.Column("stream", STREAM, primary_key=True),
+    sa.Column("doc_id", DOC_ID, primary_key=True),
+    # Detector columns: NULL until the detector writes the row (the anomaly worker may come first).
+    sa.Column("event_time", UTCDateTime()),
+    sa.Column("window_seq", sa.BigInteger),
+    sa.Column("novelty_score", sa.Double),
+    sa.Column("reconstruction_error", sa.Double),
+    sa.Column("novel", sa.Boolean),
+    sa.Column("late", sa.Boolean),
+    sa.Column("dominant_topic", sa.Integer),
+    sa.Column("top_atoms", JSONText()),
+    sa.Column("labels", JSONText()),
+    sa.Column("text", sa.Text),
+    # Anomaly worker columns.
+    sa.Column("anomaly_score", sa.Double),
+    sa.Column("anomaly", sa.Boolean),
+    sa.Index(None, "stream", "window_seq"),
+    sa.Index(None, "novel", "stream"),
+    sa.Index(None, "event_time"),
+)
+
+windows = sa.Table(
+    "windows",
+    metadata,
+    sa.Column("stream", STREAM, primary_key=True),
+    sa.Column("window_seq", sa.BigInteger, primary_key=True),
+    sa.Column("start_time", UTCDateTime(), nullable=False),
+    sa.Column("end_time", UTCDateTime(), nullable=False),
+    sa.Column("n_documents", sa.Integer, nullable=False),
+    sa.Column("threshold", sa.Double),
+    sa.Column("timings", JSONText(), nullable=False),
+    sa.Column("closed_by", sa.String(32), nullable=False),
+    sa.Index(None, "start_time"),
+)
+
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("stream", STREAM, nullable=False),
+    sa.Column("subject_id", DOC_ID, nullable=False),
+    sa.Column("score", sa.Double, nullable=False),
+    sa.Column("window_seq", sa.BigInteger, nullable=False),
+    sa.Column("event_time", UTCDateTime()),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.UniqueConstraint("kind", "stream", "subject_id"),
+    sa.CheckConstraint(f"kind IN {ALERT_KINDS!r}", name="kind"),
+    sa.Index(None, "created_at"),
+    sa.Index(None, "kind", "created_at"),
+    sa.Index(None, "stream", "created_at"),
+    sa.Index(None, "score"),
+    sa.Index(None, "event_time"),
+)
+
+topics = sa.Table(
+    "topics",
+    metadata,
+    sa.Column("stream", STREAM, primary_key=True),
+    sa.Column("window_seq", sa.BigInteger, primary_key=True),
+    sa.Column("topic_id", sa.Integer, primary_key=True),
+    sa.Column("terms", JSONText(), nullable=False),
+    sa.Column("strength", sa.Double, nullable=False),
+    sa.Column("emerging", sa.Boolean, nullable=False),
+    sa.Index(None, "emerging", "stream"),
+)
+
+snapshots = sa.Table(
+    "snapshots",
+    metadata,
+    sa.Column("stream", STREAM, primary_key=True),
+    sa.Column("window_seq", sa.BigInteger, primary_key=True),
+    sa.Column("model_kind", sa.String(64), primary_key=True),
+    sa.Column("shapes", JSONText(), nullable=False),
+    sa.Column("blob", sa.LargeBinary, nullable=False),
+    sa.Column("meta", JSONText(), nullable=False),
+    sa.Column("vocabulary_version", sa.Integer, nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+)
+
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("group_id", sa.String(200), primary_key=True),
+    sa.Column("stream", STREAM, primary_key=True),
+    sa.Column("state", sa.LargeBinary, nullable=False),
+    sa.Column("meta", JSONText(), nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+)
+
+partition_offsets = sa.Table(
+    "partition_offsets",
+    metadata,
+    sa.Column("group_id", sa.String(200), primary_key=True),
+    sa.Column("topic", sa.String(249), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("next_offset", sa.BigInteger, nullable=False),
+)
+
+dead_letters = sa.Table(
+    "dead_letters",
+    metadata,
+    sa.Column("topic", sa.String(249), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("offset", sa.BigInteger, primary_key=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Index(None, "created_at"),
+)

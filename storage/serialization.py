@@ -1,0 +1,65 @@
+"""Arrays to and from npz blobs, loadable with ``np.load(allow_pickle=False)``.
+
+Model states and dictionary snapshots are dictionaries of plain numeric or unicode numpy arrays
+(scalars as 0-d arrays). Object arrays would need pickle, which is never used for stored data, so
+they are rejected on the way in with a clear error.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Mapping
+
+import numpy as np
+
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def _checked(arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
+    checked: dict[str, np.ndarray] = {}
+    for name, value in arrays.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"array name {name!r} must be a non-empty string without '/'")
+        array = np.asarray(value)
+        if array.dtype.hasobject:
+            raise ValueError(
+                f"array {name!r} has dtype {array.dtype} (Python objects); only numeric, boolean "
+                "or unicode arrays can be stored (np.load(allow_pickle=False))"
+            )
+        checked[name] = array
+    return checked
+
+
+def arrays_to_npz(arrays: Mapping[str, object], compress: bool = False) -> bytes:
+    """An npz archive of ``arrays`` (name -> array-like) as bytes; object arrays raise ValueError.
+
+    The same arrays always give the same bytes (members carry a fixed timestamp, unlike
+    ``np.savez``), so rewriting an unchanged state is recognisably a no-op.
+    """
+    buffer = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buffer, "w", compression=method, allowZip64=True) as archive:
+        for name, array in _checked(arrays).items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_EPOCH)
+            info.compress_type = method
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def npz_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
+    """The arrays of an npz archive, read without pickle; a damaged blob raises ValueError."""
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise ValueError(f"not a valid npz blob: {exc}") from exc
+
+
+def describe_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:
+    """Shape and dtype of each array (stored next to a snapshot for listing without loading it)."""
+    return {
+        name: {"shape": list(np.shape(a)), "dtype": np.asarray(a).dtype.str}
+        for name, a in arrays.items()
+    }

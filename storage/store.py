@@ -1,0 +1,449 @@
+"""The storage API the workers call: one SQL transaction per window, idempotent natural-key writes.
+
+A worker does, per closed window::
+
+    with store.transaction() as tx:
+        tx.upsert_window(...); tx.insert_documents(rows); tx.insert_alerts(alerts)
+        tx.upsert_topics(...); tx.put_snapshot(...)           # results
+        tx.put_checkpoint(group, stream, model.get_state(), meta)  # model state
+        tx.set_partition_offsets(group, topic, {partition: next_offset})  # consumed offsets
+    consumer.commit_offsets(...)  # only after the commit above
+
+and on start ``store.load_checkpoints(group)`` / ``store.partition_offsets(group, topic)``.
+
+Idempotency (re-writing a window changes nothing):
+
+* ``documents``: key (stream, doc_id). The detector's columns are written once: an existing row
+  keeps them unless they were never written (``event_time IS NULL``, a row the anomaly worker
+  created first). ``upsert_anomaly_scores`` sets only ``anomaly_score`` / ``anomaly``.
+* ``alerts`` (kind, stream, subject_id), ``snapshots`` (stream, window_seq, model_kind),
+  ``dead_letters`` (topic, partition, offset): first write wins.
+* ``windows`` (stream, window_seq), ``topics`` (stream, window_seq, topic_id), ``checkpoints``
+  (group, stream), ``partition_offsets`` (group, topic, partition): replaced by the latest write; a
+  checkpoint rewritten with the same state and metadata keeps its ``created_at``.
+
+Every write is one bulk statement (``executemany``) per table and call. Values may be numpy
+scalars; they are converted to Python numbers. Datetimes must be timezone-aware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sparsewatch.storage import migrate, queries
+from sparsewatch.storage.engine import create_engine, write_connection
+from sparsewatch.storage.schema import (
+    alerts,
+    checkpoints,
+    dead_letters,
+    documents,
+    partition_offsets,
+    snapshots,
+    topics,
+    windows,
+)
+from sparsewatch.storage.serialization import arrays_to_npz, describe_arrays, npz_to_arrays
+from sqlalchemy.dialects import postgresql, sqlite
+
+DETECTOR_COLUMNS = (
+    "event_time",
+    "window_seq",
+    "novelty_score",
+    "reconstruction_error",
+    "novel",
+    "late",
+    "dominant_topic",
+    "top_atoms",
+    "labels",
+    "text",
+)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A worker's saved model state for one stream."""
+
+    group: str
+    stream: str
+    state: dict[str, np.ndarray]
+    meta: dict
+    created_at: datetime
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _int_list(values: Any) -> list[int]:
+    return [] if values is None else [int(v) for v in values]
+
+
+def _str_list(values: Any) -> list[str]:
+    return [] if values is None else [str(v) for v in values]
+
+
+def _require(row: Mapping[str, Any], keys: Sequence[str], what: str) -> None:
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise KeyError(f"{what} row lacks {', '.join(missing)}: {sorted(row)}")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class StoreTx:
+    """The writes of one SQL transaction (obtain it from :meth:`Store.transaction`)."""
+
+    def __init__(self, conn: sa.Connection) -> None:
+        self.connection = conn
+        dialect = conn.dialect.name
+        if dialect == "postgresql":
+            self._insert = postgresql.insert
+        elif dialect == "sqlite":
+            self._insert = sqlite.insert
+        else:
+            raise ValueError(f"unsupported database {dialect!r} (use SQLite or PostgreSQL)")
+
+    def _execute(self, stmt: Any, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.connection.execute(stmt, rows)
+
+    def upsert_window(
+        self,
+        stream: str,
+        window_seq: int,
+        start: datetime,
+        end: datetime,
+        n_documents: int,
+        threshold: float | None,
+        timings: Mapping[str, float],
+        closed_by: str,
+    ) -> None:
+        """Record a closed window (replaces an earlier record of the same window)."""
+        stmt = self._insert(windows)
+        values = ("start_time", "end_time", "n_documents", "threshold", "timings", "closed_by")
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["stream", "window_seq"], set_={c: stmt.excluded[c] for c in values}
+        )
+        row = {
+            "stream": stream,
+            "window_seq": int(window_seq),
+            "start_time": start,
+            "end_time": end,
+            "n_documents": int(n_documents),
+            "threshold": _opt_float(threshold),
+            "timings": {str(k): float(v) for k, v in timings.items()},
+            "closed_by": closed_by,
+        }
+        self._execute(stmt, [row])
+
+    def insert_documents(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Write the detector's per-document results; a row the detector wrote is never changed."""
+        keys = ("stream", "doc_id", "event_time", "window_seq", "novelty_score")
+        params = []
+        for r in rows:
+            _require(r, keys, "document")
+            params.append(
+                {
+                    "stream": r["stream"],
+                    "doc_id": str(r["doc_id"]),
+                    "event_time": r["event_time"],
+                    "window_seq": int(r["window_seq"]),
+                    "novelty_score": _opt_float(r["novelty_score"]),
+                    "reconstruction_error": _opt_float(r.get("reconstruction_error")),
+                    "novel": bool(r.get("novel", False)),
+                    "late": bool(r.get("late", False)),
+                    "dominant_topic": _opt_int(r.get("dominant_topic")),
+                    "top_atoms": _int_list(r.get("top_atoms")),
+                    "labels": _str_list(r.get("labels")),
+                    "text": r.get("text"),
+                    "anomaly_score": None,
+                    "anomaly": None,
+                }
+            )
+        stmt = self._insert(documents)
+        unwritten = documents.c.event_time.is_(None)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["stream", "doc_id"],
+            set_={
+                c: sa.case((unwritten, stmt.excluded[c]), else_=documents.c[c])
+                for c in DETECTOR_COLUMNS
+            },
+        )
+        self._execute(stmt, params)
+
+    def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
+        params = []
+        for r in rows:
+            _require(r, ("stream", "doc_id", "anomaly_score", "anomaly"), "anomaly score")
+            params.append(
+                {
+                    "stream": r["stream"],
+                    "doc_id": str(r["doc_id"]),
+                    "anomaly_score": float(r["anomaly_score"]),
+                    "anomaly": bool(r["anomaly"]),
+                }
+            )
+        stmt = self._insert(documents)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["stream", "doc_id"],
+            set_={c: stmt.excluded[c] for c in ("anomaly_score", "anomaly")},
+        )
+        self._execute(stmt, params)
+
+    def insert_alerts(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is."""
+        keys = ("kind", "stream", "subject_id", "score", "window_seq", "event_time", "summary")
+        now = _now()
+        params = []
+        for r in rows:
+            _require(r, keys, "alert")
+            params.append(
+                {
+                    "kind": r["kind"],
+                    "stream": r["stream"],
+                    "subject_id": str(r["subject_id"]),
+                    "score": float(r["score"]),
+                    "window_seq": int(r["window_seq"]),
+                    "event_time": r["event_time"],
+                    "summary": str(r["summary"]),
+                    "created_at": now,
+                }
+            )
+        stmt = self._insert(alerts).on_conflict_do_nothing(
+            index_elements=["kind", "stream", "subject_id"]
+        )
+        self._execute(stmt, params)
+
+    def upsert_topics(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Record the topics of a window (replacing earlier records of the same topics)."""
+        keys = ("stream", "window_seq", "topic_id", "terms", "strength", "emerging")
+        params = []
+        for r in rows:
+            _require(r, keys, "topic")
+            params.append(
+                {
+                    "stream": r["stream"],
+                    "window_seq": int(r["window_seq"]),
+                    "topic_id": int(r["topic_id"]),
+                    "terms": [[str(t), float(w)] for t, w in r["terms"]],
+                    "strength": float(r["strength"]),
+                    "emerging": bool(r["emerging"]),
+                }
+            )
+        stmt = self._insert(topics)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["stream", "window_seq", "topic_id"],
+            set_={c: stmt.excluded[c] for c in ("terms", "strength", "emerging")},
+        )
+        self._execute(stmt, params)
+
+    def put_snapshot(
+        self,
+        stream: str,
+        window_seq: int,
+        model_kind: str,
+        arrays: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any],
+        vocabulary_version: int,
+    ) -> None:
+        """Store a model snapshot (npz); an existing snapshot of the same key is kept."""
+        row = {
+            "stream": stream,
+            "window_seq": int(window_seq),
+            "model_kind": model_kind,
+            "shapes": describe_arrays(arrays),
+            "blob": arrays_to_npz(arrays),
+            "meta": dict(meta),
+            "vocabulary_version": int(vocabulary_version),
+            "created_at": _now(),
+        }
+        stmt = self._insert(snapshots).on_conflict_do_nothing(
+            index_elements=["stream", "window_seq", "model_kind"]
+        )
+        self._execute(stmt, [row])
+
+    def put_checkpoint(
+        self, group: str, stream: str, state: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+    ) -> None:
+        """Replace the checkpoint of (group, stream)."""
+        row = {
+            "group_id": group,
+            "stream": stream,
+            "state": arrays_to_npz(state),
+            "meta": dict(meta),
+            "created_at": _now(),
+        }
+        stmt = self._insert(checkpoints)
+        excluded = stmt.excluded
+        same = sa.and_(checkpoints.c.state == excluded.state, checkpoints.c.meta == excluded.meta)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["group_id", "stream"],
+            set_={
+                "state": excluded.state,
+                "meta": excluded.meta,
+                "created_at": sa.case((same, checkpoints.c.created_at), else_=excluded.created_at),
+            },
+        )
+        self._execute(stmt, [row])
+
+    def set_partition_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Replace the resume offsets (next offset to read) of ``topic``'s partitions."""
+        params = [
+            {"group_id": group, "topic": topic, "partition": int(p), "next_offset": int(o)}
+            for p, o in offsets.items()
+        ]
+        stmt = self._insert(partition_offsets)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["group_id", "topic", "partition"],
+            set_={"next_offset": stmt.excluded.next_offset},
+        )
+        self._execute(stmt, params)
+
+    def insert_dead_letters(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Record poison messages; a message already recorded is left as it is."""
+        now = _now()
+        params = []
+        for r in rows:
+            _require(r, ("topic", "partition", "offset", "reason", "payload"), "dead letter")
+            params.append(
+                {
+                    "topic": r["topic"],
+                    "partition": int(r["partition"]),
+                    "offset": int(r["offset"]),
+                    "reason": str(r["reason"]),
+                    "payload": bytes(r["payload"] or b""),
+                    "created_at": now,
+                }
+            )
+        stmt = self._insert(dead_letters).on_conflict_do_nothing(
+            index_elements=["topic", "partition", "offset"]
+        )
+        self._execute(stmt, params)
+
+
+class Store:
+    """A database of sparsewatch results: SQLite (file, WAL) or PostgreSQL."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str, upgrade: bool = True) -> Store:
+        """Connect to ``url``; migrate the schema to the newest revision if it is behind."""
+        store = cls(create_engine(url))
+        if upgrade:
+            try:
+                if migrate.current_revision(store.engine) != migrate.head_revision():
+                    store.upgrade()
+            except BaseException:
+                store.dispose()
+                raise
+        return store
+
+    def upgrade(self) -> None:
+        """Apply the missing Alembic migrations (``alembic upgrade head``)."""
+        migrate.upgrade(self.engine)
+
+    def revision(self) -> str | None:
+        """The schema revision of the database (``None`` when empty)."""
+        return migrate.current_revision(self.engine)
+
+    @contextmanager
+    def transaction(self) -> Iterator[StoreTx]:
+        """One SQL transaction: committed when the block ends, rolled back on an exception."""
+        with write_connection(self.engine) as conn, conn.begin():
+            yield StoreTx(conn)
+
+    @contextmanager
+    def reading(self) -> Iterator[sa.Connection]:
+        """A read-only connection in one transaction (a consistent view)."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def load_checkpoint(self, group: str, stream: str) -> Checkpoint | None:
+        """The checkpoint of (group, stream), or ``None``."""
+        where = (checkpoints.c.group_id == group) & (checkpoints.c.stream == stream)
+        found = self._checkpoints(where)
+        return found.get(stream)
+
+    def load_checkpoints(self, group: str) -> dict[str, Checkpoint]:
+        """Every checkpoint of ``group``, by stream."""
+        return self._checkpoints(checkpoints.c.group_id == group)
+
+    def _checkpoints(self, where: Any) -> dict[str, Checkpoint]:
+        with self.reading() as conn:
+            rows = conn.execute(sa.select(checkpoints).where(where)).mappings().all()
+        return {
+            r["stream"]: Checkpoint(
+                group=r["group_id"],
+                stream=r["stream"],
+                state=npz_to_arrays(r["state"]),
+                meta=r["meta"],
+                created_at=r["created_at"],
+            )
+            for r in rows
+        }
+
+    def partition_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """The resume offset of each partition of ``topic`` stored for ``group``."""
+        stmt = sa.select(partition_offsets.c.partition, partition_offsets.c.next_offset).where(
+            (partition_offsets.c.group_id == group) & (partition_offsets.c.topic == topic)
+        )
+        with self.reading() as conn:
+            return {int(p): int(o) for p, o in conn.execute(stmt)}
+
+    # Read side for the query commands and the demo (see sparsewatch.storage.queries).
+    def alerts(self, **filters: Any) -> list[dict[str, Any]]:
+        """Alerts, newest first (filters: :func:`sparsewatch.storage.queries.fetch_alerts`)."""
+        with self.reading() as conn:
+            return queries.fetch_alerts(conn, **filters)
+
+    def documents(self, **filters: Any) -> list[dict[str, Any]]:
+        """Documents (filters: :func:`sparsewatch.storage.queries.fetch_documents`)."""
+        with self.reading() as conn:
+            return queries.fetch_documents(conn, **filters)
+
+    def topics(self, **filters: Any) -> list[dict[str, Any]]:
+        """Topics per window (filters: :func:`sparsewatch.storage.queries.fetch_topics`)."""
+        with self.reading() as conn:
+            return queries.fetch_topics(conn, **filters)
+
+    def windows(self, **filters: Any) -> list[dict[str, Any]]:
+        """Closed windows (filters: :func:`sparsewatch.storage.queries.fetch_windows`)."""
+        with self.reading() as conn:
+            return queries.fetch_windows(conn, **filters)
+
+    def snapshots(self, **filters: Any) -> list[dict[str, Any]]:
+        """Snapshot descriptions without blobs (:func:`~.queries.fetch_snapshots`)."""
+        with self.reading() as conn:
+            return queries.fetch_snapshots(conn, **filters)
+
+    def load_snapshot(
+        self, stream: str, model_kind: str, window_seq: int | None = None
+    ) -> queries.Snapshot | None:
+        """The snapshot at ``window_seq`` (default: the newest) with its arrays, or ``None``."""
+        with self.reading() as conn:
+            return queries.load_snapshot(conn, stream, model_kind, window_seq)
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dispose()

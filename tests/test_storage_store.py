@@ -1,0 +1,305 @@
+"""The SQL store on real SQLite and PostgreSQL: migrations, round trips, idempotent windows."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sparsewatch.storage import migrate
+from sparsewatch.storage.schema import metadata
+from sparsewatch.storage.store import Store
+
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def dump(store: Store) -> dict[str, list[tuple]]:
+    """Every row of every table, sorted (a whole-database fingerprint)."""
+    out = {}
+    with store.reading() as conn:
+        for table in metadata.sorted_tables:
+            rows = conn.execute(sa.select(table)).all()
+            out[table.name] = sorted((tuple(r) for r in rows), key=repr)
+    return out
+
+
+def write_window(store: Store, seq: int, n: int = 50, stream: str = "news") -> None:
+    """What the detector worker writes for one window, in one transaction."""
+    rng = np.random.default_rng(seq)
+    start = T0 + timedelta(hours=seq)
+    docs = [
+        {
+            "stream": stream,
+            "doc_id": f"{stream}-{seq}-{i}",
+            "event_time": start + timedelta(seconds=i),
+            "window_seq": seq,
+            "novelty_score": np.float32(rng.random()),
+            "reconstruction_error": float(rng.random()),
+            "novel": bool(i % 7 == 0),
+            "late": i == 3,
+            "dominant_topic": int(i % 4) if i % 5 else None,
+            "top_atoms": rng.integers(0, 100, size=3),
+            "labels": ["earn"] if i % 2 else [],
+            "text": f"document {i} of window {seq} — ünïcode",
+        }
+        for i in range(n)
+    ]
+    with store.transaction() as tx:
+        tx.upsert_window(
+            stream, seq, start, start + timedelta(hours=1), n, 0.8, {"score": 0.01}, "watermark"
+        )
+        tx.insert_documents(docs)
+        tx.insert_alerts(
+            [
+                {
+                    "kind": "novel_document",
+                    "stream": stream,
+                    "subject_id": d["doc_id"],
+                    "score": d["novelty_score"],
+                    "window_seq": seq,
+                    "event_time": d["event_time"],
+                    "summary": d["text"][:40],
+                }
+                for d in docs
+                if d["novel"]
+            ]
+        )
+        tx.upsert_topics(
+            [
+                {
+                    "stream": stream,
+                    "window_seq": seq,
+                    "topic_id": k,
+                    "terms": [[f"term{k}{j}", np.float32(1.0 / (j + 1))] for j in range(5)],
+                    "strength": 0.1 * k,
+                    "emerging": k == 2,
+                }
+                for k in range(4)
+            ]
+        )
+        tx.put_snapshot(stream, seq, "dictionary", {"A": rng.random((20, 4))}, {"k": 4}, seq)
+        tx.put_checkpoint(
+            "detector", stream, {"A": np.arange(6.0), "seq": np.array(seq)}, {"window": seq}
+        )
+        tx.set_partition_offsets("detector", "docs", {0: 100 * (seq + 1), 1: 7})
+        tx.insert_dead_letters(
+            [
+                {
+                    "topic": "docs",
+                    "partition": 0,
+                    "offset": seq,
+                    "reason": "bad JSON",
+                    "payload": b"\xff{",
+                }
+            ]
+        )
+
+
+def test_migrations_from_empty_match_the_schema(database_url):
+    engine = sa.create_engine(database_url)
+    assert migrate.current_revision(engine) is None
+    store = Store.open(database_url)
+    try:
+        assert store.revision() == migrate.head_revision()
+        with store.engine.connect() as conn:
+            diff = compare_metadata(
+                MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+            )
+        assert diff == []
+        store.upgrade()  # a second upgrade is a no-op
+        assert store.revision() == migrate.head_revision()
+    finally:
+        store.dispose()
+        engine.dispose()
+
+
+def test_concurrent_opens_of_an_empty_database_migrate_once(database_url):
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            Store.open(database_url).dispose()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with Store.open(database_url) as store:
+        assert store.revision() == migrate.head_revision()
+
+
+def test_same_window_written_twice_leaves_identical_tables(database_url):
+    with Store.open(database_url) as store:
+        write_window(store, 0)
+        write_window(store, 1)
+        before = dump(store)
+        write_window(store, 1)
+        assert dump(store) == before
+        # An older window replayed leaves every result table as it was (the checkpoint and the
+        # offsets are the replayed window's, by design: they are replaced).
+        write_window(store, 0)
+        after = dump(store)
+        for table in ("checkpoints", "partition_offsets"):
+            del after[table], before[table]
+        assert after == before
+        assert len(before["documents"]) == 100
+        assert len(before["alerts"]) == 2 * 8
+
+
+def test_rollback_leaves_nothing(database_url):
+    with Store.open(database_url) as store:
+        write_window(store, 0)
+        before = dump(store)
+        with pytest.raises(RuntimeError, match="crash"), store.transaction() as tx:
+            tx.insert_documents(
+                [
+                    {
+                        "stream": "x",
+                        "doc_id": "1",
+                        "event_time": T0,
+                        "window_seq": 9,
+                        "novelty_score": 1.0,
+                    }
+                ]
+            )
+            tx.set_partition_offsets("detector", "docs", {0: 999})
+            raise RuntimeError("crash")
+        assert dump(store) == before
+        assert store.partition_offsets("detector", "docs") == {0: 100, 1: 7}
+
+
+def test_documents_round_trip_and_timezones(database_url):
+    plus5 = timezone(timedelta(hours=5))
+    with Store.open(database_url) as store:
+        write_window(store, 0)
+        with store.transaction() as tx:
+            tx.insert_documents(
+                [
+                    {
+                        "stream": "tz",
+                        "doc_id": "a",
+                        "event_time": datetime(2024, 3, 1, 17, 30, 0, 123456, tzinfo=plus5),
+                        "window_seq": 0,
+                        "novelty_score": 0.5,
+                    }
+                ]
+            )
+        doc = store.documents(streams=["tz"])[0]
+        assert doc["event_time"] == datetime(2024, 3, 1, 12, 30, 0, 123456, tzinfo=UTC)
+        assert doc["event_time"].tzinfo == UTC
+        assert doc["novel"] is False and doc["top_atoms"] == [] and doc["labels"] == []
+        docs = store.documents(streams=["news"], limit=None)
+        assert [d["doc_id"] for d in docs] == [f"news-0-{i}" for i in range(50)]
+        assert docs[3]["late"] is True and docs[7]["novel"] is True
+        assert docs[0]["dominant_topic"] is None and docs[1]["dominant_topic"] == 1
+        assert docs[1]["labels"] == ["earn"] and docs[0]["text"].endswith("ünïcode")
+        rng = np.random.default_rng(0)
+        assert docs[0]["novelty_score"] == float(np.float32(rng.random()))
+        with (
+            pytest.raises(sa.exc.StatementError, match="naive datetime"),
+            store.transaction() as tx,
+        ):
+            tx.upsert_window("tz", 0, datetime(2024, 1, 1), T0, 0, None, {}, "idle")
+
+
+@pytest.mark.parametrize("anomaly_first", [True, False])
+def test_anomaly_scores_and_detector_results_merge_in_any_order(database_url, anomaly_first):
+    doc = {
+        "stream": "s",
+        "doc_id": "d",
+        "event_time": T0,
+        "window_seq": 4,
+        "novelty_score": 0.25,
+        "novel": True,
+        "top_atoms": [3, 1],
+        "labels": ["x"],
+        "text": "t",
+    }
+    anomaly = {
+        "stream": "s",
+        "doc_id": "d",
+        "anomaly_score": np.float64(-0.5),
+        "anomaly": np.bool_(True),
+    }
+    with Store.open(database_url) as store:
+        for step in ([anomaly], [doc]) if anomaly_first else ([doc], [anomaly]):
+            with store.transaction() as tx:
+                if "anomaly" in step[0]:
+                    tx.upsert_anomaly_scores(step)
+                else:
+                    tx.insert_documents(step)
+        once = dump(store)
+        with store.transaction() as tx:  # replays of both change nothing
+            tx.insert_documents([{**doc, "novelty_score": 0.99, "novel": False}])
+            tx.upsert_anomaly_scores([anomaly])
+        assert dump(store) == once
+        (row,) = store.documents()
+        assert row["novelty_score"] == 0.25 and row["novel"] is True and row["top_atoms"] == [3, 1]
+        assert row["anomaly_score"] == -0.5 and row["anomaly"] is True
+        with store.transaction() as tx:  # a rescoring replaces the anomaly columns only
+            tx.upsert_anomaly_scores([{**anomaly, "anomaly_score": 0.1, "anomaly": False}])
+        (row,) = store.documents()
+        assert (row["anomaly_score"], row["anomaly"], row["novelty_score"]) == (0.1, False, 0.25)
+
+
+def test_checkpoints_and_offsets_are_replaced(database_url):
+    with Store.open(database_url) as store:
+        assert store.load_checkpoint("g", "s") is None
+        assert store.partition_offsets("g", "t") == {}
+        state = {
+            "A": np.arange(12, dtype=np.float32).reshape(3, 4),
+            "n": np.array(3),
+            "v": np.array(["a", "bé"]),
+        }
+        with store.transaction() as tx:
+            tx.put_checkpoint("g", "s", state, {"window_seq": 1})
+            tx.put_checkpoint("g", "other", {"x": np.zeros(2)}, {})
+            tx.set_partition_offsets("g", "t", {0: 5, 2: 9})
+        first = store.load_checkpoint("g", "s")
+        assert (
+            first is not None and first.meta == {"window_seq": 1} and first.created_at.tzinfo == UTC
+        )
+        for name, array in state.items():
+            assert first.state[name].dtype == array.dtype
+            np.testing.assert_array_equal(first.state[name], array)
+        with store.transaction() as tx:
+            tx.put_checkpoint("g", "s", {"A": np.ones(2)}, {"window_seq": 2})
+            tx.set_partition_offsets("g", "t", {0: 6})
+        assert store.load_checkpoint("g", "s").meta == {"window_seq": 2}
+        assert set(store.load_checkpoints("g")) == {"s", "other"}
+        assert store.load_checkpoints("nobody") == {}
+        assert store.partition_offsets("g", "t") == {0: 6, 2: 9}
+
+
+def test_snapshot_first_write_wins_and_loads_bit_identical(database_url):
+    rng = np.random.default_rng(1)
+    arrays = {"A": rng.random((30, 5)).astype(np.float32), "terms": np.array(["α", "beta"])}
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            tx.put_snapshot("s", 3, "dictionary", arrays, {"lambda": 0.1}, 2)
+            tx.put_snapshot("s", 5, "dictionary", {"A": arrays["A"] * 2}, {}, 3)
+            tx.put_snapshot("s", 3, "dictionary", {"A": np.zeros(1)}, {}, 9)
+        snap = store.load_snapshot("s", "dictionary", 3)
+        assert snap.meta == {"lambda": 0.1} and snap.vocabulary_version == 2
+        assert snap.arrays["A"].tobytes() == arrays["A"].tobytes()
+        np.testing.assert_array_equal(snap.arrays["terms"], arrays["terms"])
+        assert store.load_snapshot("s", "dictionary").window_seq == 5
+        assert store.load_snapshot("s", "topics") is None
+        listed = store.snapshots()
+        assert [s["window_seq"] for s in listed] == [5, 3]
+        assert listed[1]["shapes"]["A"] == {"shape": [30, 5], "dtype": "<f4"}
+
+
+def test_bulk_window_of_a_thousand_documents(database_url):
+    with Store.open(database_url) as store:
+        write_window(store, 0, n=1000)
+        assert len(store.documents(limit=None)) == 1000
+        assert store.windows()[0]["n_documents"] == 1000
