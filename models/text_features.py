@@ -38,7 +38,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 __all__ = ["StreamingTfidf", "remap_rows", "tokenize"]
 
-_URL = r"(?:https?://|www\.)[^\s<>\"']+"
+_URL = r"(?:https?://|www\.)[^\s<>\"'\x00]+"
 _TOKEN = re.compile(rf"({_URL})|([#@][\w_]+)|(\w+(?:['’]\w+)*)|(\x00)", re.UNICODE)
 _HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _SEP = "\x00"
