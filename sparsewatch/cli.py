@@ -35,8 +35,11 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
 
 def _register() -> None:
     from sparsewatch.commands_kafka import kafka
+    from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
 
     cli.add_command(kafka)
+    for command in (alerts, documents, topics, snapshots, db):
+        cli.add_command(command)
 
 
 _register()

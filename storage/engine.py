@@ -47,7 +47,8 @@ def create_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
         _sqlite_events(engine)
         return engine
-    return sa.create_engine(parsed, pool_pre_ping=True)
+    connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
+    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
 def write_connection(engine: sa.Engine) -> sa.Connection:

@@ -1,0 +1,490 @@
+"""``sparsewatch alerts|documents|topics|snapshots|db``: query the results database.
+
+Every query prints a readable table by default (rich), or stable JSON (an array of objects with
+sorted keys, ISO-8601 UTC times) or CSV for scripts. Problems with the arguments or the database
+are one-line errors with a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+import sqlalchemy as sa
+from rich.console import Console
+from rich.table import Table
+
+from sparsewatch.config import load_config
+from sparsewatch.errors import SparsewatchError
+from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.schema import ALERT_KINDS
+from sparsewatch.storage.store import Store
+
+FORMATS = ("table", "json", "csv")
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*(?:ago)?\s*$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """An aware UTC datetime from ISO-8601 (naive means UTC), ``now``, or a relative time such as
+    ``2h``, ``30m``, ``7d`` (that long before ``now``)."""
+    now = now or datetime.now(UTC)
+    if text.strip().lower() == "now":
+        return now
+    match = _RELATIVE.match(text)
+    if match:
+        amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+        return now - timedelta(**{unit: amount})
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"'{text}' is neither ISO-8601 nor relative like 2h, 30m, 7d") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+class TimeParam(click.ParamType):
+    """A click parameter accepting ISO-8601 or relative times."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_time(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+TIME = TimeParam()
+
+
+@contextmanager
+def open_store(ctx: click.Context, database_url: str | None) -> Iterator[Store]:
+    """The configured database (or ``--database-url``), migrated; errors become one line."""
+    if not database_url:
+        database_url = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+        database_url = database_url.resolved_database_url
+    try:
+        store = Store.open(database_url)
+    except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
+        message = f"cannot open database {mask_url(database_url)}: {_first_line(exc)}"
+        raise SparsewatchError(message) from None
+    try:
+        yield store
+    except sa.exc.SQLAlchemyError as exc:
+        raise SparsewatchError(f"database error: {_first_line(exc)}") from None
+    finally:
+        store.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def _cell(value: Any) -> str:
+    value = _jsonable(value)
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def emit(
+    rows: Sequence[dict[str, Any]],
+    fmt: str,
+    columns: Sequence[str],
+    table_columns: Sequence[tuple[str, str, Callable[[Any], str]]],
+    title: str,
+) -> None:
+    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view)."""
+    if fmt == "json":
+        data = [{k: _jsonable(row[k]) for k in columns} for row in rows]
+        click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+    elif fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([_cell(row[k]) for k in columns] for row in rows)
+        click.echo(buffer.getvalue(), nl=False)
+    else:
+        table = Table(title=f"{title} ({len(rows)})", title_justify="left")
+        for header, _, _ in table_columns:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*(show(row[key]) for _, key, show in table_columns))
+        Console(width=max(Console().width, 120)).print(table)
+
+
+def _time(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def _flag(value: bool | None) -> str:
+    return "" if value is None else ("yes" if value else "")
+
+
+def _short(width: int) -> Callable[[Any], str]:
+    def show(value: Any) -> str:
+        text = " ".join(str(value or "").split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    return show
+
+
+def _terms(value: list[list[Any]]) -> str:
+    return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
+
+
+_fmt = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table for people, json or csv for scripts.",
+)
+_db = click.option(
+    "--database-url",
+    default=None,
+    help="Database URL (default: the configuration's database_url or DATA_DIR/sparsewatch.db).",
+)
+_limit = click.option(
+    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most N rows."
+)
+_streams = click.option("--stream", "streams", multiple=True, help="Only this stream (repeatable).")
+
+ALERT_COLUMNS = (
+    "id",
+    "kind",
+    "stream",
+    "subject_id",
+    "score",
+    "window_seq",
+    "event_time",
+    "created_at",
+    "summary",
+)
+
+
+@click.command()
+@click.option("--since", type=TIME, default=None, help="From this time (ISO-8601 or 2h, 7d...).")
+@click.option("--until", type=TIME, default=None, help="Before this time (ISO-8601 or relative).")
+@click.option(
+    "--by",
+    type=click.Choice(["created", "event"]),
+    default="created",
+    show_default=True,
+    help="Which time --since/--until and the ordering use: alert creation or document event time.",
+)
+@click.option("--kind", "kinds", type=click.Choice(ALERT_KINDS), multiple=True, help="Repeatable.")
+@_streams
+@click.option("--min-score", type=float, default=None, help="Only alerts scoring at least this.")
+@_limit
+@_fmt
+@_db
+@click.pass_context
+def alerts(
+    ctx: click.Context,
+    since: datetime | None,
+    until: datetime | None,
+    by: str,
+    kinds: tuple[str, ...],
+    streams: tuple[str, ...],
+    min_score: float | None,
+    limit: int,
+    fmt: str,
+    database_url: str | None,
+) -> None:
+    """Alerts (novel documents, anomalies, emerging topics), newest first."""
+    if since is not None and until is not None and since >= until:
+        raise click.BadParameter("--since must be before --until", param_hint="--since")
+    with open_store(ctx, database_url) as store:
+        rows = store.alerts(
+            since=since,
+            until=until,
+            kinds=kinds,
+            streams=streams,
+            min_score=min_score,
+            limit=limit,
+            time_field=by,
+        )
+    view = [
+        ("created", "created_at", _time)
+        if by == "created"
+        else ("event time", "event_time", _time),
+        ("kind", "kind", str),
+        ("stream", "stream", str),
+        ("subject", "subject_id", str),
+        ("score", "score", _num),
+        ("window", "window_seq", str),
+        ("summary", "summary", _short(70)),
+    ]
+    emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
+
+
+DOCUMENT_COLUMNS = (
+    "stream",
+    "doc_id",
+    "event_time",
+    "window_seq",
+    "novelty_score",
+    "reconstruction_error",
+    "novel",
+    "late",
+    "dominant_topic",
+    "top_atoms",
+    "anomaly_score",
+    "anomaly",
+    "labels",
+    "text",
+)
+
+
+@click.command()
+@_streams
+@click.option("--window", "window_seq", type=int, default=None, help="Only this window number.")
+@click.option("--novel", "novel_only", is_flag=True, help="Only documents flagged novel.")
+@click.option("--anomalies", "anomalies_only", is_flag=True, help="Only anomalous documents.")
+@click.option("--since", type=TIME, default=None, help="Event time from (ISO-8601 or relative).")
+@click.option("--until", type=TIME, default=None, help="Event time before.")
+@click.option("--min-score", type=float, default=None, help="Novelty score at least this.")
+@_limit
+@_fmt
+@_db
+@click.pass_context
+def documents(
+    ctx: click.Context,
+    streams: tuple[str, ...],
+    window_seq: int | None,
+    novel_only: bool,
+    anomalies_only: bool,
+    since: datetime | None,
+    until: datetime | None,
+    min_score: float | None,
+    limit: int,
+    fmt: str,
+    database_url: str | None,
+) -> None:
+    """Scored documents in event-time order (by window, novel only, anomalies only, ...)."""
+    with open_store(ctx, database_url) as store:
+        rows = store.documents(
+            streams=streams,
+            window_seq=window_seq,
+            novel_only=novel_only,
+            anomalies_only=anomalies_only,
+            since=since,
+            until=until,
+            min_score=min_score,
+            limit=limit,
+        )
+    view = [
+        ("event time", "event_time", _time),
+        ("stream", "stream", str),
+        ("id", "doc_id", str),
+        ("window", "window_seq", _cell),
+        ("novelty", "novelty_score", _num),
+        ("novel", "novel", _flag),
+        ("late", "late", _flag),
+        ("anomaly", "anomaly_score", _num),
+        ("text", "text", _short(60)),
+    ]
+    emit(rows, fmt, DOCUMENT_COLUMNS, view, "documents")
+
+
+TOPIC_COLUMNS = ("stream", "window_seq", "topic_id", "strength", "emerging", "terms")
+
+
+@click.command()
+@_streams
+@click.option("--window", "window_seq", type=int, default=None, help="Only this window.")
+@click.option("--from-window", type=int, default=None, help="Windows from this number.")
+@click.option("--to-window", type=int, default=None, help="Windows up to this number.")
+@click.option("--emerging", "emerging_only", is_flag=True, help="Only emerging topics.")
+@click.option(
+    "--terms",
+    "n_terms",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Top terms.",
+)
+@_limit
+@_fmt
+@_db
+@click.pass_context
+def topics(
+    ctx: click.Context,
+    streams: tuple[str, ...],
+    window_seq: int | None,
+    from_window: int | None,
+    to_window: int | None,
+    emerging_only: bool,
+    n_terms: int,
+    limit: int,
+    fmt: str,
+    database_url: str | None,
+) -> None:
+    """Topics per window with their top terms, newest window and strongest topic first."""
+    if window_seq is not None:
+        from_window = to_window = window_seq
+    with open_store(ctx, database_url) as store:
+        rows = store.topics(
+            streams=streams,
+            first_window=from_window,
+            last_window=to_window,
+            emerging_only=emerging_only,
+            n_terms=n_terms,
+            limit=limit,
+        )
+    view = [
+        ("stream", "stream", str),
+        ("window", "window_seq", str),
+        ("topic", "topic_id", str),
+        ("strength", "strength", _num),
+        ("emerging", "emerging", _flag),
+        ("top terms", "terms", _terms),
+    ]
+    emit(rows, fmt, TOPIC_COLUMNS, view, "topics")
+
+
+SNAPSHOT_COLUMNS = (
+    "stream",
+    "window_seq",
+    "model_kind",
+    "vocabulary_version",
+    "shapes",
+    "size_bytes",
+    "created_at",
+    "meta",
+)
+
+
+@click.group()
+def snapshots() -> None:
+    """Model snapshots (dictionaries, topic models) stored every N windows."""
+
+
+@snapshots.command("list")
+@_streams
+@click.option("--model-kind", "model_kinds", multiple=True, help="Only this kind (repeatable).")
+@_limit
+@_fmt
+@_db
+@click.pass_context
+def list_snapshots(
+    ctx: click.Context,
+    streams: tuple[str, ...],
+    model_kinds: tuple[str, ...],
+    limit: int,
+    fmt: str,
+    database_url: str | None,
+) -> None:
+    """Snapshots with their array shapes and sizes, newest window first."""
+    with open_store(ctx, database_url) as store:
+        rows = store.snapshots(streams=streams, model_kinds=model_kinds, limit=limit)
+
+    def shapes(value: dict[str, dict[str, Any]]) -> str:
+        return ", ".join(
+            f"{k} {'x'.join(map(str, v['shape']))} {v['dtype']}" for k, v in value.items()
+        )
+
+    view = [
+        ("stream", "stream", str),
+        ("window", "window_seq", str),
+        ("kind", "model_kind", str),
+        ("vocabulary", "vocabulary_version", str),
+        ("arrays", "shapes", shapes),
+        ("bytes", "size_bytes", str),
+        ("created", "created_at", _time),
+    ]
+    emit(rows, fmt, SNAPSHOT_COLUMNS, view, "snapshots")
+
+
+@snapshots.command("export")
+@click.argument("stream")
+@click.argument("model_kind")
+@click.option("--window", "window_seq", type=int, default=None, help="Window (default: newest).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True),
+    required=True,
+    help="The .npz file to write (metadata goes to the same name with .json).",
+)
+@_db
+@click.pass_context
+def export_snapshot(
+    ctx: click.Context,
+    stream: str,
+    model_kind: str,
+    window_seq: int | None,
+    output: str,
+    database_url: str | None,
+) -> None:
+    """Write one snapshot's arrays to an .npz file (np.load(allow_pickle=False)) plus .json."""
+    import numpy as np
+
+    with open_store(ctx, database_url) as store:
+        snap = store.load_snapshot(stream, model_kind, window_seq)
+    if snap is None:
+        where = "newest" if window_seq is None else f"window {window_seq}"
+        raise SparsewatchError(f"no {model_kind} snapshot of stream '{stream}' ({where})")
+    path = Path(output)
+    meta = {
+        "stream": snap.stream,
+        "window_seq": snap.window_seq,
+        "model_kind": snap.model_kind,
+        "vocabulary_version": snap.vocabulary_version,
+        "created_at": _jsonable(snap.created_at),
+        "meta": snap.meta,
+    }
+    try:
+        with path.open("wb") as fh:
+            np.savez(fh, **snap.arrays)
+        path.with_suffix(".json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise SparsewatchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {path} ({', '.join(sorted(snap.arrays))}) and {path.with_suffix('.json')}")
+
+
+@click.group()
+def db() -> None:
+    """The results database: schema migrations."""
+
+
+@db.command()
+@_db
+@click.pass_context
+def upgrade(ctx: click.Context, database_url: str | None) -> None:
+    """Apply the schema migrations (also done automatically on first use)."""
+    with open_store(ctx, database_url) as store:
+        store.upgrade()
+        click.echo(f"database {mask_url(str(store.engine.url))} is at revision {store.revision()}")
