@@ -36,9 +36,10 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
 def _register() -> None:
     from sparsewatch.commands_kafka import kafka
     from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
+    from sparsewatch.commands_replay import replay
 
     cli.add_command(kafka)
-    for command in (alerts, documents, topics, snapshots, db):
+    for command in (alerts, documents, topics, snapshots, db, replay):
         cli.add_command(command)
 
 

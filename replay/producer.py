@@ -1,0 +1,219 @@
+"""Produce documents to a Kafka topic in event-time order, at a controlled pace.
+
+:func:`replay_documents` is the reusable core of ``sparsewatch replay`` (and of the demo and tests,
+which call it with generated documents). Documents become the message of DESIGN.md (JSON with
+``id``, ``text``, ``timestamp`` in epoch ms, ``stream``, ``labels``, ``meta``), keyed by stream id,
+through an idempotent producer (``enable.idempotence``, ``acks=all``): broker retries never
+duplicate or reorder a stream's messages. Pace: as fast as possible, ``rate`` documents per
+second, or ``speedup`` times event time (``max_wait_s`` caps one pause, e.g. over a corpus' empty
+months). ``skip``/``limit`` select a slice of the event-time ordered sequence, so an interrupted
+replay resumes with ``skip`` = documents produced so far.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message
+from sparsewatch.consumers.kafka_client import make_producer
+from sparsewatch.replay.readers import (
+    ErrorFile,
+    FieldMapping,
+    RecordError,
+    Rejected,
+    sort_by_event_time,
+    to_document,
+)
+
+_MESSAGE_MAPPING = FieldMapping(
+    id="id", text=("text",), timestamp="timestamp", stream="stream", labels="labels"
+)
+_POLL_S = 0.1
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay did. ``read`` counts documents offered (after sorting), ``produced`` those the
+    broker acknowledged, ``rejected`` invalid or unproducible ones, ``failed`` delivery failures,
+    ``skipped`` those left out by ``skip``."""
+
+    read: int = 0
+    produced: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    failed: int = 0
+    elapsed_s: float = 0.0
+    first_timestamp_ms: int | None = None
+    last_timestamp_ms: int | None = None
+    interrupted: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        """Produced documents per second of wall time."""
+        return self.produced / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON-ready values (rate included)."""
+        return {**asdict(self), "rate": self.rate}
+
+
+def as_message(doc: dict[str, Any]) -> dict[str, Any]:
+    """The canonical message for a document dict; a RecordError says what is wrong.
+
+    ``timestamp`` may be ISO-8601 or epoch ms and becomes epoch ms; ``stream`` defaults to
+    ``"default"``; keys other than the message's own are folded into ``meta``.
+    """
+    message = to_document(doc, _MESSAGE_MAPPING)
+    extra = message["meta"]
+    meta = extra.pop("meta", None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise RecordError("meta must be a JSON object")
+    message["meta"] = {**extra, **meta}
+    return message
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """The message's bytes on the topic (compact UTF-8 JSON)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class Pacer:
+    """When to send the ``i``-th document: now, at ``rate`` per second, or at ``speedup`` x event
+    time (one pause at most ``max_wait_s``)."""
+
+    def __init__(
+        self,
+        rate: float | None = None,
+        speedup: float | None = None,
+        max_wait_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rate is not None and speedup is not None:
+            raise ValueError("give rate or speedup, not both")
+        if (rate is not None and rate <= 0) or (speedup is not None and speedup <= 0):
+            raise ValueError("rate and speedup must be positive")
+        self.rate = rate
+        self.speedup = speedup
+        self.max_wait_s = max_wait_s
+        self._clock = clock
+        self._start: float | None = None
+        self._first_ms: int | None = None
+        self._shift = 0.0
+        self._count = 0
+
+    def delay(self, timestamp_ms: int) -> float:
+        """Seconds to wait before sending the next document (its event time given)."""
+        now = self._clock()
+        if self._start is None:
+            self._start, self._first_ms = now, timestamp_ms
+        index, self._count = self._count, self._count + 1
+        if self.rate is not None:
+            due = self._start + index / self.rate
+        elif self.speedup is not None:
+            assert self._first_ms is not None
+            due = self._start + self._shift + (timestamp_ms - self._first_ms) / 1000 / self.speedup
+            if self.max_wait_s is not None and due - now > self.max_wait_s:
+                self._shift -= due - now - self.max_wait_s
+                due = now + self.max_wait_s
+        else:
+            return 0.0
+        return max(0.0, due - now)
+
+
+def _messages(
+    docs: Iterable[dict[str, Any]], errors: ErrorFile, summary: ReplaySummary
+) -> Iterator[dict[str, Any]]:
+    for position, doc in enumerate(docs):
+        try:
+            yield as_message(doc)
+        except (RecordError, TypeError, AttributeError) as exc:
+            summary.rejected += 1
+            raw = json.dumps(doc, ensure_ascii=False, default=str)[:2000]
+            errors.write(Rejected("<documents>", position + 1, str(exc), raw))
+
+
+def replay_documents(
+    docs: Iterable[dict[str, Any]],
+    bootstrap: str,
+    topic: str,
+    rate: float | None = None,
+    speedup: float | None = None,
+    max_wait_s: float | None = None,
+    skip: int = 0,
+    limit: int | None = None,
+    sort: bool = True,
+    chunk_size: int = 100_000,
+    errors: ErrorFile | None = None,
+    progress: Callable[[ReplaySummary], None] | None = None,
+    flush_timeout_s: float = 60.0,
+    **producer_overrides: Any,
+) -> ReplaySummary:
+    """Produce ``docs`` (document dicts) to ``topic`` in event-time order; see the module doc.
+
+    Invalid documents are counted as rejected and written to ``errors``. ``progress`` is called
+    with the running summary after every document. On KeyboardInterrupt the documents already
+    handed to the producer are flushed and the summary says ``interrupted``.
+    """
+    pacer = Pacer(rate, speedup, max_wait_s)
+    summary = ReplaySummary()
+    errors = errors or ErrorFile(None)
+    producer = make_producer(bootstrap, **producer_overrides)
+
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            summary.produced += 1
+        else:
+            summary.failed += 1
+            if len(summary.errors) < 10:
+                summary.errors.append(str(err))
+
+    started = time.monotonic()
+    messages = _messages(docs, errors, summary)
+    ordered = sort_by_event_time(messages, chunk_size) if sort else messages
+    try:
+        for message in ordered:
+            if limit is not None and summary.read - summary.skipped >= limit:
+                break
+            summary.read += 1
+            if summary.read <= skip:
+                summary.skipped += 1
+                continue
+            wait = pacer.delay(message["timestamp"])
+            deadline = time.monotonic() + wait
+            while wait > 0:
+                producer.poll(min(wait, _POLL_S))
+                wait = deadline - time.monotonic()
+            value = encode(message)
+            while True:
+                try:
+                    producer.produce(
+                        topic, key=message["stream"].encode(), value=value, on_delivery=delivered
+                    )
+                    break
+                except BufferError:
+                    producer.poll(_POLL_S)  # the local queue is full: let deliveries drain
+                except KafkaException as exc:
+                    summary.rejected += 1
+                    reason = f"cannot produce: {exc.args[0].str() if exc.args else exc}"
+                    errors.write(Rejected(topic, summary.read, reason, message["id"]))
+                    break
+            if summary.first_timestamp_ms is None:
+                summary.first_timestamp_ms = message["timestamp"]
+            summary.last_timestamp_ms = message["timestamp"]
+            producer.poll(0)
+            if progress is not None:
+                progress(summary)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        undelivered = producer.flush(flush_timeout_s)
+        summary.failed += undelivered
+        summary.elapsed_s = time.monotonic() - started
+    return summary

@@ -1,0 +1,529 @@
+"""Corpus readers for the replay tool: JSONL, CSV and Reuters-21578 SGML, plain or gzip.
+
+Each reader yields, per record, either a :class:`SourceRecord` (the raw fields, with the source file
+and the line where the record starts) or a :class:`Rejected` (why it could not be read, where).
+:func:`to_document` maps raw fields onto the document message of DESIGN.md::
+
+    {"id": str, "text": str, "timestamp": epoch ms, "stream": str, "labels": [str], "meta": {}}
+
+and :func:`read_documents` chains both over many files, sending every rejected record to an
+:class:`ErrorFile` (source file, line, reason, raw text) so nothing is silently dropped.
+:func:`sort_by_event_time` orders documents by event time with bounded memory: sorted runs of at
+most ``chunk_size`` documents are spilled to temporary files and merged lazily.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import gzip
+import heapq
+import html
+import json
+import math
+import re
+import tempfile
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, Literal
+
+InputFormat = Literal["jsonl", "csv", "reuters"]
+
+_EXTENSIONS: dict[str, InputFormat] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".sgm": "reuters",
+    ".sgml": "reuters",
+}
+_MIN_MS, _MAX_MS = 0, 7_258_118_400_000  # 1970 .. 2200, as the consumer accepts
+_RAW_CHARS = 2000  # raw text kept per rejected record in the error file
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """The raw fields of one input record."""
+
+    source: str
+    line: int
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A record that could not be read or mapped."""
+
+    source: str
+    line: int
+    reason: str
+    raw: str = ""
+
+
+class RecordError(ValueError):
+    """A record's fields do not make a document; the message is the reason."""
+
+
+@dataclass(frozen=True)
+class FieldMapping:
+    """Which input fields make the document's fields (``None``: the first present candidate).
+
+    ``text`` may name several fields: their non-empty values are joined with a blank line (for
+    example a title and a body). Without ``text``, ``text`` is used when present, else ``title``
+    and ``body``. Labels may be a list or a string split on ``;`` or ``|``.
+    """
+
+    id: str | None = None
+    text: tuple[str, ...] = ()
+    timestamp: str | None = None
+    stream: str | None = None
+    labels: str | None = None
+    default_stream: str = "default"
+
+
+_CANDIDATES = {
+    "id": ("id", "doc_id", "newid", "NEWID"),
+    "timestamp": ("timestamp", "date", "time", "created_at", "event_time"),
+    "stream": ("stream",),
+    "labels": ("labels", "topics", "label"),
+}
+
+
+def detect_format(path: Path) -> InputFormat:
+    """The input format from the file name (``.gz`` removed)."""
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    suffix = Path(name).suffix.lower()
+    if suffix not in _EXTENSIONS:
+        raise ValueError(
+            f"{path}: cannot tell the format from '{suffix or name}' "
+            "(use .jsonl, .csv or .sgm, or give the format)"
+        )
+    return _EXTENSIONS[suffix]
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    """The file's bytes, decompressed when it starts with the gzip magic number."""
+    raw = path.open("rb")
+    if raw.peek(2)[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes | None, str]]:
+    """(line number, bytes, error): the file's lines; a damaged gzip ends with an error entry."""
+    number = 0
+    with _open_binary(path) as fh:
+        try:
+            for number, line in enumerate(fh, start=1):
+                yield number, line, ""
+        except (EOFError, OSError, zlib.error) as exc:
+            what = "truncated gzip" if isinstance(exc, EOFError) else f"damaged file ({exc})"
+            yield number + 1, None, f"{what}: reading stopped after line {number}"
+
+
+def _decode(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"not UTF-8 (byte {exc.start} of the line)") from None
+
+
+def _raw(line: bytes | str) -> str:
+    text = line.decode("utf-8", "backslashreplace") if isinstance(line, bytes) else line
+    return text.rstrip("\r\n")[:_RAW_CHARS]
+
+
+def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
+    """One JSON object per line; blank lines are skipped."""
+    source = str(path)
+    for number, line, error in _lines(path):
+        if line is None:
+            yield Rejected(source, number, error)
+            return
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(_decode(line))
+        except RecordError as exc:
+            yield Rejected(source, number, str(exc), _raw(line))
+            continue
+        except json.JSONDecodeError as exc:
+            yield Rejected(
+                source, number, f"invalid JSON: {exc.msg} (column {exc.colno})", _raw(line)
+            )
+            continue
+        if not isinstance(obj, dict):
+            yield Rejected(
+                source, number, f"not a JSON object but {type(obj).__name__}", _raw(line)
+            )
+            continue
+        yield SourceRecord(source, number, obj)
+
+
+def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
+    """A CSV file with a header row; a quoted field may span lines."""
+    source = str(path)
+    lines = _lines(path)
+    pending: list[Rejected] = []
+    state = {"line": 0}
+
+    def text_lines() -> Iterator[str]:
+        for number, line, error in lines:
+            state["line"] = number
+            if line is None:
+                pending.append(Rejected(source, number, error))
+                return
+            try:
+                yield _decode(line)
+            except RecordError as exc:
+                pending.append(Rejected(source, number, str(exc), _raw(line)))
+
+    reader = csv.reader(text_lines())
+    header: list[str] | None = None
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            yield Rejected(source, start, f"invalid CSV: {exc}")
+            start = state["line"] + 1
+            continue
+        yield from pending
+        pending.clear()
+        if header is None:
+            header = [h.strip() for h in row]
+            start = state["line"] + 1
+            continue
+        if row and any(cell.strip() for cell in row):
+            if len(row) != len(header):
+                reason = f"{len(row)} fields where the header has {len(header)}"
+                yield Rejected(source, start, reason, _raw(",".join(row)))
+            else:
+                yield SourceRecord(source, start, dict(zip(header, row, strict=True)))
+        start = state["line"] + 1
+    yield from pending
+    if header is None and not pending:
+        yield Rejected(source, 1, "empty CSV file (no header row)")
+
+
+_REUTERS = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.DOTALL)
+_ATTR = re.compile(r'(\w+)="([^"]*)"')
+_D = re.compile(r"<D>(.*?)</D>", re.DOTALL)
+
+
+def _tag(block: str, name: str) -> str | None:
+    match = re.search(rf"<{name}\b[^>]*>(.*?)</{name}>", block, re.DOTALL)
+    return None if match is None else match.group(1)
+
+
+def _sgml_text(text: str | None) -> str:
+    if text is None:
+        return ""
+    text = re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), text.replace("\x03", ""))
+    return html.unescape(text).strip()
+
+
+def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
+    """Reuters-21578 ``reut2-NNN.sgm``: fields ``id`` (NEWID), ``date``, ``title``, ``body``,
+    ``topics``, ``places``, ``lewissplit``, ``cgisplit``, ``topics_attr``, ``dateline``.
+
+    The collection is ASCII with a few stray bytes, so it is decoded as Latin-1.
+    """
+    source = str(path)
+    chunks: list[bytes] = []
+    error: tuple[int, str] | None = None
+    for number, line, message in _lines(path):
+        if line is None:
+            error = (number, message)
+            break
+        chunks.append(line)
+    text = b"".join(chunks).decode("latin-1")
+    line_of = _line_index(text)
+    end = 0
+    for match in _REUTERS.finditer(text):
+        end = match.end()
+        number = line_of(match.start())
+        attrs = dict(_ATTR.findall(match.group(1)))
+        block = match.group(2)
+        if "NEWID" not in attrs:
+            yield Rejected(source, number, "REUTERS element without NEWID", block[:_RAW_CHARS])
+            continue
+        yield SourceRecord(
+            source,
+            number,
+            {
+                "id": attrs["NEWID"],
+                "date": _sgml_text(_tag(block, "DATE")),
+                "title": _sgml_text(_tag(block, "TITLE")),
+                "body": _sgml_text(_tag(block, "BODY")),
+                "dateline": _sgml_text(_tag(block, "DATELINE")),
+                "topics": _D.findall(_tag(block, "TOPICS") or ""),
+                "places": _D.findall(_tag(block, "PLACES") or ""),
+                "lewissplit": attrs.get("LEWISSPLIT", ""),
+                "cgisplit": attrs.get("CGISPLIT", ""),
+                "topics_attr": attrs.get("TOPICS", ""),
+            },
+        )
+    tail = text.find("<REUTERS", end)
+    if tail >= 0:
+        reason = "unterminated REUTERS element (truncated file?)"
+        yield Rejected(source, line_of(tail), reason, text[tail : tail + _RAW_CHARS])
+    if error is not None:
+        yield Rejected(source, error[0], error[1])
+
+
+def _line_index(text: str) -> Any:
+    """A function mapping a character offset of ``text`` to its 1-based line number."""
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    return lambda offset: bisect.bisect_right(starts, offset)
+
+
+READERS = {"jsonl": read_jsonl, "csv": read_csv, "reuters": read_reuters_sgml}
+
+
+def read_records(path: Path, fmt: InputFormat | None = None) -> Iterator[SourceRecord | Rejected]:
+    """The records of one file (format from the name unless given)."""
+    return READERS[fmt or detect_format(path)](path)
+
+
+_REUTERS_DATE = re.compile(
+    r"^\s*(\d{1,2})-([A-Za-z]{3})-(\d{4})\s+(\d{1,2}):(\d{2}):(\d{2})(\.\d+)?"
+)
+_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
+
+
+def parse_timestamp_ms(value: Any) -> int:
+    """Epoch milliseconds from epoch ms (number or digit string), ISO-8601 (naive = UTC) or a
+    Reuters date like ``26-FEB-1987 15:01:01.79``; a RecordError otherwise."""
+    if isinstance(value, bool) or value is None:
+        raise RecordError(f"bad timestamp {value!r}")
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        value = int(value)
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise RecordError(f"bad timestamp {value!r}")
+        ms = int(value)
+    elif isinstance(value, str):
+        ms = _parse_date_text(value)
+    else:
+        raise RecordError(f"bad timestamp of type {type(value).__name__}")
+    if not _MIN_MS <= ms < _MAX_MS:
+        raise RecordError(f"timestamp {value!r} is outside 1970..2200")
+    return ms
+
+
+def _parse_date_text(value: str) -> int:
+    text = value.strip()
+    match = _REUTERS_DATE.match(text)
+    if match and match.group(2).upper() in _MONTHS:
+        day, mon, year, hh, mm, ss, frac = match.groups()
+        moment = datetime(
+            int(year), _MONTHS[mon.upper()], int(day), int(hh), int(mm), int(ss), tzinfo=UTC
+        )
+        return round(moment.timestamp() * 1000) + (round(float(frac) * 1000) if frac else 0)
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise RecordError(f"bad timestamp {value[:40]!r} (not ISO-8601 or epoch ms)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+def _pick(fields: dict[str, Any], name: str | None, what: str) -> tuple[str | None, Any]:
+    if name is not None:
+        return (name, fields[name]) if name in fields else (None, None)
+    for candidate in _CANDIDATES[what]:
+        if candidate in fields:
+            return candidate, fields[candidate]
+    return None, None
+
+
+def _labels(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in re.split(r"[;|]", value) if part.strip()]
+    if isinstance(value, list) and all(isinstance(x, str | int) for x in value):
+        return [str(x) for x in value]
+    raise RecordError("labels must be a list of strings or a ';'-separated string")
+
+
+def to_document(fields: dict[str, Any], mapping: FieldMapping = FieldMapping()) -> dict[str, Any]:
+    """The document message for one record's raw fields; a RecordError says what is wrong."""
+    used: set[str] = set()
+    id_name, doc_id = _pick(fields, mapping.id, "id")
+    if id_name is None or doc_id is None or str(doc_id).strip() == "":
+        raise RecordError(f"missing id field '{mapping.id or '/'.join(_CANDIDATES['id'])}'")
+    if not isinstance(doc_id, str | int) or isinstance(doc_id, bool):
+        raise RecordError(f"id must be a string or an integer, got {type(doc_id).__name__}")
+    used.add(id_name)
+    text_fields = mapping.text or (("text",) if "text" in fields else ("title", "body"))
+    present = [name for name in text_fields if fields.get(name) is not None]
+    if not present:
+        raise RecordError(f"missing text field '{'+'.join(text_fields)}'")
+    parts = []
+    for name in present:
+        if not isinstance(fields[name], str):
+            raise RecordError(f"text field '{name}' is {type(fields[name]).__name__}, not a string")
+        parts.append(fields[name].strip() if len(present) > 1 else fields[name])
+    used.update(text_fields)
+    ts_name, timestamp = _pick(fields, mapping.timestamp, "timestamp")
+    if ts_name is None:
+        wanted = mapping.timestamp or "/".join(_CANDIDATES["timestamp"])
+        raise RecordError(f"missing timestamp field '{wanted}'")
+    used.add(ts_name)
+    stream_name, stream = _pick(fields, mapping.stream, "stream")
+    if stream_name is not None:
+        used.add(stream_name)
+    if stream is None or str(stream).strip() == "":
+        stream = mapping.default_stream
+    labels_name, labels = _pick(fields, mapping.labels, "labels")
+    if labels_name is not None:
+        used.add(labels_name)
+    return {
+        "id": str(doc_id),
+        "text": "\n\n".join(p for p in parts if p) if len(parts) > 1 else parts[0],
+        "timestamp": parse_timestamp_ms(timestamp),
+        "stream": str(stream),
+        "labels": _labels(labels),
+        "meta": {k: v for k, v in fields.items() if k not in used},
+    }
+
+
+class ErrorFile:
+    """Rejected records as JSON lines ``{"source", "line", "reason", "raw"}``; the file is only
+    created when the first error arrives. Counts every error."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.count = 0
+        self._fh: IO[str] | None = None
+
+    def write(self, rejected: Rejected) -> None:
+        """Record one rejected record."""
+        self.count += 1
+        if self.path is None:
+            return
+        if self._fh is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = self.path.open("w", encoding="utf-8")
+        entry = {
+            "source": rejected.source,
+            "line": rejected.line,
+            "reason": rejected.reason,
+            "raw": rejected.raw,
+        }
+        self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> ErrorFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class ReadStats:
+    """Counts of what :func:`read_documents` has seen."""
+
+    read: int = 0
+    rejected: int = 0
+    files: int = 0
+    per_file: dict[str, int] = field(default_factory=dict)
+
+
+def read_documents(
+    paths: Iterable[Path],
+    mapping: FieldMapping = FieldMapping(),
+    errors: ErrorFile | None = None,
+    fmt: InputFormat | None = None,
+    stats: ReadStats | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Document messages from every file in turn (input order); rejects go to ``errors``."""
+    errors = errors or ErrorFile(None)
+    stats = stats if stats is not None else ReadStats()
+    for path in paths:
+        stats.files += 1
+        stats.per_file[str(path)] = 0
+        try:
+            records = read_records(path, fmt)
+            for record in records:
+                stats.read += 1
+                if isinstance(record, Rejected):
+                    stats.rejected += 1
+                    errors.write(record)
+                    continue
+                try:
+                    document = to_document(record.fields, mapping)
+                except RecordError as exc:
+                    stats.rejected += 1
+                    raw = json.dumps(record.fields, ensure_ascii=False, default=str)
+                    errors.write(Rejected(record.source, record.line, str(exc), raw[:_RAW_CHARS]))
+                    continue
+                stats.per_file[str(path)] += 1
+                yield document
+        except OSError as exc:
+            stats.read += 1
+            stats.rejected += 1
+            errors.write(Rejected(str(path), 0, f"cannot read file: {exc.strerror or exc}"))
+
+
+def _spill(run: list[tuple[int, int, dict[str, Any]]], folder: Path) -> Path:
+    run.sort(key=lambda item: (item[0], item[1]))
+    with tempfile.NamedTemporaryFile(
+        "w", dir=folder, suffix=".jsonl", delete=False, encoding="utf-8"
+    ) as fh:
+        for ts, seq, doc in run:
+            fh.write(json.dumps([ts, seq, doc], ensure_ascii=False) + "\n")
+    return Path(fh.name)
+
+
+def _read_run(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            ts, seq, doc = json.loads(line)
+            yield ts, seq, doc
+
+
+def sort_by_event_time(
+    documents: Iterable[dict[str, Any]], chunk_size: int = 100_000, tmp_dir: Path | None = None
+) -> Iterator[dict[str, Any]]:
+    """``documents`` ordered by (timestamp, input position), holding at most ``chunk_size`` in
+    memory: sorted runs go to temporary files and are merged with a heap. Timestamps must be epoch
+    ms integers (as :func:`to_document` makes them)."""
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be positive")
+    run: list[tuple[int, int, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory(prefix="sparsewatch-sort-", dir=tmp_dir) as folder:
+        runs: list[Path] = []
+        for seq, doc in enumerate(documents):
+            run.append((int(doc["timestamp"]), seq, doc))
+            if len(run) >= chunk_size:
+                runs.append(_spill(run, Path(folder)))
+                run = []
+        if not runs:
+            run.sort(key=lambda item: (item[0], item[1]))
+            for _, _, doc in run:
+                yield doc
+            return
+        if run:
+            runs.append(_spill(run, Path(folder)))
+            run = []
+        merged = heapq.merge(*(_read_run(p) for p in runs), key=lambda item: (item[0], item[1]))
+        for _, _, doc in merged:
+            yield doc

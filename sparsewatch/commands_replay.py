@@ -1,0 +1,232 @@
+"""``sparsewatch replay PATH... --topic T``: feed a historical corpus through a Kafka topic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sparsewatch.config import load_config
+from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.errors import SparsewatchError
+from sparsewatch.replay.producer import ReplaySummary, replay_documents
+from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_documents
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--topic", default=None, help="Topic to produce to (default: <prefix>.docs).")
+@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
+@click.option(
+    "--input-format",
+    "fmt",
+    type=click.Choice(["jsonl", "csv", "reuters"]),
+    default=None,
+    help="Input format (default: from the file name; .gz is read as gzip either way).",
+)
+@click.option("--id-field", default=None, help="Field holding the document id.")
+@click.option(
+    "--text-field",
+    "text_fields",
+    multiple=True,
+    help="Field(s) holding the text; repeat to join several (e.g. title and body).",
+)
+@click.option("--timestamp-field", default=None, help="Field holding ISO-8601 or epoch-ms time.")
+@click.option("--stream-field", default=None, help="Field holding the stream id.")
+@click.option("--labels-field", default=None, help="Field holding labels (list or 'a;b').")
+@click.option(
+    "--stream",
+    "default_stream",
+    default="default",
+    show_default=True,
+    help="Stream id for records without one.",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Documents per second (default: as fast as possible).",
+)
+@click.option(
+    "--speedup",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Replay at X times event time (the gaps between timestamps, scaled).",
+)
+@click.option(
+    "--max-wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="With --speedup: longest single pause in seconds.",
+)
+@click.option(
+    "--skip",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Skip the first N documents (in event-time order), e.g. to resume.",
+)
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Produce at most N.")
+@click.option("--no-sort", is_flag=True, help="Trust the input order (no event-time sort).")
+@click.option(
+    "--chunk-size",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Documents sorted in memory at once; larger inputs are merged from disk.",
+)
+@click.option(
+    "--errors",
+    "errors_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where rejected records go (default: DATA_DIR/replay-errors.jsonl).",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Create the topic with N partitions if it does not exist (default: config).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar (default: when stderr is a terminal).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def replay(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    topic: str | None,
+    bootstrap_servers: str | None,
+    fmt: Any,
+    id_field: str | None,
+    text_fields: tuple[str, ...],
+    timestamp_field: str | None,
+    stream_field: str | None,
+    labels_field: str | None,
+    default_stream: str,
+    rate: float | None,
+    speedup: float | None,
+    max_wait: float | None,
+    skip: int,
+    limit: int | None,
+    no_sort: bool,
+    chunk_size: int,
+    errors_path: str | None,
+    partitions: int | None,
+    progress: bool | None,
+    as_json: bool,
+) -> None:
+    """Read JSONL, CSV or Reuters-21578 SGML files (plain or gzip) and produce their documents,
+    in event-time order, to a Kafka topic keyed by stream id.
+
+    Records that cannot be read or mapped are written, with their file and line, to the error file
+    and counted; the summary says how many were read, produced and rejected.
+    """
+    if rate is not None and speedup is not None:
+        raise click.UsageError("give --rate or --speedup, not both")
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    topic = topic or config.kafka.topic("docs")
+    bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
+    errors_file = (
+        Path(errors_path) if errors_path else Path(config.data_dir) / "replay-errors.jsonl"
+    )
+    errors_file.unlink(missing_ok=True)
+    mapping = FieldMapping(
+        id=id_field,
+        text=text_fields,
+        timestamp=timestamp_field,
+        stream=stream_field,
+        labels=labels_field,
+        default_stream=default_stream,
+    )
+    try:
+        ensure_topics(bootstrap, {topic: partitions or config.kafka.partitions}, timeout=15)
+    except Exception as exc:  # the broker's own exception types vary: report them in one line
+        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    stats = ReadStats()
+    console = Console(stderr=True)
+    show = console.is_terminal if progress is None else progress
+    with ErrorFile(errors_file) as errors:
+        docs = read_documents([Path(p) for p in paths], mapping, errors, fmt, stats)
+        bar = Progress(
+            TextColumn("replay"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:.0f} docs/s"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not show,
+        )
+        with bar:
+            task = bar.add_task("replay", total=None, rate=0.0)
+
+            def advance(summary: ReplaySummary) -> None:
+                if summary.read % 200 and summary.read != 1:
+                    return
+                total = stats.read - stats.rejected - summary.rejected
+                if limit is not None:
+                    total = min(total, skip + limit)
+                elapsed = bar.tasks[0].elapsed or 0.0
+                speed = (summary.read - summary.skipped) / elapsed if elapsed else 0.0
+                bar.update(task, completed=summary.read, total=total, rate=speed)
+
+            summary = replay_documents(
+                docs,
+                bootstrap,
+                topic,
+                rate=rate,
+                speedup=speedup,
+                max_wait_s=max_wait,
+                skip=skip,
+                limit=limit,
+                sort=not no_sort,
+                chunk_size=chunk_size,
+                errors=errors,
+                progress=advance,
+            )
+    _report(summary, stats, topic, errors_file if errors.count else None, as_json)
+    if summary.interrupted:
+        ctx.exit(130)
+    if summary.failed:
+        raise SparsewatchError(
+            f"{summary.failed} documents were not delivered: {'; '.join(summary.errors[:3])}"
+        )
+
+
+def _report(
+    summary: ReplaySummary, stats: ReadStats, topic: str, errors: Path | None, as_json: bool
+) -> None:
+    """The final summary: read, produced, rejected (and where the rejects are)."""
+    result = {
+        "topic": topic,
+        "files": stats.files,
+        "read": stats.read,
+        "produced": summary.produced,
+        "rejected": stats.rejected + summary.rejected,
+        "skipped": summary.skipped,
+        "failed": summary.failed,
+        "elapsed_s": round(summary.elapsed_s, 3),
+        "rate": round(summary.rate, 1),
+        "interrupted": summary.interrupted,
+        "errors_file": str(errors) if errors else None,
+    }
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    line = (
+        f"read {result['read']}, produced {result['produced']}, rejected {result['rejected']}"
+        f", skipped {result['skipped']}, failed {result['failed']} to {topic} in "
+        f"{summary.elapsed_s:.1f} s ({summary.rate:.0f} docs/s)"
+    )
+    if summary.interrupted:
+        line += ", interrupted"
+    click.echo(line)
+    if errors:
+        click.echo(f"rejected records: {errors}")
