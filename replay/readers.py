@@ -224,8 +224,8 @@ def _tag(block: str, name: str) -> str | None:
 def _sgml_text(text: str | None) -> str:
     if text is None:
         return ""
-    text = re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), text.replace("\x03", ""))
-    return html.unescape(text).strip()
+    text = html.unescape(re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), text))
+    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "", text).strip()
 
 
 def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
@@ -323,9 +323,12 @@ def _parse_date_text(value: str) -> int:
     match = _REUTERS_DATE.match(text)
     if match and match.group(2).upper() in _MONTHS:
         day, mon, year, hh, mm, ss, frac = match.groups()
-        moment = datetime(
-            int(year), _MONTHS[mon.upper()], int(day), int(hh), int(mm), int(ss), tzinfo=UTC
-        )
+        try:
+            moment = datetime(
+                int(year), _MONTHS[mon.upper()], int(day), int(hh), int(mm), int(ss), tzinfo=UTC
+            )
+        except ValueError as exc:
+            raise RecordError(f"bad timestamp {value[:40]!r} ({exc})") from None
         return round(moment.timestamp() * 1000) + (round(float(frac) * 1000) if frac else 0)
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -97,6 +98,13 @@ from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_
     default=None,
     help="Progress bar (default: when stderr is a terminal).",
 )
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=15.0,
+    show_default=True,
+    help="Seconds to wait for the broker before giving up.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def replay(
@@ -121,6 +129,7 @@ def replay(
     errors_path: str | None,
     partitions: int | None,
     progress: bool | None,
+    connect_timeout: float,
     as_json: bool,
 ) -> None:
     """Read JSONL, CSV or Reuters-21578 SGML files (plain or gzip) and produce their documents,
@@ -146,10 +155,7 @@ def replay(
         labels=labels_field,
         default_stream=default_stream,
     )
-    try:
-        ensure_topics(bootstrap, {topic: partitions or config.kafka.partitions}, timeout=15)
-    except Exception as exc:  # the broker's own exception types vary: report them in one line
-        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    _ensure_topic(bootstrap, topic, partitions or config.kafka.partitions, connect_timeout)
     stats = ReadStats()
     console = Console(stderr=True)
     show = console.is_terminal if progress is None else progress
@@ -198,6 +204,16 @@ def replay(
         raise SparsewatchError(
             f"{summary.failed} documents were not delivered: {'; '.join(summary.errors[:3])}"
         )
+
+
+def _ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    """Create ``topic`` if missing; an unreachable broker is a one-line error (the probe runs with
+    librdkafka's own logging off, so nothing else reaches stderr)."""
+    try:
+        AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=timeout)
+        ensure_topics(bootstrap, {topic: partitions}, timeout=timeout)
+    except Exception as exc:  # confluent-kafka raises several types here: report them in one line
+        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
 
 
 def _report(

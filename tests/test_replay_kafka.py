@@ -1,0 +1,224 @@
+"""Replay through a real broker: everything produced once, in event-time order, unchanged."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.replay.producer import as_message, replay_documents
+from sparsewatch.replay.readers import read_documents, sort_by_event_time
+from sparsewatch.replay.synthetic import generate_stream
+
+from sparsewatch.cli import main
+
+pytestmark = pytest.mark.kafka
+
+
+def consume_all(bootstrap: str, topic: str, timeout: float = 90.0) -> list[tuple[int, str, dict]]:
+    """Every message of ``topic`` as (partition, key, value), in offset order per partition."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 3,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        wanted = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            wanted[p] = high - low
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        got: list[tuple[int, str, dict]] = []
+        import time
+
+        deadline = time.monotonic() + timeout
+        while len(got) < sum(wanted.values()) and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=2000, timeout=1.0):
+                if msg.error() is None:
+                    got.append((msg.partition(), msg.key().decode(), json.loads(msg.value())))
+        assert len(got) == sum(wanted.values()), "not every message came back"
+        return got
+    finally:
+        consumer.close()
+
+
+def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.mark.data
+@pytest.mark.slow
+def test_reuters_corpus_through_the_cli(
+    kafka_bootstrap, topic_name, shared_data, tmp_path, monkeypatch, capsys
+):
+    corpus = shared_data / "reuters21578.jsonl.gz"
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "replay",
+        str(corpus),
+        "--topic",
+        topic_name,
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--partitions",
+        "1",
+        "--chunk-size",
+        "5000",
+        "--errors",
+        str(tmp_path / "errors.jsonl"),
+        "--json",
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["read"] == summary["produced"] == 21578
+    assert summary["rejected"] == summary["failed"] == 0 and summary["errors_file"] is None
+    got = consume_all(kafka_bootstrap, topic_name)
+    values = [v for _, _, v in got]
+    assert len(values) == 21578
+    timestamps = [v["timestamp"] for v in values]
+    assert timestamps == sorted(timestamps)
+    expected = list(sort_by_event_time(read_documents([corpus])))
+    assert values == expected  # content equality, document for document
+    assert {k for _, k, _ in got} == {"default"}
+    assert len({v["id"] for v in values}) == 21578
+
+
+def _generated(n_streams: int = 3, n_docs: int = 1500) -> list[dict]:
+    docs = []
+    for s in range(n_streams):
+        docs += generate_stream(n_docs=n_docs, stream=f"stream-{s}", seed=s, seconds_per_doc=7.0)
+    random.Random(0).shuffle(docs)
+    return docs
+
+
+def test_generated_multi_stream_corpus_keyed_by_stream(kafka_bootstrap, topic_name):
+    ensure_topics(kafka_bootstrap, {topic_name: 3})
+    docs = _generated()
+    summary = replay_documents(docs, kafka_bootstrap, topic_name, chunk_size=1000)
+    assert (summary.read, summary.produced, summary.rejected, summary.failed) == (4500, 4500, 0, 0)
+    got = consume_all(kafka_bootstrap, topic_name)
+    assert len(got) == 4500
+    by_stream: dict[str, list[dict]] = {}
+    partition_of: dict[str, set[int]] = {}
+    for partition, key, value in got:
+        assert key == value["stream"]
+        by_stream.setdefault(key, []).append(value)
+        partition_of.setdefault(key, set()).add(partition)
+    assert all(len(p) == 1 for p in partition_of.values())  # one stream, one partition
+    for stream, values in by_stream.items():
+        expected = sorted(
+            (as_message(d) for d in docs if d["stream"] == stream),
+            key=lambda m: m["timestamp"],
+        )
+        assert values == expected, stream  # per-stream event-time order, identical content
+
+
+def test_skip_and_limit_resume_without_gaps_or_duplicates(kafka_bootstrap, topic_name):
+    ensure_topics(kafka_bootstrap, {topic_name: 1})
+    docs = _generated(n_streams=2, n_docs=300)
+    first = replay_documents(docs, kafka_bootstrap, topic_name, limit=250)
+    second = replay_documents(docs, kafka_bootstrap, topic_name, skip=first.produced)
+    assert (first.produced, second.skipped, second.produced) == (250, 250, 350)
+    values = [v for _, _, v in consume_all(kafka_bootstrap, topic_name)]
+    expected = sorted((as_message(d) for d in docs), key=lambda m: m["timestamp"])
+    assert values == [m for m in expected]  # stable: equal timestamps keep input order
+    assert len({(v["stream"], v["id"]) for v in values}) == 600
+
+
+def test_rate_limited_replay_delivers_everything(kafka_bootstrap, topic_name):
+    ensure_topics(kafka_bootstrap, {topic_name: 1})
+    docs = _generated(n_streams=1, n_docs=20)
+    summary = replay_documents(docs, kafka_bootstrap, topic_name, rate=200.0)
+    assert summary.produced == 20
+    assert len(consume_all(kafka_bootstrap, topic_name)) == 20
+
+
+def test_malformed_files_good_records_still_produced(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+):
+    good = [
+        {"id": f"g{i}", "text": f"good {i}", "timestamp": 1_700_000_000_000 + i, "stream": "s"}
+        for i in range(30)
+    ]
+    # Truncated gzip: the first records survive, the cut is reported.
+    body = "".join(json.dumps(d) + "\n" for d in good[:20]) + "".join(
+        json.dumps({"id": f"pad{i}", "text": "x" * 300, "timestamp": 1}) + "\n" for i in range(300)
+    )
+    blob = gzip.compress(body.encode())
+    (tmp_path / "cut.jsonl.gz").write_bytes(blob[: len(blob) * 2 // 3])
+    lines = [json.dumps(d).encode() for d in good[20:25]] + [
+        b"{not json",
+        json.dumps({"id": "m", "timestamp": 5}).encode(),
+        json.dumps({"id": "t", "text": "t", "timestamp": "31/12/2024"}).encode(),
+        b'{"id": "u", "text": "\xff\xfe", "timestamp": 5}',
+    ]
+    (tmp_path / "bad.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "bad.csv").write_text(
+        "id,text,timestamp,stream\n"
+        + "".join(f"{d['id']},{d['text']},{d['timestamp']},s\n" for d in good[25:])
+        + "x,,\n"
+    )
+    errors = tmp_path / "errors.jsonl"
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "replay",
+        str(tmp_path / "cut.jsonl.gz"),
+        str(tmp_path / "bad.jsonl"),
+        str(tmp_path / "bad.csv"),
+        "--topic",
+        topic_name,
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--partitions",
+        "1",
+        "--errors",
+        str(errors),
+    )
+    assert code == 0, err
+    entries = [json.loads(x) for x in errors.read_text().splitlines()]
+    sources = [(Path(e["source"]).name, e["line"]) for e in entries]
+    assert ("bad.jsonl", 6) in sources and ("bad.jsonl", 7) in sources
+    assert ("bad.jsonl", 8) in sources and ("bad.jsonl", 9) in sources
+    assert ("bad.csv", 7) in sources
+    assert any(e["reason"].startswith("truncated gzip") for e in entries)
+    values = [v for _, _, v in consume_all(kafka_bootstrap, topic_name)]
+    ids = {v["id"] for v in values}
+    assert {d["id"] for d in good} <= ids  # every good record was produced
+    n_pad = len(ids - {d["id"] for d in good})
+    assert f"rejected {len(entries)}" in out
+    assert f"produced {30 + n_pad}" in out and f"read {30 + n_pad + len(entries)}" in out
+    assert str(errors) in out
+
+
+def test_unreachable_broker_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps({"id": "a", "text": "t", "timestamp": 1}) + "\n")
+    code, _, err = run_cli(
+        monkeypatch,
+        capsys,
+        "replay",
+        str(path),
+        "--bootstrap-servers",
+        "127.0.0.1:1",
+        "--connect-timeout",
+        "2",
+    )
+    assert code == 2 and err.startswith("error: cannot reach Kafka") and err.count("\n") == 1
+    assert "Traceback" not in err

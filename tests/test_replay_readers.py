@@ -1,0 +1,293 @@
+"""Corpus readers, no broker: formats, field mapping, malformed files, external sort, pacing."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sparsewatch.replay.producer import Pacer, as_message
+from sparsewatch.replay.readers import (
+    ErrorFile,
+    FieldMapping,
+    ReadStats,
+    RecordError,
+    parse_timestamp_ms,
+    read_documents,
+    sort_by_event_time,
+    to_document,
+)
+
+MS_2024 = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() * 1000)
+
+
+def _read(paths, tmp_path, mapping=None, fmt=None):
+    stats = ReadStats()
+    errors_path = tmp_path / "errors.jsonl"
+    with ErrorFile(errors_path) as errors:
+        docs = list(read_documents(paths, mapping or FieldMapping(), errors, fmt, stats))
+    lines = errors_path.read_text().splitlines() if errors_path.exists() else []
+    return docs, [json.loads(x) for x in lines], stats
+
+
+def test_jsonl_plain_and_gzip_give_the_same_documents(tmp_path):
+    records = [
+        {"id": i, "text": f"text {i}", "timestamp": MS_2024 + i, "stream": f"s{i % 2}", "x": i}
+        for i in range(5)
+    ]
+    body = "".join(json.dumps(r) + "\n" for r in records).encode()
+    (tmp_path / "a.jsonl").write_bytes(body)
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(body))
+    (tmp_path / "c.data").write_bytes(gzip.compress(body))  # gzip found by its magic number
+    plain, errors, _ = _read([tmp_path / "a.jsonl"], tmp_path)
+    zipped, _, _ = _read([tmp_path / "b.jsonl.gz"], tmp_path)
+    forced, _, _ = _read([tmp_path / "c.data"], tmp_path, fmt="jsonl")
+    assert errors == [] and plain == zipped == forced
+    assert plain[3] == {
+        "id": "3",
+        "text": "text 3",
+        "timestamp": MS_2024 + 3,
+        "stream": "s1",
+        "labels": [],
+        "meta": {"x": 3},
+    }
+
+
+def test_csv_with_field_mapping_and_multiline_field(tmp_path):
+    path = tmp_path / "docs.csv"
+    path.write_text(
+        "key,when,channel,headline,story,tags\n"
+        '7,2024-01-01T00:00:05Z,wire,Title,"line one\nline two",earn;acq\n'
+        "8,1704067200000,,Other,body,\n",
+        encoding="utf-8",
+    )
+    mapping = FieldMapping(
+        id="key",
+        text=("headline", "story"),
+        timestamp="when",
+        stream="channel",
+        labels="tags",
+        default_stream="misc",
+    )
+    docs, errors, stats = _read([path], tmp_path, mapping)
+    assert errors == [] and stats.read == 2
+    assert docs[0] == {
+        "id": "7",
+        "text": "Title\n\nline one\nline two",
+        "timestamp": MS_2024 + 5000,
+        "stream": "wire",
+        "labels": ["earn", "acq"],
+        "meta": {},
+    }
+    assert (
+        docs[1]["stream"] == "misc" and docs[1]["labels"] == [] and docs[1]["timestamp"] == MS_2024
+    )
+
+
+def _sgml(stories: list[dict]) -> str:
+    parts = ['<!DOCTYPE lewis SYSTEM "lewis.dtd">\n']
+    for s in stories:
+        topics = "".join(f"<D>{t}</D>" for t in s["topics"])
+        parts.append(
+            f'<REUTERS TOPICS="YES" LEWISSPLIT="TRAIN" CGISPLIT="TRAINING-SET" OLDID="1" '
+            f'NEWID="{s["id"]}">\n<DATE>{s["date"]}</DATE>\n<TOPICS>{topics}</TOPICS>\n'
+            f"<PLACES><D>usa</D></PLACES>\n<TEXT>&#2;\n<TITLE>{s['title']}</TITLE>\n"
+            f"<DATELINE>    NEW YORK, Feb 26 - </DATELINE><BODY>{s['body']}\n Reuter\n&#3;</BODY>"
+            f"</TEXT>\n</REUTERS>\n"
+        )
+    return "".join(parts)
+
+
+def test_reuters_sgml(tmp_path):
+    stories = [
+        {
+            "id": 2,
+            "date": "26-FEB-1987 15:02:20.00",
+            "topics": [],
+            "title": "B",
+            "body": "x &lt; y",
+        },
+        {
+            "id": 1,
+            "date": "26-FEB-1987 15:01:01.79",
+            "topics": ["cocoa", "grain"],
+            "title": "BAHIA &amp; COCOA",
+            "body": "Showers\ncontinued",
+        },
+    ]
+    path = tmp_path / "reut2-000.sgm"
+    path.write_bytes(_sgml(stories).encode("latin-1") + b'\n<REUTERS NEWID="3"><DATE>x')
+    docs, errors, stats = _read([path], tmp_path)
+    assert [d["id"] for d in docs] == ["2", "1"]
+    assert docs[1]["text"] == "BAHIA & COCOA\n\nShowers\ncontinued\n Reuter"
+    assert docs[0]["text"] == "B\n\nx < y\n Reuter"
+    assert docs[1]["labels"] == ["cocoa", "grain"]
+    expected = datetime(1987, 2, 26, 15, 1, 1, 790000, tzinfo=UTC).timestamp() * 1000
+    assert docs[1]["timestamp"] == round(expected)
+    assert docs[1]["meta"]["places"] == ["usa"] and docs[1]["meta"]["lewissplit"] == "TRAIN"
+    # The truncated last element is reported with the line where it starts.
+    assert stats.rejected == 1 and errors[0]["reason"].startswith("unterminated REUTERS")
+    assert errors[0]["line"] == _sgml(stories).count("\n") + 2
+    gz = tmp_path / "reut2-001.sgm.gz"
+    gz.write_bytes(gzip.compress(_sgml(stories).encode("latin-1")))
+    again, _, _ = _read([gz], tmp_path)
+    assert again == docs
+
+
+def test_malformed_jsonl_lines_go_to_the_error_file_with_their_line(tmp_path):
+    good = {"id": "g", "text": "ok", "timestamp": "2024-01-01T00:00:00+02:00"}
+    lines = [
+        json.dumps(good).encode(),  # 1 good
+        b'{"id": "x", "text": "t", "timestamp": ',  # 2 invalid JSON
+        json.dumps({"text": "no id", "timestamp": 1}).encode(),  # 3 missing id
+        json.dumps({"id": "y", "timestamp": 1}).encode(),  # 4 missing text
+        json.dumps({"id": "z", "text": "t"}).encode(),  # 5 missing timestamp
+        json.dumps({"id": "w", "text": "t", "timestamp": "yesterday"}).encode(),  # 6 bad time
+        b'{"id": "v", "text": "caf\xe9", "timestamp": 1}',  # 7 not UTF-8 (Latin-1 byte)
+        b"",  # 8 blank: skipped, not an error
+        b"[1, 2]",  # 9 not an object
+        json.dumps({"id": "u", "text": 5, "timestamp": 1}).encode(),  # 10 text not a string
+        json.dumps({"id": "t", "text": "t", "timestamp": 1e30}).encode(),  # 11 out of range
+        json.dumps({**good, "id": "g2"}).encode(),  # 12 good
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    docs, errors, stats = _read([path], tmp_path)
+    assert [d["id"] for d in docs] == ["g", "g2"]
+    assert docs[0]["timestamp"] == MS_2024 - 2 * 3600 * 1000
+    assert [e["line"] for e in errors] == [2, 3, 4, 5, 6, 7, 9, 10, 11]
+    assert all(e["source"] == str(path) for e in errors)
+    reasons = [e["reason"] for e in errors]
+    for line, fragment in [
+        (2, "invalid JSON"),
+        (3, "missing id"),
+        (4, "missing text"),
+        (5, "missing timestamp"),
+        (6, "bad timestamp"),
+        (7, "not UTF-8"),
+        (9, "not a JSON object"),
+        (10, "not a string"),
+        (11, "outside 1970..2200"),
+    ]:
+        assert fragment in reasons[[e["line"] for e in errors].index(line)]
+    assert errors[0]["raw"].startswith('{"id": "x"')
+    assert stats.read == 11 and stats.rejected == 9
+
+
+def test_truncated_gzip_keeps_the_good_records_and_reports_the_cut(tmp_path):
+    records = [{"id": i, "text": "word " * 50, "timestamp": MS_2024 + i} for i in range(2000)]
+    blob = gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(blob[: len(blob) // 2])
+    docs, errors, stats = _read([path], tmp_path)
+    assert 0 < len(docs) < 2000
+    assert [d["id"] for d in docs] == [str(i) for i in range(len(docs))]
+    assert errors[-1]["reason"].startswith("truncated gzip")
+    assert errors[-1]["line"] == len(docs) + len(errors)
+    assert stats.rejected == len(errors) >= 1
+
+
+def test_bad_csv_rows_and_unreadable_files(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(
+        b"id,text,timestamp\n1,ok,2024-01-01\n2,too,many,fields\n3,\xff\xfe,2024-01-01\n"
+        b"4,fine,2024-01-02\n"
+    )
+    docs, errors, _ = _read([path, tmp_path / "missing.csv"], tmp_path)
+    assert [d["id"] for d in docs] == ["1", "4"]
+    assert [(e["line"], e["reason"].split(" ")[0]) for e in errors] == [
+        (3, "4"),
+        (4, "not"),
+        (0, "cannot"),
+    ]
+
+
+def test_unknown_extension_is_a_clear_error(tmp_path):
+    (tmp_path / "x.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        _read([tmp_path / "x.parquet"], tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1_700_000_000_000, 1_700_000_000_000),
+        ("1700000000000", 1_700_000_000_000),
+        ("2024-01-01T00:00:00Z", MS_2024),
+        ("2024-01-01 01:00:00+01:00", MS_2024),
+        ("2024-01-01", MS_2024),
+        ("01-JAN-2024 00:00:00.50", MS_2024 + 500),
+    ],
+)
+def test_timestamps(value, expected):
+    assert parse_timestamp_ms(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value", [None, True, "soon", float("nan"), -5, [1], "32-JAN-2024 00:00:00"]
+)
+def test_bad_timestamps(value):
+    with pytest.raises(RecordError):
+        parse_timestamp_ms(value)
+
+
+def test_message_normalisation_folds_extra_keys_into_meta():
+    doc = {"id": 1, "text": "t", "timestamp": "2024-01-01T00:00:00Z", "labels": ["a"], "k": 2}
+    assert as_message({**doc, "meta": {"m": 1}}) == {
+        "id": "1",
+        "text": "t",
+        "timestamp": MS_2024,
+        "stream": "default",
+        "labels": ["a"],
+        "meta": {"k": 2, "m": 1},
+    }
+    assert as_message(as_message(doc)) == as_message(doc)
+    with pytest.raises(RecordError, match="meta"):
+        as_message({**doc, "meta": [1]})
+    with pytest.raises(RecordError, match="labels"):
+        to_document({**doc, "labels": {"a": 1}})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=300), st.integers(1, 40))
+def test_external_sort_is_a_stable_sort_by_timestamp(timestamps, chunk_size):
+    docs = [{"id": str(i), "timestamp": ts} for i, ts in enumerate(timestamps)]
+    expected = sorted(docs, key=lambda d: d["timestamp"])  # Python's sort is stable
+    assert list(sort_by_event_time(iter(docs), chunk_size=chunk_size)) == expected
+
+
+def test_reuters_corpus_reads_completely_and_sorts(shared_data, tmp_path):
+    docs, errors, stats = _read([shared_data / "reuters21578.jsonl.gz"], tmp_path)
+    assert errors == [] and stats.read == len(docs) == 21578
+    ordered = list(sort_by_event_time(docs, chunk_size=4000, tmp_dir=tmp_path))
+    assert [d["timestamp"] for d in ordered] == sorted(d["timestamp"] for d in docs)
+    assert sorted(d["id"] for d in ordered) == sorted(str(i) for i in range(1, 21579))
+    assert sum(1 for d in docs if d["labels"]) == 11367
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_pacer_rate_and_speedup():
+    clock = FakeClock()
+    pacer = Pacer(rate=4.0, clock=clock)
+    assert [pacer.delay(0) for _ in range(3)] == [0.0, 0.25, 0.5]
+    clock = FakeClock()
+    pacer = Pacer(speedup=60.0, max_wait_s=2.0, clock=clock)
+    assert pacer.delay(0) == 0.0
+    assert pacer.delay(60_000) == pytest.approx(1.0)  # one event minute = one second
+    clock.now += 1.0
+    assert pacer.delay(3_600_000) == pytest.approx(2.0)  # an event hour capped at 2 s
+    clock.now += 2.0
+    assert pacer.delay(3_660_000) == pytest.approx(1.0)  # later gaps keep their scale
+    assert Pacer().delay(123) == 0.0
+    with pytest.raises(ValueError):
+        Pacer(rate=1.0, speedup=2.0)
