@@ -1,0 +1,348 @@
+"""Every query command in every output format, on populated SQLite and PostgreSQL databases."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from sparsewatch.storage.store import Store
+
+from sparsewatch.cli import main
+from sparsewatch.commands_query import parse_time
+
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+STREAMS = ("news", "tweets")
+N_WINDOWS, N_DOCS = 3, 20
+RNG_SEED = 7
+
+
+def populate(url: str) -> dict:
+    """Three windows of two streams: documents, alerts of every kind, topics, snapshots."""
+    rng = np.random.default_rng(RNG_SEED)
+    arrays = {}
+    with Store.open(url) as store:
+        for stream in STREAMS:
+            for seq in range(N_WINDOWS):
+                start = T0 + timedelta(hours=seq)
+                docs = [
+                    {
+                        "stream": stream,
+                        "doc_id": f"{stream}-{seq}-{i}",
+                        "event_time": start + timedelta(minutes=i),
+                        "window_seq": seq,
+                        "novelty_score": float(rng.random()),
+                        "reconstruction_error": float(rng.random()),
+                        "novel": i % 5 == 0,
+                        "late": False,
+                        "dominant_topic": i % 3,
+                        "top_atoms": [i, i + 1],
+                        "labels": ["a", "b"] if i % 2 else [],
+                        "text": f'story {i}, with a comma and "quotes"\nand a newline',
+                    }
+                    for i in range(N_DOCS)
+                ]
+                anomalies = [
+                    {
+                        "stream": stream,
+                        "doc_id": d["doc_id"],
+                        "anomaly_score": float(rng.normal()),
+                        "anomaly": i % 7 == 0,
+                    }
+                    for i, d in enumerate(docs)
+                ]
+                alerts = [
+                    {
+                        "kind": "novel_document",
+                        "stream": stream,
+                        "subject_id": d["doc_id"],
+                        "score": d["novelty_score"],
+                        "window_seq": seq,
+                        "event_time": d["event_time"],
+                        "summary": d["text"][:30],
+                    }
+                    for d in docs
+                    if d["novel"]
+                ]
+                alerts += [
+                    {
+                        "kind": "anomaly",
+                        "stream": stream,
+                        "subject_id": a["doc_id"],
+                        "score": a["anomaly_score"],
+                        "window_seq": seq,
+                        "event_time": start,
+                        "summary": "anomalous",
+                    }
+                    for a in anomalies
+                    if a["anomaly"]
+                ]
+                alerts.append(
+                    {
+                        "kind": "emerging_topic",
+                        "stream": stream,
+                        "subject_id": f"w{seq}-t1",
+                        "score": 2.5,
+                        "window_seq": seq,
+                        "event_time": start,
+                        "summary": "new topic: volcano, ash",
+                    }
+                )
+                topics = [
+                    {
+                        "stream": stream,
+                        "window_seq": seq,
+                        "topic_id": k,
+                        "terms": [[f"w{k}{j}", 1.0 / (j + 1)] for j in range(6)],
+                        "strength": float(k + 1),
+                        "emerging": k == 1,
+                    }
+                    for k in range(3)
+                ]
+                arrays[(stream, seq)] = {
+                    "D": rng.random((12, 4)).astype(np.float32),
+                    "vocabulary": np.array(["ash", "volcano", "ünï"]),
+                }
+                with store.transaction() as tx:
+                    tx.upsert_window(
+                        stream, seq, start, start + timedelta(hours=1), N_DOCS, 0.9, {}, "watermark"
+                    )
+                    tx.insert_documents(docs)
+                    tx.upsert_anomaly_scores(anomalies)
+                    tx.insert_alerts(alerts)
+                    tx.upsert_topics(topics)
+                    tx.put_snapshot(stream, seq, "dictionary", arrays[(stream, seq)], {"k": 4}, seq)
+    return arrays
+
+
+@pytest.fixture
+def populated(database_url):
+    arrays = populate(database_url)
+    return database_url, arrays
+
+
+def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def query(monkeypatch, capsys, url: str, *args: str) -> dict[str, object]:
+    """The command's output in every format: parsed JSON, parsed CSV, table text."""
+    results: dict[str, object] = {}
+    for fmt in ("json", "csv", "table"):
+        code, out, err = run(monkeypatch, capsys, *args, "--format", fmt, "--database-url", url)
+        assert code == 0, err
+        assert err == ""
+        results[fmt] = out
+    results["json"] = json.loads(results["json"])
+    results["csv"] = list(csv.DictReader(io.StringIO(results["csv"])))
+    rows, table = results["json"], results["csv"]
+    assert len(table) == len(rows)
+    for j, c in zip(rows, table, strict=True):
+        assert set(c) == set(j)
+        for key, value in j.items():  # CSV carries the same values as text
+            if isinstance(value, list | dict):
+                assert json.loads(c[key]) == value
+            elif value is None:
+                assert c[key] == ""
+            elif isinstance(value, bool):
+                assert c[key] == str(value)
+            elif isinstance(value, float):
+                assert float(c[key]) == value
+            else:
+                assert c[key] == str(value)
+    return results
+
+
+def test_alerts_in_every_format_and_filter(populated, monkeypatch, capsys):
+    url, _ = populated
+    n_novel = N_WINDOWS * len(STREAMS) * 4
+    everything = query(monkeypatch, capsys, url, "alerts", "--limit", "1000")
+    rows = everything["json"]
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"novel_document", "anomaly", "emerging_topic"}
+    assert sum(r["kind"] == "novel_document" for r in rows) == n_novel
+    assert len({(r["kind"], r["stream"], r["subject_id"]) for r in rows}) == len(rows)
+    assert f"alerts ({len(rows)})" in everything["table"]
+    assert "new topic: volcano, ash" in everything["table"]
+    keys = [(r["created_at"], r["score"]) for r in rows]
+    assert keys == sorted(keys, reverse=True)
+
+    novel = query(
+        monkeypatch,
+        capsys,
+        url,
+        "alerts",
+        "--kind",
+        "novel_document",
+        "--stream",
+        "news",
+        "--min-score",
+        "0.5",
+        "--limit",
+        "1000",
+    )["json"]
+    expected = [
+        r
+        for r in rows
+        if r["kind"] == "novel_document" and r["stream"] == "news" and r["score"] >= 0.5
+    ]
+    assert sorted(r["id"] for r in novel) == sorted(r["id"] for r in expected)
+    assert query(monkeypatch, capsys, url, "alerts", "--limit", "3")["json"] == rows[:3]
+
+    recent = query(monkeypatch, capsys, url, "alerts", "--since", "1h", "--limit", "1000")["json"]
+    assert len(recent) == len(rows)  # all were created just now
+    assert query(monkeypatch, capsys, url, "alerts", "--until", "1h")["json"] == []
+    by_event = query(
+        monkeypatch, capsys, url, "alerts", "--by", "event",
+        "--since", "2024-03-01T13:00:00Z", "--until", "2024-03-01T14:00:00", "--limit", "1000",
+    )  # fmt: skip
+    assert by_event["json"] and all(
+        r["event_time"].startswith("2024-03-01T13:") for r in by_event["json"]
+    )
+    assert {r["window_seq"] for r in by_event["json"]} == {1}
+    assert "event time" in by_event["table"]
+
+
+def test_documents_in_every_format_and_filter(populated, monkeypatch, capsys):
+    url, _ = populated
+    window = query(monkeypatch, capsys, url, "documents", "--stream", "tweets", "--window", "1")
+    rows = window["json"]
+    assert [r["doc_id"] for r in rows] == [f"tweets-1-{i}" for i in range(N_DOCS)]
+    assert rows[1]["labels"] == ["a", "b"] and rows[1]["top_atoms"] == [1, 2]
+    assert rows[0]["text"].endswith("and a newline") and "\n" in rows[0]["text"]
+    assert rows[0]["event_time"] == "2024-03-01T13:00:00Z"
+    assert window["csv"][0]["text"] == rows[0]["text"]  # quoting survives commas and newlines
+    assert "tweets-1-19" in window["table"] and f"documents ({N_DOCS})" in window["table"]
+
+    novel = query(monkeypatch, capsys, url, "documents", "--novel", "--limit", "1000")["json"]
+    assert len(novel) == N_WINDOWS * len(STREAMS) * 4 and all(r["novel"] for r in novel)
+    times = [(r["event_time"], r["stream"], r["doc_id"]) for r in novel]
+    assert times == sorted(times)
+    anomalous = query(monkeypatch, capsys, url, "documents", "--anomalies", "--limit", "1000")
+    assert all(r["anomaly"] and r["anomaly_score"] is not None for r in anomalous["json"])
+    assert len(anomalous["json"]) == N_WINDOWS * len(STREAMS) * 3
+    scored = query(monkeypatch, capsys, url, "documents", "--min-score", "0.9", "--limit", "1000")
+    assert all(r["novelty_score"] >= 0.9 for r in scored["json"])
+    early = query(
+        monkeypatch, capsys, url, "documents", "--until", "2024-03-01T12:05:00Z", "--limit", "1000"
+    )["json"]
+    assert len(early) == 5 * len(STREAMS)
+
+
+def test_topics_in_every_format_and_filter(populated, monkeypatch, capsys):
+    url, _ = populated
+    result = query(monkeypatch, capsys, url, "topics", "--terms", "2", "--limit", "1000")
+    rows = result["json"]
+    assert len(rows) == N_WINDOWS * len(STREAMS) * 3
+    assert all(len(r["terms"]) == 2 for r in rows)
+    assert rows[0]["window_seq"] == N_WINDOWS - 1 and rows[0]["strength"] == 3.0
+    assert "w20 (1.000), w21 (0.500)" in result["table"]
+    emerging = query(monkeypatch, capsys, url, "topics", "--emerging", "--window", "1")["json"]
+    assert [(r["stream"], r["topic_id"]) for r in emerging] == [("news", 1), ("tweets", 1)]
+    ranged = query(
+        monkeypatch,
+        capsys,
+        url,
+        "topics",
+        "--stream",
+        "news",
+        "--from-window",
+        "1",
+        "--limit",
+        "100",
+    )["json"]
+    assert {r["window_seq"] for r in ranged} == {1, 2} and {r["stream"] for r in ranged} == {"news"}
+
+
+def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
+    url, arrays = populated
+    listed = query(monkeypatch, capsys, url, "snapshots", "list", "--stream", "news")
+    rows = listed["json"]
+    assert [r["window_seq"] for r in rows] == [2, 1, 0]
+    assert rows[0]["shapes"]["D"] == {"dtype": "<f4", "shape": [12, 4]}
+    assert rows[0]["size_bytes"] > 12 * 4 * 4
+    assert "D 12x4 <f4" in listed["table"]
+    out = tmp_path / "snap.npz"
+    code, text, err = run(
+        monkeypatch, capsys, "snapshots", "export", "news", "dictionary", "--window", "1",
+        "-o", str(out), "--database-url", url,
+    )  # fmt: skip
+    assert code == 0, err
+    assert text.startswith(f"wrote {out}")
+    with np.load(out, allow_pickle=False) as npz:
+        for name, array in arrays[("news", 1)].items():
+            assert npz[name].dtype == array.dtype and npz[name].tobytes() == array.tobytes()
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["window_seq"] == 1 and meta["meta"] == {"k": 4} and meta["vocabulary_version"] == 1
+    code, _, err = run(
+        monkeypatch, capsys, "snapshots", "export", "news", "dictionary",
+        "-o", str(out), "--database-url", url,
+    )  # fmt: skip
+    assert code == 0
+    with np.load(out, allow_pickle=False) as npz:  # newest by default
+        assert npz["D"].tobytes() == arrays[("news", 2)]["D"].tobytes()
+    code, _, err = run(
+        monkeypatch, capsys, "snapshots", "export", "news", "topics", "-o", str(out),
+        "--database-url", url,
+    )  # fmt: skip
+    assert code == 2 and err == "error: no topics snapshot of stream 'news' (newest)\n"
+
+
+def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
+    code, out, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", database_url)
+    assert code == 0, err
+    assert out.strip().endswith("is at revision 0001")
+    engine = sa.create_engine(database_url)
+    try:
+        names = set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    assert {"documents", "windows", "alerts", "topics", "snapshots", "checkpoints"} <= names
+    assert {"partition_offsets", "dead_letters", "alembic_version"} <= names
+    # An empty database answers queries (migrated on first use) with empty results.
+    assert query(monkeypatch, capsys, database_url, "alerts")["json"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("alerts", "--since", "yesterday-ish"), "neither ISO-8601 nor relative"),
+        (("alerts", "--since", "1h", "--until", "2h"), "--since must be before --until"),
+        (("alerts", "--kind", "spam"), "'spam' is not one of"),
+        (("documents", "--limit", "-1"), "--limit"),
+        (("alerts", "--format", "xml"), "'xml' is not one of"),
+        (("topics", "--database-url", "nosuchdb://x"), "cannot open database"),
+        (
+            ("alerts", "--database-url", "postgresql+psycopg://u:secret@127.0.0.1:1/x"),
+            "cannot open database postgresql+psycopg://u:***@127.0.0.1:1/x",
+        ),
+    ],
+)
+def test_bad_arguments_and_unreachable_database_are_one_line_errors(
+    args, message, monkeypatch, capsys
+):
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+    assert "secret" not in err
+
+
+def test_relative_and_absolute_times():
+    now = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    assert parse_time("2h", now) == now - timedelta(hours=2)
+    assert parse_time("30m", now) == now - timedelta(minutes=30)
+    assert parse_time("1.5d ago", now) == now - timedelta(days=1.5)
+    assert parse_time("now", now) == now
+    assert parse_time("2024-05-01T14:00:00+02:00", now) == now
+    assert parse_time("2024-05-01 12:00", now) == now
+    with pytest.raises(ValueError):
+        parse_time("2 fortnights", now)
