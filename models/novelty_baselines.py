@@ -5,7 +5,10 @@
   non-negative sparse-coding dictionary update of Hoyer (2002) over all documents seen so far.
 * :class:`BatchL1Novelty` -- BATCH-IMPL (Algorithm 7): alternating minimisation of the l1 objective
   ``||P - A X||_1 + lambda ||X||_1`` (Eq. (3)) over all documents so far, codes by the ADMM of
-  Algorithm 5 and the dictionary by the ADMM of Algorithm 6, warm-started from the previous step.
+  Algorithm 5 (:func:`~sparsewatch.models.l1_coding.l1_sparse_code`) and the dictionary by the
+  ADMM of Algorithm 6 (:func:`~sparsewatch.models.oiadmm.l1_dictionary_update`), warm-started
+  from the previous step. It starts from exactly the dictionary the ONLINE detector
+  (:class:`~sparsewatch.models.novelty.OnlineL1NoveltyDetector`) builds on the warm-up.
 
 Both grow the dictionary by ``eta`` atoms per step, as the paper's batch methods do; the new atoms
 are the normalised documents of the step that the old dictionary represented worst (the most novel
@@ -22,6 +25,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import normalize
+from sparsewatch.models.l1_coding import l1_sparse_code
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.oiadmm import l1_dictionary_update
+from sparsewatch.models.projections import project_l1_ball_nonneg
 
 
 def _csc_columns(X: sp.spmatrix | np.ndarray, n_rows: int | None = None) -> sp.csc_matrix:
@@ -207,3 +214,163 @@ class L2BatchNovelty(BaseEstimator):
 
     def _atoms(self, m: int) -> np.ndarray:
         return _pad_rows(self.components_, m)
+
+
+def _seed_atoms(P_new: sp.csc_matrix, cols: np.ndarray, n_terms: int | None) -> np.ndarray:
+    """Documents ``cols`` of ``P_new`` kept to their ``n_terms`` largest weights, unit l1."""
+    S = P_new[:, cols].toarray()
+    if n_terms is not None and n_terms < S.shape[0]:
+        drop = np.argpartition(-S, n_terms - 1, axis=0)[n_terms:]
+        np.put_along_axis(S, drop, 0.0, axis=0)
+    return S / np.maximum(S.sum(axis=0, keepdims=True), 1e-12)
+
+
+class BatchL1Novelty(BaseEstimator):
+    """BATCH-IMPL (Algorithm 7): l1 dictionary re-learned on all documents at every step.
+
+    :meth:`fit` builds the warm-up dictionary exactly as the ONLINE detector does (same atom
+    seeding, same alternations, same ``random_state``), so both start from the same ``A``. Each
+    :meth:`partial_fit` (one time step) appends the documents to the history ``P_[t]``, adds
+    ``eta`` atoms seeded from the step's worst-represented documents, and runs
+    ``n_alternations`` rounds of (a) Algorithm 5 codes of every document (warm-started from the
+    previous codes) and (b) ``dict_iter`` iterations of Algorithm 6 on the whole history. The
+    novelty score is the optimal value of Eq. (3) under the current dictionary.
+
+    Parameters
+    ----------
+    n_components, lam, beta, phi, gamma, coding_tol, coding_max_iter, n_init_iter,
+    init_dict_iter, atom_terms, dtype, random_state : as in
+        :class:`~sparsewatch.models.novelty.OnlineL1NoveltyDetector` (initialisation and coding).
+    eta : atoms added per step.
+    n_alternations : Algorithm 5 / Algorithm 6 rounds per step.
+    dict_iter : Algorithm 6 iterations per round.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 100,
+        lam: float = 0.1,
+        beta: float = 5.0,
+        phi: float = 5.0,
+        gamma: float = 1.89,
+        coding_tol: float = 1e-3,
+        coding_max_iter: int = 2000,
+        n_init_iter: int = 5,
+        init_dict_iter: int = 20,
+        atom_terms: int | None = 10,
+        eta: int = 10,
+        n_alternations: int = 1,
+        dict_iter: int = 20,
+        dtype: type = np.float32,
+        random_state: int | None = 0,
+    ) -> None:
+        self.n_components = n_components
+        self.lam = lam
+        self.beta = beta
+        self.phi = phi
+        self.gamma = gamma
+        self.coding_tol = coding_tol
+        self.coding_max_iter = coding_max_iter
+        self.n_init_iter = n_init_iter
+        self.init_dict_iter = init_dict_iter
+        self.atom_terms = atom_terms
+        self.eta = eta
+        self.n_alternations = n_alternations
+        self.dict_iter = dict_iter
+        self.dtype = dtype
+        self.random_state = random_state
+
+    def _columns(self, X: sp.spmatrix | np.ndarray, m: int | None = None) -> sp.csc_matrix:
+        P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=self.dtype)
+        if m is not None and P.shape[0] < m:
+            P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
+        return P
+
+    def _code(self, P: sp.csc_matrix, A: np.ndarray, x0: sp.spmatrix | None = None):
+        return l1_sparse_code(
+            P,
+            A,
+            self.lam,
+            phi=self.phi,
+            gamma=self.gamma,
+            tol=self.coding_tol,
+            max_iter=self.coding_max_iter,
+            x0=x0,
+        )
+
+    def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> BatchL1Novelty:
+        """Warm-up: the ONLINE detector's initial dictionary on ``X``; ``X`` starts the history."""
+        init = OnlineL1NoveltyDetector(
+            n_components=self.n_components,
+            lam=self.lam,
+            beta=self.beta,
+            phi=self.phi,
+            gamma=self.gamma,
+            coding_tol=self.coding_tol,
+            coding_max_iter=self.coding_max_iter,
+            n_init_iter=self.n_init_iter,
+            init_dict_iter=self.init_dict_iter,
+            atom_terms=self.atom_terms,
+            dtype=self.dtype,
+            random_state=self.random_state,
+        ).fit(X)
+        self.components_ = np.asarray(init.components_, dtype=self.dtype)
+        self.P_ = self._columns(X, self.components_.shape[0])
+        self.codes_ = self._code(self.P_, self.components_).codes
+        return self
+
+    def _pad(self, m: int) -> None:
+        """Vocabulary growth: zero rows appended to the dictionary and the history."""
+        if self.components_.shape[0] < m:
+            self.components_ = _pad_rows(self.components_, m)
+        if self.P_.shape[0] < m:
+            P = self.P_
+            self.P_ = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
+
+    def code(self, X: sp.spmatrix | np.ndarray):
+        """Algorithm 5 result (codes, objective, reconstruction error) for the rows of ``X``."""
+        P = self._columns(X, self.components_.shape[0])
+        self._pad(P.shape[0])
+        return self._code(P, self.components_)
+
+    def transform(self, X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
+        """Non-negative l1 codes (``n x k``)."""
+        return self.code(X).codes
+
+    def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Novelty scores: the optimal value of Eq. (3) (higher is more novel)."""
+        return self.code(X).objective
+
+    def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> BatchL1Novelty:
+        """One time step of Algorithm 7 (history grows, ``eta`` atoms added, alternations)."""
+        if not hasattr(self, "components_"):
+            return self.fit(X)
+        P_new = self._columns(X, self.components_.shape[0])
+        self._pad(P_new.shape[0])
+        n_old = self.P_.shape[1]
+        codes = self.codes_
+        if self.eta > 0:
+            res = self._code(P_new, self.components_)
+            worst = np.argsort(-res.objective, kind="stable")[: self.eta]
+            atoms = project_l1_ball_nonneg(_seed_atoms(P_new, worst, self.atom_terms))
+            self.components_ = np.hstack([self.components_, atoms.astype(self.dtype)])
+            codes = sp.hstack([codes, sp.csr_matrix((n_old, atoms.shape[1]))], format="csr")
+        self.P_ = sp.hstack([self.P_, P_new], format="csc")
+        codes = sp.vstack(
+            [codes, sp.csr_matrix((P_new.shape[1], self.components_.shape[1]))], format="csr"
+        )
+        for _ in range(self.n_alternations):
+            codes = self._code(self.P_, self.components_, codes).codes
+            self.components_ = np.asarray(
+                l1_dictionary_update(
+                    self.P_, codes.T, self.components_, beta=self.beta, n_iter=self.dict_iter
+                ),
+                dtype=self.dtype,
+            )
+        self.codes_ = self._code(self.P_, self.components_, codes).codes
+        return self
+
+    def objective(self) -> float:
+        """Eq. (3) summed over the history with the stored codes."""
+        R = self.P_.toarray() - self.components_ @ self.codes_.T.toarray()
+        return float(np.abs(R).sum() + self.lam * self.codes_.sum())

@@ -305,6 +305,7 @@ def evaluate_corpus(
             res = results[name]
             res.time_s.append(elapsed)
             res.sre.append(method.sre(None if method.uses_text else X, step_texts))
+            assert len(scores) == idx.size, (name, len(scores), idx.size)
             s = np.asarray(scores, dtype=np.float64)[evaluable]
             res.scores.append(s)
             for rule in RULES:

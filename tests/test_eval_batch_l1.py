@@ -1,0 +1,72 @@
+"""BATCH-IMPL (Algorithm 7) on top of the shared l1 coding and dictionary update."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import scipy.sparse as sp
+from sparsewatch.models.l1_coding import l1_objective
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.novelty_baselines import BatchL1Novelty
+
+
+def _docs(seed: int, n: int, m: int = 40, n_topics: int = 3) -> sp.csr_matrix:
+    """Short documents: each uses 2-4 keywords of one topic plus one random term."""
+    rng = np.random.default_rng(seed)
+    topic_terms = rng.permutation(m)[: 5 * n_topics].reshape(n_topics, 5)
+    rows, cols, vals = [], [], []
+    for i in range(n):
+        terms = rng.choice(
+            topic_terms[rng.integers(n_topics)], size=rng.integers(2, 5), replace=False
+        )
+        terms = np.unique(np.r_[terms, rng.integers(m)])
+        rows += [i] * terms.size
+        cols += terms.tolist()
+        vals += (rng.random(terms.size) + 0.5).tolist()
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(n, m))
+    return sp.csr_matrix(X.multiply(1 / X.sum(axis=1)))
+
+
+PARAMS = {"n_components": 6, "lam": 0.05, "atom_terms": 2, "n_init_iter": 2, "random_state": 0}
+
+
+def test_warm_up_dictionary_is_the_online_one() -> None:
+    X = _docs(0, 60)
+    batch = BatchL1Novelty(**PARAMS).fit(X)
+    online = OnlineL1NoveltyDetector(**PARAMS).fit(X)
+    np.testing.assert_array_equal(batch.components_, online.components_)
+    np.testing.assert_allclose(batch.score_samples(X), online.score_samples(X), rtol=1e-6)
+
+
+def test_scores_are_the_l1_objective_and_stored_codes_match() -> None:
+    X = _docs(1, 50)
+    model = BatchL1Novelty(**PARAMS).fit(X)
+    res = model.code(X)
+    obj, _ = l1_objective(X.T.toarray(), model.components_, res.codes, model.lam)
+    np.testing.assert_allclose(res.objective, obj, rtol=1e-5, atol=1e-6)
+    assert np.all(res.objective <= 1 + 1e-6)  # x = 0 gives ||p||_1 = 1
+
+
+def test_alternations_decrease_the_batch_objective() -> None:
+    model = BatchL1Novelty(**{**PARAMS, "eta": 0, "n_alternations": 1, "dict_iter": 30})
+    model.fit(_docs(2, 80))
+    model.partial_fit(_docs(3, 40))
+    values = [model.objective()]
+    for _ in range(4):
+        model.partial_fit(sp.csr_matrix((0, 40)))  # one more alternation on the same history
+        values.append(model.objective())
+    assert values[-1] <= values[0] + 1e-6
+    assert all(b <= a * (1 + 1e-3) + 1e-6 for a, b in itertools.pairwise(values))
+
+
+def test_partial_fit_grows_history_dictionary_and_vocabulary() -> None:
+    model = BatchL1Novelty(**{**PARAMS, "eta": 3}).fit(_docs(4, 30, m=40))
+    new = sp.hstack([_docs(5, 20, m=40), sp.csr_matrix((20, 5))]).tocsr()
+    model.partial_fit(new)
+    assert model.components_.shape == (45, 9)
+    assert model.P_.shape == (45, 50)
+    assert model.codes_.shape == (50, 9)
+    A = model.components_
+    assert A.min() >= 0 and A.sum(axis=0).max() <= 1 + 1e-5
+    assert model.get_params()["eta"] == 3
