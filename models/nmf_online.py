@@ -30,7 +30,10 @@ sample ``v`` is a row of ``X`` and ``h`` the matching row of ``H``.
   (2009) for fixed ``W`` and ``W`` by Algorithm 2 on the majorised online objective: with ``W_0``
   the bases when a sample arrived and ``y_0 = W_0 h``, Jensen's bound on ``v / y`` and the tangent
   of ``log y`` give ``sum_fk Q_fk / W_fk + P_fk W_fk`` with ``P = sum (1 / y_0) h^T`` and
-  ``Q = W_0^2 * sum (v / y_0^2) h^T``; its gradient is ``P - Q / W^2`` (stored in ``A_``/``B_``).
+  ``Q = W_0^2 * sum (v / y_0^2) h^T`` (stored in ``A_``/``B_``). Its gradient ``P - Q / W^2`` is
+  unbounded near ``W = 0``, which makes ``M_*`` useless, so the step direction is the gradient
+  preconditioned by ``W^2`` (``W^2 P - Q``, a descent direction; its fixed points are those of
+  the multiplicative rule ``W = sqrt(Q / P)`` of Lefevre, Bach and Fevotte, 2011).
 
 Horizon. ``theta_t`` needs the horizon ``T``; an unbounded stream has none and the paper's
 schedule reaches 0 at ``t = T + 1`` (then turns negative), which would freeze the bases. We use
@@ -182,7 +185,9 @@ class ORNMF(TransformerMixin, BaseEstimator):
         W = self._resize_rows(self.components_.T, keep, n_features)
         sums = W.sum(axis=0)
         W = np.where(sums > 0, W / np.where(sums > 0, sums, 1.0), 1.0 / n_features)
-        self.components_ = self._project(W).T
+        if self._w_min() > 0.0 or self.w_max < 1.0:
+            W = self._project(W)
+        self.components_ = np.ascontiguousarray(W.T)
         for name in self._row_stats():
             arr = getattr(self, name)
             setattr(self, name, self._resize_rows(arr, keep, n_features, axis=arr.ndim - 2))
@@ -259,7 +264,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         else:
             raise ValueError(f"unknown init {self.init!r}")
         W /= np.maximum(W.sum(axis=0), 1e-300)
-        self.components_ = self._project(W).T
+        self.components_ = np.ascontiguousarray(self._project(W).T)
         self.n_features_in_ = m
         self.n_steps_ = 0
         self.n_samples_seen_ = 0
@@ -335,7 +340,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         H = self._codes(X, W)
         self._accumulate(*self._chunk_stats(X, H, W), X.shape[0])
         self.n_steps_ += 1
-        self.components_ = self._update_bases(W).T
+        self.components_ = np.ascontiguousarray(self._update_bases(W).T)
 
     def _theta(self) -> float:
         T = self.horizon
@@ -344,7 +349,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
     def _grad_obj(self, W: np.ndarray, n: int) -> tuple[np.ndarray, float]:
         """Gradient and value of ``f_t`` (Frobenius, or the majorised Itakura-Saito objective)."""
         if self.beta_loss == _IS:
-            grad = (self.A_ - self.B_ / W**2) / n
+            grad = (W**2 * self.A_ - self.B_) / n
             value = float(np.sum(self.A_ * W + self.B_ / W)) / n
         else:
             WA = W @ self.A_

@@ -1,0 +1,416 @@
+"""Dynamic NMF with temporal regularisation for evolving and emerging topics.
+
+Saha and Sindhwani, "Learning Evolving and Emerging Topics in Social Media: A Dynamic NMF
+approach with Temporal Regularization", WSDM 2012.
+
+Each call of :meth:`DynamicNMF.partial_fit` is one time point ``t`` with its documents ``X(t)``
+(documents x terms, scikit-learn orientation). The model keeps the documents of the last
+``window`` (omega) time points, stacked as ``X`` (``N x D``), and factorises
+``X ~ W H`` with topics ``H`` (``K x D``, every row on the probability simplex) and document
+weights ``W >= 0`` (``N x K``):
+
+    min  ||X - W_ev H_ev - W_em H_em||_F^2 + mu sum_{i in em} L(S w_i)
+    s.t. h_i in simplex; for evolving i: |h_i - h_i(t-1)| <= delta entrywise  (constraint (4))
+
+* Evolving topics are the topics of ``t - 1`` (emerging ones included: an emerging topic becomes
+  evolving at the next time point); ``K_em = n_emerging`` new emerging topics per time point.
+* ``S`` (``tau x N``, ``tau <= omega`` time points in the window) sums a topic's document
+  weights per time point; ``F = (I + 2 lambda D2^T D2)^{-1}`` is the Hodrick-Prescott smoother
+  (``D2`` second differences, ``lambda = hp_lambda``) and ``D`` the first-difference operator.
+  The hinge emergence regulariser ``L(S w) = sum_j c_j max(0, margin - (D F S w)_j)^2`` rewards
+  topics whose smoothed volume rises by ``margin`` per time point, with ``c_j = j / (tau - 1)``
+  weighting recent differences more (the weights are our choice; the paper leaves them free).
+* Rank-one cyclic updates (HALS order, one topic at a time, residual ``R_i = X - sum_{j != i}
+  w_j h_j``): evolving ``w_i = max(0, R_i h_i) / ||h_i||^2`` in closed form; emerging ``w_i`` by
+  projected gradient on problem (9) (the quadratic plus ``mu L``); ``h_i`` by projecting
+  ``R_i^T w_i / ||w_i||^2`` onto the simplex with the box bounds of (4) (plain simplex for
+  emerging topics) with :func:`sparsewatch.models.projections.project_simplex_box`.
+* Hot start: topics and the weights of documents still in the window are kept from ``t - 1``;
+  new documents get NNLS weights on the current topics; emerging topics start from the positive
+  residual of the new documents with the largest residuals.
+* The first time point is a plain NMF (no box, no emerging topics) of ``n_initial_topics``.
+* After each time point documents of ``X(t)`` are tagged with their dominant topic id
+  (``labels_``) and each emerging topic yields an :class:`EmergingTopicEvent` (``events_``) with
+  its top terms and its smoothed trend ``F S w`` over the window.
+* With a growing vocabulary, a wider ``X(t)`` appends terms (zero weight in every topic);
+  :meth:`resize_features` also handles evicted terms. At most ``max_topics`` topics are kept:
+  beyond that, the evolving topics with the least weight in the window are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.decomposition import NMF
+from sparsewatch.models.nnls import solve_nnls
+from sparsewatch.models.projections import project_simplex, project_simplex_box
+
+__all__ = ["DynamicNMF", "EmergingTopicEvent", "hp_smoother"]
+
+EVOLVING, EMERGING = 0, 1
+
+
+@dataclass(frozen=True)
+class EmergingTopicEvent:
+    """One emerging topic at one time point."""
+
+    time_index: int
+    topic_id: int
+    top_terms: tuple[str, ...]
+    top_term_indices: tuple[int, ...]
+    top_weights: tuple[float, ...]
+    trend: tuple[float, ...]
+    slope: float
+    strength: float
+    n_documents: int
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain JSON-able dictionary."""
+        return asdict(self)
+
+
+def hp_smoother(n: int, lam: float) -> np.ndarray:
+    """Hodrick-Prescott smoother ``F = (I + 2 lambda D2^T D2)^{-1}`` for ``n`` time points."""
+    if n < 3:
+        return np.eye(n)
+    D2 = np.diff(np.eye(n), n=2, axis=0)
+    return np.linalg.inv(np.eye(n) + 2.0 * lam * D2.T @ D2)
+
+
+class DynamicNMF(BaseEstimator):
+    """Saha-Sindhwani dynamic NMF: evolving topics in a delta box plus emerging topics.
+
+    Parameters
+    ----------
+    n_initial_topics : topics of the plain NMF at the first time point.
+    n_emerging : ``K_em``, emerging topics added per time point.
+    window : ``omega``, time points of documents kept.
+    delta : half-width of the box around the previous topic (constraint (4)); 0 freezes
+        evolving topics.
+    mu : weight of the hinge emergence regulariser.
+    margin : rise per time point the hinge asks of an emerging topic's smoothed volume.
+    hp_lambda : Hodrick-Prescott smoothing parameter.
+    max_iter, tol : cyclic sweeps per time point and relative objective tolerance.
+    pg_iter : projected-gradient steps per emerging ``w_i`` update.
+    max_topics : cap on the number of topics kept.
+    n_top_terms : terms reported per event.
+    random_state : seed of the first NMF.
+    """
+
+    def __init__(
+        self,
+        n_initial_topics: int = 5,
+        *,
+        n_emerging: int = 1,
+        window: int = 7,
+        delta: float = 0.01,
+        mu: float = 5.0,
+        margin: float = 0.1,
+        hp_lambda: float = 10.0,
+        max_iter: int = 30,
+        tol: float = 1e-4,
+        pg_iter: int = 20,
+        max_topics: int = 100,
+        n_top_terms: int = 10,
+        random_state: int | None = 0,
+    ) -> None:
+        self.n_initial_topics = n_initial_topics
+        self.n_emerging = n_emerging
+        self.window = window
+        self.delta = delta
+        self.mu = mu
+        self.margin = margin
+        self.hp_lambda = hp_lambda
+        self.max_iter = max_iter
+        self.tol = tol
+        self.pg_iter = pg_iter
+        self.max_topics = max_topics
+        self.n_top_terms = n_top_terms
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ public API
+    def partial_fit(
+        self, X: np.ndarray | sp.spmatrix, y: None = None, vocabulary: list[str] | None = None
+    ) -> DynamicNMF:
+        """Process one time point: its documents ``X`` (documents x terms).
+
+        Sets ``labels_`` (dominant topic id of every row of ``X``) and ``events_`` (the emerging
+        topics of this time point). ``vocabulary[j]`` names column ``j`` in the events.
+        """
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if not hasattr(self, "components_"):
+            self._first_time_point(X)
+        else:
+            if X.shape[1] > self.n_features_in_:
+                self.resize_features(X.shape[1])
+            elif X.shape[1] < self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+            self._next_time_point(X)
+        self._tag_and_emit(X.shape[0], vocabulary)
+        return self
+
+    def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """Non-negative topic weights of ``X`` on the current topics (``n_samples x K``)."""
+        X = sp.csr_matrix(X, dtype=np.float64)
+        H = self._pad_topics(X.shape[1])
+        return solve_nnls(H.T, np.asarray(X @ H.T).T).T
+
+    def predict(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """Dominant topic id of each row of ``X`` (-1 when no topic has weight)."""
+        Wx = self.transform(X)
+        return np.where(Wx.max(axis=1) > 0, self.topic_ids_[Wx.argmax(axis=1)], -1)
+
+    def resize_features(self, n_features: int, keep_index: np.ndarray | None = None) -> DynamicNMF:
+        """Change the term dimension: old terms ``keep_index`` first, then new zero terms.
+
+        Topics that lose mass are rescaled back onto the simplex; the stored window documents are
+        re-indexed the same way (evicted terms dropped).
+        """
+        keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
+        H = np.zeros((self.components_.shape[0], n_features))
+        H[:, : keep.size] = self.components_[:, keep]
+        sums = H.sum(axis=1, keepdims=True)
+        self.components_ = np.where(sums > 0, H / np.where(sums > 0, sums, 1.0), 1.0 / n_features)
+        X = self._window_matrix().tocsc()[:, keep]
+        X = sp.hstack([X, sp.csr_matrix((X.shape[0], n_features - keep.size))]).tocsr()
+        self._store_window(X)
+        self.n_features_in_ = n_features
+        return self
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """Learned state as plain numeric arrays (``np.savez``-able, ``allow_pickle=False``)."""
+        return {name: np.asarray(getattr(self, name)).copy() for name in self._state_names()}
+
+    def set_state(self, state: dict[str, np.ndarray]) -> DynamicNMF:
+        """Restore :meth:`get_state` output on an instance built with the same parameters."""
+        for name in self._state_names():
+            value = np.array(state[name])
+            setattr(self, name, value if value.ndim else value.item())
+        return self
+
+    # ------------------------------------------------------------------ window bookkeeping
+    @staticmethod
+    def _state_names() -> list[str]:
+        return [
+            "components_",
+            "weights_",
+            "topic_ids_",
+            "topic_kinds_",
+            "topic_births_",
+            "doc_times_",
+            "win_data_",
+            "win_indices_",
+            "win_indptr_",
+            "n_steps_",
+            "next_topic_id_",
+            "n_features_in_",
+        ]
+
+    def _window_matrix(self) -> sp.csr_matrix:
+        shape = (self.doc_times_.size, self.n_features_in_)
+        return sp.csr_matrix((self.win_data_, self.win_indices_, self.win_indptr_), shape=shape)
+
+    def _store_window(self, X: sp.csr_matrix) -> None:
+        X = sp.csr_matrix(X)
+        X.sort_indices()
+        self.win_data_ = X.data.astype(np.float64)
+        self.win_indices_ = X.indices.astype(np.int64)
+        self.win_indptr_ = X.indptr.astype(np.int64)
+
+    def _pad_topics(self, n_features: int) -> np.ndarray:
+        H = self.components_
+        if n_features < H.shape[1]:
+            raise ValueError(f"X has {n_features} features, expected {H.shape[1]}")
+        return np.hstack([H, np.zeros((H.shape[0], n_features - H.shape[1]))])
+
+    # ------------------------------------------------------------------ time points
+    def _first_time_point(self, X: sp.csr_matrix) -> None:
+        k = self.n_initial_topics
+        nmf = NMF(k, init="nndsvda", max_iter=200, random_state=self.random_state)
+        W = nmf.fit_transform(X)
+        H = nmf.components_
+        scale = np.maximum(H.sum(axis=1), 1e-300)
+        H = project_simplex(H / scale[:, None], axis=1)
+        self.n_features_in_ = X.shape[1]
+        self.components_ = H
+        self.weights_ = W * scale[None, :]
+        self.topic_ids_ = np.arange(k, dtype=np.int64)
+        self.topic_kinds_ = np.full(k, EVOLVING, dtype=np.int64)
+        self.topic_births_ = np.zeros(k, dtype=np.int64)
+        self.doc_times_ = np.zeros(X.shape[0], dtype=np.int64)
+        self.n_steps_ = 1
+        self.next_topic_id_ = k
+        self._store_window(X)
+        lo, hi = np.zeros_like(H), np.ones_like(H)
+        self._solve(X, lo, hi)
+
+    def _next_time_point(self, X_new: sp.csr_matrix) -> None:
+        t = self.n_steps_
+        keep = self.doc_times_ > t - self.window
+        X = sp.vstack([self._window_matrix()[keep], X_new]).tocsr()
+        self.doc_times_ = np.concatenate([self.doc_times_[keep], np.full(X_new.shape[0], t)])
+        self._store_window(X)
+        self.n_steps_ = t + 1
+        self.topic_kinds_ = np.full(self.topic_ids_.size, EVOLVING, dtype=np.int64)
+        H_prev = self.components_
+        W_new = self.transform(X_new) if X_new.shape[0] else np.zeros((0, H_prev.shape[0]))
+        H_em = self._emerging_init(X_new, W_new, H_prev)
+        k_em = H_em.shape[0]
+        self.components_ = np.vstack([H_prev, H_em])
+        W_old = self.weights_[keep]
+        self.weights_ = np.hstack([np.vstack([W_old, W_new]), np.zeros((X.shape[0], k_em))])
+        self.topic_ids_ = np.concatenate(
+            [self.topic_ids_, self.next_topic_id_ + np.arange(k_em, dtype=np.int64)]
+        )
+        self.topic_kinds_ = np.concatenate([self.topic_kinds_, np.full(k_em, EMERGING)])
+        self.topic_births_ = np.concatenate([self.topic_births_, np.full(k_em, t)])
+        self.next_topic_id_ += k_em
+        lo = np.vstack([np.maximum(H_prev - self.delta, 0.0), np.zeros_like(H_em)])
+        hi = np.vstack([np.minimum(H_prev + self.delta, 1.0), np.ones_like(H_em)])
+        self._solve(X, lo, hi)
+        self._prune()
+
+    def _emerging_init(self, X_new: sp.csr_matrix, W_new: np.ndarray, H: np.ndarray) -> np.ndarray:
+        """Emerging topics start from the positive residual of the worst-fitted new documents."""
+        k_em = min(self.n_emerging, X_new.shape[0])
+        if k_em == 0:
+            return np.zeros((0, H.shape[1]))
+        R = np.maximum(X_new.toarray() - W_new @ H, 0.0)
+        worst = np.argsort(-np.einsum("ij,ij->i", R, R), kind="stable")[:k_em]
+        Hem = R[worst]
+        empty = Hem.sum(axis=1) <= 0
+        Hem[empty] = 1.0
+        return Hem / Hem.sum(axis=1, keepdims=True)
+
+    def _prune(self) -> None:
+        excess = self.topic_ids_.size - self.max_topics
+        if excess <= 0:
+            return
+        mass = self.weights_.sum(axis=0) + np.where(self.topic_kinds_ == EMERGING, np.inf, 0.0)
+        keep = np.sort(np.argsort(mass, kind="stable")[excess:])
+        for name in ("topic_ids_", "topic_kinds_", "topic_births_"):
+            setattr(self, name, getattr(self, name)[keep])
+        self.components_ = self.components_[keep]
+        self.weights_ = self.weights_[:, keep]
+
+    # ------------------------------------------------------------------ the solver
+    def _temporal_operator(self) -> np.ndarray:
+        """``S`` (``tau x N``): which window time point each document belongs to."""
+        first = self.n_steps_ - min(self.window, self.n_steps_)
+        tau = self.n_steps_ - first
+        S = np.zeros((tau, self.doc_times_.size))
+        S[self.doc_times_ - first, np.arange(self.doc_times_.size)] = 1.0
+        return S
+
+    def _hinge_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``M = D F S``, the weights ``c`` and the smoother ``F S`` (for trends)."""
+        S = self._temporal_operator()
+        tau = S.shape[0]
+        FS = hp_smoother(tau, self.hp_lambda) @ S
+        M = np.diff(FS, axis=0)
+        c = np.arange(1, tau, dtype=np.float64) / max(tau - 1, 1)
+        return M, c, FS
+
+    def _hinge(self, w: np.ndarray, M: np.ndarray, c: np.ndarray) -> float:
+        gap = np.maximum(self.margin - M @ w, 0.0)
+        return float(np.sum(c * gap * gap))
+
+    def _solve(self, X: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Rank-one cyclic updates until the objective settles (at most ``max_iter`` sweeps)."""
+        XT = X.T.tocsr()
+        W, H = self.weights_, self.components_
+        M, c, _ = self._hinge_parts()
+        lip_hinge = 2.0 * self.mu * (float(np.linalg.norm(M, 2)) ** 2 if M.size else 0.0)
+        emerging = self.topic_kinds_ == EMERGING
+        boxed = np.any(lo > 0, axis=1) | np.any(hi < 1, axis=1)
+        sq = float(X.multiply(X).sum())
+        previous = np.inf
+        for _ in range(self.max_iter):
+            for i in range(H.shape[0]):
+                h = H[i]
+                hh = float(h @ h)
+                Rh = X @ h - W @ (H @ h) + W[:, i] * hh
+                if emerging[i]:
+                    W[:, i] = self._emerging_w(W[:, i], Rh, hh, M, c, lip_hinge)
+                else:
+                    W[:, i] = np.maximum(Rh, 0.0) / max(hh, 1e-300)
+                w = W[:, i]
+                ww = float(w @ w)
+                if ww <= 0.0:
+                    continue
+                v = (XT @ w - H.T @ (W.T @ w) + h * ww) / ww
+                if boxed[i]:
+                    H[i] = project_simplex_box(v, lo[i], hi[i])
+                else:
+                    H[i] = project_simplex(v)
+            value = self._objective(X, sq, W, H, emerging, M, c)
+            if previous - value <= self.tol * max(abs(value), 1e-300):
+                break
+            previous = value
+        self.weights_, self.components_ = W, H
+
+    def _emerging_w(
+        self,
+        w: np.ndarray,
+        Rh: np.ndarray,
+        hh: float,
+        M: np.ndarray,
+        c: np.ndarray,
+        lip_hinge: float,
+    ) -> np.ndarray:
+        """Projected gradient on problem (9) for one emerging topic's document weights."""
+        step = 1.0 / (2.0 * hh + lip_hinge * float(c.max(initial=0.0)) + 1e-300)
+        for _ in range(self.pg_iter):
+            grad = 2.0 * (hh * w - Rh)
+            if M.size:
+                grad -= 2.0 * self.mu * (M.T @ (c * np.maximum(self.margin - M @ w, 0.0)))
+            w = np.maximum(w - step * grad, 0.0)
+        return w
+
+    def _objective(
+        self,
+        X: sp.csr_matrix,
+        sq: float,
+        W: np.ndarray,
+        H: np.ndarray,
+        emerging: np.ndarray,
+        M: np.ndarray,
+        c: np.ndarray,
+    ) -> float:
+        cross = float(np.sum(np.asarray(X @ H.T) * W))
+        value = sq - 2.0 * cross + float(np.sum((W.T @ W) * (H @ H.T)))
+        if M.size:
+            value += self.mu * sum(self._hinge(W[:, i], M, c) for i in np.flatnonzero(emerging))
+        return value
+
+    # ------------------------------------------------------------------ outputs
+    def _tag_and_emit(self, n_new: int, vocabulary: list[str] | None) -> None:
+        W_new = self.weights_[self.weights_.shape[0] - n_new :]
+        self.labels_ = np.where(
+            W_new.max(axis=1, initial=0.0) > 0,
+            self.topic_ids_[W_new.argmax(axis=1)] if n_new else np.zeros(0, np.int64),
+            -1,
+        )
+        _, _, FS = self._hinge_parts()
+        events = []
+        for i in np.flatnonzero(self.topic_kinds_ == EMERGING):
+            trend = FS @ self.weights_[:, i]
+            top = np.argsort(-self.components_[i], kind="stable")[: self.n_top_terms]
+            names = [vocabulary[j] if vocabulary is not None else str(j) for j in top]
+            events.append(
+                EmergingTopicEvent(
+                    time_index=self.n_steps_ - 1,
+                    topic_id=int(self.topic_ids_[i]),
+                    top_terms=tuple(names),
+                    top_term_indices=tuple(int(j) for j in top),
+                    top_weights=tuple(float(x) for x in self.components_[i, top]),
+                    trend=tuple(float(x) for x in trend),
+                    slope=float(trend[-1] - trend[-2]) if trend.size > 1 else 0.0,
+                    strength=float(W_new[:, i].sum()),
+                    n_documents=int(np.sum(self.labels_ == self.topic_ids_[i])),
+                )
+            )
+        self.events_ = events

@@ -1,0 +1,67 @@
+"""NNLS for the coefficient step of OR-NMF against exact references (scipy nnls, lsq_linear)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import lsq_linear, nnls
+from sparsewatch.models.nnls import nnls_bpp, nnls_pgd, solve_nnls
+
+
+def _instance(seed: int, m: int, r: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((m, r)) + 0.5 * rng.random((m, r))
+    V = rng.standard_normal((m, n))
+    return W, V
+
+
+def _reference(W: np.ndarray, V: np.ndarray) -> np.ndarray:
+    return np.column_stack([nnls(W, V[:, j])[0] for j in range(V.shape[1])])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    m=st.integers(4, 30),
+    r=st.integers(1, 8),
+    n=st.integers(1, 40),
+)
+def test_bpp_matches_scipy_nnls(seed: int, m: int, r: int, n: int) -> None:
+    r = min(r, m)
+    W, V = _instance(seed, m, r, n)
+    H = nnls_bpp(W.T @ W, W.T @ V)
+    np.testing.assert_allclose(H, _reference(W, V), atol=1e-8, rtol=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bpp_on_nonnegative_data_like_nmf(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    W = rng.random((60, 12)) ** 3
+    V = rng.random((60, 300))
+    np.testing.assert_allclose(solve_nnls(W, W.T @ V), _reference(W, V), atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pgd_matches_scipy_nnls_and_box_reference(seed: int) -> None:
+    W, V = _instance(seed, 25, 6, 30)
+    G, C = W.T @ W, W.T @ V
+    np.testing.assert_allclose(nnls_pgd(G, C, max_iter=20000), _reference(W, V), atol=1e-6)
+    upper = 0.3
+    boxed = nnls_pgd(G, C, upper=upper, max_iter=20000)
+    ref = np.column_stack(
+        [lsq_linear(W, V[:, j], bounds=(0.0, upper), tol=1e-12).x for j in range(V.shape[1])]
+    )
+    np.testing.assert_allclose(boxed, ref, atol=1e-6)
+    assert boxed.max() <= upper
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.5])
+def test_l1_regularised_coefficients(alpha: float) -> None:
+    """``1/2||v - Wh||^2 + alpha 1^T h`` equals NNLS on ``v' = v - W (W^T W)^-1 alpha 1``."""
+    W, V = _instance(7, 30, 5, 20)
+    H = solve_nnls(W, W.T @ V, alpha_l1=alpha)
+    shift = W @ np.linalg.solve(W.T @ W, np.full(5, alpha))
+    np.testing.assert_allclose(H, _reference(W, V - shift[:, None]), atol=1e-7)
+    assert np.count_nonzero(H) <= np.count_nonzero(solve_nnls(W, W.T @ V))

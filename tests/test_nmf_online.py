@@ -1,0 +1,174 @@
+"""OR-NMF, MOR-NMF and WOR-NMF: feasibility, memory, recovery, extensions, vocabulary, state."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from sklearn.base import clone
+from sparsewatch.models.nmf_online import MORNMF, ORNMF, WORNMF
+
+
+def _planted(
+    seed: int = 0, m: int = 120, r: int = 4, n: int = 1500
+) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    W0 = rng.random((m, r)) ** 4
+    W0 /= W0.sum(axis=0)
+    H0 = rng.random((n, r)) * (rng.random((n, r)) < 0.5) * 10.0
+    return H0 @ W0.T + 1e-3 * rng.random((n, m)), W0
+
+
+def _matched_cosines(W: np.ndarray, W0: np.ndarray) -> np.ndarray:
+    C = (W0 / np.linalg.norm(W0, axis=0)).T @ (W / np.linalg.norm(W, axis=0))
+    rows, cols = linear_sum_assignment(-C)
+    return C[rows, cols]
+
+
+@pytest.mark.parametrize(
+    ("model", "n_samples"),
+    [
+        (ORNMF(4, batch_size=1, random_state=0), 600),
+        (WORNMF(4, batch_size=50, random_state=0), 1500),
+        (MORNMF(4, batch_size=50, buffer_size=8, random_state=0), 1500),
+    ],
+)
+def test_planted_bases_are_recovered(model: ORNMF, n_samples: int) -> None:
+    X, W0 = _planted()
+    model.partial_fit(X[:n_samples])
+    assert _matched_cosines(model.components_.T, W0).min() > 0.9
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"w_max": 0.05},
+        {"w_min": 1e-4, "w_max": 0.2, "alpha_W": 0.5},
+        {"alpha_h_l1": 0.1, "h_max": 3.0},
+    ],
+)
+def test_averaged_iterates_stay_feasible(params: dict[str, float]) -> None:
+    X, _ = _planted(1)
+    model = WORNMF(4, batch_size=100, random_state=0, **params)
+    lo, hi = params.get("w_min", 0.0), params.get("w_max", 1.0)
+    for start in range(0, 800, 100):
+        model.partial_fit(X[start : start + 100])
+        W = model.components_
+        np.testing.assert_allclose(W.sum(axis=1), 1.0, atol=1e-9)
+        assert W.min() >= lo - 1e-12
+        assert W.max() <= hi + 1e-12
+    H = model.transform(X[:200])
+    assert H.min() >= 0.0
+    if "h_max" in params:
+        assert H.max() <= params["h_max"] + 1e-12
+
+
+def test_mor_nmf_memory_is_constant() -> None:
+    X, _ = _planted(2)
+    model = MORNMF(4, batch_size=20, buffer_size=5, random_state=0)
+    model.partial_fit(X[:100])
+    sizes = {k: v.nbytes for k, v in model.get_state().items()}
+    model.partial_fit(X[100:1500])
+    assert {k: v.nbytes for k, v in model.get_state().items()} == sizes
+    assert model.ring_n_.sum() == 5 * 20
+    np.testing.assert_array_equal(model.A_, model.ring_A_.sum(axis=0))
+
+
+def test_mor_nmf_with_a_buffer_longer_than_the_stream_is_or_nmf() -> None:
+    X, _ = _planted(3)
+    common = {"batch_size": 30, "random_state": 0}
+    mor = MORNMF(4, buffer_size=100, **common).partial_fit(X[:600])
+    orn = ORNMF(4, **common).partial_fit(X[:600])
+    np.testing.assert_allclose(mor.components_, orn.components_, rtol=1e-10, atol=1e-12)
+
+
+def test_mor_nmf_forgets_an_old_regime() -> None:
+    """After a switch of planted bases, the buffered model follows the new ones."""
+    X1, _ = _planted(4)
+    X2, W2 = _planted(5)
+    mor = MORNMF(4, batch_size=50, buffer_size=4, random_state=0)
+    mor.partial_fit(X1).partial_fit(X2)
+    assert _matched_cosines(mor.components_.T, W2).min() > 0.9
+
+
+def test_itakura_saito_recovers_planted_bases() -> None:
+    rng = np.random.default_rng(6)
+    m, r, n = 60, 3, 1200
+    W0 = rng.random((m, r)) ** 3 + 1e-3
+    W0 /= W0.sum(axis=0)
+    H0 = rng.gamma(1.0, 10.0, (n, r))
+    X = (H0 @ W0.T) * rng.gamma(50.0, 1.0 / 50.0, (n, m))
+    model = WORNMF(r, batch_size=100, beta_loss="itakura-saito", random_state=0)
+    first = clone(model).partial_fit(X[:100]).objective(X)
+    model.partial_fit(X)
+    assert model.objective(X) < first
+    assert _matched_cosines(model.components_.T, W0).min() > 0.9
+    with pytest.raises(ValueError, match="positive"):
+        model.partial_fit(np.zeros((2, m)))
+
+
+def test_sparse_input_grows_and_evicts_vocabulary() -> None:
+    X, _ = _planted(7)
+    Xs = sp.csr_matrix(X)
+    model = MORNMF(4, random_state=0).partial_fit(Xs[:300])
+    H = model.transform(Xs[300:400])
+    wider = sp.hstack([Xs[300:400], sp.csr_matrix((100, 5))]).tocsr()
+    np.testing.assert_allclose(model.transform(wider), H)
+    model.partial_fit(sp.hstack([Xs[400:700], sp.csr_matrix((300, 5))]).tocsr())
+    assert model.n_features_in_ == 125
+    assert model.components_.shape == (4, 125)
+    assert model.ring_B_.shape[1] == 125
+    keep = np.arange(0, 125, 2)
+    before = model.components_[:, keep].copy()
+    model.resize_features(80, keep_index=keep)
+    assert model.components_.shape == (4, 80)
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
+    ratio = model.components_[:, : keep.size] / np.maximum(before, 1e-300)
+    np.testing.assert_allclose(
+        ratio[before > 1e-12],
+        np.repeat(1.0 / before.sum(axis=1), (before > 1e-12).sum(axis=1)),
+        rtol=1e-9,
+    )
+    assert np.all(model.components_[:, keep.size :] == 0)
+    labels = model.predict(sp.csr_matrix(np.ones((3, 80))))
+    assert labels.shape == (3,)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        ORNMF(4, batch_size=25, random_state=0),
+        MORNMF(4, batch_size=25, buffer_size=3, random_state=0),
+        WORNMF(4, batch_size=40, beta_loss="itakura-saito", random_state=0),
+    ],
+)
+def test_state_round_trip_is_bit_identical(model: ORNMF) -> None:
+    X, _ = _planted(8)
+    X = X + 1e-2
+    model.partial_fit(X[:300])
+    buffer = io.BytesIO()
+    np.savez(buffer, **model.get_state())
+    buffer.seek(0)
+    with np.load(buffer, allow_pickle=False) as data:
+        restored = clone(model).set_state(dict(data))
+    for m in (model, restored):
+        m.partial_fit(X[300:500])
+    np.testing.assert_array_equal(restored.components_, model.components_)
+    np.testing.assert_array_equal(restored.transform(X[500:600]), model.transform(X[500:600]))
+    assert restored.get_params() == model.get_params()
+
+
+def test_horizon_schedule_restarts() -> None:
+    model = ORNMF(2, horizon=4)
+    thetas = []
+    for t in range(1, 10):
+        model.n_steps_ = t
+        thetas.append(model._theta())
+    assert thetas[0] == pytest.approx(0.1)
+    assert thetas[4] == pytest.approx(0.1)
+    assert thetas[3] == pytest.approx(0.1 * np.cos(3 * np.pi / 8))
+    assert all(x > 0 for x in thetas)

@@ -1,0 +1,69 @@
+"""The simplex projections the NMF models use, against a brute-force QP over active sets."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sparsewatch.models.projections import project_simplex, project_simplex_box
+
+
+def _brute_force(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float = 1.0) -> np.ndarray:
+    """``min ||x - v||^2`` s.t. ``sum x = z``, ``lo <= x <= hi``: try every active set.
+
+    Each coordinate is at its lower bound, at its upper bound or free; on the free set the
+    equality-constrained minimiser is ``x = v - t`` with the ``t`` that meets the sum. The best
+    feasible candidate is the exact solution (the problem is a strictly convex QP).
+    """
+    best, best_val = None, np.inf
+    for labels in itertools.product((0, 1, 2), repeat=v.size):
+        lab = np.array(labels)
+        x = np.where(lab == 0, lo, hi).astype(float)
+        free = lab == 2
+        if free.any():
+            t = (v[free].sum() - (z - x[~free].sum())) / free.sum()
+            x[free] = v[free] - t
+        elif abs(x.sum() - z) > 1e-12:
+            continue
+        if np.all(x >= lo - 1e-12) and np.all(x <= hi + 1e-12) and abs(x.sum() - z) < 1e-9:
+            val = float(np.sum((x - v) ** 2))
+            if val < best_val:
+                best, best_val = x, val
+    assert best is not None
+    return best
+
+
+vectors = st.lists(st.floats(-2.0, 2.0, allow_nan=False), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(vectors)
+def test_simplex_projection_matches_brute_force(values: list[float]) -> None:
+    v = np.array(values)
+    ref = _brute_force(v, np.zeros_like(v), np.full_like(v, np.inf))
+    np.testing.assert_allclose(project_simplex(v), ref, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(vectors, st.integers(0, 2**31 - 1), st.floats(0.0, 0.4))
+def test_simplex_box_projection_matches_brute_force(
+    values: list[float], seed: int, delta: float
+) -> None:
+    """The box of constraint (4): ``|x - p| <= delta`` around a point ``p`` of the simplex."""
+    v = np.array(values)
+    p = np.random.default_rng(seed).dirichlet(np.ones(v.size))
+    lo, hi = np.maximum(p - delta, 0.0), np.minimum(p + delta, 1.0)
+    ref = _brute_force(v, lo, hi)
+    got = project_simplex_box(v, lo, hi)
+    np.testing.assert_allclose(got, ref, atol=1e-9)
+
+
+def test_columnwise_projection_of_a_basis_matrix() -> None:
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((5, 4))
+    P = project_simplex(W, axis=0)
+    for j in range(4):
+        ref = _brute_force(W[:, j], np.zeros(5), np.full(5, np.inf))
+        np.testing.assert_allclose(P[:, j], ref, atol=1e-9)
