@@ -2,8 +2,8 @@
 
 A message is a UTF-8 JSON object ``{"id": str, "text": str, "timestamp": ISO-8601 | epoch ms,
 "stream": str (optional, "default"), "labels": [str] (optional), "meta": {} (optional)}``.
-:func:`parse_document` never raises anything but :class:`InvalidMessageError`, whose ``reason`` goes to
-the dead-letter topic with the original bytes.
+:func:`parse_document` raises nothing but :class:`InvalidMessageError`, whose ``reason`` goes
+to the dead-letter topic with the original bytes.
 """
 
 from __future__ import annotations

@@ -37,9 +37,10 @@ def _register() -> None:
     from sparsewatch.commands_kafka import kafka
     from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
     from sparsewatch.commands_replay import replay
+    from sparsewatch.commands_run import demo, run
 
     cli.add_command(kafka)
-    for command in (alerts, documents, topics, snapshots, db, replay):
+    for command in (alerts, documents, topics, snapshots, db, replay, run, demo):
         cli.add_command(command)
 
 

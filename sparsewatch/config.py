@@ -44,13 +44,55 @@ class KafkaConfig:
 
 
 @dataclass
+class WindowConfig:
+    """How each stream is cut into tumbling windows (by event time, or by document count)."""
+
+    size: str = "1d"
+    count: int = 0
+    allowed_lateness: str = "0s"
+    idle_timeout_s: float = 30.0
+
+
+@dataclass
+class DetectorConfig:
+    """The detector worker: l1 novelty (always), topics and emerging topics (optional)."""
+
+    novel_mode: str = "top_q"
+    novel_top_q: float = 0.05
+    novel_threshold: float = 0.95
+    warmup_documents: int = 200
+    snapshot_every: int = 10
+    topics: bool = True
+    n_topics: int = 10
+    emerging_topics: bool = True
+    top_terms: int = 8
+
+
+@dataclass
+class AnomalyConfig:
+    """The anomaly worker: DL-OCSVM over the detector's per-document representation."""
+
+    enabled: bool = True
+    reference_documents: int = 300
+    refit_every_windows: int = 20
+    contamination: float = 0.05
+    n_atoms: int = 8
+    sparsity: int = 2
+
+
+@dataclass
 class Config:
     """All of sparsewatch's settings."""
 
     data_dir: str = "./data"
     database_url: str = ""
     log_level: str = "INFO"
+    metrics_port: int = 0
+    max_text_bytes: int = 100_000
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    windows: WindowConfig = field(default_factory=WindowConfig)
+    detector: DetectorConfig = field(default_factory=DetectorConfig)
+    anomaly: AnomalyConfig = field(default_factory=AnomalyConfig)
 
     @property
     def resolved_database_url(self) -> str:
@@ -58,6 +100,25 @@ class Config:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{Path(self.data_dir).resolve() / 'sparsewatch.db'}"
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds in a duration such as ``"90s"``, ``"15m"``, ``"1h"``, ``"2d"``, ``"500ms"``."""
+    value = text.strip().lower()
+    for unit in sorted(_UNITS_MS, key=len, reverse=True):
+        if value.endswith(unit):
+            number = value[: -len(unit)].strip()
+            try:
+                amount = float(number)
+            except ValueError:
+                break
+            if amount < 0:
+                break
+            return round(amount * _UNITS_MS[unit])
+    raise SparsewatchError(f"{text!r} is not a duration (examples: 500ms, 30s, 15m, 1h, 2d)")
 
 
 def _coerce(value: str, typ: Any, name: str) -> Any:

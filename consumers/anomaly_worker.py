@@ -1,0 +1,214 @@
+"""The anomaly worker: ``<prefix>.scores`` -> DL-OCSVM -> anomaly scores and alerts in SQL.
+
+The detector publishes one message per document of every processed window (see
+:func:`~sparsewatch.consumers.detector_core.process_window`). This worker reassembles each
+(stream, window) — deduplicating re-sent messages by their index — and processes windows in order:
+
+* until ``reference_documents`` representations are collected, they only fill the reference set;
+* then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
+  window is scored with it (Algorithm 3); flagged documents raise ``anomaly`` alerts;
+* the reference set keeps the latest ``reference_documents`` rows, and the model is refitted every
+  ``refit_every_windows`` windows.
+
+A document's representation is a fixed-length summary of its detector output, stable while the
+dictionary grows: novelty score, reconstruction error, code l1 mass, number of active atoms,
+largest code weight, and log document length.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sparsewatch.consumers.messages import InvalidMessageError
+from sparsewatch.consumers.worker import Output
+from sparsewatch.models.dl_ocsvm import DLOCSVM
+from sparsewatch.storage.store import Checkpoint, StoreTx
+
+from sparsewatch.config import AnomalyConfig, Config
+
+N_FEATURES = 6
+
+
+@dataclass(frozen=True)
+class ScoredDocument:
+    """One message of ``<prefix>.scores``."""
+
+    stream: str
+    doc_id: str
+    window_seq: int
+    index: int
+    n: int
+    timestamp_ms: int
+    features: tuple[float, ...]
+
+
+def representation(msg: dict[str, Any]) -> tuple[float, ...]:
+    """The fixed-length representation of one scored document (see the module docstring)."""
+    values = [float(v) for v in msg["code_value"]]
+    return (
+        float(msg["score"]),
+        float(msg["reconstruction_error"]),
+        float(sum(values)),
+        float(len(values)),
+        max(values, default=0.0),
+        math.log1p(int(msg["n_terms"])),
+    )
+
+
+def parse_scored(payload: bytes | None) -> ScoredDocument:
+    """Validate one scores message; :class:`InvalidMessageError` otherwise."""
+    try:
+        msg = json.loads(payload or b"")
+        doc = ScoredDocument(
+            str(msg["stream"]),
+            str(msg["doc_id"]),
+            int(msg["window_seq"]),
+            int(msg["index"]),
+            int(msg["n"]),
+            int(msg["timestamp"]),
+            representation(msg),
+        )
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise InvalidMessageError(f"bad scores message: {type(exc).__name__}: {exc}") from None
+    if not 0 <= doc.index < doc.n or not all(math.isfinite(v) for v in doc.features):
+        raise InvalidMessageError("bad scores message: index out of range or non-finite values")
+    return doc
+
+
+def build_model(config: AnomalyConfig) -> DLOCSVM:
+    """The configured DL-OCSVM."""
+    return DLOCSVM(
+        n_components=config.n_atoms,
+        n_nonzero_coefs=config.sparsity,
+        contamination=config.contamination,
+        random_state=0,
+    )
+
+
+class AnomalyStreamState:
+    """Reassembled windows, the reference set and the fitted model of one stream."""
+
+    def __init__(self, stream: str, config: Config, checkpoint: Checkpoint | None) -> None:
+        self.stream = stream
+        self.config = config.anomaly
+        self.model: DLOCSVM | None = None
+        self.reference = np.zeros((0, N_FEATURES))
+        self.last_seq = -1
+        self.since_fit = 0
+        self._pending: dict[int, dict[int, tuple[ScoredDocument, int, int]]] = {}
+        if checkpoint is not None:
+            st = checkpoint.state
+            self.reference = np.asarray(st["reference"], dtype=float)
+            self.last_seq = int(st["last_seq"])
+            self.since_fit = int(st["since_fit"])
+            model_state = {k[6:]: v for k, v in st.items() if k.startswith("model.")}
+            if model_state:
+                self.model = build_model(self.config).set_state(model_state)
+
+    def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
+        if item.window_seq <= self.last_seq:
+            return []  # re-sent after a detector restart: already processed
+        window = self._pending.setdefault(item.window_seq, {})
+        window.setdefault(item.index, (item, partition, offset))
+        outputs = []
+        # Windows of a stream arrive in order; process every complete one at the head.
+        while self._pending:
+            seq = min(self._pending)
+            docs = self._pending[seq]
+            first = next(iter(docs.values()))[0]
+            if len(docs) < first.n:
+                break
+            del self._pending[seq]
+            outputs.append(self._process(seq, [docs[i][0] for i in range(first.n)]))
+        return outputs
+
+    def _fit(self) -> None:
+        self.model = build_model(self.config).fit(self.reference)
+        self.since_fit = 0
+
+    def _process(self, seq: int, docs: list[ScoredDocument]) -> Output:
+        t0 = time.perf_counter()
+        X = np.array([d.features for d in docs], dtype=float)
+        self.last_seq = seq
+        self.reference = np.vstack([self.reference, X])[-self.config.reference_documents :]
+        if self.model is None:
+            if len(self.reference) < self.config.reference_documents:
+                return Output(lambda tx: None, n_documents=len(docs))
+            self._fit()
+        elif self.since_fit >= self.config.refit_every_windows:
+            self._fit()
+        self.since_fit += 1
+        assert self.model is not None
+        scores = self.model.decision_function(X)
+        flags = self.model.predict(X).astype(bool)
+        rows = [
+            {"stream": d.stream, "doc_id": d.doc_id, "anomaly_score": float(s), "anomaly": bool(f)}
+            for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
+        ]
+        from datetime import UTC, datetime
+
+        alerts = [
+            {
+                "kind": "anomaly",
+                "stream": d.stream,
+                "subject_id": d.doc_id,
+                "score": float(s),
+                "window_seq": seq,
+                "event_time": datetime.fromtimestamp(d.timestamp_ms / 1000, tz=UTC),
+                "summary": f"anomalous detector output (novelty {d.features[0]:.3f}, "
+                f"{int(d.features[3])} atoms)",
+            }
+            for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
+            if f
+        ]
+
+        def write(tx: StoreTx) -> None:
+            tx.upsert_anomaly_scores(rows)
+            if alerts:
+                tx.insert_alerts(alerts)
+
+        return Output(
+            write, n_documents=len(docs), latency_s=time.perf_counter() - t0, novel=int(flags.sum())
+        )
+
+    def close_idle(self, now: float) -> list[Output]:
+        return []
+
+    def min_buffered_offset(self, partition: int) -> int | None:
+        offsets = [
+            o for docs in self._pending.values() for (_, p, o) in docs.values() if p == partition
+        ]
+        return min(offsets) if offsets else None
+
+    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        state: dict[str, np.ndarray] = {
+            "reference": self.reference,
+            "last_seq": np.int64(self.last_seq),
+            "since_fit": np.int64(self.since_fit),
+        }
+        if self.model is not None:
+            state.update({f"model.{k}": v for k, v in self.model.get_state().items()})
+        return state, {"last_seq": self.last_seq, "fitted": self.model is not None}
+
+
+class AnomalyProcessor:
+    """Parses scores messages and builds :class:`AnomalyStreamState` per stream."""
+
+    name = "anomaly"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def parse(self, payload: bytes | None) -> ScoredDocument:
+        return parse_scored(payload)
+
+    def stream_of(self, item: ScoredDocument) -> str:
+        return item.stream
+
+    def new_state(self, stream: str, checkpoint: Checkpoint | None) -> AnomalyStreamState:
+        return AnomalyStreamState(stream, self.config, checkpoint)

@@ -1,0 +1,336 @@
+"""The detector's per-window computation: plain functions over one stream's models, no I/O.
+
+For each closed window of a stream (Kasiviswanathan et al. 2012, Algorithm 3, one time step):
+
+1. :class:`~sparsewatch.models.novelty.Detector`: streaming TF-IDF, l1 sparse-coding novelty
+   scores (Algorithm 5), novel flags (threshold or top-q), one OIADMM dictionary update
+   (Algorithm 2);
+2. MOR-NMF (Guan et al. 2012, Algorithm 3) on the window's TF-IDF rows: topic tracking and each
+   document's dominant topic;
+3. dynamic NMF (Saha and Sindhwani): emerging-topic events.
+
+:func:`process_window` returns every row the store needs and every message for ``<prefix>.scores``
+as plain Python data; the worker only writes and sends them. The same function drives the offline
+equivalence test of the pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sparsewatch.consumers.windowing import Buffered, ClosedWindow
+from sparsewatch.models.dynamic_nmf import DynamicNMF
+from sparsewatch.models.nmf_online import MORNMF
+from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector, WindowResult
+
+from sparsewatch.config import DetectorConfig
+
+SUMMARY_CHARS = 120
+
+
+@dataclass
+class StreamModels:
+    """The models of one stream. ``windows_done`` counts processed (non-empty) windows."""
+
+    detector: Detector
+    topics: MORNMF | None
+    emerging: DynamicNMF | None
+    windows_done: int = 0
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """All model state, prefixed per model (npz-safe)."""
+        state = {f"detector.{k}": v for k, v in self.detector.get_state().items()}
+        for name, model in (("topics", self.topics), ("emerging", self.emerging)):
+            if model is not None and hasattr(model, "components_"):
+                state.update({f"{name}.{k}": v for k, v in model.get_state().items()})
+        state["windows_done"] = np.int64(self.windows_done)
+        return state
+
+    def set_state(self, state: dict[str, np.ndarray]) -> StreamModels:
+        """Restore :meth:`get_state`."""
+
+        def part(prefix: str) -> dict[str, np.ndarray]:
+            return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+
+        self.detector.set_state(part("detector."))
+        for name, model in (("topics", self.topics), ("emerging", self.emerging)):
+            sub = part(f"{name}.")
+            if model is not None and sub:
+                model.set_state(sub)
+        self.windows_done = int(state["windows_done"])
+        return self
+
+
+def build_models(config: DetectorConfig) -> StreamModels:
+    """Fresh models for a new stream, from the detector configuration."""
+    model = OnlineL1NoveltyDetector(
+        flag=config.novel_mode, top_q=config.novel_top_q, threshold=config.novel_threshold
+    )
+    detector = Detector(model=model, warmup_docs=config.warmup_documents)
+    topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None
+    emerging = (
+        DynamicNMF(n_initial_topics=config.n_topics, n_top_terms=config.top_terms, random_state=0)
+        if config.emerging_topics
+        else None
+    )
+    return StreamModels(detector, topics, emerging)
+
+
+@dataclass
+class WindowComputation:
+    """Everything one window produces, as plain rows and messages."""
+
+    window: dict[str, Any]
+    documents: list[dict[str, Any]]
+    alerts: list[dict[str, Any]]
+    topics: list[dict[str, Any]]
+    messages: list[tuple[str, bytes]]
+    snapshot: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _summary(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
+
+
+def _document_rows(
+    stream: str,
+    seq: int,
+    items: list[Buffered],
+    result: WindowResult,
+    topics: np.ndarray,
+    late: bool,
+) -> list[dict[str, Any]]:
+    scores = result.scores.tolist()
+    errors = result.reconstruction_errors.tolist()
+    novel = result.novel.tolist()
+    top = result.top_atoms.tolist()
+    return [
+        {
+            "stream": stream,
+            "doc_id": b.doc.id,
+            "event_time": b.doc.event_time,
+            "window_seq": seq,
+            "novelty_score": _finite(scores[i]),
+            "reconstruction_error": _finite(errors[i]),
+            "novel": bool(novel[i]),
+            "late": late,
+            "dominant_topic": int(topics[i]) if topics[i] >= 0 else None,
+            "top_atoms": [a for a in top[i] if a >= 0],
+            "labels": list(b.doc.labels),
+            "text": b.doc.text,
+        }
+        for i, b in enumerate(items)
+    ]
+
+
+def _score_messages(
+    stream: str, seq: int, items: list[Buffered], result: WindowResult
+) -> list[tuple[str, bytes]]:
+    """Per-document results for the anomaly worker (JSON; key = stream)."""
+    from sparsewatch.consumers.worker import json_bytes
+
+    codes = result.codes.tocsr()
+    n = len(items)
+    out = []
+    for i, b in enumerate(items):
+        lo, hi = codes.indptr[i], codes.indptr[i + 1]
+        out.append(
+            (
+                stream,
+                json_bytes(
+                    {
+                        "stream": stream,
+                        "doc_id": b.doc.id,
+                        "window_seq": seq,
+                        "index": i,
+                        "n": n,
+                        "timestamp": b.doc.timestamp_ms,
+                        "score": float(result.scores[i]),
+                        "reconstruction_error": float(result.reconstruction_errors[i]),
+                        "novel": bool(result.novel[i]),
+                        "code_index": codes.indices[lo:hi].tolist(),
+                        "code_value": codes.data[lo:hi].astype(float).tolist(),
+                        "n_terms": len(b.doc.text.split()),
+                    }
+                ),
+            )
+        )
+    return out
+
+
+def _update_topics(
+    models: StreamModels, texts: list[str], config: DetectorConfig, stream: str, seq: int
+) -> tuple[np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
+    """MOR-NMF and dynamic NMF on the window; dominant topics, topic rows, emerging alerts."""
+    n = len(texts)
+    features = models.detector.features
+    X = sp.csr_matrix(features.transform(texts).T)  # documents x terms
+    terms = features.terms_
+    n_features = X.shape[1]
+    dominant = np.full(n, -1)
+    rows: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = []
+    for model in (models.topics, models.emerging):
+        if model is not None and hasattr(model, "components_"):
+            model.resize_features(n_features, keep_index=features.kept_rows_)
+    if models.topics is not None and X.shape[0] >= models.topics.n_components:
+        models.topics.partial_fit(X)
+        H = models.topics.transform(X)
+        dominant = np.where(H.max(axis=1) > 0, H.argmax(axis=1), -1)
+        strength = H.sum(axis=0) / max(H.sum(), 1e-12)
+        for t, w in enumerate(models.topics.components_):
+            idx = np.argsort(-w, kind="stable")[: config.top_terms]
+            rows.append(
+                {
+                    "stream": stream,
+                    "window_seq": seq,
+                    "topic_id": t,
+                    "terms": [[str(terms[j]), float(w[j])] for j in idx if w[j] > 0],
+                    "strength": float(strength[t]),
+                    "emerging": False,
+                }
+            )
+    if models.emerging is not None and X.shape[0] >= models.emerging.n_initial_topics:
+        models.emerging.partial_fit(X, vocabulary=[str(t) for t in terms])
+        for event in models.emerging.events_:
+            topic_id = config.n_topics + int(event.topic_id)
+            rows.append(
+                {
+                    "stream": stream,
+                    "window_seq": seq,
+                    "topic_id": topic_id,
+                    "terms": [
+                        [t, float(w)]
+                        for t, w in zip(event.top_terms, event.top_weights, strict=True)
+                    ],
+                    "strength": float(event.strength),
+                    "emerging": True,
+                }
+            )
+            alerts.append(
+                {
+                    "kind": "emerging_topic",
+                    "stream": stream,
+                    "subject_id": f"topic-{topic_id}",
+                    "score": float(event.slope),
+                    "window_seq": seq,
+                    "event_time": None,
+                    "summary": f"emerging topic ({event.n_documents} docs, slope "
+                    f"{event.slope:.3g}): " + ", ".join(event.top_terms),
+                }
+            )
+    return dominant, rows, alerts
+
+
+def process_window(
+    models: StreamModels, window: ClosedWindow, config: DetectorConfig
+) -> WindowComputation:
+    """Score, flag and learn from one closed window of one stream (see the module docstring)."""
+    from datetime import UTC, datetime
+
+    t0 = time.perf_counter()
+    texts = [b.doc.text for b in window.items]
+    result = models.detector.process_window(texts)
+    t1 = time.perf_counter()
+    dominant = np.full(len(texts), -1)
+    topic_rows: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = []
+    if models.detector.fitted:
+        dominant, topic_rows, alerts = _update_topics(
+            models, texts, config, window.stream, window.seq
+        )
+    t2 = time.perf_counter()
+    end_time = datetime.fromtimestamp(window.end_ms / 1000, tz=UTC)
+    for alert in alerts:
+        alert["event_time"] = end_time
+    docs = _document_rows(window.stream, window.seq, window.items, result, dominant, late=False)
+    for row, flag in zip(docs, result.novel.tolist(), strict=True):
+        if flag:
+            alerts.append(
+                {
+                    "kind": "novel_document",
+                    "stream": window.stream,
+                    "subject_id": row["doc_id"],
+                    "score": row["novelty_score"],
+                    "window_seq": window.seq,
+                    "event_time": row["event_time"],
+                    "summary": _summary(row["text"]),
+                }
+            )
+    models.windows_done += 1
+    snapshot = None
+    if models.detector.fitted and models.windows_done % max(config.snapshot_every, 1) == 0:
+        snapshot = {
+            "model_kind": "l1_dictionary",
+            "arrays": {
+                "dictionary": np.asarray(models.detector.model.components_),
+                "terms": np.asarray(models.detector.features.terms_, dtype=str),
+            },
+            "meta": {
+                "n_terms": result.n_terms,
+                "n_atoms": result.n_atoms,
+                "threshold": _finite(result.threshold),
+            },
+            "vocabulary_version": models.windows_done,
+        }
+    messages = (
+        _score_messages(window.stream, window.seq, window.items, result)
+        if np.isfinite(result.scores).all() and len(texts)
+        else []
+    )
+    timings = {"novelty_s": t1 - t0, "topics_s": t2 - t1}
+    return WindowComputation(
+        window={
+            "stream": window.stream,
+            "window_seq": window.seq,
+            "start": datetime.fromtimestamp(window.start_ms / 1000, tz=UTC),
+            "end": end_time,
+            "n_documents": len(texts),
+            "threshold": _finite(result.threshold),
+            "timings": timings,
+            "closed_by": window.closed_by,
+        },
+        documents=docs,
+        alerts=alerts,
+        topics=topic_rows,
+        messages=messages,
+        snapshot=snapshot,
+        timings=timings,
+    )
+
+
+def score_late(
+    models: StreamModels, stream: str, items: list[Buffered], size_ms: int | None
+) -> list[dict[str, Any]]:
+    """Rows for late documents: scored against the current model, learned from by nothing."""
+    texts = [b.doc.text for b in items]
+    if models.detector.fitted:
+        result = models.detector.score(texts)
+    else:
+        n = len(texts)
+        result = WindowResult(
+            np.full(n, np.nan),
+            np.full(n, np.nan),
+            np.zeros(n, dtype=bool),
+            math.inf,
+            sp.csr_matrix((n, 0)),
+            np.full((n, 1), -1),
+            True,
+            0,
+            0,
+        )
+    rows = _document_rows(stream, -1, items, result, np.full(len(items), -1), late=True)
+    for row, b in zip(rows, items, strict=True):
+        row["window_seq"] = b.doc.timestamp_ms // size_ms if size_ms else -1
+    return rows

@@ -1,0 +1,148 @@
+"""The detector worker: documents -> windows -> novelty and topics -> SQL and the scores topic.
+
+Glue between :mod:`~sparsewatch.consumers.worker` (Kafka and SQL) and the pure per-window core
+:mod:`~sparsewatch.consumers.detector_core`. One :class:`DetectorStreamState` per stream holds the
+stream's windows and models; its checkpoint holds both (the open windows are re-read from Kafka).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from sparsewatch.consumers.detector_core import (
+    WindowComputation,
+    build_models,
+    process_window,
+    score_late,
+)
+from sparsewatch.consumers.messages import Document, parse_document
+from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower, WindowSpec
+from sparsewatch.consumers.worker import Output
+from sparsewatch.storage.store import Checkpoint, StoreTx
+
+from sparsewatch.config import Config
+
+
+def window_spec(config: Config) -> WindowSpec:
+    """The configured windows: a document count when ``windows.count`` > 0, else a duration."""
+    from sparsewatch.config import parse_duration_ms
+
+    w = config.windows
+    lateness = parse_duration_ms(w.allowed_lateness)
+    if w.count > 0:
+        return WindowSpec(
+            size_ms=None,
+            count=w.count,
+            allowed_lateness_ms=lateness,
+            idle_timeout_s=w.idle_timeout_s,
+        )
+    return WindowSpec(
+        size_ms=parse_duration_ms(w.size),
+        allowed_lateness_ms=lateness,
+        idle_timeout_s=w.idle_timeout_s,
+    )
+
+
+def _write_computation(comp: WindowComputation) -> Any:
+    def write(tx: StoreTx) -> None:
+        w = comp.window
+        tx.upsert_window(
+            w["stream"],
+            w["window_seq"],
+            w["start"],
+            w["end"],
+            w["n_documents"],
+            w["threshold"],
+            w["timings"],
+            w["closed_by"],
+        )
+        tx.insert_documents(comp.documents)
+        if comp.alerts:
+            tx.insert_alerts(comp.alerts)
+        if comp.topics:
+            tx.upsert_topics(comp.topics)
+        if comp.snapshot is not None:
+            s = comp.snapshot
+            tx.put_snapshot(
+                w["stream"],
+                w["window_seq"],
+                s["model_kind"],
+                s["arrays"],
+                s["meta"],
+                s["vocabulary_version"],
+            )
+
+    return write
+
+
+class DetectorStreamState:
+    """One stream's windows and models (the :class:`~sparsewatch.consumers.worker.StreamState`)."""
+
+    def __init__(self, stream: str, config: Config, checkpoint: Checkpoint | None) -> None:
+        self.stream = stream
+        self.config = config
+        self.spec = window_spec(config)
+        self.windows = StreamWindower(stream, self.spec)
+        self.models = build_models(config.detector)
+        self._late: list[Buffered] = []
+        if checkpoint is not None:
+            state = checkpoint.state
+            self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
+            self.models.set_state({k[7:]: v for k, v in state.items() if k.startswith("models.")})
+
+    def _output(self, window: ClosedWindow) -> Output:
+        closed_at = time.perf_counter()
+        comp = process_window(self.models, window, self.config.detector)
+        return Output(
+            _write_computation(comp),
+            comp.messages,
+            len(window.items),
+            time.perf_counter() - closed_at,
+            sum(d["novel"] for d in comp.documents),
+        )
+
+    def add(self, item: Document, partition: int, offset: int, now: float) -> list[Output]:
+        closed, status = self.windows.add(Buffered(item, partition, offset), now)
+        if status == "late":
+            self._late.append(Buffered(item, partition, offset))
+        return [self._output(w) for w in closed]
+
+    def close_idle(self, now: float) -> list[Output]:
+        outputs = [self._output(w) for w in self.windows.close_if_idle(now)]
+        if self._late:
+            rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
+            self._late = []
+            outputs.append(Output(lambda tx, rows=rows: tx.insert_documents(rows)))
+        return outputs
+
+    def min_buffered_offset(self, partition: int) -> int | None:
+        return self.windows.min_buffered_offset(partition)
+
+    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        state = {f"windows.{k}": v for k, v in self.windows.get_state().items()}
+        state.update({f"models.{k}": v for k, v in self.models.get_state().items()})
+        meta = {
+            "windows_done": self.models.windows_done,
+            "watermark_ms": int(self.windows.watermark_ms),
+        }
+        return state, meta
+
+
+class DetectorProcessor:
+    """Parses document messages and builds :class:`DetectorStreamState` per stream."""
+
+    name = "detector"
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def parse(self, payload: bytes | None) -> Document:
+        return parse_document(payload, self.config.max_text_bytes)
+
+    def stream_of(self, item: Document) -> str:
+        return item.stream
+
+    def new_state(self, stream: str, checkpoint: Checkpoint | None) -> DetectorStreamState:
+        return DetectorStreamState(stream, self.config, checkpoint)

@@ -1,0 +1,268 @@
+"""The Kafka edge shared by the detector and anomaly workers: consume, route, write, then commit.
+
+One :class:`WorkerLoop` owns a consumer, a producer (dead letters and results) and the SQL store.
+What is computed lives in a :class:`Processor` (per stream: a :class:`StreamState`), which never
+sees Kafka or SQL. Effects are exactly once:
+
+1. a batch of messages is routed to per-stream states; invalid messages become dead letters;
+2. closed windows are computed; their downstream messages are produced and flushed;
+3. ONE SQL transaction writes every result, every touched stream's checkpoint, the dead letters and
+   the resume offset of each partition (the smallest offset still buffered in an open window);
+4. only then are the offsets committed to Kafka (informational: the store is the source of truth).
+
+A crash anywhere re-delivers from the stored resume offsets; the restored states recognise what they
+already consumed, and every insert is keyed by a natural key, so nothing is lost or duplicated.
+On partition assignment the loop seeks to the stored resume offsets; on revocation it drops the
+partitions' streams (their open windows will be re-read by the new owner; closed ones are already
+checkpointed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from confluent_kafka import Message
+from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.messages import InvalidMessageError
+from sparsewatch.consumers.metrics import WorkerMetrics
+from sparsewatch.storage.store import Store, StoreTx
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Output:
+    """What one closed window produces: SQL writes and messages for a downstream topic."""
+
+    write: Callable[[StoreTx], None]
+    messages: list[tuple[str, bytes]] = field(default_factory=list)
+    n_documents: int = 0
+    latency_s: float = 0.0
+    novel: int = 0
+
+
+class StreamState(Protocol):
+    """The per-stream state a processor keeps (windows + models)."""
+
+    def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]: ...
+
+    def close_idle(self, now: float) -> list[Output]: ...
+
+    def min_buffered_offset(self, partition: int) -> int | None: ...
+
+    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
+
+
+class Processor(Protocol):
+    """Turns raw messages into items and owns the construction of per-stream states."""
+
+    name: str
+
+    def parse(self, payload: bytes | None) -> Any: ...
+
+    def stream_of(self, item: Any) -> str: ...
+
+    def new_state(self, stream: str, checkpoint: Any | None) -> StreamState: ...
+
+
+@dataclass
+class _Partition:
+    streams: set[str] = field(default_factory=set)
+    next_offset: int | None = None
+
+
+class WorkerLoop:
+    """Consume ``input_topic`` with ``processor``; write to ``store``; stop on SIGTERM/SIGINT."""
+
+    def __init__(
+        self,
+        processor: Processor,
+        store: Store,
+        bootstrap: str,
+        group_id: str,
+        input_topic: str,
+        output_topic: str | None,
+        dlq_topic: str,
+        partitions: int = 4,
+        poll_batch: int = 1000,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.processor = processor
+        self.store = store
+        self.bootstrap = bootstrap
+        self.group_id = group_id
+        self.input_topic = input_topic
+        self.output_topic = output_topic
+        self.dlq_topic = dlq_topic
+        self.poll_batch = poll_batch
+        self.metrics = metrics or WorkerMetrics(processor.name)
+        topics = {input_topic: partitions, dlq_topic: 1}
+        if output_topic:
+            topics[output_topic] = partitions
+        ensure_topics(bootstrap, topics)
+        self._producer = make_producer(bootstrap)
+        self._states: dict[str, StreamState] = {}
+        self._stream_partition: dict[str, int] = {}
+        self._partitions: dict[int, _Partition] = {}
+        self._stop = threading.Event()
+        self._consumer: BatchConsumer | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the loop to finish its current batch and return (thread- and signal-safe)."""
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop the loop after the batch in hand; nothing partial is written."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop())
+
+    def run(self, until_idle_s: float | None = None) -> None:
+        """Process until :meth:`stop`, or until no input came for ``until_idle_s`` seconds."""
+        self._consumer = BatchConsumer(
+            self.bootstrap,
+            self.group_id,
+            [self.input_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+        )
+        last_message = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                batch = self._consumer.poll_batch(self.poll_batch, timeout=0.5)
+                now = time.monotonic()
+                if batch:
+                    last_message = now
+                self._process(batch, now)
+                if until_idle_s is not None and now - last_message > until_idle_s:
+                    break
+        finally:
+            self._consumer.close()
+            self._producer.flush(30)
+
+    # -- rebalancing -----------------------------------------------------------------------------
+    def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        stored = self.store.partition_offsets(self.group_id, self.input_topic)
+        for _, p in partitions:
+            self._partitions.setdefault(p, _Partition())
+        log.info("%s assigned %s (resume %s)", self.processor.name, partitions, stored)
+        return {(t, p): stored[p] for t, p in partitions if p in stored}
+
+    def _on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        for _, p in partitions:
+            part = self._partitions.pop(p, None)
+            for stream in part.streams if part else ():
+                self._states.pop(stream, None)
+                self._stream_partition.pop(stream, None)
+        log.info("%s revoked %s", self.processor.name, partitions)
+
+    # -- one batch -------------------------------------------------------------------------------
+    def _state_for(self, stream: str, partition: int) -> StreamState:
+        state = self._states.get(stream)
+        if state is None:
+            checkpoint = self.store.load_checkpoint(self.group_id, stream)
+            state = self.processor.new_state(stream, checkpoint)
+            self._states[stream] = state
+        if self._stream_partition.get(stream) != partition:
+            self._stream_partition[stream] = partition
+            self._partitions.setdefault(partition, _Partition()).streams.add(stream)
+        return state
+
+    def _process(self, batch: list[Message], now: float) -> None:
+        outputs: list[Output] = []
+        touched: set[str] = set()
+        dead: list[dict[str, Any]] = []
+        for msg in batch:
+            partition, offset = msg.partition(), msg.offset()
+            self._partitions.setdefault(partition, _Partition()).next_offset = offset + 1
+            try:
+                item = self.processor.parse(msg.value())
+            except InvalidMessageError as exc:
+                dead.append(
+                    {
+                        "topic": msg.topic(),
+                        "partition": partition,
+                        "offset": offset,
+                        "reason": exc.reason,
+                        "payload": msg.value() or b"",
+                    }
+                )
+                continue
+            stream = self.processor.stream_of(item)
+            produced = self._state_for(stream, partition).add(item, partition, offset, now)
+            if produced:
+                touched.add(stream)
+                outputs += produced
+        for stream, state in self._states.items():
+            idle = state.close_idle(now)
+            if idle:
+                touched.add(stream)
+                outputs += idle
+        if outputs or dead or batch:
+            self._commit(outputs, touched, dead)
+
+    def _resume_offsets(self) -> dict[int, int]:
+        offsets: dict[int, int] = {}
+        for p, part in self._partitions.items():
+            buffered = [
+                o
+                for s in part.streams
+                if s in self._states and (o := self._states[s].min_buffered_offset(p)) is not None
+            ]
+            if buffered:
+                offsets[p] = min(buffered)
+            elif part.next_offset is not None:
+                offsets[p] = part.next_offset
+        return offsets
+
+    def _publish(self, outputs: Iterable[Output], dead: list[dict[str, Any]]) -> None:
+        for row in dead:
+            source = f"{row['topic']}:{row['partition']}:{row['offset']}"
+            self._producer.produce(
+                self.dlq_topic,
+                key=source.encode(),
+                value=row["payload"],
+                headers=[("reason", row["reason"].encode()), ("source", source.encode())],
+            )
+        if self.output_topic:
+            for out in outputs:
+                for key, value in out.messages:
+                    self._producer.produce(self.output_topic, key=key.encode(), value=value)
+                    self._producer.poll(0)
+        remaining = self._producer.flush(60)
+        if remaining:
+            raise RuntimeError(f"{remaining} messages could not be delivered to Kafka")
+
+    def _commit(self, outputs: list[Output], touched: set[str], dead: list[dict[str, Any]]) -> None:
+        # Downstream messages first: if we crash after this, the window is redone and its
+        # messages re-sent; consumers deduplicate by (stream, window). Never the other way round.
+        self._publish(outputs, dead)
+        offsets = self._resume_offsets()
+        with self.store.transaction() as tx:
+            for out in outputs:
+                out.write(tx)
+            for stream in touched:
+                state, meta = self._states[stream].checkpoint()
+                tx.put_checkpoint(self.group_id, stream, state, meta)
+            if dead:
+                tx.insert_dead_letters(dead)
+            if offsets:
+                tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
+        if self._consumer is not None and offsets:
+            self._consumer.commit_offsets({(self.input_topic, p): o for p, o in offsets.items()})
+        self.metrics.observe(outputs, len(dead))
+        if self._consumer is not None:
+            self.metrics.set_lag(self._consumer.lag())
+
+
+def json_bytes(obj: Any) -> bytes:
+    """Compact JSON for result messages."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

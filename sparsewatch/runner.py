@@ -1,0 +1,101 @@
+"""Wiring: build the workers from the configuration and run them (``sparsewatch run``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sparsewatch.config import Config
+from sparsewatch.consumers.metrics import serve
+from sparsewatch.consumers.worker import WorkerLoop
+from sparsewatch.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
+    """The detector or anomaly worker loop for ``config``."""
+    k = config.kafka
+    if role == "detector":
+        from sparsewatch.consumers.detector_worker import DetectorProcessor
+
+        return WorkerLoop(
+            DetectorProcessor(config),
+            store,
+            k.bootstrap_servers,
+            f"{k.group_id}.detector",
+            k.topic("docs"),
+            k.topic("scores"),
+            k.topic("dlq"),
+            partitions=k.partitions,
+        )
+    if role == "anomaly":
+        from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
+
+        return WorkerLoop(
+            AnomalyProcessor(config),
+            store,
+            k.bootstrap_servers,
+            f"{k.group_id}.anomaly",
+            k.topic("scores"),
+            None,
+            k.topic("dlq"),
+            partitions=k.partitions,
+        )
+    raise ValueError(f"unknown worker role {role!r}")
+
+
+def run_loops(
+    workers: list[WorkerLoop], until_idle_s: list[float | None], install_signals: bool = True
+) -> None:
+    """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error.
+
+    SIGTERM/SIGINT stop every worker after its current batch; results of a batch are committed
+    whole or not at all, so an interrupted window is simply re-read on the next start. When one
+    worker fails, the others are stopped too.
+    """
+    if install_signals and threading.current_thread() is threading.main_thread():
+        import signal
+
+        def stop_all(*_: object) -> None:
+            for w in workers:
+                w.stop()
+
+        signal.signal(signal.SIGTERM, stop_all)
+        signal.signal(signal.SIGINT, stop_all)
+    errors: list[BaseException] = []
+
+    def target(worker: WorkerLoop, idle: float | None) -> None:
+        try:
+            worker.run(until_idle_s=idle)
+        except BaseException as exc:
+            errors.append(exc)
+            log.exception("%s worker failed", worker.processor.name)
+            for w in workers:
+                w.stop()
+
+    threads = [
+        threading.Thread(target=target, args=(w, idle), name=w.processor.name)
+        for w, idle in zip(workers, until_idle_s, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)
+    if errors:
+        raise errors[0]
+
+
+def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
+    """Run the workers of ``roles`` against the configured broker and database."""
+    if not config.anomaly.enabled:
+        roles = [r for r in roles if r != "anomaly"]
+    store = Store.open(config.resolved_database_url)
+    serve(config.metrics_port)
+    try:
+        run_loops(
+            [build_worker(role, config, store) for role in roles], [until_idle_s] * len(roles)
+        )
+    finally:
+        store.dispose()
