@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from sparsewatch.models.projections import project_l1_ball_nonneg
+from sparsewatch.models.projections import project_l1_ball_nonneg, project_l1_ball_nonneg_csc
 from sparsewatch.models.text_features import remap_rows
 
 __all__ = ["OIADMM", "l1_dictionary_update", "psi_max"]
@@ -43,24 +43,45 @@ def _oiadmm_step(
     P: sp.spmatrix,
     X: sp.spmatrix,
     A: np.ndarray,
-    Delta: np.ndarray,
+    Delta: sp.spmatrix,
     beta: float,
     tau: float,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """One step of Algorithm 2; returns ``(A_{t+1}, Delta_{t+1}, ||P - A_{t+1} X - E||_F)``."""
+) -> tuple[np.ndarray, sp.csc_matrix, float]:
+    """One step of Algorithm 2 on sparse matrices.
+
+    Every matrix lives on the union of the supports of ``P``, ``A_t X_t``, ``A_{t+1} X_t`` and
+    ``Delta_t`` (elsewhere ``Z = 0`` so nothing moves); ``A`` is updated on its stored entries
+    plus those of ``R X^T``. Using ``P - A_{t+1} X - E = R - Delta/beta - (A_{t+1} - A_t) X``,
+    the dual update is ``Delta_{t+1} = beta (R - (A_{t+1} - A_t) X)``.
+    Returns ``(A_{t+1}, Delta_{t+1}, ||P - A_{t+1} X - E_{t+1}||_F)``.
+    """
     dt = A.dtype
     Xc = sp.csr_matrix(X, dtype=dt)
-    Pd = P.toarray() if sp.issparse(P) else np.asarray(P)
-    Z = Pd.astype(dt, copy=True)
-    Z -= np.asarray((Xc.T @ A.T).T)
-    Z += Delta / dt.type(beta)
-    R = np.clip(Z, -1.0 / beta, 1.0 / beta).astype(dt, copy=False)  # Z - E
-    A_new = project_l1_ball_nonneg(A + dt.type(tau) * np.asarray((Xc @ R.T).T), axis=0)
-    A_new = A_new.astype(dt, copy=False)
-    # P - A_new X - E = (Z - Delta/beta + A X) - A_new X - (Z - R) = R - Delta/beta - (A_new - A) X
-    resid = R - Delta / dt.type(beta) - np.asarray((Xc.T @ (A_new - A).T).T)
-    Delta_new = Delta + dt.type(beta) * resid
-    return A_new, Delta_new, float(np.linalg.norm(resid))
+    As = sp.csc_matrix(A)
+    Z = sp.csc_matrix(P, dtype=dt) - (As @ Xc) + Delta * dt.type(1.0 / beta)
+    R = sp.csc_matrix(Z)
+    np.clip(R.data, -1.0 / beta, 1.0 / beta, out=R.data)  # R = Z - E_{t+1}
+    A_new = project_l1_ball_nonneg_csc(As + (R @ Xc.T) * dt.type(tau))
+    dAX = (A_new - As) @ Xc
+    resid = R - Delta * dt.type(1.0 / beta) - dAX
+    Delta_new = sp.csc_matrix((R - dAX) * dt.type(beta), dtype=dt)
+    Delta_new.eliminate_zeros()
+    return A_new.toarray().astype(dt, copy=False), Delta_new, float(sp.linalg.norm(resid))
+
+
+def _resize_columns(D: sp.csc_matrix, n: int) -> sp.csc_matrix:
+    """Zero-pad or truncate the columns of a sparse dual to ``n`` (windows differ in size)."""
+    if D.shape[1] >= n:
+        return sp.csc_matrix(D[:, :n])
+    indptr = np.r_[D.indptr, np.full(n - D.shape[1], D.indptr[-1])]
+    return sp.csc_matrix((D.data, D.indices, indptr), shape=(D.shape[0], n))
+
+
+def _remap_sparse_rows(D: sp.csc_matrix, kept_rows: np.ndarray, n_new: int) -> sp.csc_matrix:
+    kept = sp.csc_matrix(sp.csr_matrix(D)[kept_rows])
+    return sp.csc_matrix(
+        (kept.data, kept.indices, kept.indptr), shape=(kept.shape[0] + n_new, kept.shape[1])
+    )
 
 
 class OIADMM(BaseEstimator):
@@ -74,7 +95,7 @@ class OIADMM(BaseEstimator):
 
     Attributes
     ----------
-    components_ : (m, k) dictionary ``A``; dual_ : (m, n_last) dual ``Delta``;
+    components_ : (m, k) dense dictionary ``A``; dual_ : (m, n_last) sparse CSC dual ``Delta``;
     n_steps_ : steps taken; violation_ : ``||P_t - A_{t+1} X_t - E_{t+1}||_F`` of each step.
     """
 
@@ -88,7 +109,7 @@ class OIADMM(BaseEstimator):
         self.components_ = project_l1_ball_nonneg(np.asarray(A, dtype=self.dtype)).astype(
             self.dtype
         )
-        self.dual_ = np.zeros((self.components_.shape[0], 0), dtype=self.dtype)
+        self.dual_ = sp.csc_matrix((self.components_.shape[0], 0), dtype=self.dtype)
         self.n_steps_ = 0
         self.violation_: list[float] = []
         return self
@@ -96,7 +117,7 @@ class OIADMM(BaseEstimator):
     def remap_rows(self, kept_rows: np.ndarray, n_new: int) -> OIADMM:
         """Vocabulary update: keep ``kept_rows``, append ``n_new`` zero rows (``A``, ``Delta``)."""
         self.components_ = remap_rows(self.components_, kept_rows, n_new)
-        self.dual_ = remap_rows(self.dual_, kept_rows, n_new)
+        self.dual_ = _remap_sparse_rows(self.dual_, kept_rows, n_new)
         return self
 
     def add_atoms(self, atoms: np.ndarray) -> OIADMM:
@@ -110,9 +131,7 @@ class OIADMM(BaseEstimator):
         m, n = P.shape
         if self.components_.shape[0] < m:  # vocabulary grew without an explicit remap
             self.remap_rows(np.arange(self.components_.shape[0]), m - self.components_.shape[0])
-        D = self.dual_
-        if D.shape[1] != n:  # windows differ in size: zero-pad or truncate the dual's columns
-            D = np.hstack([D[:, :n], np.zeros((m, max(n - D.shape[1], 0)), dtype=self.dtype)])
+        D = _resize_columns(self.dual_, n)
         psi = psi_max(X)
         if psi <= 0:  # no document used any atom: nothing moves A; keep the dual
             self.dual_ = D
@@ -125,15 +144,27 @@ class OIADMM(BaseEstimator):
         return self
 
     def get_state(self) -> dict[str, np.ndarray]:
+        """``A`` dense, ``Delta`` as CSC arrays (``dual_data``/``indices``/``indptr``/``shape``)."""
+        D = self.dual_
         return {
             "components": self.components_,
-            "dual": self.dual_,
+            "dual_data": D.data,
+            "dual_indices": D.indices.astype(np.int64),
+            "dual_indptr": D.indptr.astype(np.int64),
+            "dual_shape": np.asarray(D.shape, dtype=np.int64),
             "n_steps": np.asarray(self.n_steps_, dtype=np.int64),
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> OIADMM:
         self.components_ = np.array(state["components"], dtype=self.dtype)
-        self.dual_ = np.array(state["dual"], dtype=self.dtype)
+        self.dual_ = sp.csc_matrix(
+            (
+                np.array(state["dual_data"], dtype=self.dtype),
+                state["dual_indices"],
+                state["dual_indptr"],
+            ),
+            shape=tuple(int(v) for v in state["dual_shape"]),
+        )
         self.n_steps_ = int(state["n_steps"])
         self.violation_ = []
         return self
@@ -154,7 +185,7 @@ def l1_dictionary_update(
     if psi <= 0:
         return A
     tau = 1.0 / (2.0 * psi)
-    D = np.zeros(P.shape, dtype=A.dtype)
+    D = sp.csc_matrix(P.shape, dtype=A.dtype)
     for _ in range(n_iter):
         A, D, _ = _oiadmm_step(P, X, A, D, beta, tau)
     return A

@@ -114,6 +114,7 @@ class StreamingTfidf(BaseEstimator):
     min_df_new : a new term enters the vocabulary only when it appears in at least this many
         documents of the window that introduces it (1 = every term).
     max_terms_per_doc : salient-term truncation (keep the largest TF-IDF weights), ``None`` = all.
+    idf_power : exponent on the idf (0: plain tf, 1: TF-IDF; between: damped rare terms).
     sublinear_tf, bigrams, stop_words ("english" or None), urls, hashtags, mentions : see module.
     dtype : float type of the matrices.
 
@@ -132,6 +133,7 @@ class StreamingTfidf(BaseEstimator):
         min_df_new: int = 1,
         max_terms_per_doc: int | None = None,
         sublinear_tf: bool = True,
+        idf_power: float = 1.0,
         bigrams: bool = False,
         stop_words: str | None = "english",
         urls: str = "domain",
@@ -144,6 +146,7 @@ class StreamingTfidf(BaseEstimator):
         self.min_df_new = min_df_new
         self.max_terms_per_doc = max_terms_per_doc
         self.sublinear_tf = sublinear_tf
+        self.idf_power = idf_power
         self.bigrams = bigrams
         self.stop_words = stop_words
         self.urls = urls
@@ -226,8 +229,8 @@ class StreamingTfidf(BaseEstimator):
 
     # ------------------------------------------------------------------ features
     def idf(self) -> np.ndarray:
-        """Smoothed inverse document frequency per vocabulary row."""
-        return np.log((1.0 + self.n_eff_) / (1.0 + self.df_)) + 1.0
+        """Smoothed inverse document frequency per vocabulary row, to the power ``idf_power``."""
+        return (np.log((1.0 + self.n_eff_) / (1.0 + self.df_)) + 1.0) ** self.idf_power
 
     def transform(
         self, texts: Sequence[str], return_oov: bool = False
@@ -267,10 +270,9 @@ class StreamingTfidf(BaseEstimator):
         n_rows = int(rows.max()) + 1 if rows.size else m
         C = sp.csc_matrix((np.ones(rows.size), (rows, cols)), shape=(max(n_rows, m), n))
         C.sum_duplicates()
-        tf = np.log1p(C.data) + 1.0 if self.sublinear_tf else C.data
-        idf_ext = np.concatenate(
-            [self.idf(), np.full(C.shape[0] - m, np.log(1.0 + self.n_eff_) + 1.0)]
-        )
+        tf = np.log(C.data) + 1.0 if self.sublinear_tf else C.data
+        idf_new = (np.log(1.0 + self.n_eff_) + 1.0) ** self.idf_power  # an unseen term's idf
+        idf_ext = np.concatenate([self.idf(), np.full(C.shape[0] - m, idf_new)])
         C.data = (tf * idf_ext[C.indices]).astype(self.dtype)
         if self.max_terms_per_doc is not None:
             C = _top_per_column(C, self.max_terms_per_doc)

@@ -1,0 +1,108 @@
+"""Streaming text features: tokenizer, bounded growing vocabulary, streaming TF-IDF."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from sparsewatch.models.text_features import StreamingTfidf, remap_rows, tokenize
+
+
+def test_tokenizer_tweet_entities_and_unicode() -> None:
+    toks = tokenize(
+        ["RT @JohnDoe: Quake hits Zürich!! https://www.bbc.co.uk/news/x #Earthquake 2024 the"]
+    )
+    assert toks == [["rt", "@johndoe", "quake", "hits", "zürich", "url:bbc.co.uk", "earthquake"]]
+    assert tokenize(["#Quake @a_b"], hashtags="both", mentions="drop") == [["#quake", "quake"]]
+    assert tokenize(["look http://t.co/x"], urls="drop") == [["look"]]
+    assert tokenize(["東京 タワー école"]) == [["東京", "タワー", "école"]]
+    assert tokenize(["big red fox"], bigrams=True) == [["big", "red", "fox", "big red", "red fox"]]
+    assert tokenize(["", "a\x00b word"]) == [[], ["word"]]  # separator inside a text is neutral
+    assert tokenize([]) == []
+
+
+def test_columns_are_unit_l1_and_truncated() -> None:
+    f = StreamingTfidf(max_terms_per_doc=3)
+    texts = ["alpha beta gamma delta epsilon alpha", "beta gamma", "zeta"]
+    f.partial_fit(texts)
+    P = f.transform(texts)
+    assert P.shape == (f.n_features_, 3) and P.format == "csc"
+    np.testing.assert_allclose(np.asarray(P.sum(axis=0)).ravel(), 1.0)
+    assert np.diff(P.indptr).max() <= 3 and P.min() >= 0
+    # the most frequent term of the first document survives truncation
+    assert P[f.vocabulary_["alpha"], 0] == P[:, 0].max()
+
+
+def test_oov_mass_is_the_missing_part() -> None:
+    f = StreamingTfidf().partial_fit(["apple banana", "banana cherry"])
+    P, oov = f.transform(["apple durian", "cherry", "durian"], return_oov=True)
+    np.testing.assert_allclose(np.asarray(P.sum(axis=0)).ravel() + oov, 1.0)
+    assert oov[1] == 0 and oov[2] == 1 and 0 < oov[0] < 1
+    assert f.n_features_ == 3  # transform learns nothing
+
+
+def _stream(seed: int, n_docs: int, n_topics: int = 60) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}x" for i in range(20000)]
+    topics = [rng.choice(len(words), 30, replace=False) for _ in range(n_topics)]
+    docs = []
+    for i in range(n_docs):
+        t = topics[(i // 400 + rng.integers(0, 3)) % n_topics]
+        idx = np.r_[rng.choice(t, 8), rng.integers(0, len(words), 3)]
+        docs.append(" ".join(words[j] for j in idx))
+    return docs
+
+
+def test_growth_and_eviction_keep_rows_aligned_over_10000_docs() -> None:
+    f = StreamingTfidf(max_features=3000, df_half_life=2000.0)
+    docs = _stream(0, 10000)
+    tag = np.zeros((0, 2))  # each row carries its term's id: it must follow its term
+    for s in range(0, len(docs), 500):
+        f.partial_fit(docs[s : s + 500])
+        tag = remap_rows(tag, f.kept_rows_, f.n_new_)
+        new = slice(tag.shape[0] - f.n_new_, tag.shape[0])
+        tag[new, 0] = [int(t[1:-1]) for t in f.terms_[new]]
+        tag[new, 1] = s
+        assert f.n_features_ <= 3000
+        assert tag.shape[0] == f.n_features_ == f.df_.size == f.last_seen_.size
+        np.testing.assert_array_equal(tag[:, 0], [int(t[1:-1]) for t in f.terms_])
+        assert len(f.vocabulary_) == f.n_features_
+    assert f.n_docs_ == 10000
+    assert f.n_features_ == 3000  # the cap was reached and held
+
+
+def test_eviction_prefers_rare_and_stale_terms() -> None:
+    f = StreamingTfidf(max_features=4, df_half_life=None)
+    f.partial_fit(["common rare1", "common otherw", "common otherw"])
+    f.partial_fit(["fresh1 fresh2 common"])
+    assert "rare1" not in f.vocabulary_ and "common" in f.vocabulary_ and "otherw" in f.vocabulary_
+    assert f.kept_rows_.tolist() == [0, 2]  # old rows 'common' and 'other' kept, in order
+    assert f.n_new_ == 2
+
+
+def test_state_round_trip_is_bit_identical() -> None:
+    f = StreamingTfidf(max_features=500, max_terms_per_doc=5)
+    docs = _stream(1, 2000)
+    f.partial_fit(docs[:1500])
+    buf = io.BytesIO()
+    np.savez(buf, **f.get_state())
+    buf.seek(0)
+    state = dict(np.load(buf, allow_pickle=False))
+    g = StreamingTfidf(max_features=500, max_terms_per_doc=5).set_state(state)
+    a, b = f.transform(docs[1500:]), g.transform(docs[1500:])
+    assert (a != b).nnz == 0 and a.shape == b.shape
+    f.partial_fit(docs[1500:])
+    g.partial_fit(docs[1500:])
+    np.testing.assert_array_equal(f.terms_, g.terms_)
+    np.testing.assert_array_equal(f.df_, g.df_)
+
+
+@pytest.mark.parametrize("power", [0.0, 1.0])
+def test_idf_power(power: float) -> None:
+    f = StreamingTfidf(idf_power=power, sublinear_tf=False).partial_fit(["a1 b1", "a1 c1", "a1"])
+    P = f.transform(["a1 b1"]).toarray().ravel()
+    if power == 0.0:
+        np.testing.assert_allclose(P[P > 0], 0.5)
+    else:
+        assert P[f.vocabulary_["b1"]] > P[f.vocabulary_["a1"]]
