@@ -1,0 +1,127 @@
+"""OIADMM (Algorithm 2) and the batch l1 dictionary update (Algorithm 6)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import scipy.sparse as sp
+from sparsewatch.models.l1_coding import l1_sparse_code
+from sparsewatch.models.oiadmm import OIADMM, l1_dictionary_update, psi_max
+from sparsewatch.models.projections import project_l1_ball_nonneg
+
+M, K = 300, 10
+
+
+def _truth(rng: np.random.Generator) -> np.ndarray:
+    A = np.zeros((M, K))
+    for j in range(K):
+        A[rng.choice(M, 15, replace=False), j] = rng.random(15)
+    return A / A.sum(axis=0)
+
+
+def _window(rng: np.random.Generator, A: np.ndarray, n: int) -> sp.csc_matrix:
+    X = np.zeros((K, n))
+    for i in range(n):
+        X[rng.choice(K, 2, replace=False), i] = rng.random(2) + 0.2
+    P = (A @ X) * (rng.random((M, n)) < 0.8)
+    P += 0.02 * rng.random((M, n)) * (rng.random((M, n)) < 0.02)
+    return sp.csc_matrix(P / P.sum(axis=0))
+
+
+def _start(rng: np.random.Generator, A: np.ndarray) -> np.ndarray:
+    noise = 0.02 * rng.random((M, K)) * (rng.random((M, K)) < 0.2)
+    return project_l1_ball_nonneg(A * (rng.random((M, K)) < 0.7) + noise)
+
+
+def test_step_matches_dense_formulas() -> None:
+    rng = np.random.default_rng(0)
+    A_true = _truth(rng)
+    P = _window(rng, A_true, 40)
+    A0 = _start(rng, A_true)
+    X = l1_sparse_code(P, A0, 0.1).codes.T.toarray()
+    Delta0 = 0.3 * rng.standard_normal((M, 40)) * (rng.random((M, 40)) < 0.1)
+    o = OIADMM(dtype=np.float64).initialize(A0)
+    o.dual_ = sp.csc_matrix(Delta0)
+    o.partial_fit(P, sp.csr_matrix(X))
+    beta, tau = 5.0, 1.0 / (2 * np.linalg.eigvalsh(X @ X.T)[-1])
+    Pd = P.toarray()
+    Z = Pd - A0 @ X + Delta0 / beta
+    E = np.sign(Z) * np.maximum(np.abs(Z) - 1 / beta, 0)
+    G = -(Pd - A0 @ X - E + Delta0 / beta) @ X.T
+    A1 = project_l1_ball_nonneg(A0 - tau * G)
+    D1 = Delta0 + beta * (Pd - A1 @ X - E)
+    np.testing.assert_allclose(o.components_, A1, atol=1e-12)
+    np.testing.assert_allclose(o.dual_.toarray(), D1, atol=1e-12)
+    assert np.isclose(o.violation_[-1], np.linalg.norm(Pd - A1 @ X - E))
+
+
+def test_violation_average_shrinks_and_objective_decreases_on_stationary_stream() -> None:
+    """Theorem 4.7 behaviour: the running average of ||P_t - A_{t+1} X_t - E_{t+1}||_F falls.
+
+    Stationary here means every window holds the same documents in the same columns (the dual's
+    columns then keep referring to the same documents, as the analysis assumes)."""
+    rng = np.random.default_rng(1)
+    A_true = _truth(rng)
+    P = _window(rng, A_true, 100)
+    o = OIADMM(dtype=np.float64).initialize(_start(rng, A_true))
+    objective = []
+    for _ in range(40):
+        res = l1_sparse_code(P, o.components_, 0.1, tol=1e-4)
+        objective.append(res.objective.mean())
+        o.partial_fit(P, res.codes.T)
+    v = np.asarray(o.violation_)
+    avg = np.cumsum(v) / np.arange(1, v.size + 1)
+    assert avg[9] < 0.7 * avg[0] and avg[39] < 0.5 * avg[9]
+    assert v[-1] < 0.1 * v[0]
+    assert np.mean(objective[-5:]) < np.mean(objective[:5]) - 0.05
+    assert np.all(np.diff(objective[10:]) <= 1e-3)
+
+
+def test_dual_follows_window_sizes_and_vocabulary() -> None:
+    rng = np.random.default_rng(2)
+    A_true = _truth(rng)
+    o = OIADMM().initialize(_start(rng, A_true))
+    for n in (50, 80, 30):
+        P = _window(rng, A_true, n)
+        o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
+        assert o.dual_.shape == (M, n) and o.components_.dtype == np.float32
+    kept = np.setdiff1d(np.arange(M), [3, 7, 100])
+    before = o.dual_.toarray()[kept]
+    o.remap_rows(kept, 5)
+    assert o.components_.shape == (M + 2, K) and o.dual_.shape == (M + 2, 30)
+    np.testing.assert_array_equal(o.dual_.toarray()[: M - 3], before)
+    assert o.dual_[M - 3 :].nnz == 0 and not o.components_[M - 3 :].any()
+    P = sp.vstack([_window(rng, A_true, 30)[kept], sp.random(5, 30, density=0.1)]).tocsc()
+    o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
+    assert np.all(o.components_ >= 0) and np.all(o.components_.sum(axis=0) <= 1 + 1e-5)
+
+
+def test_state_round_trip() -> None:
+    rng = np.random.default_rng(3)
+    A_true = _truth(rng)
+    o = OIADMM().initialize(_start(rng, A_true))
+    P = _window(rng, A_true, 60)
+    o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
+    buf = io.BytesIO()
+    np.savez(buf, **o.get_state())
+    buf.seek(0)
+    p = OIADMM().set_state(dict(np.load(buf, allow_pickle=False)))
+    Q = _window(rng, A_true, 70)
+    X = l1_sparse_code(Q, o.components_, 0.1).codes.T
+    o.partial_fit(Q, X)
+    p.partial_fit(Q, X)
+    np.testing.assert_array_equal(o.components_, p.components_)
+    assert (o.dual_ != p.dual_).nnz == 0
+
+
+def test_batch_update_reduces_l1_loss() -> None:
+    rng = np.random.default_rng(4)
+    A_true = _truth(rng)
+    P = _window(rng, A_true, 120)
+    A0 = _start(rng, A_true)
+    X = l1_sparse_code(P, A0, 0.1).codes.T
+    A1 = l1_dictionary_update(P, X, A0, n_iter=100)
+    loss = lambda A: np.abs(P.toarray() - A @ X.toarray()).sum()  # noqa: E731
+    assert loss(A1) < loss(A0)
+    assert psi_max(X) > 0 and np.all(A1 >= 0) and np.all(A1.sum(axis=0) <= 1 + 1e-9)
