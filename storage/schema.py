@@ -115,6 +115,7 @@ checkpoints = sa.Table(
     sa.Column("group_id", sa.String(200), primary_key=True),
     sa.Column("stream", STREAM, primary_key=True),
     sa.Column("state", sa.LargeBinary, nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False),
     sa.Column("meta", JSONText(), nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
 )

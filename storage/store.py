@@ -20,14 +20,18 @@ Idempotency (re-writing a window changes nothing):
   ``dead_letters`` (topic, partition, offset): first write wins.
 * ``windows`` (stream, window_seq), ``topics`` (stream, window_seq, topic_id), ``checkpoints``
   (group, stream), ``partition_offsets`` (group, topic, partition): replaced by the latest write; a
-  checkpoint rewritten with the same state and metadata keeps its ``created_at``.
+  checkpoint rewritten with the same state (SHA-256 digest, checked again on load) and metadata
+  keeps its ``created_at``.
 
-Every write is one bulk statement (``executemany``) per table and call. Values may be numpy
+Every write is one bulk statement per table and call: :mod:`sparsewatch.storage.bulk` for the
+per-document tables (``executemany`` of tuples on SQLite, one ``unnest`` statement on PostgreSQL),
+SQLAlchemy's ``executemany`` for the small ones. Values may be numpy
 scalars; they are converted to Python numbers. Datetimes must be timezone-aware.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +41,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage import migrate, queries
+from sparsewatch.storage.bulk import bulk_execute
 from sparsewatch.storage.engine import create_engine, write_connection
 from sparsewatch.storage.schema import (
     alerts,
@@ -168,8 +173,6 @@ class StoreTx:
                     "top_atoms": _int_list(r.get("top_atoms")),
                     "labels": _str_list(r.get("labels")),
                     "text": r.get("text"),
-                    "anomaly_score": None,
-                    "anomaly": None,
                 }
             )
         stmt = self._insert(documents)
@@ -181,7 +184,10 @@ class StoreTx:
                 for c in DETECTOR_COLUMNS
             },
         )
-        self._execute(stmt, params)
+        unique: dict[tuple[str, str], dict[str, Any]] = {}
+        for p in params:  # the first write of a key wins, within a batch as across batches
+            unique.setdefault((p["stream"], p["doc_id"]), p)
+        bulk_execute(self.connection, "documents", stmt, documents, list(unique.values()))
 
     def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
@@ -201,7 +207,8 @@ class StoreTx:
             index_elements=["stream", "doc_id"],
             set_={c: stmt.excluded[c] for c in ("anomaly_score", "anomaly")},
         )
-        self._execute(stmt, params)
+        latest = {(p["stream"], p["doc_id"]): p for p in params}  # the last score of a key wins
+        bulk_execute(self.connection, "anomaly", stmt, documents, list(latest.values()))
 
     def insert_alerts(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is."""
@@ -279,20 +286,23 @@ class StoreTx:
         self, group: str, stream: str, state: Mapping[str, np.ndarray], meta: Mapping[str, Any]
     ) -> None:
         """Replace the checkpoint of (group, stream)."""
+        blob = arrays_to_npz(state)
         row = {
             "group_id": group,
             "stream": stream,
-            "state": arrays_to_npz(state),
+            "state": blob,
+            "digest": hashlib.sha256(blob).hexdigest(),
             "meta": dict(meta),
             "created_at": _now(),
         }
         stmt = self._insert(checkpoints)
         excluded = stmt.excluded
-        same = sa.and_(checkpoints.c.state == excluded.state, checkpoints.c.meta == excluded.meta)
+        same = sa.and_(checkpoints.c.digest == excluded.digest, checkpoints.c.meta == excluded.meta)
         stmt = stmt.on_conflict_do_update(
             index_elements=["group_id", "stream"],
             set_={
                 "state": excluded.state,
+                "digest": excluded.digest,
                 "meta": excluded.meta,
                 "created_at": sa.case((same, checkpoints.c.created_at), else_=excluded.created_at),
             },
@@ -386,16 +396,18 @@ class Store:
     def _checkpoints(self, where: Any) -> dict[str, Checkpoint]:
         with self.reading() as conn:
             rows = conn.execute(sa.select(checkpoints).where(where)).mappings().all()
-        return {
-            r["stream"]: Checkpoint(
+        found = {}
+        for r in rows:
+            if hashlib.sha256(r["state"]).hexdigest() != r["digest"]:
+                raise ValueError(f"checkpoint of ({r['group_id']}, {r['stream']}) is corrupt")
+            found[r["stream"]] = Checkpoint(
                 group=r["group_id"],
                 stream=r["stream"],
                 state=npz_to_arrays(r["state"]),
                 meta=r["meta"],
                 created_at=r["created_at"],
             )
-            for r in rows
-        }
+        return found
 
     def partition_offsets(self, group: str, topic: str) -> dict[int, int]:
         """The resume offset of each partition of ``topic`` stored for ``group``."""

@@ -48,6 +48,9 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
 class JSONText(sa.types.TypeDecorator[Any]):
     """JSON kept as text (``TEXT`` on both databases), serialised with sorted keys."""
 
@@ -57,7 +60,7 @@ class JSONText(sa.types.TypeDecorator[Any]):
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
         if value is None:
             return None
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_json_default)
+        return _ENCODER.encode(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
         return None if value is None else json.loads(value)

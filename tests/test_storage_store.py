@@ -303,3 +303,32 @@ def test_bulk_window_of_a_thousand_documents(database_url):
         write_window(store, 0, n=1000)
         assert len(store.documents(limit=None)) == 1000
         assert store.windows()[0]["n_documents"] == 1000
+
+
+def test_corrupt_checkpoint_is_detected(database_url):
+    from sparsewatch.storage.schema import checkpoints
+
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            tx.put_checkpoint("g", "s", {"A": np.arange(100.0)}, {})
+        with store.transaction() as tx:
+            blob = tx.connection.execute(sa.select(checkpoints.c.state)).scalar_one()
+            damaged = blob[:-20] + bytes(20)
+            tx.connection.execute(sa.update(checkpoints).values(state=damaged))
+        with pytest.raises(ValueError, match="corrupt"):
+            store.load_checkpoint("g", "s")
+
+
+def test_duplicate_keys_in_one_batch(database_url):
+    doc = {"stream": "s", "doc_id": "d", "event_time": T0, "window_seq": 0, "novelty_score": 0.1}
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            tx.insert_documents([doc, {**doc, "novelty_score": 0.9}])
+            tx.upsert_anomaly_scores(
+                [
+                    {"stream": "s", "doc_id": "d", "anomaly_score": 1.0, "anomaly": True},
+                    {"stream": "s", "doc_id": "d", "anomaly_score": 2.0, "anomaly": False},
+                ]
+            )
+        (row,) = store.documents()
+        assert (row["novelty_score"], row["anomaly_score"], row["anomaly"]) == (0.1, 2.0, False)

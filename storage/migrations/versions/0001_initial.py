@@ -110,10 +110,15 @@ def upgrade() -> None:
         sa.Column("group_id", sa.String(200), nullable=False),
         sa.Column("stream", STREAM, nullable=False),
         sa.Column("state", sa.LargeBinary(), nullable=False),
+        sa.Column("digest", sa.String(64), nullable=False),
         sa.Column("meta", JSONText(), nullable=False),
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("group_id", "stream", name="pk_checkpoints"),
     )
+    if op.get_bind().dialect.name == "postgresql":
+        # Rewritten every window: skip TOAST's pglz compression (measured: ~110 -> ~40 ms for a
+        # 2 MB state); blobs are still moved out of line.
+        op.execute("ALTER TABLE checkpoints ALTER COLUMN state SET STORAGE EXTERNAL")
 
     op.create_table(
         "partition_offsets",
