@@ -187,7 +187,9 @@ class StoreTx:
         unique: dict[tuple[str, str], dict[str, Any]] = {}
         for p in params:  # the first write of a key wins, within a batch as across batches
             unique.setdefault((p["stream"], p["doc_id"]), p)
-        bulk_execute(self.connection, "documents", stmt, documents, list(unique.values()))
+        # Key order: concurrent writers of the same rows lock them in one order (no deadlock).
+        rows = [unique[k] for k in sorted(unique)]
+        bulk_execute(self.connection, "documents", stmt, documents, rows)
 
     def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
@@ -208,7 +210,8 @@ class StoreTx:
             set_={c: stmt.excluded[c] for c in ("anomaly_score", "anomaly")},
         )
         latest = {(p["stream"], p["doc_id"]): p for p in params}  # the last score of a key wins
-        bulk_execute(self.connection, "anomaly", stmt, documents, list(latest.values()))
+        rows = [latest[k] for k in sorted(latest)]  # key order, as in insert_documents
+        bulk_execute(self.connection, "anomaly", stmt, documents, rows)
 
     def insert_alerts(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is."""

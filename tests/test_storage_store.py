@@ -332,3 +332,59 @@ def test_duplicate_keys_in_one_batch(database_url):
             )
         (row,) = store.documents()
         assert (row["novelty_score"], row["anomaly_score"], row["anomaly"]) == (0.1, 2.0, False)
+
+
+def test_detector_and_anomaly_writers_concurrently_on_the_same_rows(database_url):
+    n, rounds = 300, 4
+    docs = [
+        {
+            "stream": "s",
+            "doc_id": f"d{i:04d}",
+            "event_time": T0,
+            "window_seq": r,
+            "novelty_score": i,
+        }
+        for r in range(rounds)
+        for i in range(r * n // 2, r * n // 2 + n)  # consecutive batches overlap by half
+    ]
+    errors: list[BaseException] = []
+    with Store.open(database_url) as store:
+
+        def detector() -> None:
+            try:
+                for r in range(rounds):
+                    with store.transaction() as tx:
+                        tx.insert_documents(docs[r * n : (r + 1) * n])
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        def anomaly() -> None:
+            try:
+                for r in reversed(range(rounds)):
+                    batch = docs[r * n : (r + 1) * n][::-1]  # the opposite order
+                    rows = [
+                        {
+                            "stream": "s",
+                            "doc_id": d["doc_id"],
+                            "anomaly_score": 1.0,
+                            "anomaly": True,
+                        }
+                        for d in batch
+                    ]
+                    with store.transaction() as tx:
+                        tx.upsert_anomaly_scores(rows)
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=detector), threading.Thread(target=anomaly)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        rows = store.documents(limit=None)
+    assert len(rows) == len({d["doc_id"] for d in docs})
+    assert all(r["event_time"] == T0 and r["anomaly"] is True for r in rows)
+    assert [r["novelty_score"] for r in sorted(rows, key=lambda r: r["doc_id"])] == [
+        float(i) for i in range(len(rows))
+    ]
