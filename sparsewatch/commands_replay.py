@@ -197,6 +197,7 @@ def replay(
                 errors=errors,
                 progress=advance,
             )
+            bar.update(task, completed=summary.read, total=summary.read)
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)
     if summary.interrupted:
         ctx.exit(130)
