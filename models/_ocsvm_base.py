@@ -1,0 +1,370 @@
+"""Shared pieces of the DL-/DPL-/KDL-/KDPL-OCSVM anomaly detectors.
+
+Irofti, Hîji, Pătraşcu, Cleju (2024), "Fusing Dictionary Learning and Support Vector Machines for
+Unsupervised Anomaly Detection". This module holds what the four models share:
+
+* input validation (NaN/inf, constant features, too few samples for the sparsity ``s``);
+* the sphere sub-problem of Theorem 1, ``max_{||d|| = 1} ||B^T d + g||^2``, solved exactly as a
+  trust-region sub-problem through the SVD of ``B`` (the paper's remark after Theorem 1) or by the
+  power-method approximation;
+* the row shrinkage of Theorem 1 (proximal map of ``beta ||.||_2``: uniform support, l2,1 penalty);
+* the linear one-class SVM on the representations, fitted by scikit-learn and stored as support
+  vectors, dual coefficients and intercept so that it can be checkpointed and scored without pickle;
+* the PyOD-style base class (``decision_function`` higher = more anomalous, ``predict`` 1 = outlier,
+  ``decision_scores_``, ``labels_``, ``threshold_``) and ``get_state``/``set_state``.
+
+Scaling convention. scikit-learn's (libsvm's) one-class SVM solves
+``min 1/2 ||w||^2 - nu N rho + sum_j xi_j`` s.t. ``w^T x_j >= rho - xi_j, xi >= 0``, with dual
+variables in ``[0, 1]`` summing to ``nu N``. The paper (after Schölkopf et al.) writes the OC-SVM as
+``min 1/2 ||w||^2 + 1/(nu N) sum_j xi_j - rho``, whose multipliers ``lambda_j`` lie in
+``[0, 1/(nu N)]`` and sum to one, with ``w = sum_j lambda_j x_j``. The two differ by the factor
+``nu N``: ``lambda = dual_coef_ / (nu N)``, ``w = coef_ / (nu N)``, ``rho = -intercept_ / (nu N)``,
+and the paper's primal value is libsvm's divided by ``(nu N)^2``. This module returns the paper's
+quantities, so that the weight ``alpha`` of the OC-SVM term does not depend on the sample size.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+from sklearn.base import BaseEstimator, OutlierMixin
+from sklearn.linear_model import orthogonal_mp_gram
+from sklearn.svm import OneClassSVM
+from sklearn.utils.validation import check_is_fitted
+
+FloatArray = np.ndarray
+
+
+def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
+    """Validate a training matrix (samples x features) and return it as float64.
+
+    Raises ``ValueError`` with a readable message for non-2-D input, NaN or infinite entries,
+    constant features, and fewer samples than the sparsity ``s`` allows (at least ``s + 1``).
+    """
+    X = _as_matrix(X)
+    n_samples = X.shape[0]
+    if n_nonzero_coefs < 1:
+        raise ValueError(f"n_nonzero_coefs must be >= 1, got {n_nonzero_coefs}")
+    if n_samples < max(n_nonzero_coefs + 1, 3):
+        raise ValueError(
+            f"too few samples: {n_samples} rows cannot train a model with sparsity "
+            f"n_nonzero_coefs={n_nonzero_coefs}; need at least {max(n_nonzero_coefs + 1, 3)}"
+        )
+    constant = np.flatnonzero(np.ptp(X, axis=0) == 0.0)
+    if constant.size:
+        shown = ", ".join(str(c) for c in constant[:10])
+        raise ValueError(
+            f"{constant.size} constant feature(s) over the training rows (columns {shown}"
+            f"{', ...' if constant.size > 10 else ''}); drop them before fitting"
+        )
+    return X
+
+
+def check_scoring_data(X: object, n_features: int) -> FloatArray:
+    """Validate rows to score: 2-D, finite, ``n_features`` columns."""
+    X = _as_matrix(X)
+    if X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {n_features}")
+    return X
+
+
+def _as_matrix(X: object) -> FloatArray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"expected a 2-D array (samples x features), got shape {X.shape}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"empty input of shape {X.shape}")
+    bad = ~np.isfinite(X)
+    if bad.any():
+        rows = np.unique(np.nonzero(bad)[0])
+        raise ValueError(
+            f"X contains NaN or infinite values in {rows.size} row(s), first row {rows[0]}"
+        )
+    return X
+
+
+def omp_codes(D: FloatArray, Y: FloatArray, n_nonzero_coefs: int) -> FloatArray:
+    """Sparse codes (atoms x signals) of the columns of ``Y`` over ``D`` by OMP, without centring.
+
+    scikit-learn's ``orthogonal_mp_gram`` on the Gram ``D^T D`` and correlations ``D^T Y`` (the
+    paper's Algorithm 1 step 1 and Algorithm 3 step 1). ``s`` is capped by the number of atoms.
+    """
+    n_atoms = D.shape[1]
+    codes = np.zeros((n_atoms, Y.shape[1]))
+    if n_atoms == 0:
+        return codes
+    s = min(n_nonzero_coefs, n_atoms)
+    with warnings.catch_warnings():
+        # OMP stops early (and warns) when the residual vanishes: the codes are still exact.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = orthogonal_mp_gram(D.T @ D, D.T @ Y, n_nonzero_coefs=s, copy_Gram=False)
+    codes[:] = out.reshape(n_atoms, -1)
+    return codes
+
+
+def maximize_on_sphere(
+    B: FloatArray,
+    g: FloatArray,
+    method: str = "exact",
+    d0: FloatArray | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+) -> FloatArray:
+    """Return ``argmax_{||d|| = 1} ||B^T d + g||^2`` (the atom update of Theorem 1).
+
+    ``method="exact"``: trust-region sub-problem solved through the SVD ``B = U S V^T``. Writing
+    ``d = U y`` and ``b = S V^T g``, the maximiser is ``y = (mu I - S^2)^{-1} b`` with
+    ``mu >= s_1^2`` the root of the secular equation ``sum_k b_k^2 / (mu - s_k^2)^2 = 1``
+    (found by Brent's method on ``1/sqrt(phi) - 1``); the "hard case" (``b`` orthogonal to the top
+    singular space) is handled explicitly. ``method="power"``: the ascent iteration
+    ``d <- B (B^T d + g) / ||B (B^T d + g)||`` (a power method shifted by ``g``; each step does not
+    decrease the convex objective), started from ``d0`` and from ``-d0``, the better end kept.
+    """
+    if method == "exact":
+        return _sphere_exact(B, g)
+    if method == "power":
+        return _sphere_power(B, g, d0, max_iter, tol)
+    raise ValueError(f"atom_solver must be 'exact' or 'power', got {method!r}")
+
+
+def _sphere_exact(B: FloatArray, g: FloatArray) -> FloatArray:
+    U, S, Vt = np.linalg.svd(B, full_matrices=False)
+    if S.size == 0 or S[0] <= 0.0:
+        d = np.zeros(B.shape[0])
+        d[0] = 1.0
+        return d
+    b = S * (Vt @ g)
+    s2 = S**2
+    bnorm = float(np.linalg.norm(b))
+    if bnorm <= 1e-14 * s2[0]:
+        return U[:, 0].copy()
+    lo = s2[0] * (1.0 + 1e-15) + 1e-300
+    hi = s2[0] + bnorm
+
+    def psi(mu: float) -> float:
+        return 1.0 / np.sqrt(max(float(np.sum((b / (mu - s2)) ** 2)), 1e-300)) - 1.0
+
+    if psi(lo) >= 0.0:
+        # Hard case: b (numerically) orthogonal to the top singular space and the secular
+        # function stays below 1 on (s_1^2, inf): mu = s_1^2, fill up along the top space.
+        top = s2 >= s2[0] * (1.0 - 1e-12)
+        y = np.zeros_like(b)
+        y[~top] = b[~top] / (s2[0] - s2[~top])
+        y[np.flatnonzero(top)[0]] = np.sqrt(max(0.0, 1.0 - float(y @ y)))
+        return U @ (y / np.linalg.norm(y))
+    mu = hi if psi(hi) <= 0.0 else brentq(psi, lo, hi, xtol=1e-15 * hi, rtol=1e-15)
+    y = b / (mu - s2)
+    return U @ (y / np.linalg.norm(y))
+
+
+def _sphere_power(
+    B: FloatArray, g: FloatArray, d0: FloatArray | None, max_iter: int, tol: float
+) -> FloatArray:
+    start = np.ones(B.shape[0]) if d0 is None else np.asarray(d0, dtype=float)
+    norm = np.linalg.norm(start)
+    start = start / norm if norm > 0 else np.eye(B.shape[0])[0]
+    # The maximisation has at most one local non-global maximiser, on the far side of the top
+    # singular direction: ascend from both +d0 and -d0 and keep the better end point.
+    ends = [_power_ascent(B, g, sign * start, max_iter, tol) for sign in (1.0, -1.0)]
+    values = [float(np.sum((B.T @ d + g) ** 2)) for d in ends]
+    return ends[int(np.argmax(values))]
+
+
+def _power_ascent(
+    B: FloatArray, g: FloatArray, d: FloatArray, max_iter: int, tol: float
+) -> FloatArray:
+    for _ in range(max_iter):
+        z = B @ (B.T @ d + g)
+        nz = np.linalg.norm(z)
+        if nz == 0.0:
+            break
+        z /= nz
+        if np.linalg.norm(z - d) <= tol:
+            return z
+        d = z
+    return d
+
+
+def group_shrink(v: FloatArray, beta: float) -> FloatArray:
+    """Theorem 1's row update: ``(1 - beta/||v||) v`` if ``||v|| >= beta`` else the zero row."""
+    nv = np.linalg.norm(v)
+    if nv <= beta or nv == 0.0:
+        return np.zeros_like(v)
+    return (1.0 - beta / nv) * v
+
+
+def atom_objective(
+    r_sq: float,
+    x: FloatArray,
+    rt_d: FloatArray,
+    penalty: float,
+    hinge_base: FloatArray,
+    w_i: float,
+    rho: float,
+    hinge_weight: float,
+) -> float:
+    """The part of a composite objective that one atom update changes (unit atom ``d``).
+
+    ``1/2 ||R - d x^T||^2 = 1/2 (||R||^2 - 2 x^T R^T d + ||x||^2)``, plus the regulariser value
+    ``penalty``, plus ``hinge_weight * sum_j max(0, rho - hinge_base_j - w_i x_j)``.
+    """
+    fit = 0.5 * (r_sq - 2.0 * float(x @ rt_d) + float(x @ x))
+    hinge = float(np.maximum(0.0, rho - hinge_base - w_i * x).sum())
+    return fit + penalty + hinge_weight * hinge
+
+
+@dataclass
+class LinearOCSVM:
+    """A fitted linear one-class SVM stored as support vectors, dual coefficients, intercept.
+
+    ``decision(Z) = Z SV^T lambda_SV + intercept`` equals scikit-learn's
+    ``OneClassSVM(kernel="linear").decision_function`` (positive = inlier). ``lambda_full`` are the
+    multipliers of all training columns, ``w`` the normal vector ``sum_j lambda_j z_j``.
+    """
+
+    support_vectors: FloatArray
+    dual_coef: FloatArray
+    intercept: float
+
+    @property
+    def w(self) -> FloatArray:
+        return self.dual_coef @ self.support_vectors
+
+    @property
+    def rho(self) -> float:
+        return -self.intercept
+
+    def decision(self, Z: FloatArray) -> FloatArray:
+        """scikit-learn sign convention: ``w^T z - rho`` (negative = outlier)."""
+        return (Z @ self.support_vectors.T) @ self.dual_coef + self.intercept
+
+
+def fit_linear_ocsvm(Z: FloatArray, nu: float, tol: float | None) -> tuple[LinearOCSVM, FloatArray]:
+    """Fit scikit-learn's linear OneClassSVM on rows ``Z``; return it and the paper's ``lambda``.
+
+    ``lambda`` (one per row, summing to one) is ``dual_coef_ / (nu N)``. ``tol=None`` scales
+    libsvm's stopping tolerance (a dual-gradient gap, in units of ``||z||^2``) to the data:
+    ``1e-5`` times the mean squared row norm.
+    """
+    if tol is None:
+        tol = 1e-5 * max(float(np.mean(np.einsum("ij,ij->i", Z, Z))), 1e-12)
+    svm = OneClassSVM(kernel="linear", nu=nu, tol=tol, shrinking=True, max_iter=-1)
+    svm.fit(Z)
+    lam = np.zeros(Z.shape[0])
+    lam[svm.support_] = svm.dual_coef_[0] / (nu * Z.shape[0])
+    model = LinearOCSVM(
+        support_vectors=np.array(svm.support_vectors_),
+        dual_coef=np.array(svm.dual_coef_[0]),
+        intercept=float(svm.intercept_[0]),
+    )
+    return model, lam
+
+
+def ocsvm_primal(Z: FloatArray, svm: LinearOCSVM, nu: float) -> float:
+    """The paper's OC-SVM primal ``1/2||w||^2 - rho + 1/(nu N) sum_j max(0, rho - w^T z_j)``.
+
+    Evaluated at ``w = coef_ / (nu N)``, ``rho = -intercept_ / (nu N)`` (module docstring).
+    """
+    scale = nu * Z.shape[0]
+    w = svm.w / scale
+    rho = svm.rho / scale
+    hinge = np.maximum(0.0, rho - Z @ w)
+    return 0.5 * float(w @ w) - rho + float(hinge.sum()) / scale
+
+
+class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
+    """PyOD-style scoring, thresholding and checkpointing shared by the four detectors.
+
+    Subclasses implement ``_fit(X)`` (learning every attribute listed in ``_state_keys``) and
+    ``_codes(X)`` (the representations of rows, samples x atoms); the OC-SVM part lives in
+    ``ocsvm_support_vectors_``, ``ocsvm_dual_coef_``, ``ocsvm_intercept_``.
+    """
+
+    _state_keys: tuple[str, ...] = ()
+    _common_state_keys = (
+        "n_features_in_",
+        "ocsvm_support_vectors_",
+        "ocsvm_dual_coef_",
+        "ocsvm_intercept_",
+        "threshold_",
+        "decision_scores_",
+        "labels_",
+    )
+
+    def _sparsity(self) -> int:
+        """The OMP sparsity ``s`` the training data must support."""
+        return int(self.n_nonzero_coefs)
+
+    def _nu(self) -> float:
+        nu = self.nu if self.nu is not None else self.contamination
+        nu = 0.1 if nu is None else float(nu)
+        if not 0.0 < nu <= 1.0:
+            raise ValueError(f"nu must be in (0, 1], got {nu}")
+        return nu
+
+    def _check_contamination(self) -> None:
+        c = self.contamination
+        if c is not None and not 0.0 < float(c) < 0.5:
+            raise ValueError(f"contamination must be None or in (0, 0.5), got {c}")
+
+    def fit(self, X: object, y: object = None) -> OCSVMDetectorBase:
+        """Learn the model on rows of ``X`` (unsupervised; ``y`` is ignored)."""
+        self._check_contamination()
+        X = check_training_data(X, self._sparsity())
+        self.n_features_in_ = np.asarray(X.shape[1])
+        self._fit(X)
+        self.decision_scores_ = self.decision_function(X)
+        if self.contamination is None:
+            self.threshold_ = np.asarray(0.0)
+        else:
+            q = 100.0 * (1.0 - float(self.contamination))
+            self.threshold_ = np.asarray(np.percentile(self.decision_scores_, q))
+        self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
+        return self
+
+    @property
+    def ocsvm_(self) -> LinearOCSVM:
+        return LinearOCSVM(
+            self.ocsvm_support_vectors_, self.ocsvm_dual_coef_, float(self.ocsvm_intercept_)
+        )
+
+    def _store_ocsvm(self, svm: LinearOCSVM) -> None:
+        self.ocsvm_support_vectors_ = svm.support_vectors
+        self.ocsvm_dual_coef_ = svm.dual_coef
+        self.ocsvm_intercept_ = np.asarray(svm.intercept)
+
+    def decision_function(self, X: object) -> FloatArray:
+        """Anomaly scores, higher = more anomalous: ``rho - w^T x`` on the codes of the rows.
+
+        Zero is the OC-SVM's own boundary (positive = outside, i.e. outlier).
+        """
+        check_is_fitted(self, "ocsvm_intercept_")
+        X = check_scoring_data(X, int(self.n_features_in_))
+        return -self.ocsvm_.decision(self._codes(X))
+
+    def score_samples(self, X: object) -> FloatArray:
+        """scikit-learn convention (higher = more normal): ``-decision_function(X)``."""
+        return -self.decision_function(X)
+
+    def predict(self, X: object) -> FloatArray:
+        """1 for outliers, 0 for inliers, by ``threshold_`` (PyOD convention)."""
+        return (self.decision_function(X) > self.threshold_).astype(np.int64)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The fitted state as plain numeric arrays (``np.savez``-able, no pickle)."""
+        check_is_fitted(self, "ocsvm_intercept_")
+        keys = self._common_state_keys + self._state_keys
+        return {k: np.array(getattr(self, k)) for k in keys}
+
+    def set_state(self, state: dict[str, np.ndarray]) -> OCSVMDetectorBase:
+        """Restore ``get_state()`` output on an instance built with the same parameters."""
+        keys = self._common_state_keys + self._state_keys
+        missing = [k for k in keys if k not in state]
+        if missing:
+            raise ValueError(f"state is missing {missing}")
+        for k in keys:
+            setattr(self, k, np.array(state[k]))
+        return self

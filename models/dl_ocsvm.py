@@ -1,0 +1,322 @@
+"""DL-OCSVM: dictionary learning fused with a one-class SVM (Irofti et al. 2024, Section 4.1).
+
+Composite objective (Proposition 3), with signals as the columns of ``Y`` (features x samples),
+dictionary ``D`` with unit atoms, representations ``X`` (atoms x samples) and the OC-SVM
+``(w, rho)`` in the paper's scaling (see :mod:`sparsewatch.models._ocsvm_base`)::
+
+    F(D, X, w, rho) = 1/2 ||Y - D X||_F^2 + beta ||X||_{2,1}
+                      + alpha (1/2 ||w||^2 - rho + 1/(nu N) sum_j max(0, rho - w^T x_j)).
+
+Algorithm 1 (training): OMP codes with sparsity ``s`` on an initial dictionary (no centring),
+an OC-SVM on the codes, then ``n_iter`` outer iterations of Algorithm 2, the modified K-SVD sweep:
+for atom ``i`` with residual ``R`` restricted to the signals that use it and ``c = alpha w_i
+lambda`` (``lambda`` the OC-SVM multipliers of those signals), Theorem 1 gives
+
+    d* = argmax_{||d|| = 1} ||R^T d + c||^2,   v = R^T d* + c,
+    x* = (1 - beta / ||v||) v  if ||v|| >= beta, else 0 (the atom's row is trimmed),
+
+with ``d*`` exact (trust-region sub-problem through the SVD of ``R``) or by the power method;
+the OC-SVM is refitted after each sweep. Theorem 1 minimises ``F`` with the hinge replaced by its
+Lagrangian at the current ``lambda`` (a minorant tight at the current codes); an atom update that
+would nevertheless raise ``F`` is not taken (counted in ``n_rejected_updates_``), so that ``F``
+never increases across sweeps and refits, which is Proposition 3's monotonicity.
+
+Algorithm 3 (inference): OMP with the learned dictionary, then each code row scaled by the factor
+``1 - beta/||v||`` that the training rule gave that atom (zero for the trimmed atoms: a signal that
+needs atoms the inliers do not use loses those coefficients), so one row's score never depends on
+the other rows of its batch; then the OC-SVM decision ``rho - w^T x`` (higher = more anomalous).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from sparsewatch.models._ocsvm_base import (
+    FloatArray,
+    LinearOCSVM,
+    OCSVMDetectorBase,
+    atom_objective,
+    fit_linear_ocsvm,
+    group_shrink,
+    maximize_on_sphere,
+    ocsvm_primal,
+    omp_codes,
+)
+
+
+@dataclass
+class DLOCSVMResult:
+    """What Algorithm 1 learns: dictionary, codes, per-atom row scales, OC-SVM, diagnostics."""
+
+    dictionary: FloatArray
+    codes: FloatArray
+    row_scale: FloatArray
+    ocsvm: LinearOCSVM
+    objective: list[float] = field(default_factory=list)
+    n_rejected: int = 0
+
+
+def init_dictionary(Y: FloatArray, n_atoms: int, init: str, rng: np.random.Generator) -> FloatArray:
+    """Initial unit-norm dictionary: ``"data"`` picks random signals, ``"random"`` is Gaussian."""
+    m, n = Y.shape
+    if init == "data":
+        D = Y[:, rng.choice(n, size=n_atoms, replace=n_atoms > n)].copy()
+        D += 1e-3 * np.abs(D).mean() * rng.standard_normal(D.shape)  # separate repeated picks
+    elif init == "random":
+        D = rng.standard_normal((m, n_atoms))
+    else:
+        raise ValueError(f"init must be 'data' or 'random', got {init!r}")
+    norms = np.linalg.norm(D, axis=0)
+    zero = norms == 0.0
+    D[:, zero] = rng.standard_normal((m, int(zero.sum())))
+    return D / np.linalg.norm(D, axis=0)
+
+
+def composite_objective(
+    Y: FloatArray,
+    D: FloatArray,
+    X: FloatArray,
+    svm: LinearOCSVM,
+    beta: float,
+    alpha: float,
+    nu: float,
+) -> float:
+    """Proposition 3's composite objective ``F(D, X, w, rho)`` (module docstring)."""
+    E = Y - D @ X
+    fit = 0.5 * float(np.einsum("ij,ij->", E, E))
+    l21 = float(np.linalg.norm(X, axis=1).sum())
+    return fit + beta * l21 + alpha * ocsvm_primal(X.T, svm, nu)
+
+
+def train_dl_ocsvm(
+    Y: FloatArray,
+    *,
+    n_atoms: int,
+    s: int,
+    beta: float,
+    alpha: float,
+    nu: float,
+    n_iter: int,
+    atom_solver: str,
+    power_iter: int,
+    omp_refresh: bool,
+    replace_dead_atoms: bool,
+    init: str,
+    ocsvm_tol: float | None,
+    rng: np.random.Generator,
+) -> DLOCSVMResult:
+    """Algorithms 1-2 on signals ``Y`` (features x samples); see the module docstring."""
+    D = init_dictionary(Y, n_atoms, init, rng)
+    X = omp_codes(D, Y, s)
+    svm, lam = fit_linear_ocsvm(X.T, nu, ocsvm_tol)
+    row_scale = np.ones(n_atoms)
+    result = DLOCSVMResult(D, X, row_scale, svm)
+    result.objective.append(composite_objective(Y, D, X, svm, beta, alpha, nu))
+    for it in range(n_iter):
+        if omp_refresh and it > 0:
+            active = np.linalg.norm(X, axis=1) > 0.0
+            X = np.zeros_like(X)
+            X[active] = omp_codes(D[:, active], Y, s)
+            row_scale = np.where(active, 1.0, 0.0)
+            svm, lam = fit_linear_ocsvm(X.T, nu, ocsvm_tol)
+        result.n_rejected += _ksvd_ocsvm_sweep(
+            Y,
+            D,
+            X,
+            row_scale,
+            svm,
+            lam,
+            nu,
+            beta,
+            alpha,
+            atom_solver,
+            power_iter,
+            replace_dead_atoms,
+        )
+        svm, lam = fit_linear_ocsvm(X.T, nu, ocsvm_tol)
+        result.objective.append(composite_objective(Y, D, X, svm, beta, alpha, nu))
+    result.dictionary, result.codes, result.row_scale, result.ocsvm = D, X, row_scale, svm
+    return result
+
+
+def _ksvd_ocsvm_sweep(
+    Y: FloatArray,
+    D: FloatArray,
+    X: FloatArray,
+    row_scale: FloatArray,
+    svm: LinearOCSVM,
+    lam: FloatArray,
+    nu: float,
+    beta: float,
+    alpha: float,
+    atom_solver: str,
+    power_iter: int,
+    replace_dead_atoms: bool,
+) -> int:
+    """One Algorithm 2 sweep over the atoms, in place; returns the number of rejected updates."""
+    E = Y - D @ X
+    scale = nu * Y.shape[1]
+    w, rho = svm.w / scale, svm.rho / scale
+    margins = X.T @ w
+    rejected = 0
+    for i in range(D.shape[1]):
+        support = np.flatnonzero(X[i])
+        if support.size == 0:
+            if replace_dead_atoms:
+                _replace_dead_atom(i, E, D, X, row_scale, margins, w)
+            continue
+        x_old = X[i, support]
+        R = E[:, support] + np.outer(D[:, i], x_old)
+        c = alpha * w[i] * lam[support]
+        d = maximize_on_sphere(R, c, atom_solver, d0=D[:, i], max_iter=power_iter)
+        v = R.T @ d + c
+        x_new = group_shrink(v, beta)
+        base = margins[support] - w[i] * x_old
+        r_sq = float(np.einsum("ij,ij->", R, R))
+        hw = alpha / scale
+        new = atom_objective(
+            r_sq, x_new, R.T @ d, beta * float(np.linalg.norm(x_new)), base, w[i], rho, hw
+        )
+        old = atom_objective(
+            r_sq, x_old, R.T @ D[:, i], beta * float(np.linalg.norm(x_old)), base, w[i], rho, hw
+        )
+        if new > old:
+            rejected += 1
+            continue
+        D[:, i] = d
+        X[i, support] = x_new
+        E[:, support] = R - np.outer(d, x_new)
+        margins[support] = base + w[i] * x_new
+        nv = float(np.linalg.norm(v))
+        row_scale[i] = 1.0 - beta / nv if nv > beta else 0.0
+    return rejected
+
+
+def _replace_dead_atom(
+    i: int,
+    E: FloatArray,
+    D: FloatArray,
+    X: FloatArray,
+    row_scale: FloatArray,
+    margins: FloatArray,
+    w: FloatArray,
+) -> None:
+    """Restart atom ``i`` on the worst-represented signal (K-SVD's heuristic; may raise F)."""
+    j = int(np.argmax(np.einsum("ij,ij->j", E, E)))
+    norm = float(np.linalg.norm(E[:, j]))
+    if norm == 0.0:
+        return
+    D[:, i] = E[:, j] / norm
+    X[i, j] = norm
+    E[:, j] = 0.0
+    margins[j] += w[i] * norm
+    row_scale[i] = 1.0
+
+
+class DLOCSVM(OCSVMDetectorBase):
+    """DL-OCSVM anomaly detector (Irofti et al. 2024, Algorithms 1-3, Theorem 1).
+
+    Parameters
+    ----------
+    n_components : number of atoms ``n`` of the dictionary.
+    n_nonzero_coefs : OMP sparsity ``s`` (training initialisation and inference).
+    beta : weight of the l2,1 penalty (row trimming threshold of Theorem 1), in the data's units.
+    alpha : weight of the OC-SVM term in the composite objective (1 = the issue's update formula).
+    n_iter : outer iterations (K-SVD sweep + OC-SVM refit).
+    nu : OC-SVM ``nu``; ``None`` takes ``contamination`` (or 0.1 when that is ``None``).
+    contamination : expected outlier fraction; sets ``threshold_`` from the training scores.
+        ``None`` uses the OC-SVM's own sign (score > 0 is an outlier).
+    atom_solver : ``"exact"`` (SVD trust-region sub-problem) or ``"power"``.
+    power_iter : iterations of the power method.
+    omp_refresh : re-run OMP on the current dictionary between outer iterations.
+    replace_dead_atoms : restart unused atoms on the worst-represented signal during the sweep.
+    init : initial dictionary, ``"data"`` (random signals) or ``"random"`` (Gaussian).
+    ocsvm_tol : libsvm tolerance; ``None`` scales it to the codes (1e-5 of the mean ||x||^2).
+    random_state : seed of the dictionary initialisation (runs are reproducible).
+
+    Attributes
+    ----------
+    dictionary_ : (n_features, n_components) unit atoms.
+    row_scale_ : (n_components,) inference row factors (0 for trimmed atoms).
+    ocsvm_support_vectors_, ocsvm_dual_coef_, ocsvm_intercept_ : the OC-SVM on the codes.
+    objective_ : composite objective after the initialisation and after each outer iteration.
+    n_rejected_updates_ : atom updates not taken because they would have raised the objective.
+    decision_scores_, labels_, threshold_ : PyOD-style training scores, labels and threshold.
+    """
+
+    _state_keys = ("dictionary_", "row_scale_")
+
+    def __init__(
+        self,
+        n_components: int = 32,
+        n_nonzero_coefs: int = 3,
+        beta: float = 0.0,
+        alpha: float = 1.0,
+        n_iter: int = 6,
+        nu: float | None = None,
+        contamination: float | None = 0.1,
+        atom_solver: str = "exact",
+        power_iter: int = 50,
+        omp_refresh: bool = False,
+        replace_dead_atoms: bool = False,
+        init: str = "data",
+        ocsvm_tol: float | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.n_nonzero_coefs = n_nonzero_coefs
+        self.beta = beta
+        self.alpha = alpha
+        self.n_iter = n_iter
+        self.nu = nu
+        self.contamination = contamination
+        self.atom_solver = atom_solver
+        self.power_iter = power_iter
+        self.omp_refresh = omp_refresh
+        self.replace_dead_atoms = replace_dead_atoms
+        self.init = init
+        self.ocsvm_tol = ocsvm_tol
+        self.random_state = random_state
+
+    def _fit(self, X: FloatArray) -> None:
+        Y = self._fit_features(X).T
+        s = int(self.n_nonzero_coefs)
+        if s > int(self.n_components) or s > Y.shape[0]:
+            raise ValueError(
+                f"n_nonzero_coefs={s} exceeds n_components={self.n_components} or the signal "
+                f"dimension {Y.shape[0]}"
+            )
+        result = train_dl_ocsvm(
+            Y,
+            n_atoms=int(self.n_components),
+            s=s,
+            beta=float(self.beta),
+            alpha=float(self.alpha),
+            nu=self._nu(),
+            n_iter=int(self.n_iter),
+            atom_solver=self.atom_solver,
+            power_iter=int(self.power_iter),
+            omp_refresh=bool(self.omp_refresh),
+            replace_dead_atoms=bool(self.replace_dead_atoms),
+            init=self.init,
+            ocsvm_tol=self.ocsvm_tol,
+            rng=np.random.default_rng(self.random_state),
+        )
+        self.dictionary_ = result.dictionary
+        self.row_scale_ = result.row_scale
+        self.objective_ = np.asarray(result.objective)
+        self.n_rejected_updates_ = result.n_rejected
+        self._store_ocsvm(result.ocsvm)
+
+    def _fit_features(self, X: FloatArray) -> FloatArray:
+        """Signals the dictionary is learned on (rows); the kernel variant maps them."""
+        return X
+
+    def _features(self, X: FloatArray) -> FloatArray:
+        return X
+
+    def _codes(self, X: FloatArray) -> FloatArray:
+        """Algorithm 3: OMP on the learned dictionary, then rows scaled by ``row_scale_``."""
+        codes = omp_codes(self.dictionary_, self._features(X).T, int(self.n_nonzero_coefs))
+        return codes.T * self.row_scale_

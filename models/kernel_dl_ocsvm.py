@@ -1,0 +1,191 @@
+"""KDL-OCSVM and KDPL-OCSVM: the kernel variants (Irofti et al. 2024, Sections 5.1 and 5.2).
+
+In Section 5.1 the atoms live in the feature space of a kernel ``k`` as combinations of mapped
+training signals, ``D = Phi(Y_L) A``; kernel OMP needs only ``D^T D = A^T K A`` and
+``D^T Phi(y) = A^T k(Y_L, y)``, and the K-SVD sweep of Theorem 1 runs on ``Phi``-space residuals.
+With the symmetric square root ``K = U Lambda U^T`` of the landmark Gram matrix, write
+``A = U Lambda^{-1/2} Z`` and ``psi(y) = Lambda^{-1/2} U^T k(Y_L, y)`` (the empirical kernel map):
+then ``D^T D = Z^T Z`` and ``D^T Phi(y) = Z^T psi(y)`` exactly, so kernel OMP and the kernel sweep
+are OMP and the sweep of DL-OCSVM on the signals ``psi(y)`` with dictionary ``Z`` (the part of
+``Phi(y)`` outside the span of the landmarks is orthogonal to every atom and changes neither the
+atom choices nor the updates). The models below run the DL-OCSVM / DPL-OCSVM algorithms in these
+coordinates and expose the atoms' kernel coefficients ``A`` (``atom_coefficients_``).
+
+Numerically safe square root: eigenvalues of ``K`` under ``eig_floor * lambda_max`` are treated as
+zero (pseudo-inverse square root), so a rank-deficient or ill-conditioned Gram (duplicates,
+linear or polynomial kernels in few dimensions) never amplifies round-off. The landmarks are all
+training rows, or a random subset of ``n_landmarks`` of them (a Nyström restriction of the atoms'
+span) to bound the ``O(L^3)`` eigendecomposition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics.pairwise import pairwise_kernels
+from sparsewatch.models._ocsvm_base import FloatArray
+from sparsewatch.models.dl_ocsvm import DLOCSVM
+from sparsewatch.models.dpl_ocsvm import DPLOCSVM
+
+KERNELS = ("rbf", "poly", "linear")
+
+
+def kernel_matrix(
+    A: FloatArray, B: FloatArray, kernel: str, gamma: float, degree: int, coef0: float
+) -> FloatArray:
+    """``k(a_i, b_j)`` for the RBF ``exp(-gamma ||a-b||^2)``, polynomial
+    ``(gamma a^T b + coef0)^degree`` and linear ``a^T b`` kernels."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    params = {"rbf": {"gamma": gamma}, "poly": {"gamma": gamma, "degree": degree, "coef0": coef0}}
+    return pairwise_kernels(A, B, metric=kernel, **params.get(kernel, {}))
+
+
+def kernel_sqrt_inverse(K: FloatArray, eig_floor: float) -> FloatArray:
+    """``U_r Lambda_r^{-1/2}`` over the eigenvalues above ``eig_floor * lambda_max`` (L x r)."""
+    vals, vecs = np.linalg.eigh((K + K.T) / 2.0)
+    top = float(vals[-1])
+    if top <= 0.0:
+        raise ValueError("the kernel Gram matrix of the training rows is zero")
+    keep = vals > eig_floor * top
+    return vecs[:, keep] / np.sqrt(vals[keep])
+
+
+class _KernelMapMixin:
+    """Landmarks, kernel parameters and the empirical kernel map ``psi`` (module docstring)."""
+
+    _kernel_state_keys = ("landmarks_", "kernel_map_", "gamma_")
+
+    def _fit_features(self, X: FloatArray) -> FloatArray:
+        rng = np.random.default_rng(self.random_state)
+        n = X.shape[0]
+        rows = np.arange(n)
+        if self.n_landmarks is not None and n > int(self.n_landmarks):
+            rows = np.sort(rng.choice(n, size=int(self.n_landmarks), replace=False))
+        self.landmarks_ = X[rows].copy()
+        var = float(X.var())
+        self.gamma_ = np.asarray(
+            float(self.gamma) if self.gamma is not None else 1.0 / (X.shape[1] * var)
+        )
+        K = self._kernel(self.landmarks_, self.landmarks_)
+        self.kernel_map_ = kernel_sqrt_inverse(K, float(self.eig_floor))
+        return self._features(X)
+
+    def _kernel(self, A: FloatArray, B: FloatArray) -> FloatArray:
+        return kernel_matrix(
+            A, B, self.kernel, float(self.gamma_), int(self.degree), float(self.coef0)
+        )
+
+    def _features(self, X: FloatArray) -> FloatArray:
+        """``psi(x) = Lambda^{-1/2} U^T k(Y_L, x)`` for the rows of ``X`` (rows x r)."""
+        return self._kernel(X, self.landmarks_) @ self.kernel_map_
+
+
+class KDLOCSVM(_KernelMapMixin, DLOCSVM):
+    """KDL-OCSVM (Section 5.1): DL-OCSVM with atoms ``Phi(Y_L) A`` and kernel OMP.
+
+    Parameters are DL-OCSVM's plus ``kernel`` (``"rbf"``, ``"poly"``, ``"linear"``), ``gamma``
+    (``None``: ``1 / (n_features * X.var())``, scikit-learn's ``"scale"``), ``degree``, ``coef0``,
+    ``n_landmarks`` (``None``: all training rows) and ``eig_floor`` (relative eigenvalue floor of
+    the kernel square root). ``atom_coefficients_`` gives ``A`` (landmarks x atoms).
+    """
+
+    _state_keys = DLOCSVM._state_keys + _KernelMapMixin._kernel_state_keys
+
+    def __init__(
+        self,
+        n_components: int = 32,
+        n_nonzero_coefs: int = 3,
+        beta: float = 0.0,
+        alpha: float = 1.0,
+        n_iter: int = 6,
+        nu: float | None = None,
+        contamination: float | None = 0.1,
+        kernel: str = "rbf",
+        gamma: float | None = None,
+        degree: int = 3,
+        coef0: float = 1.0,
+        n_landmarks: int | None = 300,
+        eig_floor: float = 1e-8,
+        atom_solver: str = "exact",
+        power_iter: int = 50,
+        omp_refresh: bool = False,
+        replace_dead_atoms: bool = False,
+        init: str = "data",
+        ocsvm_tol: float | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        super().__init__(
+            n_components=n_components,
+            n_nonzero_coefs=n_nonzero_coefs,
+            beta=beta,
+            alpha=alpha,
+            n_iter=n_iter,
+            nu=nu,
+            contamination=contamination,
+            atom_solver=atom_solver,
+            power_iter=power_iter,
+            omp_refresh=omp_refresh,
+            replace_dead_atoms=replace_dead_atoms,
+            init=init,
+            ocsvm_tol=ocsvm_tol,
+            random_state=random_state,
+        )
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_landmarks = n_landmarks
+        self.eig_floor = eig_floor
+
+    @property
+    def atom_coefficients_(self) -> FloatArray:
+        """``A`` with atoms ``Phi(landmarks_) A`` (landmarks x atoms)."""
+        return self.kernel_map_ @ self.dictionary_
+
+
+class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
+    """KDPL-OCSVM (Section 5.2): DPL-OCSVM with the synthesis atoms and the analysis rows in the
+    kernel feature space (``D = Phi(Y_L) A``, ``P = B Phi(Y_L)^T``), computed in the
+    coordinates ``psi`` of the module docstring. Kernel parameters as in :class:`KDLOCSVM`."""
+
+    _state_keys = DPLOCSVM._state_keys + _KernelMapMixin._kernel_state_keys
+
+    def __init__(
+        self,
+        n_components: int = 32,
+        tau: float = 1.0,
+        alpha: float = 1.0,
+        n_iter: int = 6,
+        nu: float | None = None,
+        contamination: float | None = 0.1,
+        kernel: str = "rbf",
+        gamma: float | None = None,
+        degree: int = 3,
+        coef0: float = 1.0,
+        n_landmarks: int | None = 300,
+        eig_floor: float = 1e-8,
+        atom_solver: str = "exact",
+        power_iter: int = 50,
+        init: str = "data",
+        ocsvm_tol: float | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        super().__init__(
+            n_components=n_components,
+            tau=tau,
+            alpha=alpha,
+            n_iter=n_iter,
+            nu=nu,
+            contamination=contamination,
+            atom_solver=atom_solver,
+            power_iter=power_iter,
+            init=init,
+            ocsvm_tol=ocsvm_tol,
+            random_state=random_state,
+        )
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_landmarks = n_landmarks
+        self.eig_floor = eig_floor
