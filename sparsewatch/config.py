@@ -36,7 +36,6 @@ class KafkaConfig:
     topic_prefix: str = "sparsewatch"
     group_id: str = "sparsewatch"
     partitions: int = 4
-    max_message_bytes: int = 1_000_000
 
     def topic(self, suffix: str) -> str:
         """``<prefix>.<suffix>``, e.g. ``sparsewatch.docs``."""

@@ -1,0 +1,238 @@
+"""The streaming pipeline against a real broker and real databases.
+
+* end to end: two streams plus 1,000 malformed messages through the detector and anomaly workers;
+  every good document is processed, every bad one lands in the DLQ with its reason, and the stored
+  scores equal the transport-free per-window core run offline on the same windows;
+* crash recovery: the detector worker process is killed with SIGKILL several times during a replay
+  and restarted; the final database equals an uninterrupted run's;
+* two worker processes in one consumer group share the streams across a rebalance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from confluent_kafka import Consumer
+from sparsewatch.consumers.detector_core import build_models, process_window
+from sparsewatch.consumers.detector_worker import window_spec
+from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.windowing import Buffered, StreamWindower
+from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import Config, load_config
+from sparsewatch.runner import build_worker, run_loops
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+BAD = [
+    b"{oops",
+    b"\xff\xfe\xfa",
+    b"[]",
+    b'{"id": "x", "text": "t"}',
+    b'{"id": "x", "text": 7, "timestamp": 1}',
+    b'{"id": "x", "text": "t", "timestamp": "soon"}',
+]
+
+
+def _env(bootstrap: str, prefix: str, db_url: str, **extra: str) -> dict[str, str]:
+    env = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+        "SPARSEWATCH_KAFKA_PARTITIONS": "2",
+        "SPARSEWATCH_DATABASE_URL": db_url,
+        "SPARSEWATCH_WINDOWS_SIZE": "3h",
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "8",
+        "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "200",
+        "SPARSEWATCH_DETECTOR_SNAPSHOT_EVERY": "3",
+        "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "150",
+        "SPARSEWATCH_ANOMALY_REFIT_EVERY_WINDOWS": "4",
+    }
+    env.update(extra)
+    return env
+
+
+def _streams(n_per_stream: int) -> list[dict]:
+    a = generate_stream(n_per_stream, kind="tweet", stream="alpha", seed=11)
+    b = generate_stream(n_per_stream, kind="mixed", stream="beta", seed=12)
+    return sorted(a + b, key=lambda d: d["timestamp"])
+
+
+def _produce(bootstrap: str, topic: str, docs: list[dict], bad_every: int = 0) -> int:
+    ensure_topics(bootstrap, {topic: 2})
+    producer = make_producer(bootstrap)
+    n_bad = 0
+    for i, doc in enumerate(docs):
+        producer.produce(topic, key=doc["stream"].encode(), value=json.dumps(doc).encode())
+        if bad_every and i % bad_every == 0:
+            producer.produce(topic, key=doc["stream"].encode(), value=BAD[n_bad % len(BAD)])
+            n_bad += 1
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return n_bad
+
+
+def _offline(config: Config, docs: list[dict]) -> dict[tuple[str, str], tuple[float | None, bool]]:
+    """The per-window core alone, stream by stream, in arrival order, closing idle at the end."""
+    out: dict[tuple[str, str], tuple[float | None, bool]] = {}
+    for stream in sorted({d["stream"] for d in docs}):
+        windower = StreamWindower(stream, window_spec(config))
+        models = build_models(config.detector)
+        closed = []
+        for i, d in enumerate(x for x in docs if x["stream"] == stream):
+            doc = parse_document(json.dumps(d).encode())
+            windows, status = windower.add(Buffered(doc, 0, i), now=0.0)
+            assert status == "buffered"
+            closed += windows
+        closed += windower.close_if_idle(now=1e12)
+        for w in closed:
+            for row in process_window(models, w, config.detector).documents:
+                out[(stream, row["doc_id"])] = (row["novelty_score"], row["novel"])
+    return out
+
+
+def _stored(store: Store) -> dict[tuple[str, str], tuple[float | None, bool]]:
+    return {
+        (r["stream"], r["doc_id"]): (r["novelty_score"], bool(r["novel"]))
+        for r in store.documents(limit=None)
+    }
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        (sa, na), (sb, nb) = a[key], b[key]
+        assert na == nb, key
+        assert (sa is None and sb is None) or abs(sa - sb) <= 1e-6, (key, sa, sb)
+
+
+def _dlq(bootstrap: str, topic: str, expected: int) -> list:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"dlq-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    got: list = []
+    deadline = time.monotonic() + 60
+    while len(got) < expected and time.monotonic() < deadline:
+        got += [m for m in consumer.consume(500, timeout=1.0) if m.error() is None]
+    consumer.close()
+    return got
+
+
+def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
+    prefix = f"e2e-{uuid.uuid4().hex[:8]}"
+    config = load_config(env=_env(kafka_bootstrap, prefix, database_url))
+    docs = _streams(1200)
+    n_bad = _produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=2)
+    assert n_bad >= 1000
+    store = Store.open(database_url)
+    try:
+        workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
+        run_loops(workers, [12.0, 25.0], install_signals=False)
+        stored = _stored(store)
+        assert len(stored) == len(docs)  # every good document, once
+        _assert_same(stored, _offline(config, docs))
+        novel = store.alerts(kinds=["novel_document"], limit=None)
+        assert novel and all(stored[(a["stream"], a["subject_id"])][1] for a in novel)
+        scored = [r for r in store.documents(limit=None) if r["anomaly_score"] is not None]
+        assert len(scored) > len(docs) // 2
+        assert store.snapshots() and store.windows()
+        with store.reading() as conn:
+            from sqlalchemy import text
+
+            n_dead = conn.execute(text("select count(*) from dead_letters")).scalar()
+        assert n_dead == n_bad
+    finally:
+        store.dispose()
+    dead = _dlq(kafka_bootstrap, config.kafka.topic("dlq"), n_bad)
+    assert len({m.key() for m in dead}) == n_bad
+    assert all(dict(m.headers())["reason"] for m in dead)
+
+
+def _spawn(env: dict[str, str], log: Path, role: str = "detector") -> subprocess.Popen:
+    full = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparsewatch", "run", role, "--until-idle", "20"],
+        env=full,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _reference_run(
+    kafka_bootstrap: str, docs_topic_prefix: str, tmp_path: Path, env: dict[str, str]
+) -> dict:
+    """An uninterrupted in-process run over the same topic, in its own group and database."""
+    ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
+    config = load_config(
+        env={**env, "SPARSEWATCH_DATABASE_URL": ref_url, "SPARSEWATCH_KAFKA_GROUP_ID": "reference"}
+    )
+    store = Store.open(ref_url)
+    try:
+        run_loops([build_worker("detector", config, store)], [20.0], install_signals=False)
+        return _stored(store)
+    finally:
+        store.dispose()
+
+
+def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path):
+    prefix = f"crash-{uuid.uuid4().hex[:8]}"
+    env = _env(kafka_bootstrap, prefix, database_url, SPARSEWATCH_ANOMALY_ENABLED="false")
+    docs = _streams(2500)
+    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    rng = random.Random(5)
+    log = tmp_path / "worker.log"
+    for _ in range(5):
+        proc = _spawn(env, log)
+        time.sleep(rng.uniform(6.0, 14.0))
+        assert proc.poll() is None, log.read_text()[-2000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    final = _spawn(env, log)
+    assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
+    store = Store.open(database_url)
+    try:
+        crashed = _stored(store)
+    finally:
+        store.dispose()
+    assert len(crashed) == len(docs)
+    _assert_same(crashed, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+
+
+def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path):
+    prefix = f"group-{uuid.uuid4().hex[:8]}"
+    db_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    env = _env(kafka_bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
+    docs = _streams(1500)
+    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    log = tmp_path / "workers.log"
+    first = _spawn(env, log)
+    time.sleep(8.0)
+    second = _spawn(env, log)  # joins the group mid-stream: partitions move
+    assert first.wait(timeout=600) == 0, log.read_text()[-2000:]
+    assert second.wait(timeout=600) == 0, log.read_text()[-2000:]
+    store = Store.open(db_url)
+    try:
+        shared = _stored(store)
+        windows = store.windows()
+    finally:
+        store.dispose()
+    assert len(shared) == len(docs)
+    assert len({(w["stream"], w["window_seq"]) for w in windows}) == len(windows)
+    _assert_same(shared, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+    assert np.isfinite([s for s, _ in shared.values() if s is not None]).all()
