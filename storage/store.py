@@ -24,7 +24,7 @@ Idempotency (re-writing a window changes nothing):
   keeps its ``created_at``.
 
 Every write is one bulk statement per table and call: :mod:`sparsewatch.storage.bulk` for the
-per-document tables (``executemany`` of tuples on SQLite, one ``unnest`` statement on PostgreSQL),
+per-document tables (the driver's ``executemany`` without SQLAlchemy's per-row overhead),
 SQLAlchemy's ``executemany`` for the small ones. Values may be numpy
 scalars; they are converted to Python numbers. Datetimes must be timezone-aware.
 """
