@@ -222,3 +222,25 @@ def test_unreachable_broker_is_a_one_line_error(tmp_path, monkeypatch, capsys):
     )
     assert code == 2 and err.startswith("error: cannot reach Kafka") and err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_unproducible_and_invalid_documents_are_rejected_not_dropped(
+    kafka_bootstrap, topic_name, tmp_path
+):
+    from sparsewatch.replay.readers import ErrorFile
+
+    ensure_topics(kafka_bootstrap, {topic_name: 1})
+    docs = [{"id": f"d{i}", "text": "fine", "timestamp": 1_700_000_000_000 + i} for i in range(5)]
+    docs.insert(2, {"id": "huge", "text": "x" * 3_000_000, "timestamp": 1_700_000_000_001})
+    docs.insert(4, {"id": "no-time", "text": "t"})
+    with ErrorFile(tmp_path / "errors.jsonl") as errors:
+        summary = replay_documents(docs, kafka_bootstrap, topic_name, errors=errors)
+    assert (summary.produced, summary.rejected, summary.failed) == (5, 2, 0)
+    entries = [json.loads(x) for x in (tmp_path / "errors.jsonl").read_text().splitlines()]
+    assert [e["reason"].split(":")[0] for e in entries] == [
+        "missing timestamp field 'timestamp'",
+        "cannot produce",
+    ]
+    assert [v["id"] for _, _, v in consume_all(kafka_bootstrap, topic_name)] == [
+        f"d{i}" for i in range(5)
+    ]
