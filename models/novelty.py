@@ -317,8 +317,12 @@ class Detector:
     def fitted(self) -> bool:
         return hasattr(self.model, "oiadmm_")
 
-    def _result(self, texts: Sequence[str]) -> tuple[WindowResult, sp.csc_matrix]:
-        P, oov = self.features.transform(texts, return_oov=True)
+    def _result(self, texts: Sequence[str], learn: bool) -> tuple[WindowResult, sp.csc_matrix]:
+        if learn:  # vocabulary and IDF update, then the row map applied to the model state
+            P, oov = self.features.partial_fit_transform(texts, return_oov=True)
+            self.model.remap_features(self.features.kept_rows_, self.features.n_new_)
+        else:
+            P, oov = self.features.transform(texts, return_oov=True)
         res = self.model.code(P.T)
         scores = res.objective + oov
         return WindowResult(
@@ -354,11 +358,9 @@ class Detector:
             self.features.partial_fit(self._warmup)
             self.model.fit(self.features.transform(self._warmup).T)
             self._warmup = []
-            result, _ = self._result(texts)
+            result, _ = self._result(texts, learn=False)
             return WindowResult(**{**result.__dict__, "warmup": True})
-        self.features.partial_fit(texts)
-        self.model.remap_features(self.features.kept_rows_, self.features.n_new_)
-        result, P = self._result(texts)
+        result, P = self._result(texts, learn=True)
         novel, thr = self.model.flag_novel(result.scores)
         self.model.partial_fit(P.T, codes=result.codes, scores=result.scores)
         return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
@@ -370,7 +372,7 @@ class Detector:
         texts = list(texts)
         if not self.fitted:
             raise RuntimeError("the detector has not finished its warm-up")
-        result, _ = self._result(texts)
+        result, _ = self._result(texts, learn=False)
         thr = float(self.model.threshold_)
         return WindowResult(**{**result.__dict__, "novel": result.scores > thr, "threshold": thr})
 

@@ -39,37 +39,25 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 __all__ = ["StreamingTfidf", "remap_rows", "tokenize"]
 
 _URL = r"(?:https?://|www\.)[^\s<>\"'\x00]+"
-_TOKEN = re.compile(rf"({_URL})|([#@][\w_]+)|(\w+(?:['’]\w+)*)|(\x00)", re.UNICODE)
+_WORD = r"(?=\w*[^\W\d_])\w{2,}(?:'\w+)*"  # two or more word characters, at least one letter
+_TOKEN = re.compile(rf"({_URL})|([#@]\w+)|({_WORD})|(\x00)", re.UNICODE)
 _HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 _SEP = "\x00"
 
 
-def _emit(
-    match: tuple[str, str, str, str],
-    urls: str,
-    hashtags: str,
-    mentions: str,
-    stop: frozenset[str],
-) -> list[str]:
-    url, tag, word, sep = match
-    if sep:
-        return [_SEP]
+def _special(url: str, tag: str, urls: str, hashtags: str, mentions: str) -> list[str]:
+    """Tokens for a URL, a #hashtag or an @mention."""
     if url:
         if urls == "drop":
             return []
         host = re.sub(r"^(?:https?://)?(?:www\.)?", "", url).split("/", 1)[0]
         return [f"url:{host}"]
-    if tag:
-        body = tag[1:]
-        if not _HAS_LETTER.search(body):
-            return []
-        if tag[0] == "@":
-            return [] if mentions == "drop" else [tag]
-        return {"word": [body], "keep": [tag], "both": [tag, body], "drop": []}[hashtags]
-    word = word.replace("’", "'")
-    if len(word) < 2 or word in stop or not _HAS_LETTER.search(word):
+    body = tag[1:]
+    if not _HAS_LETTER.search(body):
         return []
-    return [word]
+    if tag[0] == "@":
+        return [] if mentions == "drop" else [tag]
+    return {"word": [body], "keep": [tag], "both": [tag, body], "drop": []}[hashtags]
 
 
 def tokenize(
@@ -82,18 +70,24 @@ def tokenize(
     mentions: str = "keep",
 ) -> list[list[str]]:
     """Tokenize many documents with one regular-expression pass over their concatenation."""
+    if not texts:
+        return []
     stop = frozenset(stop_words or ())
-    joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower()
-    docs: list[list[str]] = [[]]
-    for m in _TOKEN.findall(joined):
-        for tok in _emit(m, urls, hashtags, mentions, stop):
-            if tok == _SEP:
-                docs.append([])
-            else:
-                docs[-1].append(tok)
+    joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower().replace("’", "'")
+    cur: list[str] = []
+    docs = [cur]
+    for url, tag, word, sep in _TOKEN.findall(joined):
+        if word:
+            if word not in stop:
+                cur.append(word)
+        elif sep:
+            cur = []
+            docs.append(cur)
+        else:
+            cur.extend(_special(url, tag, urls, hashtags, mentions))
     if bigrams:
         docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
-    return docs if texts else []
+    return docs
 
 
 def remap_rows(M: np.ndarray, kept_rows: np.ndarray, n_new: int) -> np.ndarray:
@@ -242,11 +236,13 @@ class StreamingTfidf(BaseEstimator):
         """
         return self._transform(self.tokenize(texts), return_oov)
 
-    def fit_transform_window(self, texts: Sequence[str]) -> sp.csc_matrix:
+    def partial_fit_transform(
+        self, texts: Sequence[str], return_oov: bool = False
+    ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
         """``partial_fit`` then ``transform`` on one window, tokenizing once."""
         docs = self.tokenize(texts)
         self._update(docs)
-        return self._transform(docs, False)
+        return self._transform(docs, return_oov)
 
     def _transform(
         self, docs: list[list[str]], return_oov: bool

@@ -1,0 +1,168 @@
+"""The ONLINE detector (Algorithm 3) as an estimator and the per-window Detector."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector, WindowResult
+from sparsewatch.models.text_features import StreamingTfidf
+
+
+def topic_docs(rng: np.random.Generator, topic: int, n: int, length: int = 10) -> list[str]:
+    """Tweet-length documents: most of one topic's keywords plus a little shared noise."""
+    words = [f"t{topic}w{i}" for i in range(length)]
+    noise = [f"common{i}" for i in range(30)]
+    return [
+        " ".join(list(rng.choice(words, length - 3, replace=False)) + list(rng.choice(noise, 2)))
+        for _ in range(n)
+    ]
+
+
+def mix(rng: np.random.Generator, topics: range | list[int], n: int) -> list[str]:
+    return [doc for t in topics for doc in topic_docs(rng, t, n)]
+
+
+def make_detector(**model: object) -> Detector:
+    params = {"n_components": 20, "lam": 0.05, "atom_terms": 5, "random_state": 0} | model
+    return Detector(
+        StreamingTfidf(max_features=2000, max_terms_per_doc=20, idf_power=0.0),
+        OnlineL1NoveltyDetector(**params),
+        warmup_docs=200,
+    )
+
+
+def warm(rng: np.random.Generator, d: Detector) -> None:
+    first = d.process_window(mix(rng, range(2), 50))
+    assert first.warmup and np.isnan(first.scores).all() and not d.fitted
+    second = d.process_window(mix(rng, range(2, 4), 50))
+    assert second.warmup and d.fitted and np.isfinite(second.scores).all()
+    assert not second.novel.any()
+
+
+def test_novel_topic_scores_higher_and_is_flagged() -> None:
+    rng = np.random.default_rng(0)
+    d = make_detector(top_q=0.1)
+    warm(rng, d)
+    old = mix(rng, range(4), 45)
+    new = topic_docs(rng, 9, 20)
+    res = d.process_window(old + new)
+    assert isinstance(res, WindowResult)
+    n = len(old) + len(new)
+    assert res.scores.shape == res.reconstruction_errors.shape == res.novel.shape == (n,)
+    assert res.codes.shape == (n, res.n_atoms) and res.top_atoms.shape == (n, 3)
+    assert np.all(res.scores >= res.reconstruction_errors - 1e-9)
+    assert np.all(res.scores <= 1 + 1e-6) and np.all(res.scores >= 0)
+    assert res.scores[len(old) :].min() > np.median(res.scores[: len(old)])
+    assert res.novel.sum() >= int(np.ceil(0.1 * n))  # top 10% (ties at the cut included)
+    assert res.novel[len(old) :].all()  # every document of the new topic is flagged
+    assert np.all(res.scores[res.novel] > res.threshold)
+    known = res.top_atoms[0][res.top_atoms[0] >= 0]
+    assert known.size and all(t.startswith(("t", "common")) for t in d.top_terms(int(known[0])))
+
+
+def test_threshold_mode() -> None:
+    rng = np.random.default_rng(1)
+    d = make_detector(flag="threshold", threshold=0.9)
+    warm(rng, d)
+    res = d.process_window(topic_docs(rng, 0, 30) + topic_docs(rng, 7, 5))
+    np.testing.assert_array_equal(res.novel, res.scores > 0.9)
+    assert res.threshold == 0.9 and res.novel[30:].all()
+
+
+def test_score_learns_nothing_and_counts_unknown_terms() -> None:
+    rng = np.random.default_rng(2)
+    d = make_detector()
+    warm(rng, d)
+    before = d.get_state()
+    late = [*topic_docs(rng, 1, 5), "entirely unseen vocabulary here"]
+    a = d.score(late)
+    b = d.score(late)
+    after = d.get_state()
+    assert before.keys() == after.keys()
+    for key in before:
+        np.testing.assert_array_equal(before[key], after[key])
+    np.testing.assert_array_equal(a.scores, b.scores)
+    assert a.scores[-1] == 1.0 and a.scores[:-1].max() < 0.9
+
+
+def test_state_round_trip_gives_identical_scores() -> None:
+    rng = np.random.default_rng(3)
+    d = make_detector()
+    warm(rng, d)
+    d.process_window(topic_docs(rng, 0, 40) + topic_docs(rng, 5, 10))
+    buf = io.BytesIO()
+    np.savez(buf, **d.get_state())
+    buf.seek(0)
+    e = make_detector().set_state(dict(np.load(buf, allow_pickle=False)))
+    nxt = topic_docs(rng, 1, 40) + topic_docs(rng, 6, 10)
+    r1, r2 = d.process_window(nxt), e.process_window(nxt)
+    np.testing.assert_array_equal(r1.scores, r2.scores)
+    np.testing.assert_array_equal(r1.novel, r2.novel)
+    assert (r1.codes != r2.codes).nnz == 0
+    np.testing.assert_array_equal(d.score(nxt[:5]).scores, e.score(nxt[:5]).scores)
+
+
+def test_round_trip_during_warmup() -> None:
+    rng = np.random.default_rng(4)
+    d = make_detector()
+    d.process_window(topic_docs(rng, 0, 120))
+    buf = io.BytesIO()
+    np.savez(buf, **d.get_state())
+    buf.seek(0)
+    e = make_detector().set_state(dict(np.load(buf, allow_pickle=False)))
+    nxt = topic_docs(rng, 1, 120)
+    np.testing.assert_array_equal(d.process_window(nxt).scores, e.process_window(nxt).scores)
+
+
+def test_dictionary_growth_on_poorly_represented_window() -> None:
+    rng = np.random.default_rng(5)
+    d = make_detector(grow_threshold=0.9, grow_fraction=0.3, grow_size=5, max_components=27)
+    warm(rng, d)
+    k0 = d.model.components_.shape[1]
+    before = d.process_window(topic_docs(rng, 11, 40))
+    assert d.model.components_.shape[1] == k0 + 5
+    d.process_window(topic_docs(rng, 12, 40))
+    assert d.model.components_.shape[1] == 27  # capped by max_components
+    res = d.process_window(topic_docs(rng, 11, 10))
+    # the grown atoms now explain the new topic better
+    assert np.median(res.scores) < np.median(before.scores) - 0.05
+
+
+def test_shapes_stay_consistent_over_long_stream_with_eviction() -> None:
+    rng = np.random.default_rng(6)
+    d = Detector(
+        StreamingTfidf(max_features=300, idf_power=0.0),
+        OnlineL1NoveltyDetector(n_components=10, atom_terms=5, n_init_iter=2),
+        warmup_docs=250,
+    )
+    for s in range(20):
+        res = d.process_window(mix(rng, [s % 40, (s + 1) % 40], 125))
+        m = d.features.n_features_
+        assert m <= 300 and np.isfinite(res.scores).all()
+        if d.fitted:
+            assert d.model.components_.shape[0] == m == d.model.oiadmm_.dual_.shape[0]
+            assert res.n_terms == m
+    assert d.features.n_docs_ == 5000
+
+
+def test_estimator_api() -> None:
+    rng = np.random.default_rng(7)
+    f = StreamingTfidf(idf_power=0.0)
+    texts = mix(rng, range(3), 40)
+    X = f.partial_fit(texts).transform(texts).T  # documents as rows
+    est = OnlineL1NoveltyDetector(n_components=15, atom_terms=5)
+    assert clone(est).get_params() == est.get_params()
+    assert est.fit(X) is est and est.partial_fit(X) is est
+    codes = est.transform(X)
+    assert sp.issparse(codes) and codes.shape == (X.shape[0], 15) and codes.min() >= 0
+    s = est.score_samples(X)
+    assert s.shape == (X.shape[0],) and np.median(s) < 0.9
+    wider = sp.hstack([X, sp.csr_matrix((X.shape[0], 4))]).tocsr()  # the vocabulary grew
+    est.partial_fit(wider)
+    assert est.n_features_in_ == X.shape[1] + 4
+    with pytest.raises(ValueError):
+        OnlineL1NoveltyDetector(flag="bogus").flag_novel(np.ones(3))
