@@ -39,12 +39,14 @@ weights ``W >= 0`` (``N x K``):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.decomposition import NMF
+from sklearn.exceptions import ConvergenceWarning
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
 
@@ -149,6 +151,8 @@ class DynamicNMF(BaseEstimator):
             elif X.shape[1] < self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
             self._next_time_point(X)
+        self.components_ = np.ascontiguousarray(self.components_)
+        self.weights_ = np.ascontiguousarray(self.weights_)
         self._tag_and_emit(X.shape[0], vocabulary)
         return self
 
@@ -230,7 +234,9 @@ class DynamicNMF(BaseEstimator):
     def _first_time_point(self, X: sp.csr_matrix) -> None:
         k = self.n_initial_topics
         nmf = NMF(k, init="nndsvda", max_iter=200, random_state=self.random_state)
-        W = nmf.fit_transform(X)
+        with warnings.catch_warnings():  # only a warm start: the cyclic updates below refine it
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            W = nmf.fit_transform(X)
         H = nmf.components_
         scale = np.maximum(H.sum(axis=1), 1e-300)
         H = project_simplex(H / scale[:, None], axis=1)
