@@ -3,7 +3,8 @@
     python benchmarks/novelty_quality.py --corpus synthetic
     python benchmarks/novelty_quality.py --corpus reuters
 
-Writes ``benchmarks/results/novelty_quality_<corpus>.json`` and ``..._roc.png``/``..._steps.png``.
+Writes ``benchmarks/results/novelty_quality_<corpus>.json`` (+ ``.md`` tables) and
+``..._roc.png``/``..._steps.png``.
 
 Part 1 runs the paper's methods and the peers on the same steps with the same shared features
 (``sparsewatch.replay.eval_methods``): per-step ROC AUC, SRE, wall time, and the BATCH/ONLINE time
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.replay.eval_methods import DetectorMethod, SharedTfidf, build_methods
@@ -88,6 +90,36 @@ class VocabularyAtomsMethod(DetectorMethod):
         return scores
 
 
+class KnownTermAtoms:
+    """Variant: one singleton atom per term seen in earlier steps (document frequency >= min_df),
+    rebuilt each step, no learning. With unit-l1 documents the l1 score is then exactly
+    ``lambda * (covered mass) + (mass on unseen or rare terms)``: a new-vocabulary detector, the
+    limit the singleton variants tend to. A probe of what the corpora reward, not a proposal.
+    """
+
+    uses_text = False
+
+    def __init__(self, lam: float, min_df: int) -> None:
+        self.lam = lam
+        self.min_df = min_df
+
+    def warm_up(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> None:
+        self.df = np.asarray((X > 0).sum(axis=0)).ravel()
+
+    def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
+        m = X.shape[1]
+        df = np.r_[self.df, np.zeros(m - self.df.size)]
+        rows = np.flatnonzero(df >= self.min_df)
+        A = np.zeros((m, rows.size), dtype=np.float32)
+        A[rows, np.arange(rows.size)] = 1.0
+        scores = l1_sparse_code(sp.csc_matrix(X.T), A, self.lam).objective
+        self.df = df + np.asarray((X > 0).sum(axis=0)).ravel()
+        return scores
+
+    def sre(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> float | None:
+        return None
+
+
 def variant_methods() -> dict[str, Any]:
     """Every l1 variant tried (name -> method); names say what changed from the paper."""
 
@@ -119,9 +151,13 @@ def variant_methods() -> dict[str, Any]:
             )
         ),
     }
-    for n_atoms, grow in ((2000, 0), (5000, 0), (5000, 500), (20000, 1000)):
+    for n_atoms, grow in ((2000, 0), (5000, 500)):
         out[f"l1 singleton atoms: top {n_atoms} terms, +{grow}/step, lam=0.1"] = (
             VocabularyAtomsMethod(det(full, {**paper, "n_init_iter": 0}), n_atoms, grow)
+        )
+    for min_df in (1, 3):
+        out[f"probe: singleton atoms for every term with df>={min_df} so far, no update"] = (
+            KnownTermAtoms(0.1, min_df)
         )
     return out
 
@@ -153,6 +189,58 @@ def run(corpus_name: str, steps: int, variants: bool) -> dict[str, Any]:
     return out
 
 
+def _fmt(x: float | None, se: float | None = None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.3f}" if se is None else f"{x:.3f} ± {se:.3f}"
+
+
+def markdown(out: dict[str, Any]) -> str:
+    """Result tables (quality, per-step AUC, speed, variants) as markdown."""
+    lines = [
+        f"### {out['corpus']}",
+        "",
+        "| step | docs | novel (none) | novel (any) | terms |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s['step']} | {s['n_evaluated']} | {s['n_novel_none']} | {s['n_novel_any']} | "
+        f"{s['n_features']} |"
+        for s in out["steps"]
+    ]
+    head = "| method | pooled AUC (none) | pooled AUC (any) | mean step AUC (any) | total s |"
+    for group in ("methods", "variants"):
+        if group not in out:
+            continue
+        lines += ["", head, "|---|---|---|---|---|"]
+        for name, m in out[group].items():
+            lines.append(
+                f"| {name} | {_fmt(m['pooled_auc_none'], m['pooled_auc_none_se'])} | "
+                f"{_fmt(m['pooled_auc_any'], m['pooled_auc_any_se'])} | "
+                f"{_fmt(m['mean_auc_any'])} | {sum(m['time_s']):.1f} |"
+            )
+    steps = [s["step"] for s in out["steps"]]
+    lines += [
+        "",
+        "| per-step AUC (any) | " + " | ".join(map(str, steps)) + " |",
+        "|---|" + "---|" * len(steps),
+    ]
+    for name, m in out["methods"].items():
+        lines.append(f"| {name} | " + " | ".join(_fmt(a) for a in m["auc_any"]) + " |")
+    lines += [
+        "",
+        "| step | ONLINE s | BATCH s | BATCH / ONLINE | SRE ONLINE | SRE BATCH |",
+        "|---|---|---|---|---|---|",
+    ]
+    sre_o, sre_b = out["methods"]["online"]["sre"], out["methods"]["batch"]["sre"]
+    for row, so, sb in zip(out["speed"], sre_o, sre_b, strict=True):
+        lines.append(
+            f"| {row['step']} | {row['online_s']:.2f} | {row['batch_s']:.2f} | "
+            f"{row['batch_over_online']:.1f}x | {so:.4f} | {sb:.4f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=["synthetic", "reuters", "all"], default="all")
@@ -163,6 +251,7 @@ def main() -> None:
     names = ["synthetic", "reuters"] if args.corpus == "all" else [args.corpus]
     for name in names:
         out = run(name, args.steps, not args.no_variants)
+        (RESULTS / f"novelty_quality_{name}.md").write_text(markdown(out))
         for row in out["speed"]:
             print(f"{name} step {row['step']}: BATCH/ONLINE time {row['batch_over_online']:.1f}x")
         for group in ("methods", "variants"):

@@ -242,8 +242,10 @@ class BatchL1Novelty(BaseEstimator):
     init_dict_iter, atom_terms, dtype, random_state : as in
         :class:`~sparsewatch.models.novelty.OnlineL1NoveltyDetector` (initialisation and coding).
     eta : atoms added per step.
-    n_alternations : Algorithm 5 / Algorithm 6 rounds per step.
-    dict_iter : Algorithm 6 iterations per round.
+    n_alternations : Algorithm 5 / Algorithm 6 rounds per step; the default repeats, at every step
+        and on all documents so far, the effort that built the warm-up dictionary
+        (``n_init_iter`` rounds), warm-started.
+    dict_iter : Algorithm 6 iterations per round (default: ``init_dict_iter``).
     """
 
     def __init__(
@@ -259,7 +261,7 @@ class BatchL1Novelty(BaseEstimator):
         init_dict_iter: int = 20,
         atom_terms: int | None = 10,
         eta: int = 10,
-        n_alternations: int = 1,
+        n_alternations: int = 5,
         dict_iter: int = 20,
         dtype: type = np.float32,
         random_state: int | None = 0,

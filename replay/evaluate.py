@@ -17,7 +17,8 @@ matrix, and only the method's own score + update is timed. A method may instead 
 
 Reported per step and method: ROC AUC under both rules (``None`` when a step has no positive or no
 negative), wall time, SRE (the paper's sparse reconstruction error, when the method defines it);
-over all steps: the AUC of the pooled scores and the mean of per-step AUCs.
+over all steps: the AUC of the pooled scores (with the Hanley-McNeil standard error, which is large
+when a corpus has few novel documents) and the mean of per-step AUCs.
 """
 
 from __future__ import annotations
@@ -109,6 +110,15 @@ def roc_auc(y_true: np.ndarray, scores: np.ndarray) -> float | None:
         return None
     ranks = rankdata(np.asarray(scores, dtype=np.float64))
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def auc_standard_error(auc: float | None, n_pos: int, n_neg: int) -> float | None:
+    """Standard error of an AUC estimate (Hanley and McNeil 1982, Radiology 143, Eq. (1))."""
+    if auc is None or n_pos == 0 or n_neg == 0:
+        return None
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)
+    var = auc * (1 - auc) + (n_pos - 1) * (q1 - auc**2) + (n_neg - 1) * (q2 - auc**2)
+    return float(np.sqrt(max(var, 0.0) / (n_pos * n_neg)))
 
 
 def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
@@ -242,10 +252,12 @@ class MethodResult:
         }
         for rule in RULES:
             per = [a for a in self.auc[rule] if a is not None]
-            pooled = roc_auc(np.concatenate(truth[rule]), np.concatenate(self.scores))
+            y = np.concatenate(truth[rule])
+            pooled = roc_auc(y, np.concatenate(self.scores))
             out[f"auc_{rule}"] = self.auc[rule]
             out[f"mean_auc_{rule}"] = float(np.mean(per)) if per else None
             out[f"pooled_auc_{rule}"] = pooled
+            out[f"pooled_auc_{rule}_se"] = auc_standard_error(pooled, int(y.sum()), int((~y).sum()))
         return out
 
 

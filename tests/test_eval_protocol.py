@@ -12,6 +12,7 @@ from sparsewatch.models.first_story import ExactFirstStory
 from sparsewatch.replay.evaluate import (
     EstimatorMethod,
     assign_steps,
+    auc_standard_error,
     evaluate_corpus,
     load_reuters,
     make_corpus,
@@ -110,3 +111,16 @@ def test_reuters_loader_protocol(shared_data) -> None:
     novel, evaluable = novelty_labels([d["labels"] for d in docs], corpus.step_of)
     assert evaluable.sum() == 7000
     assert 5 <= novel.sum() <= 30
+
+
+def test_auc_standard_error_matches_the_spread_of_simulated_aucs() -> None:
+    rng = np.random.default_rng(0)
+    n_pos, n_neg = 30, 300
+    aucs = []
+    for _ in range(400):
+        y = np.r_[np.ones(n_pos, bool), np.zeros(n_neg, bool)]
+        s = np.r_[rng.normal(1.0, 1, n_pos), rng.normal(0, 1, n_neg)]
+        aucs.append(roc_auc(y, s))
+    se = auc_standard_error(float(np.mean(aucs)), n_pos, n_neg)
+    assert 0.7 * np.std(aucs) <= se <= 1.3 * np.std(aucs)
+    assert auc_standard_error(None, 1, 1) is None
