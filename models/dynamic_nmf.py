@@ -20,6 +20,11 @@ weights ``W >= 0`` (``N x K``):
   The hinge emergence regulariser ``L(S w) = sum_j c_j max(0, margin - (D F S w)_j)^2`` rewards
   topics whose smoothed volume rises by ``margin`` per time point, with ``c_j = j / (tau - 1)``
   weighting recent differences more (the weights are our choice; the paper leaves them free).
+  Scale: the hinge is made invariant to the scale of ``X`` (``X -> cX`` scales the whole
+  objective by ``c^2``): ``w`` enters as ``S w / a`` and the hinge is weighted by ``mu b``, with
+  ``a`` the mean l1 mass and ``b`` the mean squared l2 norm of a window document. So ``margin``
+  is a rise of the smoothed volume in *average documents* per time point, and ``mu = 1`` prices
+  a unit hinge gap like the squared norm of one average document.
 * Rank-one cyclic updates (HALS order, one topic at a time, residual ``R_i = X - sum_{j != i}
   w_j h_j``): evolving ``w_i = max(0, R_i h_i) / ||h_i||^2`` in closed form; emerging ``w_i`` by
   projected gradient on problem (9) (the quadratic plus ``mu L``); ``h_i`` by projecting
@@ -329,10 +334,14 @@ class DynamicNMF(BaseEstimator):
         XT = X.T.tocsr()
         W, H = self.weights_, self.components_
         M, c, _ = self._hinge_parts()
-        lip_hinge = 2.0 * self.mu * (float(np.linalg.norm(M, 2)) ** 2 if M.size else 0.0)
+        sq = float(X.multiply(X).sum())
+        n_docs = max(X.shape[0], 1)
+        mass = max(float(X.sum()) / n_docs, 1e-300)
+        M = M / mass
+        mu = self.mu * sq / n_docs
+        lip_hinge = 2.0 * mu * (float(np.linalg.norm(M, 2)) ** 2 if M.size else 0.0)
         emerging = self.topic_kinds_ == EMERGING
         boxed = np.any(lo > 0, axis=1) | np.any(hi < 1, axis=1)
-        sq = float(X.multiply(X).sum())
         previous = np.inf
         for _ in range(self.max_iter):
             for i in range(H.shape[0]):
@@ -340,7 +349,7 @@ class DynamicNMF(BaseEstimator):
                 hh = float(h @ h)
                 Rh = X @ h - W @ (H @ h) + W[:, i] * hh
                 if emerging[i]:
-                    W[:, i] = self._emerging_w(W[:, i], Rh, hh, M, c, lip_hinge)
+                    W[:, i] = self._emerging_w(W[:, i], Rh, hh, M, c, mu, lip_hinge)
                 else:
                     W[:, i] = np.maximum(Rh, 0.0) / max(hh, 1e-300)
                 w = W[:, i]
@@ -352,7 +361,7 @@ class DynamicNMF(BaseEstimator):
                     H[i] = project_simplex_box(v, lo[i], hi[i])
                 else:
                     H[i] = project_simplex(v)
-            value = self._objective(X, sq, W, H, emerging, M, c)
+            value = self._objective(X, sq, W, H, emerging, M, c, mu)
             if previous - value <= self.tol * max(abs(value), 1e-300):
                 break
             previous = value
@@ -365,6 +374,7 @@ class DynamicNMF(BaseEstimator):
         hh: float,
         M: np.ndarray,
         c: np.ndarray,
+        mu: float,
         lip_hinge: float,
     ) -> np.ndarray:
         """Projected gradient on problem (9) for one emerging topic's document weights."""
@@ -372,7 +382,7 @@ class DynamicNMF(BaseEstimator):
         for _ in range(self.pg_iter):
             grad = 2.0 * (hh * w - Rh)
             if M.size:
-                grad -= 2.0 * self.mu * (M.T @ (c * np.maximum(self.margin - M @ w, 0.0)))
+                grad -= 2.0 * mu * (M.T @ (c * np.maximum(self.margin - M @ w, 0.0)))
             w = np.maximum(w - step * grad, 0.0)
         return w
 
@@ -385,11 +395,12 @@ class DynamicNMF(BaseEstimator):
         emerging: np.ndarray,
         M: np.ndarray,
         c: np.ndarray,
+        mu: float,
     ) -> float:
         cross = float(np.sum(np.asarray(X @ H.T) * W))
         value = sq - 2.0 * cross + float(np.sum((W.T @ W) * (H @ H.T)))
         if M.size:
-            value += self.mu * sum(self._hinge(W[:, i], M, c) for i in np.flatnonzero(emerging))
+            value += mu * sum(self._hinge(W[:, i], M, c) for i in np.flatnonzero(emerging))
         return value
 
     # ------------------------------------------------------------------ outputs

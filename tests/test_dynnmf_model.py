@@ -98,7 +98,7 @@ def test_emerging_weights_solve_problem_9() -> None:
     c = np.arange(1, tau) / (tau - 1)
     Rh, hh = rng.standard_normal(n), 0.7
     lip = 2.0 * model.mu * np.linalg.norm(M, 2) ** 2
-    w = model._emerging_w(np.zeros(n), Rh, hh, M, c, lip)
+    w = model._emerging_w(np.zeros(n), Rh, hh, M, c, model.mu, lip)
 
     def phi(x: np.ndarray) -> tuple[float, np.ndarray]:
         gap = np.maximum(model.margin - M @ x, 0.0)
