@@ -114,7 +114,7 @@ class DetectorStreamState:
         if self._late:
             rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
             self._late = []
-            outputs.append(Output(lambda tx, rows=rows: tx.insert_documents(rows)))
+            outputs.append(Output(lambda tx, rows=rows: tx.insert_documents(rows), is_window=False))
         return outputs
 
     def min_buffered_offset(self, partition: int) -> int | None:

@@ -35,6 +35,8 @@ class WorkerMetrics:
     def observe(self, outputs: Iterable[Any], n_dead: int) -> None:
         """Count one committed batch of window outputs and dead letters."""
         for out in outputs:
+            if not out.is_window:
+                continue
             DOCUMENTS.labels(self.worker).inc(out.n_documents)
             NOVEL.labels(self.worker).inc(out.novel)
             WINDOWS.labels(self.worker).inc()

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from confluent_kafka import Message
+from confluent_kafka import KafkaError, KafkaException, Message
 from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
+from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.storage.store import Store, StoreTx
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Output:
     n_documents: int = 0
     latency_s: float = 0.0
     novel: int = 0
+    is_window: bool = True
 
 
 class StreamState(Protocol):
@@ -109,6 +111,7 @@ class WorkerLoop:
             topics[output_topic] = partitions
         ensure_topics(bootstrap, topics)
         self._producer = make_producer(bootstrap)
+        self._delivery_errors: list[str] = []
         self._states: dict[str, StreamState] = {}
         self._stream_partition: dict[str, int] = {}
         self._partitions: dict[int, _Partition] = {}
@@ -150,7 +153,10 @@ class WorkerLoop:
 
     # -- rebalancing -----------------------------------------------------------------------------
     def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        stored = self.store.partition_offsets(self.group_id, self.input_topic)
+        stored = with_backoff(
+            lambda: self.store.partition_offsets(self.group_id, self.input_topic),
+            "reading resume offsets",
+        )
         for _, p in partitions:
             self._partitions.setdefault(p, _Partition())
         log.info("%s assigned %s (resume %s)", self.processor.name, partitions, stored)
@@ -168,7 +174,9 @@ class WorkerLoop:
     def _state_for(self, stream: str, partition: int) -> StreamState:
         state = self._states.get(stream)
         if state is None:
-            checkpoint = self.store.load_checkpoint(self.group_id, stream)
+            checkpoint = with_backoff(
+                lambda: self.store.load_checkpoint(self.group_id, stream), "reading a checkpoint"
+            )
             state = self.processor.new_state(stream, checkpoint)
             self._states[stream] = state
         if self._stream_partition.get(stream) != partition:
@@ -226,38 +234,64 @@ class WorkerLoop:
     def _publish(self, outputs: Iterable[Output], dead: list[dict[str, Any]]) -> None:
         for row in dead:
             source = f"{row['topic']}:{row['partition']}:{row['offset']}"
-            self._producer.produce(
+            self._produce(
                 self.dlq_topic,
-                key=source.encode(),
-                value=row["payload"],
+                source.encode(),
+                row["payload"],
                 headers=[("reason", row["reason"].encode()), ("source", source.encode())],
             )
         if self.output_topic:
             for out in outputs:
                 for key, value in out.messages:
-                    self._producer.produce(self.output_topic, key=key.encode(), value=value)
+                    self._produce(self.output_topic, key.encode(), value)
                     self._producer.poll(0)
-        remaining = self._producer.flush(60)
-        if remaining:
-            raise RuntimeError(f"{remaining} messages could not be delivered to Kafka")
+        # The idempotent producer retries by itself until message.timeout.ms; wait for it.
+        while (remaining := self._producer.flush(10)) > 0:
+            log.warning("%d messages not yet delivered to Kafka; waiting", remaining)
+        if self._delivery_errors:
+            errors, self._delivery_errors = self._delivery_errors, []
+            raise RuntimeError(f"{len(errors)} messages could not be delivered: {errors[0]}")
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._delivery_errors.append(str(err))
+
+    def _produce(self, topic: str, key: bytes, value: bytes, **kwargs: Any) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    topic, key=key, value=value, on_delivery=self._delivered, **kwargs
+                )
+                return
+            except BufferError:  # local queue full: let deliveries drain
+                self._producer.poll(0.5)
 
     def _commit(self, outputs: list[Output], touched: set[str], dead: list[dict[str, Any]]) -> None:
         # Downstream messages first: if we crash after this, the window is redone and its
         # messages re-sent; consumers deduplicate by (stream, window). Never the other way round.
         self._publish(outputs, dead)
         offsets = self._resume_offsets()
-        with self.store.transaction() as tx:
-            for out in outputs:
-                out.write(tx)
-            for stream in touched:
-                state, meta = self._states[stream].checkpoint()
-                tx.put_checkpoint(self.group_id, stream, state, meta)
-            if dead:
-                tx.insert_dead_letters(dead)
-            if offsets:
-                tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
+        checkpoints = {stream: self._states[stream].checkpoint() for stream in touched}
+
+        def transaction() -> None:
+            with self.store.transaction() as tx:
+                for out in outputs:
+                    out.write(tx)
+                for stream, (state, meta) in checkpoints.items():
+                    tx.put_checkpoint(self.group_id, stream, state, meta)
+                if dead:
+                    tx.insert_dead_letters(dead)
+                if offsets:
+                    tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
+
+        with_backoff(transaction, "writing results")
         if self._consumer is not None and offsets:
-            self._consumer.commit_offsets({(self.input_topic, p): o for p, o in offsets.items()})
+            try:
+                self._consumer.commit_offsets(
+                    {(self.input_topic, p): o for p, o in offsets.items()}
+                )
+            except KafkaException as exc:  # informational only: the store holds the truth
+                log.warning("committing offsets to Kafka failed: %s", exc)
         self.metrics.observe(outputs, len(dead))
         if self._consumer is not None:
             self.metrics.set_lag(self._consumer.lag())
