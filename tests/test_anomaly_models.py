@@ -13,7 +13,7 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import OneClassSVM
 from sparsewatch.models._ocsvm_base import fit_linear_ocsvm, ocsvm_primal
-from sparsewatch.models.dl_ocsvm import DLOCSVM
+from sparsewatch.models.dl_ocsvm import DLOCSVM, train_dl_ocsvm
 from sparsewatch.models.dpl_ocsvm import DPLOCSVM
 from sparsewatch.models.kernel_dl_ocsvm import KDLOCSVM, KDPLOCSVM, kernel_matrix
 
@@ -100,6 +100,33 @@ def test_ocsvm_part_matches_scikit_learn(small: np.ndarray) -> None:
     )
     np.testing.assert_array_equal(
         model.decision_function(new_rows), -model.ocsvm_.decision(codes_new)
+    )
+
+
+def test_trained_ocsvm_is_scikit_learns_on_the_final_codes(small: np.ndarray) -> None:
+    """Algorithm 1's last OC-SVM equals scikit-learn's fitted on Algorithm 1's final codes."""
+    nu, tol = 0.1, 1e-7
+    result = train_dl_ocsvm(
+        small.T,
+        n_atoms=10,
+        s=3,
+        beta=0.2,
+        alpha=1.0,
+        nu=nu,
+        n_iter=3,
+        atom_solver="exact",
+        power_iter=50,
+        omp_refresh=False,
+        replace_dead_atoms=False,
+        init="data",
+        ocsvm_tol=tol,
+        rng=np.random.default_rng(0),
+    )
+    Z = result.codes.T
+    ref = OneClassSVM(kernel="linear", nu=nu, tol=tol).fit(Z)
+    probe = Z + 0.05 * np.random.default_rng(2).standard_normal(Z.shape)
+    np.testing.assert_allclose(
+        result.ocsvm.decision(probe), ref.decision_function(probe), rtol=1e-9, atol=1e-12
     )
 
 
