@@ -25,8 +25,8 @@ Idempotency (re-writing a window changes nothing):
 
 Every write is one bulk statement per table and call: :mod:`sparsewatch.storage.bulk` for the
 per-document tables (the driver's ``executemany`` without SQLAlchemy's per-row overhead),
-SQLAlchemy's ``executemany`` for the small ones. Values may be numpy
-scalars; they are converted to Python numbers. Datetimes must be timezone-aware.
+SQLAlchemy's ``executemany`` for the small ones. Values may be numpy scalars (they are converted
+to Python numbers); datetimes must be timezone-aware.
 """
 
 from __future__ import annotations
@@ -159,6 +159,8 @@ class StoreTx:
         params = []
         for r in rows:
             _require(r, keys, "document")
+            if r["event_time"] is None:  # it marks rows the detector has written
+                raise ValueError(f"document {r['doc_id']!r} of {r['stream']!r} has no event_time")
             params.append(
                 {
                     "stream": r["stream"],
@@ -188,8 +190,8 @@ class StoreTx:
         for p in params:  # the first write of a key wins, within a batch as across batches
             unique.setdefault((p["stream"], p["doc_id"]), p)
         # Key order: concurrent writers of the same rows lock them in one order (no deadlock).
-        rows = [unique[k] for k in sorted(unique)]
-        bulk_execute(self.connection, "documents", stmt, documents, rows)
+        ordered = [unique[k] for k in sorted(unique)]
+        bulk_execute(self.connection, "documents", stmt, documents, ordered)
 
     def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
@@ -210,8 +212,8 @@ class StoreTx:
             set_={c: stmt.excluded[c] for c in ("anomaly_score", "anomaly")},
         )
         latest = {(p["stream"], p["doc_id"]): p for p in params}  # the last score of a key wins
-        rows = [latest[k] for k in sorted(latest)]  # key order, as in insert_documents
-        bulk_execute(self.connection, "anomaly", stmt, documents, rows)
+        ordered = [latest[k] for k in sorted(latest)]  # key order, as in insert_documents
+        bulk_execute(self.connection, "anomaly", stmt, documents, ordered)
 
     def insert_alerts(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is."""
