@@ -244,3 +244,40 @@ def test_unproducible_and_invalid_documents_are_rejected_not_dropped(
     assert [v["id"] for _, _, v in consume_all(kafka_bootstrap, topic_name)] == [
         f"d{i}" for i in range(5)
     ]
+
+
+def test_cli_field_mapping_skip_and_limit(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+):
+    rows = "".join(
+        f'{i},"head {i}","body, {i}",{1_700_000_000_000 + (i * 7919) % 100},ch{i % 2},a;b\n'
+        for i in range(40)
+    )
+    path = tmp_path / "corpus.csv"
+    path.write_text("key,headline,story,when,channel,tags\n" + rows)
+    common = [
+        "replay", str(path), "--topic", topic_name, "--bootstrap-servers", kafka_bootstrap,
+        "--partitions", "1", "--id-field", "key", "--text-field", "headline",
+        "--text-field", "story", "--timestamp-field", "when", "--stream-field", "channel",
+        "--labels-field", "tags", "--errors", str(tmp_path / "e.jsonl"), "--json",
+    ]  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--limit", "15")
+    assert code == 0, err
+    assert json.loads(out)["produced"] == 15
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--skip", "15", "--rate", "500")
+    assert code == 0, err
+    assert (json.loads(out)["skipped"], json.loads(out)["produced"]) == (15, 25)
+    got = consume_all(kafka_bootstrap, topic_name)
+    values = [v for _, _, v in got]
+    assert sorted(v["id"] for v in values) == sorted(str(i) for i in range(40))
+    assert [v["timestamp"] for v in values] == sorted(v["timestamp"] for v in values)
+    first = next(v for v in values if v["id"] == "3")
+    assert first == {
+        "id": "3",
+        "text": "head 3\n\nbody, 3",
+        "timestamp": 1_700_000_000_000 + (3 * 7919) % 100,
+        "stream": "ch1",
+        "labels": ["a", "b"],
+        "meta": {},
+    }
+    assert all(key == v["stream"] for _, key, v in got)
