@@ -15,6 +15,7 @@ most ``chunk_size`` documents are spilled to temporary files and merged lazily.
 from __future__ import annotations
 
 import bisect
+import codecs
 import csv
 import gzip
 import heapq
@@ -118,6 +119,8 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes | None, str]]:
     with _open_binary(path) as fh:
         try:
             for number, line in enumerate(fh, start=1):
+                if number == 1 and line.startswith(codecs.BOM_UTF8):  # spreadsheet exports
+                    line = line[len(codecs.BOM_UTF8) :]
                 yield number, line, ""
         except (EOFError, OSError, zlib.error) as exc:
             what = "truncated gzip" if isinstance(exc, EOFError) else f"damaged file ({exc})"

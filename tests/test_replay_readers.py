@@ -59,7 +59,7 @@ def test_jsonl_plain_and_gzip_give_the_same_documents(tmp_path):
 def test_csv_with_field_mapping_and_multiline_field(tmp_path):
     path = tmp_path / "docs.csv"
     path.write_text(
-        "key,when,channel,headline,story,tags\n"
+        "\ufeffkey,when,channel,headline,story,tags\n"
         '7,2024-01-01T00:00:05Z,wire,Title,"line one\nline two",earn;acq\n'
         "8,1704067200000,,Other,body,\n",
         encoding="utf-8",
