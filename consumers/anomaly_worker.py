@@ -172,11 +172,9 @@ class AnomalyStreamState:
             if alerts:
                 tx.insert_alerts(alerts)
 
-        return Output(
-            write, n_documents=len(docs), latency_s=time.perf_counter() - t0, novel=int(flags.sum())
-        )
+        return Output(write, n_documents=len(docs), novel=int(flags.sum()), closed_at=t0)
 
-    def close_idle(self, now: float) -> list[Output]:
+    def close_idle(self, now: float, caught_up: bool) -> list[Output]:
         return []
 
     def min_buffered_offset(self, partition: int) -> int | None:

@@ -98,9 +98,9 @@ class DetectorStreamState:
         return Output(
             _write_computation(comp),
             comp.messages,
-            len(window.items),
-            time.perf_counter() - closed_at,
-            sum(d["novel"] for d in comp.documents),
+            n_documents=len(window.items),
+            novel=sum(d["novel"] for d in comp.documents),
+            closed_at=closed_at,
         )
 
     def add(self, item: Document, partition: int, offset: int, now: float) -> list[Output]:
@@ -109,7 +109,9 @@ class DetectorStreamState:
             self._late.append(Buffered(item, partition, offset))
         return [self._output(w) for w in closed]
 
-    def close_idle(self, now: float) -> list[Output]:
+    def close_idle(self, now: float, caught_up: bool) -> list[Output]:
+        if not caught_up:
+            self.windows.last_activity = now
         outputs = [self._output(w) for w in self.windows.close_if_idle(now)]
         if self._late:
             rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)

@@ -8,11 +8,14 @@ the re-delivery harmless.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+log = logging.getLogger(__name__)
 
 TopicOffsets = dict[tuple[str, int], int]
 """Next offset to read for each (topic, partition)."""
@@ -136,8 +139,11 @@ class BatchConsumer:
             err = msg.error()
             if err is None:
                 good.append(msg)
-            elif err.code() != KafkaError._PARTITION_EOF and (err.fatal() or not err.retriable()):
+            elif err.fatal():
                 raise KafkaException(err)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                # Broker down, transport errors, ...: librdkafka reconnects by itself.
+                log.warning("consumer: %s", err)
         return good
 
     def commit(self, messages: Iterable[Message]) -> None:

@@ -32,15 +32,16 @@ class WorkerMetrics:
     def __init__(self, worker: str) -> None:
         self.worker = worker
 
-    def observe(self, outputs: Iterable[Any], n_dead: int) -> None:
-        """Count one committed batch of window outputs and dead letters."""
+    def observe(self, outputs: Iterable[Any], latencies: Iterable[float], n_dead: int) -> None:
+        """Count one committed batch: window outputs, their close-to-commit latencies, DLQ."""
         for out in outputs:
             if not out.is_window:
                 continue
             DOCUMENTS.labels(self.worker).inc(out.n_documents)
             NOVEL.labels(self.worker).inc(out.novel)
             WINDOWS.labels(self.worker).inc()
-            WINDOW_LATENCY.labels(self.worker).observe(out.latency_s)
+        for latency in latencies:
+            WINDOW_LATENCY.labels(self.worker).observe(latency)
         if n_dead:
             DEAD_LETTERS.labels(self.worker).inc(n_dead)
 

@@ -24,6 +24,7 @@ import logging
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -46,7 +47,7 @@ class Output:
     write: Callable[[StoreTx], None]
     messages: list[tuple[str, bytes]] = field(default_factory=list)
     n_documents: int = 0
-    latency_s: float = 0.0
+    closed_at: float = field(default_factory=time.perf_counter)
     novel: int = 0
     is_window: bool = True
 
@@ -56,7 +57,7 @@ class StreamState(Protocol):
 
     def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]: ...
 
-    def close_idle(self, now: float) -> list[Output]: ...
+    def close_idle(self, now: float, caught_up: bool) -> list[Output]: ...
 
     def min_buffered_offset(self, partition: int) -> int | None: ...
 
@@ -112,6 +113,8 @@ class WorkerLoop:
         ensure_topics(bootstrap, topics)
         self._producer = make_producer(bootstrap)
         self._delivery_errors: list[str] = []
+        self.window_latencies: deque[float] = deque(maxlen=10_000)
+        self.last_commit_at = 0.0
         self._states: dict[str, StreamState] = {}
         self._stream_partition: dict[str, int] = {}
         self._partitions: dict[int, _Partition] = {}
@@ -209,8 +212,13 @@ class WorkerLoop:
             if produced:
                 touched.add(stream)
                 outputs += produced
+        # A stream is idle only when nothing is left to read for it: while its partition has a
+        # backlog, silence is ours, not the stream's (this keeps replays deterministic).
+        lagging = (
+            {p for (_, p), n in self._consumer.lag().items() if n > 0} if self._consumer else set()
+        )
         for stream, state in self._states.items():
-            idle = state.close_idle(now)
+            idle = state.close_idle(now, self._stream_partition.get(stream) not in lagging)
             if idle:
                 touched.add(stream)
                 outputs += idle
@@ -285,6 +293,9 @@ class WorkerLoop:
                     tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
 
         with_backoff(transaction, "writing results")
+        committed = time.perf_counter()
+        latencies = [committed - out.closed_at for out in outputs if out.is_window]
+        self.window_latencies.extend(latencies)
         if self._consumer is not None and offsets:
             try:
                 self._consumer.commit_offsets(
@@ -292,7 +303,8 @@ class WorkerLoop:
                 )
             except KafkaException as exc:  # informational only: the store holds the truth
                 log.warning("committing offsets to Kafka failed: %s", exc)
-        self.metrics.observe(outputs, len(dead))
+        self.metrics.observe(outputs, latencies, len(dead))
+        self.last_commit_at = committed
         if self._consumer is not None:
             self.metrics.set_lag(self._consumer.lag())
 

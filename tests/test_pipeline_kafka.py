@@ -236,3 +236,79 @@ def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path)
     assert len({(w["stream"], w["window_seq"]) for w in windows}) == len(windows)
     _assert_same(shared, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
     assert np.isfinite([s for s, _ in shared.values() if s is not None]).all()
+
+
+def _anomaly_rows(store: Store) -> dict[tuple[str, str], tuple[float, bool]]:
+    return {
+        (r["stream"], r["doc_id"]): (r["anomaly_score"], bool(r["anomaly"]))
+        for r in store.documents(limit=None)
+        if r["anomaly_score"] is not None
+    }
+
+
+def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
+    prefix = f"acrash-{uuid.uuid4().hex[:8]}"
+    det_url = f"sqlite:///{tmp_path / 'detector.db'}"
+    env = _env(kafka_bootstrap, prefix, det_url)
+    docs = _streams(2000)
+    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    config = load_config(env=env)
+    store = Store.open(det_url)
+    try:  # fill <prefix>.scores once
+        run_loops([build_worker("detector", config, store)], [12.0], install_signals=False)
+    finally:
+        store.dispose()
+    crash_url = f"sqlite:///{tmp_path / 'anomaly.db'}"
+    log = tmp_path / "anomaly.log"
+    rng = random.Random(9)
+    for _ in range(5):
+        proc = _spawn({**env, "SPARSEWATCH_DATABASE_URL": crash_url}, log, role="anomaly")
+        time.sleep(rng.uniform(3.0, 7.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    final = _spawn({**env, "SPARSEWATCH_DATABASE_URL": crash_url}, log, role="anomaly")
+    assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
+    ref_url = f"sqlite:///{tmp_path / 'anomaly-ref.db'}"
+    ref_config = load_config(
+        env={**env, "SPARSEWATCH_DATABASE_URL": ref_url, "SPARSEWATCH_KAFKA_GROUP_ID": "reference"}
+    )
+    stores = [Store.open(crash_url), Store.open(ref_url)]
+    try:
+        run_loops([build_worker("anomaly", ref_config, stores[1])], [12.0], install_signals=False)
+        crashed, reference = (_anomaly_rows(s) for s in stores)
+    finally:
+        for s in stores:
+            s.dispose()
+    assert reference and crashed.keys() == reference.keys()
+    for key, (score, flag) in reference.items():
+        assert crashed[key][1] == flag and abs(crashed[key][0] - score) <= 1e-6
+
+
+def test_detector_survives_a_broker_restart(tmp_path):
+    from sparsewatch.kafka_local import LocalKafka
+
+    broker = LocalKafka(tmp_path / "broker", port=0)
+    bootstrap = broker.up()
+    port = int(bootstrap.rsplit(":", 1)[1])
+    try:
+        prefix = f"brk-{uuid.uuid4().hex[:8]}"
+        db_url = f"sqlite:///{tmp_path / 'restart.db'}"
+        env = _env(bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
+        docs = _streams(2000)
+        _produce(bootstrap, f"{prefix}.docs", docs)
+        log = tmp_path / "worker.log"
+        worker = _spawn(env, log)
+        time.sleep(8.0)
+        broker.kill()  # the broker dies mid-stream ...
+        time.sleep(3.0)
+        LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
+        assert worker.wait(timeout=600) == 0, log.read_text()[-2000:]
+        store = Store.open(db_url)
+        try:
+            restarted = _stored(store)
+        finally:
+            store.dispose()
+        assert len(restarted) == len(docs)
+        _assert_same(restarted, _reference_run(bootstrap, prefix, tmp_path, env))
+    finally:
+        LocalKafka(tmp_path / "broker", port=port).down()

@@ -1,0 +1,191 @@
+"""End-to-end throughput and latency of the detector worker against the per-window core alone.
+
+Same documents, same configuration, one run:
+
+* ``core``: the transport-free core (windowing + ``process_window``) over the documents in memory;
+* ``kafka+sqlite`` (and ``kafka+postgresql`` with ``--postgres-url``): the documents produced to a
+  fresh topic beforehand, then the detector worker consumes, computes, writes and commits until the
+  topic is drained; time from the worker's start to its last commit.
+
+Reports documents/s, the overhead ratio against the core, window latency (close to committed) p50
+and p99, and, over the run, resident memory and window latency of the first and last fifths (the
+stream spans far more than an hour of event time).
+
+    python benchmarks/pipeline_throughput.py --documents 12000 \
+        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+from sparsewatch.consumers.detector_core import build_models, process_window
+from sparsewatch.consumers.detector_worker import window_spec
+from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.windowing import Buffered, StreamWindower
+from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import Config, load_config
+from sparsewatch.kafka_local import LocalKafka
+from sparsewatch.runner import build_worker
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _config(bootstrap: str, prefix: str, db_url: str) -> Config:
+    return load_config(
+        env={
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+            "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
+            "SPARSEWATCH_KAFKA_PARTITIONS": "2",
+            "SPARSEWATCH_DATABASE_URL": db_url,
+            "SPARSEWATCH_WINDOWS_SIZE": "6h",
+            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "5",
+            "SPARSEWATCH_ANOMALY_ENABLED": "false",
+        }
+    )
+
+
+def _documents(n: int) -> list[dict]:
+    half = n // 2
+    docs = generate_stream(half, kind="tweet", stream="alpha", seed=21)
+    docs += generate_stream(n - half, kind="tweet", stream="beta", seed=22)
+    return sorted(docs, key=lambda d: d["timestamp"])
+
+
+def run_core(config: Config, docs: list[dict]) -> dict:
+    """The per-window core alone (includes message parsing, as the worker does)."""
+    start = time.perf_counter()
+    for stream in ("alpha", "beta"):
+        windower = StreamWindower(stream, window_spec(config))
+        models = build_models(config.detector)
+        closed = []
+        for i, d in enumerate(x for x in docs if x["stream"] == stream):
+            doc = parse_document(json.dumps(d).encode())
+            closed += windower.add(Buffered(doc, 0, i), now=0.0)[0]
+        closed += windower.close_if_idle(now=1e12)
+        for w in closed:
+            process_window(models, w, config.detector)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "docs_per_s": len(docs) / seconds}
+
+
+def run_pipeline(bootstrap: str, docs: list[dict], db_url: str) -> dict:
+    """Produce, then time the detector worker from start to its last commit."""
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    config = _config(bootstrap, prefix, db_url)
+    topic = config.kafka.topic("docs")
+    ensure_topics(bootstrap, {topic: 2})
+    producer = make_producer(bootstrap)
+    for d in docs:
+        producer.produce(topic, key=d["stream"].encode(), value=json.dumps(d).encode())
+        producer.poll(0)
+    producer.flush(60)
+    store = Store.open(db_url)
+    worker = build_worker("detector", config, store)
+    rss: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            rss.append((time.perf_counter(), _rss_mb()))
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    worker.run(until_idle_s=8.0)
+    stop.set()
+    sampler.join()
+    seconds = worker.last_commit_at - start
+    n_stored = len(store.documents(limit=None))
+    store.dispose()
+    lat = np.array(worker.window_latencies)
+    fifth = max(len(lat) // 5, 1)
+    during = [m for t, m in rss if t <= worker.last_commit_at]
+    rfifth = max(len(during) // 5, 1)
+    return {
+        "seconds": seconds,
+        "docs_per_s": len(docs) / seconds,
+        "documents_stored": n_stored,
+        "windows": int(lat.size),
+        "latency_p50_s": float(np.median(lat)),
+        "latency_p99_s": float(np.quantile(lat, 0.99)),
+        "latency_first_fifth_median_s": float(np.median(lat[:fifth])),
+        "latency_last_fifth_median_s": float(np.median(lat[-fifth:])),
+        "rss_first_fifth_median_mb": float(np.median(during[:rfifth])),
+        "rss_last_fifth_median_mb": float(np.median(during[-rfifth:])),
+    }
+
+
+def _fresh_database(admin_url: str) -> str:
+    """A new, empty database on the server of ``admin_url``."""
+    import sqlalchemy as sa
+
+    name = f"sw_bench_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    url = sa.engine.make_url(admin_url).set(database=name)
+    return url.render_as_string(hide_password=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--documents", type=int, default=12000)
+    parser.add_argument("--postgres-url", default=None)
+    args = parser.parse_args()
+    docs = _documents(args.documents)
+    tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
+    broker = None
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        broker = LocalKafka(tmp / "kafka", port=0)
+        bootstrap = broker.up()
+    try:
+        config = _config(bootstrap, "unused", "sqlite://")
+        result: dict = {
+            "documents": len(docs),
+            "window": "6h event time (~720 docs)",
+            "core": run_core(config, docs),
+        }
+        result["kafka+sqlite"] = run_pipeline(bootstrap, docs, f"sqlite:///{tmp / 'bench.db'}")
+        if args.postgres_url:
+            result["kafka+postgresql"] = run_pipeline(
+                bootstrap, docs, _fresh_database(args.postgres_url)
+            )
+    finally:
+        if broker is not None:
+            broker.down()
+    for key in ("kafka+sqlite", "kafka+postgresql"):
+        if key in result:
+            result[key]["overhead_vs_core"] = (
+                result["core"]["docs_per_s"] / result[key]["docs_per_s"] - 1.0
+            )
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "pipeline_throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
