@@ -1,1 +1,10 @@
-"""sparsewatch.storage"""
+"""sparsewatch.storage: the SQL store of results, checkpoints and offsets.
+
+* :mod:`~sparsewatch.storage.store`: :class:`Store` / :class:`StoreTx` / :class:`Checkpoint`, the
+  API the workers call (one transaction per window, idempotent natural-key writes);
+* :mod:`~sparsewatch.storage.queries`: the read side behind the query commands;
+* :mod:`~sparsewatch.storage.schema`, :mod:`~sparsewatch.storage.types`: tables and portable types;
+* :mod:`~sparsewatch.storage.migrate` and ``migrations/``: Alembic, run from code;
+* :mod:`~sparsewatch.storage.serialization`: npz blobs without pickle;
+* :mod:`~sparsewatch.storage.engine`, :mod:`~sparsewatch.storage.bulk`: engines and fast writes.
+"""
