@@ -204,6 +204,8 @@ def _update_topics(
     if models.emerging is not None and X.shape[0] >= models.emerging.n_initial_topics:
         models.emerging.partial_fit(X, vocabulary=[str(t) for t in terms])
         for event in models.emerging.events_:
+            if event.n_documents < config.emerging_min_documents:
+                continue  # a topic no document is dominated by is not news yet
             topic_id = config.n_topics + int(event.topic_id)
             rows.append(
                 {
