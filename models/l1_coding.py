@@ -200,6 +200,7 @@ def l1_sparse_code(
     vsel = np.arange(n_vars)
     Bw, Bwt = B, Bt
     qw, cw, kw, pr, pv = q, c, kappa_var, phi_row, phi_var
+    ipr, gpr, ckp = 1 / pr, gamma * pr, kw * cw / pv
     dr, dv = doc_of_row, doc_of_var
     xw = x.copy()
     theta = np.zeros(n_rows, dtype=dt)
@@ -208,14 +209,21 @@ def l1_sparse_code(
     it = 0
     while it < max_iter and rsel.size:
         it += 1
-        z = qw - Bx + theta / pr
+        tp = theta * ipr
+        z = qw - Bx
+        z += tp
         e_old = e
-        e = np.sign(z) * np.maximum(np.abs(z) - 1 / pr, 0)
-        g = Bwt @ (Bx + e - qw - theta / pr)
-        xw = np.maximum(xw - kw * (g + cw / pv), 0)
+        e = z - np.clip(z, -ipr, ipr)  # soft(z, 1/phi)
+        z = Bx + e
+        z -= qw
+        z -= tp
+        xw = xw - kw * (Bwt @ z)
+        xw -= ckp
+        np.maximum(xw, 0, out=xw)
         Bx = Bw @ xw
-        res = qw - Bx - e
-        theta = theta + gamma * pr * res
+        res = qw - Bx
+        res -= e
+        theta += gpr * res
         if it % check_every and it < max_iter:
             continue
         # convergence check per block: duality gap and residuals
@@ -250,6 +258,7 @@ def l1_sparse_code(
         Bw = B[rsel][:, vsel]
         Bwt = Bw.T.tocsr()
         qw, cw, kw, pr, pv = q[rsel], c[vsel], kappa_var[vsel], phi_row[rsel], phi_var[vsel]
+        ipr, gpr, ckp = 1 / pr, gamma * pr, kw * cw / pv
         dr, dv = doc_of_row[rsel], doc_of_var[vsel]
         xw, theta, e, Bx = xw[vkeep], theta[rkeep], e[rkeep], Bx[rkeep]
 

@@ -46,6 +46,7 @@ DEFAULT_FEATURES: dict[str, object] = {
     "max_terms_per_doc": 20,
     "df_half_life": 20000.0,
     "sublinear_tf": True,
+    "idf_power": 0.0,
     "bigrams": False,
 }
 
@@ -99,7 +100,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         coding_max_iter: int = 2000,
         n_init_iter: int = 5,
         init_dict_iter: int = 20,
-        atom_terms: int | None = 10,
+        atom_terms: int | None = 5,
         flag: str = "top_q",
         threshold: float = 0.95,
         top_q: float = 0.1,

@@ -1,0 +1,347 @@
+"""Speed of the l1 novelty core: sparse coding vs HiGHS and dense ADMM, stream throughput, memory.
+
+Usage::
+
+    python benchmarks/novelty_speed.py [--quick] [--part a|b|c|all]
+
+(a) Algorithm 5 (reduced, screened, batched) vs HiGHS (scipy.optimize.linprog) on identical
+    instances at equal objective (relative 1e-3), and vs the naive dense ADMM.
+(b) Scoring + update throughput on a synthetic tweet stream (k = 100, m about 6,000, windows of
+    1,000) for ONLINE (matrix level and end to end from raw text), scikit-learn's
+    MiniBatchDictionaryLearning (positive code and dictionary, lasso_cd; transform + partial_fit
+    per window), MiniBatchNMF (transform + partial_fit) and the naive dense l1 ADMM (float64,
+    float32; scoring a 200-document slice of each window plus the OIADMM update).
+(c) Peak RSS of the end-to-end Detector after N and 10 N documents (separate subprocesses).
+
+Results: benchmarks/results/novelty_speed.json and novelty_speed.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, l1_sparse_code_dense
+from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.text_features import StreamingTfidf
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+# ---------------------------------------------------------------- synthetic tweet stream
+def tweet_stream(n_docs: int, seed: int = 0, n_words: int = 5500, n_topics: int = 400) -> list[str]:
+    """Seeded tweet-length documents: a drifting set of active topics (12 keywords each), Zipf
+    background words, hashtags, fresh @mentions and t.co links (the vocabulary never stops
+    growing, so the cap and eviction are exercised)."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = np.array(["".join(rng.choice(letters, rng.integers(4, 9))) for _ in range(n_words)])
+    zipf = 1.0 / np.arange(1, n_words + 1) ** 1.1
+    zipf /= zipf.sum()
+    topics = rng.choice(n_words, size=(n_topics, 12))
+    out = []
+    for i in range(n_docs):
+        t = (i // 2000 + rng.integers(0, 20)) % n_topics  # 20 active topics, drifting
+        kw = words[rng.choice(topics[t], rng.integers(4, 7), replace=False)]
+        bg = words[rng.choice(n_words, rng.integers(3, 6), p=zipf)]
+        extra = []
+        if rng.random() < 0.3:
+            extra.append("#" + kw[0])
+        if rng.random() < 0.3:
+            extra.append(f"@user{rng.integers(0, 10**7)}")
+        if rng.random() < 0.2:
+            extra.append(f"https://t.co/{rng.integers(0, 10**9):x}")
+        out.append(" ".join([*kw, *bg, *extra]))
+    return out
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+# ---------------------------------------------------------------- (a) coding vs HiGHS
+def highs(p: np.ndarray, A: np.ndarray, lam: float) -> float:
+    m, k = A.shape
+    As = sp.csr_matrix(A)
+    eye = sp.identity(m, format="csr")
+    A_ub = sp.vstack([sp.hstack([As, -eye]), sp.hstack([-As, -eye])]).tocsr()
+    r = linprog(
+        np.r_[np.full(k, lam), np.ones(m)],
+        A_ub=A_ub,
+        b_ub=np.r_[p, -p],
+        bounds=(0, None),
+        method="highs",
+    )
+    return float(r.fun)
+
+
+def part_a(quick: bool) -> dict:
+    """Identical instances: Reuters (news) and synthetic tweets, dictionary from the detector."""
+    out = {}
+    n_lp = 40 if quick else 200
+    corpora = {"tweets": tweet_stream(3000, seed=1)}
+    path = DATA / "reuters21578.jsonl.gz"
+    if path.exists():
+        with gzip.open(path, "rt") as fh:
+            rows = [json.loads(line) for line in fh]
+        rows = sorted((r for r in rows if r["topics"]), key=lambda r: (r["date"], r["id"]))
+        corpora["reuters"] = [r["title"] + "\n" + r["body"] for r in rows[:3000]]
+    for name, texts in corpora.items():
+        det = Detector(warmup_docs=1000)
+        det.process_window(texts[:1000])
+        det.process_window(texts[1000:2000])
+        P = det.features.partial_fit_transform(texts[2000:])
+        det.model.remap_features(det.features.kept_rows_, det.features.n_new_)
+        A = det.model.components_.astype(np.float64)
+        P_win = sp.csc_matrix(P, dtype=np.float64)  # one window of 1,000 documents
+        P = P_win[:, :n_lp]
+        for lam in (0.05, 0.1, 0.3):
+            t0 = time.perf_counter()
+            ref = np.array([highs(P[:, j].toarray().ravel(), A, lam) for j in range(n_lp)])
+            t_highs = time.perf_counter() - t0
+            res = l1_sparse_code(P_win, A, lam, tol=1e-3)
+            t_win = median_time(
+                lambda W=P_win, A=A, lam=lam: l1_sparse_code(W, A, lam, tol=1e-3), 3
+            )
+            t_ours = median_time(lambda P=P, A=A, lam=lam: l1_sparse_code(P, A, lam, tol=1e-3), 3)
+            res_objective = res.objective[:n_lp]
+            rel = (res_objective - ref) / np.maximum(ref, 1e-12)
+            t_dense, obj_dense = {}, {}
+            for dt in (np.float64, np.float32):
+                sub = P[:, :20]
+                t0 = time.perf_counter()
+                X = l1_sparse_code_dense(sub, A.astype(dt), lam, max_iter=300, tol=1e-6, dtype=dt)
+                t_dense[np.dtype(dt).name] = (time.perf_counter() - t0) / 20
+                o, _ = l1_objective(sub, A, X.T, lam)
+                obj_dense[np.dtype(dt).name] = float(np.max((o - ref[:20]) / ref[:20]))
+            out[f"{name}/lam={lam}"] = {
+                "m": int(A.shape[0]),
+                "k": int(A.shape[1]),
+                "n_docs": n_lp,
+                "highs_ms_per_doc": 1e3 * t_highs / n_lp,
+                "ours_ms_per_doc_in_window_batch": 1e3 * t_win / P_win.shape[1],
+                "ours_ms_per_doc_lp_docs_only": 1e3 * t_ours / n_lp,
+                "speedup_vs_highs": (t_highs / n_lp) / (t_win / P_win.shape[1]),
+                "speedup_vs_highs_lp_docs_only": t_highs / t_ours,
+                "max_rel_objective_gap": float(rel.max()),
+                "min_rel_objective_gap": float(rel.min()),
+                "screened": int(res.n_screened),
+                "dense_admm_ms_per_doc": {k: 1e3 * v for k, v in t_dense.items()},
+                "dense_admm_300it_max_rel_gap": obj_dense,
+                "speedup_vs_dense64": t_dense["float64"] / (t_win / P_win.shape[1]),
+            }
+            print(name, lam, json.dumps(out[f"{name}/lam={lam}"]), flush=True)
+    return out
+
+
+# ---------------------------------------------------------------- (b) throughput
+def part_b(quick: bool) -> dict:
+    from sklearn.decomposition import MiniBatchDictionaryLearning, MiniBatchNMF
+
+    n_win = 4 if quick else 8
+    win = 1000
+    texts = tweet_stream(win * (n_win + 1), seed=2)
+    windows = [texts[i * win : (i + 1) * win] for i in range(n_win + 1)]
+    feats = StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000})
+    for w in windows:
+        feats.partial_fit(w)
+    Xs = [sp.csr_matrix(feats.transform(w).T) for w in windows]  # fixed vocabulary, m = 6000
+    m = Xs[0].shape[1]
+    res: dict[str, dict] = {}
+
+    def run(name: str, setup, step) -> None:
+        model = setup()
+        t = []
+        for X in Xs[1:]:
+            t0 = time.perf_counter()
+            step(model, X)
+            t.append(time.perf_counter() - t0)
+        res[name] = {
+            "docs_per_s": win / float(np.median(t)),
+            "median_window_s": float(np.median(t)),
+        }
+        print(name, res[name], flush=True)
+
+    def ours_setup():
+        return OnlineL1NoveltyDetector(n_components=100).fit(Xs[0])
+
+    def ours_step(est, X):
+        r = est.code(X)
+        est.flag_novel(r.objective)
+        est.partial_fit(X, codes=r.codes, scores=r.objective)
+
+    run("online_l1 (matrices)", ours_setup, ours_step)
+
+    def det_setup():
+        d = Detector(StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000}), warmup_docs=win)
+        d.process_window(windows[0])
+        return d
+
+    model = det_setup()
+    t = []
+    for w in windows[1:]:
+        t0 = time.perf_counter()
+        model.process_window(w)
+        t.append(time.perf_counter() - t0)
+    res["online_l1 Detector (raw text, end to end)"] = {
+        "docs_per_s": win / float(np.median(t)),
+        "median_window_s": float(np.median(t)),
+    }
+
+    def mbdl_setup():
+        mb = MiniBatchDictionaryLearning(
+            n_components=100,
+            alpha=0.1,
+            transform_alpha=0.1,
+            positive_code=True,
+            positive_dict=True,
+            fit_algorithm="cd",
+            transform_algorithm="lasso_cd",
+            batch_size=win,
+            random_state=0,
+        )
+        return mb.partial_fit(Xs[0].toarray())
+
+    def mbdl_step(mb, X):
+        D = X.toarray()
+        mb.transform(D)
+        mb.partial_fit(D)
+
+    run("MiniBatchDictionaryLearning", mbdl_setup, mbdl_step)
+
+    def nmf_setup():
+        return MiniBatchNMF(
+            n_components=100, batch_size=win, random_state=0, max_iter=1
+        ).partial_fit(Xs[0])
+
+    def nmf_step(nmf, X):
+        nmf.transform(X)
+        nmf.partial_fit(X)
+
+    run("MiniBatchNMF", nmf_setup, nmf_step)
+
+    slice_n = 100 if quick else 200
+    for dt in (np.float64, np.float32):
+
+        def dense_setup(dt=dt):
+            return OnlineL1NoveltyDetector(n_components=100, dtype=dt).fit(Xs[0])
+
+        def dense_step(est, X, dt=dt):
+            P = X[:slice_n].T
+            codes = l1_sparse_code_dense(
+                P, est.components_, est.lam, max_iter=300, tol=1e-6, dtype=dt
+            )
+            est.oiadmm_.partial_fit(sp.csc_matrix(P, dtype=dt), sp.csr_matrix(codes))
+
+        model = dense_setup()
+        t = []
+        for X in Xs[1:3]:
+            t0 = time.perf_counter()
+            dense_step(model, X)
+            t.append(time.perf_counter() - t0)
+        res[f"naive dense l1 ADMM {np.dtype(dt).name}"] = {
+            "docs_per_s": slice_n / float(np.median(t)),
+            "median_window_s": float(np.median(t)),
+            "note": f"{slice_n}-document slice per window, 300 iterations",
+        }
+        print(res, flush=True)
+    ref = res["MiniBatchDictionaryLearning"]["docs_per_s"]
+    for v in res.values():
+        v["ratio_vs_MiniBatchDictionaryLearning"] = v["docs_per_s"] / ref
+    return {"m": int(m), "k": 100, "window": win, "windows_timed": n_win, "methods": res}
+
+
+# ---------------------------------------------------------------- (c) memory
+def stream_rss(n_docs: int) -> dict:
+    """Run the end-to-end Detector over ``n_docs`` tweets in windows of 1,000; report RSS."""
+    det = Detector(StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000}), warmup_docs=1000)
+    chunk = 10000
+    for s in range(0, n_docs, chunk):
+        texts = tweet_stream(chunk, seed=100 + s // chunk)
+        for i in range(0, chunk, 1000):
+            det.process_window(texts[i : i + 1000])
+    return {
+        "n_docs": n_docs,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "vocabulary": det.features.n_features_,
+        "atoms": det.model.components_.shape[1],
+    }
+
+
+def part_c(quick: bool) -> dict:
+    base = 10000 if quick else 20000
+    out = {}
+    for n in (base, 10 * base):
+        cmd = [sys.executable, __file__, "--rss", str(n)]
+        out[str(n)] = json.loads(
+            subprocess.run(cmd, capture_output=True, text=True, check=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        print(out[str(n)], flush=True)
+    a, b = out[str(base)]["peak_rss_mb"], out[str(10 * base)]["peak_rss_mb"]
+    out["ratio_10x_over_1x"] = b / a
+    return out
+
+
+def plot(results: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    if "b" in results:
+        meth = results["b"]["methods"]
+        names = list(meth)
+        axes[0].barh(names, [meth[n]["docs_per_s"] for n in names])
+        axes[0].set_xscale("log")
+        axes[0].set_xlabel("documents / s (log)")
+        axes[0].set_title("scoring + update, tweets, k=100, m=6000")
+    if "a" in results:
+        keys = list(results["a"])
+        axes[1].barh(keys, [results["a"][k]["speedup_vs_highs"] for k in keys])
+        axes[1].set_xscale("log")
+        axes[1].set_xlabel("speed-up vs HiGHS at equal objective (log)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "novelty_speed.png", dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--part", default="all", choices=["a", "b", "c", "all"])
+    ap.add_argument("--rss", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rss:
+        print(json.dumps(stream_rss(args.rss)))
+        return
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out_path = RESULTS / "novelty_speed.json"
+    results = json.loads(out_path.read_text()) if out_path.exists() else {}
+    parts = "abc" if args.part == "all" else args.part
+    for p in parts:
+        results[p] = {"a": part_a, "b": part_b, "c": part_c}[p](args.quick)
+    results["machine"] = "2 cores, shared with other jobs; medians of repeated runs"
+    out_path.write_text(json.dumps(results, indent=2))
+    plot(results)
+
+
+if __name__ == "__main__":
+    main()
