@@ -9,6 +9,7 @@ the re-delivery harmless.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -105,12 +106,20 @@ class BatchConsumer:
         on_revoke: Callable[[list[tuple[str, int]]], None] | None = None,
         **overrides: Any,
     ) -> None:
-        self._consumer = Consumer(consumer_config(bootstrap, group_id, **overrides))
+        self.last_error_at = float("-inf")
+        config = consumer_config(bootstrap, group_id, **overrides)
+        config.setdefault("error_cb", self._on_error)
+        self._consumer = Consumer(config)
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._consumer.subscribe(
             list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
         )
+
+    def _on_error(self, err: KafkaError) -> None:
+        """Broker unreachable and similar: remembered so that silence is not taken for idleness."""
+        self.last_error_at = time.monotonic()
+        log.warning("consumer: %s", err)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if not partitions:
@@ -143,7 +152,7 @@ class BatchConsumer:
                 raise KafkaException(err)
             elif err.code() != KafkaError._PARTITION_EOF:
                 # Broker down, transport errors, ...: librdkafka reconnects by itself.
-                log.warning("consumer: %s", err)
+                self._on_error(err)
         return good
 
     def commit(self, messages: Iterable[Message]) -> None:

@@ -39,6 +39,8 @@ from sparsewatch.storage.store import Store, StoreTx
 
 log = logging.getLogger(__name__)
 
+BROKER_GRACE_S = 30.0
+
 
 @dataclass
 class Output:
@@ -212,11 +214,7 @@ class WorkerLoop:
             if produced:
                 touched.add(stream)
                 outputs += produced
-        # A stream is idle only when nothing is left to read for it: while its partition has a
-        # backlog, silence is ours, not the stream's (this keeps replays deterministic).
-        lagging = (
-            {p for (_, p), n in self._consumer.lag().items() if n > 0} if self._consumer else set()
-        )
+        lagging = self._lagging_partitions(now)
         for stream, state in self._states.items():
             idle = state.close_idle(now, self._stream_partition.get(stream) not in lagging)
             if idle:
@@ -224,6 +222,19 @@ class WorkerLoop:
                 outputs += idle
         if outputs or dead or batch:
             self._commit(outputs, touched, dead)
+
+    def _lagging_partitions(self, now: float) -> set[int]:
+        """Partitions whose silence is not their streams' idleness.
+
+        A partition with a backlog left to read, or any partition while the broker was unreachable
+        within the last ``BROKER_GRACE_S``: idle windows close only on the others, which keeps
+        replays, crash recoveries and broker restarts deterministic.
+        """
+        if self._consumer is None:
+            return set()
+        if now - self._consumer.last_error_at < BROKER_GRACE_S:
+            return set(self._partitions)
+        return {p for (_, p), n in self._consumer.lag().items() if n > 0}
 
     def _resume_offsets(self) -> dict[int, int]:
         offsets: dict[int, int] = {}

@@ -2,8 +2,8 @@
 
 1. uses the configured Kafka broker when one answers, else starts the local KRaft broker;
 2. creates fresh topics (``demo-<time>.docs`` / ``.scores`` / ``.dlq``) and a fresh SQLite database;
-3. replays a seeded synthetic tweet stream with stories emerging over time (no network, no licence),
-   plus a few malformed messages that must land in the dead-letter topic;
+3. replays a seeded synthetic tweet stream with stories emerging over time (no network, no licence)
+   with the replay tool, then a few malformed messages that must land in the dead-letter topic;
 4. runs the detector and anomaly workers until the stream is drained;
 5. prints the top alerts and emerging topics from the database and writes a PNG of novelty scores
    over time (novel-flagged documents and the birth of each new story marked).
@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from sparsewatch.config import Config
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka, wait_for_broker
+from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.runner import build_worker, run_loops
 from sparsewatch.storage.store import Store
@@ -109,23 +109,16 @@ def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = Non
             Path(f"{db_path}{suffix}").unlink(missing_ok=True)
         config.database_url = f"sqlite:///{db_path}"
         docs = generate_stream(n_documents, kind="tweet", seed=7)
-        ensure_topics(bootstrap, {config.kafka.topic("docs"): config.kafka.partitions})
+        topic = config.kafka.topic("docs")
+        ensure_topics(bootstrap, {topic: config.kafka.partitions})
+        summary = replay_documents(docs, bootstrap, topic)
+        if summary.produced != len(docs):
+            raise SparsewatchError(f"only {summary.produced} of {len(docs)} documents produced")
         producer = make_producer(bootstrap)
-        for i, doc in enumerate(docs):
-            producer.produce(
-                config.kafka.topic("docs"),
-                key=doc["stream"].encode(),
-                value=json.dumps(doc).encode(),
-            )
-            if i % 997 == 0:
-                producer.produce(
-                    config.kafka.topic("docs"),
-                    key=doc["stream"].encode(),
-                    value=MALFORMED[(i // 997) % len(MALFORMED)],
-                )
-            producer.poll(0)
+        for i, bad in enumerate(MALFORMED):  # poison messages: they must end in the DLQ
+            producer.produce(topic, key=docs[i]["stream"].encode(), value=bad)
         producer.flush(60)
-        n_malformed = len(range(0, len(docs), 997))
+        n_malformed = len(MALFORMED)
         store = Store.open(config.database_url)
         idle = config.windows.idle_timeout_s + 5.0
         roles = ["detector", "anomaly"] if config.anomaly.enabled else ["detector"]
