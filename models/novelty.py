@@ -13,17 +13,39 @@ scoring, flagging and the update for one closed window of raw texts, with no I/O
 
 Default representation and settings (why)
 -----------------------------------------
-See the ``Detector`` defaults and :data:`DEFAULT_FEATURES`. The screening rule of DESIGN.md says an
-atom helps a document only when more than ``(||a_j||_1 + lambda) / 2`` of its mass lies on the
-document's terms. Long news stories spread their TF-IDF mass over hundreds of terms, so broad atoms
-never pass and every score is 1. The levers used here, measured on Reuters-21578 (1,000-story
-warm-up by date, the next 1,000 scored, novel = none of its topics seen before; numbers in
-``benchmarks/novelty_speed.md``):
+The screening rule of DESIGN.md says an atom can help a document only when more than
+``(||a_j||_1 + lambda) / 2`` of the atom's mass lies on the document's terms. Broad atoms (whole
+documents, topic distributions) never pass, so most scores sit at exactly 1 (ties) and AUC falls
+towards 0.5. The defaults pull the three levers that change this, keeping Algorithms 2, 3, 5 and 6
+at the core:
 
-* salient-term truncation of documents (``max_terms_per_doc``) so a story is its few key terms;
-* atoms seeded from warm-up exemplar documents truncated to their salient terms, then refined by
-  l1 alternating minimisation (median-like atoms of few shared keywords);
-* a small ``lambda`` so partial explanations are rewarded.
+* documents are their ``max_terms_per_doc = 20`` salient terms (salient-term truncation);
+* plain sublinear term frequency (``idf_power = 0``): IDF puts a news story's mass on its rarest
+  words (names, numbers spelled out), which no atom learned from other stories shares; with tf the
+  mass sits on the topic's recurring keywords, which atoms do share;
+* atoms seeded from warm-up exemplar documents truncated to their ``atom_terms = 5`` heaviest
+  terms, then l1 alternating minimisation (``n_init_iter = 5`` rounds of Algorithm 5 + 20 steps of
+  Algorithm 6) which turns them into median-like keyword sets;
+* ``k = 100`` atoms, ``lambda = 0.1``.
+
+Reuters-21578 sanity check (topic-labelled stories by date; warm-up on the first ``W``; score the
+next 1,000 after one Detector window; novel = none of its topics in the warm-up; ROC AUC, with
+exact nearest-neighbour first-story detection on standard TF-IDF in the same script):
+
+==================================  ==============  ==============  ===============
+variant                             W=1000 (7 pos)  W=500 (9 pos)   W=300 (25 pos)
+==================================  ==============  ==============  ===============
+defaults (this module)              0.725           0.777           0.741
+seed literal (TF-IDF, k=200, full)  0.627           0.653           0.721
+defaults but IDF weighting          0.627           0.680           0.672
+defaults, exemplar atoms, no AM     0.732           0.815           0.755
+nearest neighbour (cosine)          0.629           0.833           0.754
+==================================  ==============  ==============  ===============
+
+Share of scores >= 0.99: 9-17 % with the defaults against 63-76 % for the literal recipe. The
+positives are few, so these AUCs are noisy; the full protocol lives in ``replay/``.
+``flag="top_q"`` flags every document scoring at or above the ``ceil(q n)``-th largest score
+(ties at the cut are all flagged).
 """
 
 from __future__ import annotations
