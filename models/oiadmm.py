@@ -96,7 +96,8 @@ class OIADMM(BaseEstimator):
     Attributes
     ----------
     components_ : (m, k) dense dictionary ``A``; dual_ : (m, n_last) sparse CSC dual ``Delta``;
-    n_steps_ : steps taken; violation_ : ``||P_t - A_{t+1} X_t - E_{t+1}||_F`` of each step.
+    n_steps_ : steps taken; violation_ : ``||P_t - A_{t+1} X_t - E_{t+1}||_F`` of the last
+    1,000 steps.
     """
 
     def __init__(self, beta: float = 5.0, tau: float | None = None, dtype: type = np.float32):
@@ -140,6 +141,7 @@ class OIADMM(BaseEstimator):
         tau = self.tau if self.tau is not None else 1.0 / (2.0 * psi)
         self.components_, self.dual_, viol = _oiadmm_step(P, X, self.components_, D, self.beta, tau)
         self.violation_.append(viol)
+        del self.violation_[:-1000]  # a diagnostic: keep the last 1,000 steps (flat memory)
         self.n_steps_ += 1
         return self
 
