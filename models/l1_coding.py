@@ -91,7 +91,7 @@ def l1_sparse_code(
     phi: float = 5.0,
     gamma: float = 1.89,
     phi_scale: bool = True,
-    max_iter: int = 3000,
+    max_iter: int = 30000,
     tol: float = 1e-4,
     tol_residual: float = 1e-7,
     check_every: int = 10,

@@ -119,7 +119,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         phi: float = 5.0,
         gamma: float = 1.89,
         coding_tol: float = 1e-3,
-        coding_max_iter: int = 2000,
+        coding_max_iter: int = 5000,
         n_init_iter: int = 5,
         init_dict_iter: int = 20,
         atom_terms: int | None = 5,
