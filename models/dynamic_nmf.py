@@ -289,9 +289,11 @@ class DynamicNMF(BaseEstimator):
         k_em = min(self.n_emerging, X_new.shape[0])
         if k_em == 0:
             return np.zeros((0, H.shape[1]))
-        R = np.maximum(X_new.toarray() - W_new @ H, 0.0)
-        worst = np.argsort(-np.einsum("ij,ij->i", R, R), kind="stable")[:k_em]
-        Hem = R[worst]
+        XH = np.asarray(X_new @ H.T)
+        sq = np.asarray(X_new.multiply(X_new).sum(axis=1)).ravel()
+        residual = sq - 2.0 * np.sum(W_new * XH, axis=1) + np.sum((W_new @ (H @ H.T)) * W_new, 1)
+        worst = np.argsort(-residual, kind="stable")[:k_em]
+        Hem = np.maximum(X_new[worst].toarray() - W_new[worst] @ H, 0.0)
         empty = Hem.sum(axis=1) <= 0
         Hem[empty] = 1.0
         return Hem / Hem.sum(axis=1, keepdims=True)
