@@ -12,7 +12,8 @@ The detector publishes one message per document of every processed window (see
 
 A document's representation is a fixed-length summary of its detector output, stable while the
 dictionary grows: novelty score, reconstruction error, code l1 mass, number of active atoms,
-largest code weight, and log document length.
+largest code weight, and log document length, standardised with the reference set's mean and
+standard deviation (features constant over the reference set are left out).
 """
 
 from __future__ import annotations
@@ -80,11 +81,11 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
     return doc
 
 
-def build_model(config: AnomalyConfig) -> DLOCSVM:
-    """The configured DL-OCSVM."""
+def build_model(config: AnomalyConfig, sparsity: int) -> DLOCSVM:
+    """The configured DL-OCSVM (OMP sparsity capped by the number of usable features)."""
     return DLOCSVM(
         n_components=config.n_atoms,
-        n_nonzero_coefs=config.sparsity,
+        n_nonzero_coefs=sparsity,
         contamination=config.contamination,
         random_state=0,
     )
@@ -100,15 +101,20 @@ class AnomalyStreamState:
         self.reference = np.zeros((0, N_FEATURES))
         self.last_seq = -1
         self.since_fit = 0
+        self.center = np.zeros(N_FEATURES)
+        self.scale = np.zeros(N_FEATURES)
         self._pending: dict[int, dict[int, tuple[ScoredDocument, int, int]]] = {}
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
             self.last_seq = int(st["last_seq"])
             self.since_fit = int(st["since_fit"])
+            self.center = np.asarray(st["center"], dtype=float)
+            self.scale = np.asarray(st["scale"], dtype=float)
             model_state = {k[6:]: v for k, v in st.items() if k.startswith("model.")}
             if model_state:
-                self.model = build_model(self.config).set_state(model_state)
+                sparsity = min(self.config.sparsity, int((self.scale > 0).sum()))
+                self.model = build_model(self.config, sparsity).set_state(model_state)
 
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
         if item.window_seq <= self.last_seq:
@@ -128,24 +134,41 @@ class AnomalyStreamState:
         return outputs
 
     def _fit(self) -> None:
-        self.model = build_model(self.config).fit(self.reference)
+        """Fit on the standardised reference set; constant features are left out (DL-OCSVM
+        refuses them), and with no varying feature there is no model yet."""
+        center = self.reference.mean(axis=0)
+        scale = self.reference.std(axis=0)
+        scale[scale < 1e-9] = 0.0
         self.since_fit = 0
+        if not scale.any():
+            self.model = None
+            return
+        self.center, self.scale = center, scale
+        sparsity = min(self.config.sparsity, int((scale > 0).sum()))
+        self.model = build_model(self.config, sparsity).fit(self._standardise(self.reference))
+
+    def _standardise(self, X: np.ndarray) -> np.ndarray:
+        keep = self.scale > 0
+        return (X[:, keep] - self.center[keep]) / self.scale[keep]
 
     def _process(self, seq: int, docs: list[ScoredDocument]) -> Output:
         t0 = time.perf_counter()
         X = np.array([d.features for d in docs], dtype=float)
         self.last_seq = seq
         self.reference = np.vstack([self.reference, X])[-self.config.reference_documents :]
+        due = (
+            len(self.reference) >= self.config.reference_documents
+            if self.model is None
+            else self.since_fit >= self.config.refit_every_windows
+        )
+        if due:
+            self._fit()
         if self.model is None:
-            if len(self.reference) < self.config.reference_documents:
-                return Output(lambda tx: None, n_documents=len(docs))
-            self._fit()
-        elif self.since_fit >= self.config.refit_every_windows:
-            self._fit()
+            return Output(lambda tx: None, n_documents=len(docs))
         self.since_fit += 1
-        assert self.model is not None
-        scores = self.model.decision_function(X)
-        flags = self.model.predict(X).astype(bool)
+        Z = self._standardise(X)
+        scores = self.model.decision_function(Z)
+        flags = self.model.predict(Z).astype(bool)
         rows = [
             {"stream": d.stream, "doc_id": d.doc_id, "anomaly_score": float(s), "anomaly": bool(f)}
             for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
@@ -188,6 +211,8 @@ class AnomalyStreamState:
             "reference": self.reference,
             "last_seq": np.int64(self.last_seq),
             "since_fit": np.int64(self.since_fit),
+            "center": self.center,
+            "scale": self.scale,
         }
         if self.model is not None:
             state.update({f"model.{k}": v for k, v in self.model.get_state().items()})

@@ -134,7 +134,7 @@ class WorkerLoop:
             signal.signal(sig, lambda *_: self.stop())
 
     def run(self, until_idle_s: float | None = None) -> None:
-        """Process until :meth:`stop`, or until no input came for ``until_idle_s`` seconds."""
+        """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``."""
         self._consumer = BatchConsumer(
             self.bootstrap,
             self.group_id,
@@ -142,15 +142,16 @@ class WorkerLoop:
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
         )
-        last_message = time.monotonic()
+        quiet_since = time.monotonic()
         try:
             while not self._stop.is_set():
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=0.5)
                 now = time.monotonic()
-                if batch:
-                    last_message = now
+                # "Idle" means drained: nothing read, nothing left to read, the broker reachable.
+                if batch or self._lagging_partitions(now) or not self._partitions:
+                    quiet_since = now
                 self._process(batch, now)
-                if until_idle_s is not None and now - last_message > until_idle_s:
+                if until_idle_s is not None and now - quiet_since > until_idle_s:
                     break
         finally:
             self._consumer.close()
