@@ -172,3 +172,25 @@ def test_horizon_schedule_restarts() -> None:
     assert thetas[4] == pytest.approx(0.1)
     assert thetas[3] == pytest.approx(0.1 * np.cos(3 * np.pi / 8))
     assert all(x > 0 for x in thetas)
+
+
+@pytest.mark.parametrize(
+    ("loss", "alpha_W"), [("frobenius", 0.0), ("frobenius", 0.7), ("itakura-saito", 0.0)]
+)
+def test_algorithm_2_gradient_matches_finite_differences(loss: str, alpha_W: float) -> None:
+    """``f_t`` and its gradient (Frobenius + Tikhonov; majorised IS, preconditioned by W^2)."""
+    X, _ = _planted(9, m=15, r=3, n=60)
+    model = WORNMF(3, batch_size=30, beta_loss=loss, alpha_W=alpha_W, random_state=0)
+    model.partial_fit(X + 0.1)
+    rng = np.random.default_rng(0)
+    W = model.components_.T + 0.01 * rng.random((15, 3))
+    grad, value = model._grad_obj(W, 60)
+    if loss == "itakura-saito":
+        grad = grad / W**2
+    E = rng.standard_normal(W.shape)
+    step = 1e-6
+    numeric = (model._grad_obj(W + step * E, 60)[1] - model._grad_obj(W - step * E, 60)[1]) / (
+        2 * step
+    )
+    assert numeric == pytest.approx(float(np.sum(grad * E)), rel=1e-5, abs=1e-9)
+    assert np.isfinite(value)
