@@ -332,7 +332,7 @@ def part_s(quick: bool) -> dict:
         vec = TfidfVectorizer(sublinear_tf=True, stop_words="english").fit(texts[:W])
         Xa = vec.transform(texts[: W + 1000])
         S = (Xa[W:] @ Xa.T).toarray()
-        S[np.arange(1000)[:, None] >= np.arange(W + 1000)[None, :] - W] = 0  # earlier only
+        S[np.arange(W + 1000)[None, :] >= W + np.arange(1000)[:, None]] = 0  # earlier only
         out[f"W={W}"] = {
             "n_novel": int(y.sum()),
             "nearest_neighbour_auc": float(roc_auc_score(y, 1 - S.max(axis=1))),

@@ -112,7 +112,8 @@ def l1_sparse_code(
         rescaled to unit entries); the optimum is unchanged, only the speed.
     max_iter : iteration cap; tol : relative duality-gap tolerance;
     tol_residual : primal/dual residual tolerance (scaled by ``||q_d||_1``).
-    check_every : iterations between convergence checks (and removal of converged blocks).
+    check_every : iterations between convergence checks (and removal of converged blocks); the
+        interval doubles (up to 20x) while a check finds nothing new.
     x0 : optional (n, k) warm start.
     dtype : float32 or float64 for the iterations (default: ``A``'s float type).
     """
@@ -207,24 +208,23 @@ def l1_sparse_code(
     Bx = Bw @ xw
     e = np.zeros(n_rows, dtype=dt)
     it = 0
+    next_check, step = check_every, check_every
     while it < max_iter and rsel.size:
         it += 1
         tp = theta * ipr
         z = qw - Bx
         z += tp
+        cz = np.clip(z, -ipr, ipr)
         e_old = e
-        e = z - np.clip(z, -ipr, ipr)  # soft(z, 1/phi)
-        z = Bx + e
-        z -= qw
-        z -= tp
-        xw = xw - kw * (Bwt @ z)
+        e = z - cz  # soft(z, 1/phi); and B x + e - q - theta/phi = -cz
+        xw = xw + kw * (Bwt @ cz)
         xw -= ckp
         np.maximum(xw, 0, out=xw)
         Bx = Bw @ xw
         res = qw - Bx
         res -= e
         theta += gpr * res
-        if it % check_every and it < max_iter:
+        if it < next_check and it < max_iter:
             continue
         # convergence check per block: duality gap and residuals
         fit = np.abs(qw - Bx)
@@ -249,6 +249,9 @@ def l1_sparse_code(
         x[vsel] = xw
         objective[docs_here] = const[docs_here] + f_blk[docs_here]
         gap[docs_here] = g_blk[docs_here]
+        # checks cost more than iterations once few blocks are left: back off while none converge
+        step = check_every if ok_docs.size else min(2 * step, 20 * check_every)
+        next_check = it + step
         if ok_docs.size == 0:
             continue
         converged[ok_docs] = True
@@ -256,7 +259,11 @@ def l1_sparse_code(
         vkeep = ~converged[dv]
         rsel, vsel = rsel[rkeep], vsel[vkeep]
         Bw = B[rsel][:, vsel]
-        Bwt = Bw.T.tocsr()
+        if rsel.size * vsel.size <= 1 << 16:  # few blocks left: dense is cheaper per iteration
+            Bw = Bw.toarray()
+            Bwt = np.ascontiguousarray(Bw.T)
+        else:
+            Bwt = Bw.T.tocsr()
         qw, cw, kw, pr, pv = q[rsel], c[vsel], kappa_var[vsel], phi_row[rsel], phi_var[vsel]
         ipr, gpr, ckp = 1 / pr, gamma * pr, kw * cw / pv
         dr, dv = doc_of_row[rsel], doc_of_var[vsel]
