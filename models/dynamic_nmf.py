@@ -144,10 +144,15 @@ class DynamicNMF(BaseEstimator):
     ) -> DynamicNMF:
         """Process one time point: its documents ``X`` (documents x terms).
 
+        Until a first non-empty time point arrives nothing is learned (empty outputs).
+
         Sets ``labels_`` (dominant topic id of every row of ``X``) and ``events_`` (the emerging
         topics of this time point). ``vocabulary[j]`` names column ``j`` in the events.
         """
         X = sp.csr_matrix(X, dtype=np.float64)
+        if not hasattr(self, "components_") and X.shape[0] == 0:
+            self.labels_, self.events_ = np.zeros(0, dtype=np.int64), []
+            return self
         if not hasattr(self, "components_"):
             self._first_time_point(X)
         else:
@@ -238,7 +243,8 @@ class DynamicNMF(BaseEstimator):
     # ------------------------------------------------------------------ time points
     def _first_time_point(self, X: sp.csr_matrix) -> None:
         k = self.n_initial_topics
-        nmf = NMF(k, init="nndsvda", max_iter=200, random_state=self.random_state)
+        init = "nndsvda" if k <= min(X.shape) else "random"
+        nmf = NMF(k, init=init, max_iter=200, random_state=self.random_state)
         with warnings.catch_warnings():  # only a warm start: the cyclic updates below refine it
             warnings.simplefilter("ignore", ConvergenceWarning)
             W = nmf.fit_transform(X)

@@ -443,7 +443,9 @@ class MORNMF(ORNMF):
     count); ``A_t``/``B_t`` are the sums over the ring, so memory is
     ``buffer_size * (r^2 + n_features * r)`` numbers and time per step is constant, whatever the
     length of the stream. ``batch_size=None`` (default) makes each ``partial_fit`` call (one
-    window of the pipeline) one step and one buffer slot.
+    window of the pipeline) one step and one buffer slot. Default horizon for an unbounded
+    stream: ``T = 200`` steps with warm restarts of ``theta_t`` (module docstring: the paper's
+    schedule would reach 0 at ``t = T + 1`` and freeze the bases).
     """
 
     def __init__(

@@ -185,3 +185,21 @@ def test_vocabulary_grows_and_shrinks() -> None:
     model.partial_fit(X)
     assert model.labels_.shape == (X.shape[0],)
     assert np.isfinite(symmetric_kl(model.components_, model.components_)).all()
+
+
+def test_empty_and_tiny_time_points() -> None:
+    rng = np.random.default_rng(8)
+    model = _model(n_initial_topics=5)
+    model.partial_fit(sp.csr_matrix((0, 40)))
+    assert model.labels_.shape == (0,)
+    assert model.events_ == []
+    assert not hasattr(model, "components_")
+    model.partial_fit(sp.csr_matrix(rng.random((3, 40))))
+    assert model.components_.shape == (5, 40)
+    model.partial_fit(sp.csr_matrix((0, 40)))
+    assert model.topic_ids_.size == 5
+    assert model.events_ == []
+    model.partial_fit(sp.csr_matrix(rng.random((4, 40))))
+    assert model.topic_ids_.size == 6
+    assert len(model.events_) == 1
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
