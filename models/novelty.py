@@ -35,15 +35,17 @@ exact nearest-neighbour first-story detection on standard TF-IDF in the same scr
 ==================================  ==============  ==============  ===============
 variant                             W=1000 (7 pos)  W=500 (9 pos)   W=300 (25 pos)
 ==================================  ==============  ==============  ===============
-defaults (this module)              0.725           0.777           0.741
-seed literal (TF-IDF, k=200, full)  0.627           0.653           0.721
-defaults but IDF weighting          0.627           0.680           0.672
+defaults (this module)              0.724           0.775           0.726
+seed literal (TF-IDF, k=200, full)  0.625           0.653           0.719
+defaults but IDF weighting          0.627           0.678           0.672
 defaults, exemplar atoms, no AM     0.732           0.815           0.755
-nearest neighbour (cosine)          0.629           0.833           0.754
+nearest neighbour (cosine, TF-IDF)  0.629           0.833           0.754
 ==================================  ==============  ==============  ===============
 
-Share of scores >= 0.99: 9-17 % with the defaults against 63-76 % for the literal recipe. The
-positives are few, so these AUCs are noisy; the full protocol lives in ``replay/``.
+Share of scores >= 0.99: 10-17 % with the defaults against 64-76 % for the literal recipe
+(``python benchmarks/novelty_speed.py --part s``). The positives are few, so these AUCs are
+noisy; the full protocol lives in ``replay/``. The defaults beat nearest neighbour at W=1000 but
+not at W=500 or W=300: the levers above are necessary, not yet sufficient.
 ``flag="top_q"`` flags every document scoring at or above the ``ceil(q n)``-th largest score
 (ties at the cut are all flagged).
 """
