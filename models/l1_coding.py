@@ -54,6 +54,9 @@ class L1CodingResult:
     converged : ndarray (n,) of bool.
     n_iter : int, ADMM iterations run (0 when every document was screened).
     n_screened : int, documents settled by the screening rule (``x = 0`` exactly).
+    screening_margin : ndarray (n,), ``max(0, min_j (||a_j||_1 + lambda - 2 m_j))``: how far a
+        screened document is from using any atom (the reduced cost certifying ``x = 0``); 0 for
+        documents that use an atom or have no terms. A free tie-break among scores of exactly 1.
     """
 
     codes: sp.csr_matrix
@@ -63,6 +66,7 @@ class L1CodingResult:
     converged: np.ndarray
     n_iter: int
     n_screened: int
+    screening_margin: np.ndarray | None = None
 
 
 def l1_objective(
@@ -137,21 +141,31 @@ def l1_sparse_code(
     objective = pnorm.copy()
     gap = np.zeros(n)
     converged = np.ones(n, dtype=bool)
-    empty = L1CodingResult(
-        sp.csr_matrix((n, k), dtype=dt), objective, pnorm.copy(), gap, converged, 0, n
-    )
     if n == 0 or k == 0 or Pc.nnz == 0:
-        return empty
+        return L1CodingResult(
+            sp.csr_matrix((n, k), dtype=dt),
+            objective,
+            pnorm.copy(),
+            gap,
+            converged,
+            0,
+            n,
+            np.zeros(n),
+        )
 
     # --- screening: atom j may be used for document d only if 2 m_dj > ||a_j||_1 + lam --------
     colnorm = A.sum(axis=0, dtype=np.float64)
     Pb = sp.csc_matrix((np.ones(Pc.nnz, dtype=dt), Pc.indices, Pc.indptr), shape=(m, n))
     mass = np.asarray(Pb.T @ A, dtype=np.float64)  # (n, k)
-    active = sp.csr_matrix(2.0 * mass > colnorm + lam)
+    reduced_cost = colnorm + lam - 2.0 * mass
+    margin = np.where(pnorm > 0, np.maximum(reduced_cost.min(axis=1), 0.0), 0.0)
+    active = sp.csr_matrix(reduced_cost < 0)
     active.sort_indices()
     n_act = np.diff(active.indptr)
     if n_act.sum() == 0:
-        return empty
+        return L1CodingResult(
+            sp.csr_matrix((n, k), dtype=dt), objective, pnorm.copy(), gap, converged, 0, n, margin
+        )
 
     # --- build the block-diagonal system: entries (row = nnz position of P, var = active pair) --
     doc_of_nnz = np.repeat(np.arange(n), np.diff(Pc.indptr))
@@ -279,7 +293,9 @@ def l1_sparse_code(
     objective = rec + lam * lx
     codes = sp.csr_matrix((x, var_atom, active.indptr), shape=(n, k), dtype=dt)
     codes.eliminate_zeros()
-    return L1CodingResult(codes, objective, rec, gap, converged, it, int(n - solve_docs.size))
+    return L1CodingResult(
+        codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin
+    )
 
 
 def l1_sparse_code_dense(

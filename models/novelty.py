@@ -104,6 +104,10 @@ class OnlineL1NoveltyDetector(BaseEstimator):
     grow_threshold : a document scoring above it is "poorly represented"; when more than
         ``grow_fraction`` of a window is, up to ``grow_size`` new atoms are seeded from the worst
         documents (never beyond ``max_components``). ``None`` disables growth.
+    score_margin : add the screening margin (:class:`L1CodingResult`) to the score: documents no
+        atom can explain then rank by how far they are from any atom instead of tying at 1.
+        Off by default (it helped short synthetic tweets, not Reuters news; see
+        ``benchmarks/novelty_quality.md``).
     dtype : float type of the dictionary and the iterations; random_state : seeding of atoms.
 
     Attributes
@@ -132,6 +136,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         grow_fraction: float = 0.5,
         grow_size: int = 10,
         max_components: int = 300,
+        score_margin: bool = False,
         dtype: type = np.float32,
         random_state: int | None = 0,
     ) -> None:
@@ -153,6 +158,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         self.grow_fraction = grow_fraction
         self.grow_size = grow_size
         self.max_components = max_components
+        self.score_margin = score_margin
         self.dtype = dtype
         self.random_state = random_state
 
@@ -222,7 +228,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         P = self._docs_as_columns(X)
         if codes is None or scores is None:
             res = self._code(P, self.components_)
-            codes, scores = res.codes, res.objective
+            codes, scores = res.codes, self.novelty_scores(res)
         self.oiadmm_.partial_fit(P, sp.csr_matrix(codes).T)
         self._maybe_grow(P, np.asarray(scores))
         return self
@@ -253,7 +259,13 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Novelty scores (Eq. (3) optimal values): HIGHER means MORE novel."""
-        return self.code(X).objective
+        return self.novelty_scores(self.code(X))
+
+    def novelty_scores(self, res: L1CodingResult) -> np.ndarray:
+        """Eq. (3) optimum, plus the screening margin when ``score_margin`` is set."""
+        if self.score_margin:
+            return res.objective + res.screening_margin
+        return res.objective
 
     def flag_novel(self, scores: np.ndarray) -> tuple[np.ndarray, float]:
         """Novel flags and the threshold used (``threshold`` mode or top-``q`` of the window)."""
@@ -349,7 +361,7 @@ class Detector:
         else:
             P, oov = self.features.transform(texts, return_oov=True)
         res = self.model.code(P.T)
-        scores = res.objective + oov
+        scores = self.model.novelty_scores(res) + oov
         return WindowResult(
             scores=scores,
             reconstruction_errors=res.reconstruction_error + oov,

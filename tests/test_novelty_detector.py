@@ -166,3 +166,16 @@ def test_estimator_api() -> None:
     assert est.n_features_in_ == X.shape[1] + 4
     with pytest.raises(ValueError):
         OnlineL1NoveltyDetector(flag="bogus").flag_novel(np.ones(3))
+
+
+def test_score_margin_breaks_ties_only_where_no_atom_is_used() -> None:
+    rng = np.random.default_rng(8)
+    f = StreamingTfidf(idf_power=0.0)
+    texts = mix(rng, range(3), 40)
+    X = f.partial_fit(texts).transform(texts).T
+    est = OnlineL1NoveltyDetector(n_components=15, atom_terms=5, score_margin=True).fit(X)
+    res = est.code(X)
+    s = est.score_samples(X)
+    used = np.diff(res.codes.indptr) > 0
+    np.testing.assert_array_equal(s[used], res.objective[used])
+    assert np.all(s[~used] >= res.objective[~used])

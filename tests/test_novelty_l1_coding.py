@@ -133,3 +133,15 @@ def test_objective_matches_lp_on_reuters_tfidf(reuters_instances, lam: float) ->
         assert np.all(res.objective <= ref * (1 + 1e-3) + 1e-12)
         assert np.all(res.objective >= ref * (1 - 1e-9) - 1e-12)
     assert used > 0 or lam > 0.1  # not a trivial, all-screened instance
+
+
+def test_screening_margin_is_the_reduced_cost_at_zero() -> None:
+    P, A = random_instance(5, n=30)
+    lam = 0.3
+    res = l1_sparse_code(P, A, lam)
+    support = (P.toarray() != 0).astype(float)
+    reduced = A.sum(axis=0) + lam - 2 * support.T @ A  # (n, k)
+    np.testing.assert_allclose(res.screening_margin, np.maximum(reduced.min(axis=1), 0), atol=1e-12)
+    screened = res.screening_margin > 0
+    assert screened.any() and (~screened).any()
+    assert np.all(np.diff(res.codes.indptr)[screened] == 0)
