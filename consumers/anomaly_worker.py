@@ -87,6 +87,9 @@ def build_model(config: AnomalyConfig, sparsity: int) -> DLOCSVM:
         n_components=config.n_atoms,
         n_nonzero_coefs=sparsity,
         contamination=config.contamination,
+        # Standardised features: libsvm's default tolerance is on the right scale; the model's
+        # data-scaled default made libsvm crawl on the many identical rows (unexplained docs).
+        ocsvm_tol=1e-3,
         random_state=0,
     )
 
