@@ -108,6 +108,8 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         atom can explain then rank by how far they are from any atom instead of tying at 1.
         Off by default (it helped short synthetic tweets, not Reuters news; see
         ``benchmarks/novelty_quality.md``).
+    update_steps : OIADMM steps per window on that window's fixed codes (1 = Algorithm 3 as
+        published; more moves the dictionary further per window at proportional cost).
     dtype : float type of the dictionary and the iterations; random_state : seeding of atoms.
 
     Attributes
@@ -137,6 +139,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         grow_size: int = 10,
         max_components: int = 300,
         score_margin: bool = False,
+        update_steps: int = 1,
         dtype: type = np.float32,
         random_state: int | None = 0,
     ) -> None:
@@ -159,6 +162,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         self.grow_size = grow_size
         self.max_components = max_components
         self.score_margin = score_margin
+        self.update_steps = update_steps
         self.dtype = dtype
         self.random_state = random_state
 
@@ -229,7 +233,9 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         if codes is None or scores is None:
             res = self._code(P, self.components_)
             codes, scores = res.codes, self.novelty_scores(res)
-        self.oiadmm_.partial_fit(P, sp.csr_matrix(codes).T)
+        Xt = sp.csr_matrix(codes).T
+        for _ in range(self.update_steps):
+            self.oiadmm_.partial_fit(P, Xt)
         self._maybe_grow(P, np.asarray(scores))
         return self
 

@@ -179,3 +179,16 @@ def test_score_margin_breaks_ties_only_where_no_atom_is_used() -> None:
     used = np.diff(res.codes.indptr) > 0
     np.testing.assert_array_equal(s[used], res.objective[used])
     assert np.all(s[~used] >= res.objective[~used])
+
+
+def test_update_steps_per_window() -> None:
+    rng = np.random.default_rng(9)
+    f = StreamingTfidf(idf_power=0.0)
+    texts = mix(rng, range(3), 30)
+    X = f.partial_fit(texts).transform(texts).T
+    one = OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X)
+    three = clone(one).set_params(update_steps=3).fit(X)
+    one.partial_fit(X)
+    three.partial_fit(X)
+    assert one.oiadmm_.n_steps_ == 1 and three.oiadmm_.n_steps_ == 3
+    assert not np.array_equal(one.components_, three.components_)
