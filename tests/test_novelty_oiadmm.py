@@ -75,7 +75,8 @@ def test_violation_average_shrinks_and_objective_decreases_on_stationary_stream(
     assert avg[9] < 0.7 * avg[0] and avg[39] < 0.5 * avg[9]
     assert v[-1] < 0.1 * v[0]
     assert np.mean(objective[-5:]) < np.mean(objective[:5]) - 0.05
-    assert np.all(np.diff(objective[10:]) <= 1e-3)
+    assert np.mean(objective[-10:]) < np.mean(objective[10:20])  # still improving late
+    assert np.max(np.diff(objective)) <= 0.01 * objective[0]  # no jumps up
 
 
 def test_dual_follows_window_sizes_and_vocabulary() -> None:
