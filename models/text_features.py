@@ -117,7 +117,8 @@ class StreamingTfidf(BaseEstimator):
     vocabulary_ : dict term -> row; terms_ : ndarray of str (row order); df_ : decayed document
     frequency per row; last_seen_ : document counter when each term was last seen; n_docs_ : total
     documents seen; n_eff_ : decayed document count; kept_rows_, n_new_ : the row map of the last
-    :meth:`partial_fit` (apply it to model state with :func:`remap_rows`).
+    :meth:`partial_fit` (apply it to model state with :func:`remap_rows`); evicted_rows_ : the
+    rows (of the previous vocabulary) that it removed.
     """
 
     def __init__(
@@ -173,6 +174,7 @@ class StreamingTfidf(BaseEstimator):
         self.n_docs_ = 0
         self.n_eff_ = 0.0
         self.kept_rows_ = np.zeros(0, dtype=np.int64)
+        self.evicted_rows_ = np.zeros(0, dtype=np.int64)
         self.n_new_ = 0
 
     # ------------------------------------------------------------------ learning
@@ -218,6 +220,7 @@ class StreamingTfidf(BaseEstimator):
         self.n_docs_ += n
         self.n_eff_ = self.n_eff_ * decay + n
         self.kept_rows_ = kept_old
+        self.evicted_rows_ = np.setdiff1d(np.arange(m_old), kept_old)
         self.n_new_ = int(kept_new.size)
         return self
 

@@ -77,7 +77,8 @@ def test_eviction_prefers_rare_and_stale_terms() -> None:
     f.partial_fit(["common rare1", "common otherw", "common otherw"])
     f.partial_fit(["fresh1 fresh2 common"])
     assert "rare1" not in f.vocabulary_ and "common" in f.vocabulary_ and "otherw" in f.vocabulary_
-    assert f.kept_rows_.tolist() == [0, 2]  # old rows 'common' and 'other' kept, in order
+    assert f.kept_rows_.tolist() == [0, 2]  # old rows 'common' and 'otherw' kept, in order
+    assert f.evicted_rows_.tolist() == [1]  # 'rare1'
     assert f.n_new_ == 2
 
 
