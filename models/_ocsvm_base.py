@@ -10,6 +10,8 @@ Unsupervised Anomaly Detection". This module holds what the four models share:
 * the row shrinkage of Theorem 1 (proximal map of ``beta ||.||_2``: uniform support, l2,1 penalty);
 * the linear one-class SVM on the representations, fitted by scikit-learn and stored as support
   vectors, dual coefficients and intercept so that it can be checkpointed and scored without pickle;
+* the optional signal normalisation (``normalize``: ``None``, ``"l2"`` or ``"lift"``, see
+  :func:`fit_normalizer`), fitted on the training rows only and stored in the checkpoint;
 * the PyOD-style base class (``decision_function`` higher = more anomalous, ``predict`` 1 = outlier,
   ``decision_scores_``, ``labels_``, ``threshold_``) and ``get_state``/``set_state``.
 
@@ -84,6 +86,47 @@ def _as_matrix(X: object) -> FloatArray:
             f"X contains NaN or infinite values in {rows.size} row(s), first row {rows[0]}"
         )
     return X
+
+
+NORMALIZE_OPTIONS = (None, "l2", "lift")
+
+
+def fit_normalizer(X: FloatArray, normalize: str | None) -> tuple[FloatArray, FloatArray, float]:
+    """Statistics of the signal normalisation, from training rows only: ``(mean, scale, lift)``.
+
+    ``None``: identity (``mean = 0``, ``scale = 1``, ``lift = 0``). ``"l2"``: each row divided by
+    its l2 norm, the standard normalisation of dictionary-learning anomaly detection (the codes then
+    measure directions, not magnitudes). ``"lift"``: z-score with the training mean and standard
+    deviation, one extra coordinate equal to ``lift`` = the median training row norm after the
+    z-score, then unit l2 norm: ``z -> [z, l] / sqrt(||z||^2 + l^2)``. This maps the rows onto a
+    sphere with the training centre at the pole ``e_{m+1}``; the last coordinate
+    ``l / sqrt(||z||^2 + l^2)`` decreases with the distance from the centre, so a linear OC-SVM
+    separating the codes from the origin (Section 3 of the paper) keeps the rows near the bulk of
+    the data and rejects the far ones, whatever the sign of the outliers' features. Without it, on
+    non-negative (e.g. min-max scaled) data the linear OC-SVM treats large signals as normal.
+    """
+    if normalize not in NORMALIZE_OPTIONS:
+        raise ValueError(f"normalize must be one of {NORMALIZE_OPTIONS}, got {normalize!r}")
+    m = X.shape[1]
+    if normalize != "lift":
+        return np.zeros(m), np.ones(m), 0.0
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale[scale == 0.0] = 1.0
+    lift = float(np.median(np.linalg.norm((X - mean) / scale, axis=1)))
+    return mean, scale, max(lift, 1e-12)
+
+
+def apply_normalizer(
+    X: FloatArray, normalize: str | None, mean: FloatArray, scale: FloatArray, lift: float
+) -> FloatArray:
+    """Normalise rows with the statistics of :func:`fit_normalizer` (row-wise, batch-free)."""
+    if normalize is None:
+        return X
+    Z = (X - mean) / scale
+    if normalize == "lift":
+        Z = np.hstack([Z, np.full((Z.shape[0], 1), lift)])
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    return Z / np.where(norms > 0.0, norms, 1.0)
 
 
 def omp_codes(D: FloatArray, Y: FloatArray, n_nonzero_coefs: int) -> FloatArray:
@@ -280,7 +323,8 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
 
     Subclasses implement ``_fit(X)`` (learning every attribute listed in ``_state_keys``) and
     ``_codes(X)`` (the representations of rows, samples x atoms); the OC-SVM part lives in
-    ``ocsvm_support_vectors_``, ``ocsvm_dual_coef_``, ``ocsvm_intercept_``.
+    ``ocsvm_support_vectors_``, ``ocsvm_dual_coef_``, ``ocsvm_intercept_``. Subclasses pass raw rows
+    through ``_fit_normalize`` (training) and ``_normalize`` (any rows) before coding them.
     """
 
     _state_keys: tuple[str, ...] = ()
@@ -292,7 +336,26 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
         "threshold_",
         "decision_scores_",
         "labels_",
+        "normalize_mean_",
+        "normalize_scale_",
+        "normalize_lift_",
     )
+
+    def _fit_normalize(self, X: FloatArray) -> FloatArray:
+        """Fit the ``normalize`` statistics on training rows and return the normalised rows."""
+        mean, scale, lift = fit_normalizer(X, self.normalize)
+        self.normalize_mean_, self.normalize_scale_ = mean, scale
+        self.normalize_lift_ = np.asarray(lift)
+        return self._normalize(X)
+
+    def _normalize(self, X: FloatArray) -> FloatArray:
+        return apply_normalizer(
+            X,
+            self.normalize,
+            self.normalize_mean_,
+            self.normalize_scale_,
+            float(self.normalize_lift_),
+        )
 
     def _sparsity(self) -> int:
         """The OMP sparsity ``s`` the training data must support."""

@@ -234,6 +234,10 @@ class DLOCSVM(OCSVMDetectorBase):
     init : initial dictionary, ``"data"`` (random signals) or ``"random"`` (Gaussian).
     ocsvm_tol : libsvm tolerance; ``None`` scales it to the codes (1e-5 of the mean ||x||^2).
     random_state : seed of the dictionary initialisation (runs are reproducible).
+    normalize : signal normalisation before coding, fitted on the training rows: ``"lift"``
+        (default; z-score, extra coordinate, unit norm: the linear OC-SVM then keeps the rows near
+        the training centre), ``"l2"`` (unit-norm rows) or ``None`` (raw rows, as in the paper);
+        see :func:`sparsewatch.models._ocsvm_base.fit_normalizer`.
 
     Attributes
     ----------
@@ -263,6 +267,7 @@ class DLOCSVM(OCSVMDetectorBase):
         init: str = "data",
         ocsvm_tol: float | None = None,
         random_state: int | None = None,
+        normalize: str | None = "lift",
     ) -> None:
         self.n_components = n_components
         self.n_nonzero_coefs = n_nonzero_coefs
@@ -278,6 +283,7 @@ class DLOCSVM(OCSVMDetectorBase):
         self.init = init
         self.ocsvm_tol = ocsvm_tol
         self.random_state = random_state
+        self.normalize = normalize
 
     def _fit(self, X: FloatArray) -> None:
         Y = self._fit_features(X).T
@@ -311,10 +317,10 @@ class DLOCSVM(OCSVMDetectorBase):
 
     def _fit_features(self, X: FloatArray) -> FloatArray:
         """Signals the dictionary is learned on (rows); the kernel variant maps them."""
-        return X
+        return self._fit_normalize(X)
 
     def _features(self, X: FloatArray) -> FloatArray:
-        return X
+        return self._normalize(X)
 
     def _codes(self, X: FloatArray) -> FloatArray:
         """Algorithm 3: OMP on the learned dictionary, then rows scaled by ``row_scale_``."""

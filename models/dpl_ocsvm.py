@@ -152,8 +152,8 @@ class DPLOCSVM(OCSVMDetectorBase):
     ----------
     n_components : number of atom pairs.
     tau : ridge weight on the analysis dictionary ``P``.
-    alpha, n_iter, nu, contamination, atom_solver, power_iter, init, ocsvm_tol, random_state :
-        as in :class:`~sparsewatch.models.dl_ocsvm.DLOCSVM`.
+    alpha, n_iter, nu, contamination, atom_solver, power_iter, init, ocsvm_tol, random_state,
+    normalize : as in :class:`~sparsewatch.models.dl_ocsvm.DLOCSVM`.
 
     Attributes
     ----------
@@ -177,6 +177,7 @@ class DPLOCSVM(OCSVMDetectorBase):
         init: str = "data",
         ocsvm_tol: float | None = None,
         random_state: int | None = None,
+        normalize: str | None = "lift",
     ) -> None:
         self.n_components = n_components
         self.tau = tau
@@ -189,6 +190,7 @@ class DPLOCSVM(OCSVMDetectorBase):
         self.init = init
         self.ocsvm_tol = ocsvm_tol
         self.random_state = random_state
+        self.normalize = normalize
 
     def _sparsity(self) -> int:
         return 1
@@ -217,10 +219,10 @@ class DPLOCSVM(OCSVMDetectorBase):
 
     def _fit_features(self, X: FloatArray) -> FloatArray:
         """Signals the dictionaries are learned on (rows); the kernel variant maps them."""
-        return X
+        return self._fit_normalize(X)
 
     def _features(self, X: FloatArray) -> FloatArray:
-        return X
+        return self._normalize(X)
 
     def _codes(self, X: FloatArray) -> FloatArray:
         """Representations ``X = P Y`` of the rows (samples x atoms)."""

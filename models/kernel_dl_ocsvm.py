@@ -56,6 +56,7 @@ class _KernelMapMixin:
     _kernel_state_keys = ("landmarks_", "kernel_map_", "gamma_")
 
     def _fit_features(self, X: FloatArray) -> FloatArray:
+        X = self._fit_normalize(X)
         rng = np.random.default_rng(self.random_state)
         n = X.shape[0]
         rows = np.arange(n)
@@ -68,7 +69,7 @@ class _KernelMapMixin:
         )
         K = self._kernel(self.landmarks_, self.landmarks_)
         self.kernel_map_ = kernel_sqrt_inverse(K, float(self.eig_floor))
-        return self._features(X)
+        return self._kernel(X, self.landmarks_) @ self.kernel_map_
 
     def _kernel(self, A: FloatArray, B: FloatArray) -> FloatArray:
         return kernel_matrix(
@@ -76,8 +77,8 @@ class _KernelMapMixin:
         )
 
     def _features(self, X: FloatArray) -> FloatArray:
-        """``psi(x) = Lambda^{-1/2} U^T k(Y_L, x)`` for the rows of ``X`` (rows x r)."""
-        return self._kernel(X, self.landmarks_) @ self.kernel_map_
+        """``psi(x) = Lambda^{-1/2} U^T k(Y_L, x)`` for the normalised rows of ``X`` (rows x r)."""
+        return self._kernel(self._normalize(X), self.landmarks_) @ self.kernel_map_
 
 
 class KDLOCSVM(_KernelMapMixin, DLOCSVM):
@@ -87,6 +88,7 @@ class KDLOCSVM(_KernelMapMixin, DLOCSVM):
     (``None``: ``1 / (n_features * X.var())``, scikit-learn's ``"scale"``), ``degree``, ``coef0``,
     ``n_landmarks`` (``None``: all training rows) and ``eig_floor`` (relative eigenvalue floor of
     the kernel square root). ``atom_coefficients_`` gives ``A`` (landmarks x atoms).
+    ``normalize`` defaults to ``None`` here: the RBF kernel already scores distance from the bulk.
     """
 
     _state_keys = DLOCSVM._state_keys + _KernelMapMixin._kernel_state_keys
@@ -113,6 +115,7 @@ class KDLOCSVM(_KernelMapMixin, DLOCSVM):
         init: str = "data",
         ocsvm_tol: float | None = None,
         random_state: int | None = None,
+        normalize: str | None = None,
     ) -> None:
         super().__init__(
             n_components=n_components,
@@ -129,6 +132,7 @@ class KDLOCSVM(_KernelMapMixin, DLOCSVM):
             init=init,
             ocsvm_tol=ocsvm_tol,
             random_state=random_state,
+            normalize=normalize,
         )
         self.kernel = kernel
         self.gamma = gamma
@@ -169,6 +173,7 @@ class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
         init: str = "data",
         ocsvm_tol: float | None = None,
         random_state: int | None = None,
+        normalize: str | None = None,
     ) -> None:
         super().__init__(
             n_components=n_components,
@@ -182,6 +187,7 @@ class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
             init=init,
             ocsvm_tol=ocsvm_tol,
             random_state=random_state,
+            normalize=normalize,
         )
         self.kernel = kernel
         self.gamma = gamma

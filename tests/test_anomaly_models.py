@@ -150,10 +150,13 @@ def test_paper_scaling_of_the_multipliers(small: np.ndarray) -> None:
         assert ocsvm_primal(Z, other, nu) >= best - 1e-9
 
 
+@pytest.mark.parametrize("normalize", [None, "l2"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_planted_union_of_subspaces(seed: int) -> None:
+def test_planted_union_of_subspaces(seed: int, normalize: str | None) -> None:
+    """The paper's setting (unit-norm signals, raw or l2-normalised, i.e. the same signals)."""
     X, y = planted(seed)
     model = DLOCSVM(
+        normalize=normalize,
         n_components=8,
         n_nonzero_coefs=2,
         n_iter=10,
