@@ -34,13 +34,14 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
+    from sparsewatch.commands_evaluate import evaluate
     from sparsewatch.commands_kafka import kafka
     from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
     from sparsewatch.commands_replay import replay
     from sparsewatch.commands_run import demo, run
 
     cli.add_command(kafka)
-    for command in (alerts, documents, topics, snapshots, db, replay, run, demo):
+    for command in (alerts, documents, topics, snapshots, db, replay, run, demo, evaluate):
         cli.add_command(command)
 
 
