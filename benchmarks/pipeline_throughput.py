@@ -5,13 +5,14 @@ Same documents, same configuration, one run:
 * ``core``: the transport-free core (windowing + ``process_window``) over the documents in memory;
 * ``kafka+sqlite`` (and ``kafka+postgresql`` with ``--postgres-url``): the documents produced to a
   fresh topic beforehand, then the detector worker consumes, computes, writes and commits until the
-  topic is drained; time from the worker's start to its last commit.
+  topic is drained; time from its first message to its last commit (joining the consumer group
+  before the first message is reported apart as ``startup_s``).
 
 Reports documents/s, the overhead ratio against the core, window latency (close to committed) p50
 and p99, and, over the run, resident memory and window latency of the first and last fifths (the
 stream spans far more than an hour of event time).
 
-    python benchmarks/pipeline_throughput.py --documents 12000 \
+    python benchmarks/pipeline_throughput.py --documents 24000 \
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
 """
 
@@ -59,7 +60,9 @@ def _config(bootstrap: str, prefix: str, db_url: str) -> Config:
             "SPARSEWATCH_KAFKA_PARTITIONS": "2",
             "SPARSEWATCH_DATABASE_URL": db_url,
             "SPARSEWATCH_WINDOWS_SIZE": "6h",
-            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "5",
+            # The last window of each stream closes when the drained stream has been idle this long;
+        # that wait is part of the measured time.
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "0.5",
             "SPARSEWATCH_ANOMALY_ENABLED": "false",
         }
     )
@@ -116,7 +119,7 @@ def run_pipeline(bootstrap: str, docs: list[dict], db_url: str) -> dict:
     worker.run(until_idle_s=8.0)
     stop.set()
     sampler.join()
-    seconds = worker.last_commit_at - start
+    seconds = worker.last_commit_at - worker.first_message_at
     n_stored = len(store.documents(limit=None))
     store.dispose()
     lat = np.array(worker.window_latencies)
@@ -126,6 +129,7 @@ def run_pipeline(bootstrap: str, docs: list[dict], db_url: str) -> dict:
     return {
         "seconds": seconds,
         "docs_per_s": len(docs) / seconds,
+        "startup_s": worker.first_message_at - start,
         "documents_stored": n_stored,
         "windows": int(lat.size),
         "latency_p50_s": float(np.median(lat)),
@@ -152,7 +156,7 @@ def _fresh_database(admin_url: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--documents", type=int, default=12000)
+    parser.add_argument("--documents", type=int, default=24000)
     parser.add_argument("--postgres-url", default=None)
     args = parser.parse_args()
     docs = _documents(args.documents)

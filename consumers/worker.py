@@ -117,6 +117,7 @@ class WorkerLoop:
         self._delivery_errors: list[str] = []
         self.window_latencies: deque[float] = deque(maxlen=10_000)
         self.last_commit_at = 0.0
+        self.first_message_at = 0.0
         self._states: dict[str, StreamState] = {}
         self._stream_partition: dict[str, int] = {}
         self._partitions: dict[int, _Partition] = {}
@@ -148,6 +149,8 @@ class WorkerLoop:
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=0.5)
                 now = time.monotonic()
                 # "Idle" means drained: nothing read, nothing left to read, the broker reachable.
+                if batch and not self.first_message_at:
+                    self.first_message_at = now
                 if batch or self._lagging_partitions(now) or not self._partitions:
                     quiet_since = now
                 self._process(batch, now)
