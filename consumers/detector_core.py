@@ -69,7 +69,10 @@ class StreamModels:
 def build_models(config: DetectorConfig) -> StreamModels:
     """Fresh models for a new stream, from the detector configuration."""
     model = OnlineL1NoveltyDetector(
-        flag=config.novel_mode, top_q=config.novel_top_q, threshold=config.novel_threshold
+        flag=config.novel_mode,
+        top_q=config.novel_top_q,
+        threshold=config.novel_threshold,
+        score_margin=config.score_margin,
     )
     detector = Detector(model=model, warmup_docs=config.warmup_documents)
     topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None

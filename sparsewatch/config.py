@@ -59,6 +59,7 @@ class DetectorConfig:
     novel_mode: str = "top_q"
     novel_top_q: float = 0.05
     novel_threshold: float = 0.95
+    score_margin: bool = False
     warmup_documents: int = 200
     snapshot_every: int = 10
     topics: bool = True

@@ -84,7 +84,7 @@ def _plot(store: Store, docs: list[dict], path: Path) -> None:
             label="new story appears" if i == 0 else None,
         )
     ax.set_xlabel("event time (hours since first scored document)")
-    ax.set_ylabel("l1 novelty score")
+    ax.set_ylabel("novelty score (l1 sparse coding)")
     ax.set_title("sparsewatch demo: novelty scores over time")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
