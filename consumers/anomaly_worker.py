@@ -22,6 +22,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -176,8 +177,6 @@ class AnomalyStreamState:
             {"stream": d.stream, "doc_id": d.doc_id, "anomaly_score": float(s), "anomaly": bool(f)}
             for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
         ]
-        from datetime import UTC, datetime
-
         alerts = [
             {
                 "kind": "anomaly",

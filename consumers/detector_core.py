@@ -19,10 +19,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from sparsewatch.consumers.messages import json_bytes
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.dynamic_nmf import DynamicNMF
 from sparsewatch.models.nmf_online import MORNMF
@@ -141,8 +143,6 @@ def _score_messages(
     stream: str, seq: int, items: list[Buffered], result: WindowResult
 ) -> list[tuple[str, bytes]]:
     """Per-document results for the anomaly worker (JSON; key = stream)."""
-    from sparsewatch.consumers.worker import json_bytes
-
     codes = result.codes.tocsr()
     n = len(items)
     out = []
@@ -242,8 +242,6 @@ def process_window(
     models: StreamModels, window: ClosedWindow, config: DetectorConfig
 ) -> WindowComputation:
     """Score, flag and learn from one closed window of one stream (see the module docstring)."""
-    from datetime import UTC, datetime
-
     t0 = time.perf_counter()
     texts = [b.doc.text for b in window.items]
     result = models.detector.process_window(texts)

@@ -22,13 +22,11 @@ from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindow
 from sparsewatch.consumers.worker import Output
 from sparsewatch.storage.store import Checkpoint, StoreTx
 
-from sparsewatch.config import Config
+from sparsewatch.config import Config, parse_duration_ms
 
 
 def window_spec(config: Config) -> WindowSpec:
     """The configured windows: a document count when ``windows.count`` > 0, else a duration."""
-    from sparsewatch.config import parse_duration_ms
-
     w = config.windows
     lateness = parse_duration_ms(w.allowed_lateness)
     if w.count > 0:

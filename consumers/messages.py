@@ -138,3 +138,8 @@ def parse_document(payload: bytes | None, max_text_bytes: int = 100_000) -> Docu
     if not isinstance(meta, dict):
         raise InvalidMessageError("field 'meta' must be an object")
     return Document(doc_id, text, timestamp_ms, stream, tuple(labels), meta)
+
+
+def json_bytes(obj: Any) -> bytes:
+    """Compact JSON for result messages."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

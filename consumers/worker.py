@@ -19,7 +19,6 @@ checkpointed).
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -322,8 +321,3 @@ class WorkerLoop:
         self.last_commit_at = committed
         if self._consumer is not None:
             self.metrics.set_lag(self._consumer.lag())
-
-
-def json_bytes(obj: Any) -> bytes:
-    """Compact JSON for result messages."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
