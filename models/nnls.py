@@ -10,8 +10,8 @@ Only ``G = W^T W + beta I`` (``r x r``) and ``C = W^T V - alpha`` (``r x n``) en
 chunk is solved at once:
 
 * :func:`nnls_bpp`: block principal pivoting (Kim and Park, SIAM J. Sci. Comput. 2011, Alg. 2,
-  full exchange with the backup rule), exact, all columns' passive-set systems solved in one
-  batched call; no upper bound.
+  full exchange with the backup rule), exact, the passive-set systems of all columns solved in
+  a few batched calls (one per passive-set size); no upper bound.
 * :func:`nnls_pgd`: accelerated projected gradient (FISTA with restart) with optional upper
   bounds (the box constraint of Section III of the OR-NMF paper).
 """
@@ -64,17 +64,24 @@ def nnls_bpp(G: np.ndarray, C: np.ndarray, max_iter: int | None = None) -> np.nd
 def _solve_passive(
     G: np.ndarray, C: np.ndarray, passive: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Unconstrained solve of every column on its own passive set, in one batched LAPACK call.
+    """Unconstrained solve of every column on its own passive set: ``x_P = G_PP^{-1} c_P``.
 
-    Column ``j`` solves ``M_j x = c_j`` with ``M_j = G`` on the passive rows and columns and the
-    identity elsewhere, and ``c_j`` zero off the passive set, so ``x`` is ``G_PP^{-1} c_P`` on
-    the passive set and 0 off it.
+    Columns are grouped by the size ``k`` of their passive set (at most ``r`` groups): a full
+    passive set shares ``G`` (one solve with many right-hand sides); the others gather their
+    ``k x k`` blocks ``G_PP`` and are solved in one batched LAPACK call per size. ``x`` is 0 off
+    the passive set, and the dual ``y = G x - c`` is 0 on it.
     """
-    P = passive.T.astype(G.dtype)
-    M = G[None, :, :] * P[:, :, None] * P[:, None, :]
-    idx = np.arange(G.shape[0])
-    M[:, idx, idx] += 1.0 - P
-    X = np.linalg.solve(M, (C.T * P)[:, :, None])[:, :, 0].T
+    r, n = C.shape
+    X = np.zeros((r, n))
+    counts = passive.sum(axis=0)
+    full = counts == r
+    if full.any():
+        X[:, full] = np.linalg.solve(G, C[:, full])
+    for k in np.unique(counts[(counts > 0) & ~full]):
+        cols = np.flatnonzero(counts == k)
+        rows = np.nonzero(passive[:, cols].T)[1].reshape(cols.size, k)
+        blocks = G[rows[:, :, None], rows[:, None, :]]
+        X[rows, cols[:, None]] = np.linalg.solve(blocks, C[rows, cols[:, None]][:, :, None])[..., 0]
     Y = G @ X - C
     Y[passive] = 0.0
     return X, Y

@@ -42,19 +42,50 @@ def _simplex_rows(W: np.ndarray, z: float) -> np.ndarray:
     return np.maximum(W - theta[:, None].astype(W.dtype), 0)
 
 
-def project_simplex(V: np.ndarray, z: float = 1.0, axis: int = 0) -> np.ndarray:
+def project_simplex(
+    V: np.ndarray, z: float = 1.0, axis: int = 0, method: str = "sort"
+) -> np.ndarray:
     """Euclidean projection of every slice of ``V`` along ``axis`` onto the simplex of mass ``z``.
 
     Solves ``min_w ||w - v||_2`` subject to ``w >= 0`` and ``sum(w) = z`` for each slice ``v``
     (Duchi, Shalev-Shwartz, Singer, Chandra, ICML 2008, Fig. 1), vectorised over slices.
+    ``method="pivot"`` finds the same threshold without sorting (:func:`_simplex_pivot`), which is
+    several times faster on long slices such as the term columns of a topic model.
     """
     V = _as_float(V)
+    if method == "pivot":
+        return _simplex_pivot(V, z, axis)
+    if method != "sort":
+        raise ValueError(f"unknown method {method!r}")
     if V.ndim == 1:
         return _simplex_rows(V[None, :], z)[0]
     W = np.moveaxis(V, axis, -1)
     shape = W.shape
     out = _simplex_rows(W.reshape(-1, shape[-1]), z).reshape(shape)
     return np.moveaxis(out, -1, axis)
+
+
+def _simplex_pivot(V: np.ndarray, z: float, axis: int, max_iter: int = 100) -> np.ndarray:
+    """Simplex projection by Michelot's pivoting (J. Optim. Theory Appl. 50, 1986), no sort.
+
+    Start from the threshold ``theta = (sum v - z) / m`` of the full support and repeat
+    ``S = {v > theta}``, ``theta = (sum_S v - z) / |S|``: ``theta`` increases, ``S`` shrinks,
+    and once ``S`` stops changing ``theta`` is the exact threshold of the projection
+    ``max(v - theta, 0)``. Each pass is ``O(m)`` and vectorised over slices (a handful of passes
+    in practice); after ``max_iter`` passes the sort-based method finishes the job.
+    """
+    theta = (V.sum(axis=axis, keepdims=True).astype(np.float64) - z) / V.shape[axis]
+    count = np.full(theta.shape, V.shape[axis])
+    mask, masked = np.empty(V.shape, dtype=bool), np.empty_like(V)
+    for _ in range(max_iter):
+        np.greater(V, theta.astype(V.dtype), out=mask)
+        new_count = mask.sum(axis=axis, keepdims=True)
+        np.multiply(V, mask, out=masked)
+        theta = (masked.sum(axis=axis, keepdims=True).astype(np.float64) - z) / new_count
+        if np.array_equal(new_count, count):
+            return np.maximum(V - theta.astype(V.dtype), 0)
+        count = new_count
+    return project_simplex(V, z, axis)
 
 
 def project_l1_ball_nonneg(V: np.ndarray, radius: float = 1.0, axis: int = 0) -> np.ndarray:
