@@ -22,7 +22,9 @@ import argparse
 import json
 import platform
 import time
+import warnings
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ import numpy as np
 from scipy.io import loadmat
 from sklearn.ensemble import IsolationForest
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+from sklearn.model_selection import StratifiedKFold
 from sklearn.neighbors import LocalOutlierFactor
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import OneClassSVM
@@ -84,7 +87,7 @@ def make(name: str, c: float, seed: int, **params: Any) -> Any:
     if name == "KDPL-OCSVM":
         return KDPLOCSVM(contamination=c, random_state=seed, n_landmarks=200, **params)
     if name == "OC-SVM":
-        return Thresholded(OneClassSVM(nu=c, gamma="scale", **params), neg_decision, c)
+        return Thresholded(OneClassSVM(**{"gamma": "scale", **params}), neg_decision, c)
     if name == "IForest":
         est = IsolationForest(contamination=c, random_state=seed, **params)
         return Thresholded(est, neg_score_samples, c)
@@ -117,49 +120,126 @@ def split(y: np.ndarray, seed: int, frac: float = 0.6) -> tuple[np.ndarray, np.n
     return tr, te
 
 
-def protocol_b(datasets: list[str], methods: list[str], seeds: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in datasets:
-        X, y = load(name)
-        out[name] = {}
-        for method in methods:
-            runs = []
-            for seed in range(seeds):
-                tr, te = split(y, seed)
-                Xtr, Xte = scale(X[tr], X[te])
-                c = float(y[tr].mean())
-                model = make(method, c, seed)
-                t0 = time.perf_counter()
-                model.fit(Xtr)
-                t1 = time.perf_counter()
-                scores = model.decision_function(Xte)
-                pred = (scores > model.threshold_).astype(int)
-                t2 = time.perf_counter()
-                runs.append(
-                    {
-                        "ba": balanced_accuracy_score(y[te], pred),
-                        "auc": roc_auc_score(y[te], scores),
-                        "fit_s": t1 - t0,
-                        "score_s": t2 - t1,
-                    }
-                )
-            ba = np.array([r["ba"] for r in runs])
-            auc = np.array([r["auc"] for r in runs])
-            out[name][method] = {
-                "ba_mean": float(ba.mean()),
-                "ba_std": float(ba.std(ddof=1)) if ba.size > 1 else 0.0,
-                "auc_mean": float(auc.mean()),
-                "auc_std": float(auc.std(ddof=1)) if auc.size > 1 else 0.0,
-                "fit_s_median": float(np.median([r["fit_s"] for r in runs])),
-                "score_s_median": float(np.median([r["score_s"] for r in runs])),
-                "runs": runs,
-            }
-            print(
-                f"B {name:9s} {method:10s} BA {ba.mean():.3f}±{out[name][method]['ba_std']:.3f}"
-                f" AUC {auc.mean():.3f} fit {out[name][method]['fit_s_median']:.2f}s",
-                flush=True,
+def resolve(params: dict[str, Any], X: np.ndarray) -> dict[str, Any]:
+    """Turn ``gamma_mult`` into an RBF ``gamma`` = mult x scikit-learn's "scale" on the rows ``X``
+    (the training rows of the fit at hand: fold-train in the CV, the training split after it)."""
+    params = dict(params)
+    if "gamma_mult" in params:
+        params["gamma"] = params.pop("gamma_mult") / (X.shape[1] * float(X.var()))
+    return params
+
+
+# Protocol B with k-fold selection: the same number of configurations (6) for every method.
+# The OC-SVM-based methods search the same nu values; the kernel ones the same gamma multiples.
+# Kernel variants use the power-method atom solver here (3x faster than the exact SVD, same
+# update rule; tests/test_anomaly_theorem1.py checks that they agree).
+NUS = (0.2, 0.5)
+GRIDS_CV: dict[str, list[dict[str, Any]]] = {
+    "DL-OCSVM": [{"normalize": z, "nu": n} for z in ("lift", "l2") for n in (0.1, 0.3, 0.5)],
+    "DPL-OCSVM": [{"normalize": z, "nu": n} for z in ("lift", "l2") for n in (0.1, 0.3, 0.5)],
+    "KDL-OCSVM": [
+        {"gamma_mult": g, "nu": n, "atom_solver": "power"} for g in (1.0, 3.0, 10.0) for n in NUS
+    ],
+    "KDPL-OCSVM": [
+        {"gamma_mult": g, "nu": n, "atom_solver": "power"} for g in (1.0, 3.0, 10.0) for n in NUS
+    ],
+    "OC-SVM": [{"gamma_mult": g, "nu": n} for g in (1.0, 3.0, 10.0) for n in NUS],
+    "IForest": [{"max_samples": n, "max_features": f} for n in (64, 256) for f in (0.5, 0.75, 1.0)],
+    "LOF": [{"n_neighbors": k} for k in (5, 10, 20, 35, 50, 100)],
+}
+
+
+def evaluate(
+    method: str, params: dict[str, Any], Xtr: np.ndarray, ytr_c: float, Xte: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Fit on ``Xtr`` (already scaled), score ``Xte``: ``(scores, predictions, fit_s, score_s)``;
+    the threshold is the training scores' (1 - c) quantile for every method."""
+    model = make(method, ytr_c, seed, **resolve(params, Xtr))
+    t0 = time.perf_counter()
+    model.fit(Xtr)
+    t1 = time.perf_counter()
+    scores = model.decision_function(Xte)
+    pred = (scores > model.threshold_).astype(int)
+    return scores, pred, t1 - t0, time.perf_counter() - t1
+
+
+def select_cv(
+    method: str, X: np.ndarray, y: np.ndarray, seed: int, folds: int
+) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    """k-fold selection on the TRAINING split only (raw rows; scaling fitted inside each fold):
+    the configuration with the best mean validation balanced accuracy (ties: mean AUC)."""
+    skf = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    table = []
+    for params in GRIDS_CV[method]:
+        bas, aucs = [], []
+        for a, b in skf.split(X, y):
+            Xa, Xb = scale(X[a], X[b])
+            scores, pred, _, _ = evaluate(method, params, Xa, float(y[a].mean()), Xb, seed)
+            bas.append(balanced_accuracy_score(y[b], pred))
+            aucs.append(roc_auc_score(y[b], scores))
+        table.append({"ba": float(np.mean(bas)), "auc": float(np.mean(aucs))})
+    best = max(range(len(table)), key=lambda i: (table[i]["ba"], table[i]["auc"]))
+    return GRIDS_CV[method][best], table
+
+
+def run_b(name: str, method: str, seeds: int, select: str, folds: int) -> dict[str, Any]:
+    """Protocol B for one data set and one method over ``seeds`` splits."""
+    X, y = load(name)
+    runs = []
+    warnings.simplefilter("ignore", UserWarning)  # IsolationForest: max_samples > rows of a fold
+    with threadpool_limits(1):
+        for seed in range(seeds):
+            tr, te = split(y, seed)
+            t0 = time.perf_counter()
+            params, table = (
+                ({}, []) if select == "fixed" else select_cv(method, X[tr], y[tr], seed, folds)
             )
-    return out
+            select_s = time.perf_counter() - t0
+            Xtr, Xte = scale(X[tr], X[te])
+            scores, pred, fit_s, score_s = evaluate(
+                method, params, Xtr, float(y[tr].mean()), Xte, seed
+            )
+            runs.append(
+                {
+                    "ba": balanced_accuracy_score(y[te], pred),
+                    "auc": roc_auc_score(y[te], scores),
+                    "fit_s": fit_s,
+                    "score_s": score_s,
+                    "select_s": select_s,
+                    "params": params,
+                    "cv": table,
+                }
+            )
+    ba = np.array([r["ba"] for r in runs])
+    auc = np.array([r["auc"] for r in runs])
+    res = {
+        "ba_mean": float(ba.mean()),
+        "ba_std": float(ba.std(ddof=1)) if ba.size > 1 else 0.0,
+        "auc_mean": float(auc.mean()),
+        "auc_std": float(auc.std(ddof=1)) if auc.size > 1 else 0.0,
+        "fit_s_median": float(np.median([r["fit_s"] for r in runs])),
+        "score_s_median": float(np.median([r["score_s"] for r in runs])),
+        "select_s_median": float(np.median([r["select_s"] for r in runs])),
+        "runs": runs,
+    }
+    print(
+        f"B-{select} {name:9s} {method:10s} BA {res['ba_mean']:.3f}±{res['ba_std']:.3f}"
+        f" AUC {res['auc_mean']:.3f} fit {res['fit_s_median']:.2f}s"
+        f" select {res['select_s_median']:.1f}s",
+        flush=True,
+    )
+    return res
+
+
+def protocol_b(
+    datasets: list[str], methods: list[str], seeds: int, select: str, folds: int, jobs: int
+) -> dict[str, Any]:
+    """All (data set, method) pairs, ``jobs`` worker processes (each with one BLAS thread)."""
+    tasks = [(name, method) for name in datasets for method in methods]
+    with ProcessPoolExecutor(jobs) as pool:
+        futures = {t: pool.submit(run_b, *t, seeds, select, folds) for t in tasks}
+        done = {t: f.result() for t, f in futures.items()}
+    return {name: {m: done[(name, m)] for m in methods} for name in datasets}
 
 
 def grid_a(method: str, n_dicts: int, n_dicts_kernel: int) -> list[tuple[int, dict[str, Any]]]:
@@ -196,6 +276,8 @@ def protocol_a(
             for seed, params in grid_a(method, n_dicts, n_dicts_kernel):
                 if method == "OC-SVM":
                     model = Thresholded(OneClassSVM(nu=c, **params), neg_decision, c)
+                elif method in OURS:
+                    model = make(method, c, seed, nu=c, **params)  # the seed's nu
                 else:
                     model = make(method, c, seed, **params)
                 t0 = time.perf_counter()
@@ -214,79 +296,93 @@ def protocol_a(
     return out
 
 
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _header(methods: list[str]) -> list[str]:
+    return [_row(["data", *methods]), "|---|" + "---|" * len(methods)]
+
+
+def report_b(res: dict[str, Any], title: str) -> list[str]:
+    """Protocol B tables: balanced accuracy (winner in bold), AUC, times, selected configs."""
+    methods = list(next(iter(res.values())))
+    lines = [f"{title}: balanced accuracy on held-out 40%, mean ± std over seeds (best in bold)"]
+    lines += ["", *_header(methods)]
+    wins = dict.fromkeys(methods, 0)
+    for name, row in res.items():
+        best = max(row[m]["ba_mean"] for m in methods)
+        cells = []
+        for m in methods:
+            cell = f"{row[m]['ba_mean']:.3f} ± {row[m]['ba_std']:.3f}"
+            if row[m]["ba_mean"] == best:
+                cell, wins[m] = f"**{cell}**", wins[m] + 1
+            cells.append(cell)
+        lines.append(_row([name, *cells]))
+    lines += ["", "Best mean per method: " + ", ".join(f"{m} {n}" for m, n in wins.items())]
+    lines += ["", f"{title}: ROC AUC on held-out data, mean ± std over seeds", ""]
+    lines += _header(methods)
+    for name, row in res.items():
+        cells = [f"{row[m]['auc_mean']:.3f} ± {row[m]['auc_std']:.3f}" for m in methods]
+        lines.append(_row([name, *cells]))
+    selected = any(
+        r["params"]
+        for row in res.values()
+        for m in methods
+        for r in row[m]["runs"]
+        if r.get("params")
+    )
+    what = "selection (all folds and configurations) / " if selected else ""
+    lines += ["", f"{title}: median {what}training / scoring time in seconds (1 BLAS thread)", ""]
+    lines += _header(methods)
+    for name, row in res.items():
+        cells = []
+        for m in methods:
+            sel = f"{row[m]['select_s_median']:.1f} / " if selected else ""
+            cells.append(f"{sel}{row[m]['fit_s_median']:.2f} / {row[m]['score_s_median']:.3f}")
+        lines.append(_row([name, *cells]))
+    if selected:
+        lines += ["", f"{title}: configuration chosen by the k-fold (count over seeds)", ""]
+        lines += _header(methods)
+        for name, row in res.items():
+            cells = []
+            for m in methods:
+                counts: dict[str, int] = {}
+                for r in row[m]["runs"]:
+                    key = ",".join(f"{k}={v}" for k, v in r["params"].items() if k != "atom_solver")
+                    counts[key] = counts.get(key, 0) + 1
+                cells.append("; ".join(f"{k} ×{n}" for k, n in sorted(counts.items())))
+            lines.append(_row([name, *cells]))
+    return lines
+
+
 def report() -> str:
     """Markdown tables from the committed JSON results (README-ready)."""
     lines: list[str] = []
-    path_b = RESULTS / "anomaly_odds_B.json"
-    if path_b.exists():
-        res = json.loads(path_b.read_text())["results"]
-        methods = list(next(iter(res.values())))
-        lines += [
-            "Protocol B (honest): balanced accuracy on held-out 40%, mean ± std over seeds "
-            "(best mean in bold)",
-            "",
-            "| data | " + " | ".join(methods) + " |",
-            "|---|" + "---|" * len(methods),
-        ]
-        wins = dict.fromkeys(methods, 0)
-        for name, row in res.items():
-            best = max(row[m]["ba_mean"] for m in methods)
-            cells = []
-            for m in methods:
-                cell = f"{row[m]['ba_mean']:.3f} ± {row[m]['ba_std']:.3f}"
-                if row[m]["ba_mean"] == best:
-                    cell, wins[m] = f"**{cell}**", wins[m] + 1
-                cells.append(cell)
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        lines += ["", "Best mean per method: " + ", ".join(f"{m} {n}" for m, n in wins.items())]
-        lines += [
-            "",
-            "Protocol B: ROC AUC on held-out data (mean over seeds)",
-            "",
-            "| data | " + " | ".join(methods) + " |",
-            "|---|" + "---|" * len(methods),
-        ]
-        for name, row in res.items():
-            lines.append(
-                f"| {name} | " + " | ".join(f"{row[m]['auc_mean']:.3f}" for m in methods) + " |"
-            )
-        lines += [
-            "",
-            "Protocol B: median training / scoring time in seconds (same run, 1 BLAS thread)",
-            "",
-            "| data | " + " | ".join(methods) + " |",
-            "|---|" + "---|" * len(methods),
-        ]
-        for name, row in res.items():
-            cells = [
-                f"{row[m]['fit_s_median']:.2f} / {row[m]['score_s_median']:.3f}" for m in methods
-            ]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for tag, title in (
+        ("B", "Protocol B, fixed defaults"),
+        ("Bcv", "Protocol B, 3-fold selection on the training split"),
+    ):
+        path = RESULTS / f"anomaly_odds_{tag}.json"
+        if path.exists():
+            lines += [*report_b(json.loads(path.read_text())["results"], title), ""]
     path_a = RESULTS / "anomaly_odds_A.json"
     if path_a.exists():
         res = json.loads(path_a.read_text())["results"]
         methods = list(next(iter(res.values())))
         lines += [
-            "",
             "Protocol A (optimistic, labels used for selection; train = test): best balanced "
             "accuracy over the grid",
             "",
-            "| data | " + " | ".join(methods) + " |",
-            "|---|" + "---|" * len(methods),
+            *_header(methods),
         ]
         for name, row in res.items():
-            cells = [f"{row[m]['best_ba']:.3f}" for m in methods]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        lines += [
-            "",
-            "Protocol A: configurations tried and median training time per fit (s)",
-            "",
-            "| data | " + " | ".join(methods) + " |",
-            "|---|" + "---|" * len(methods),
-        ]
+            lines.append(_row([name, *(f"{row[m]['best_ba']:.3f}" for m in methods)]))
+        lines += ["", "Protocol A: configurations tried × median training time per fit (s)", ""]
+        lines += _header(methods)
         for name, row in res.items():
             cells = [f"{row[m]['n_configs']} × {row[m]['fit_s_median']:.2f}" for m in methods]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append(_row([name, *cells]))
     return "\n".join(lines)
 
 
@@ -297,6 +393,14 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=10, help="protocol B seeds")
     ap.add_argument("--dicts", type=int, default=20, help="protocol A random dictionaries")
     ap.add_argument("--dicts-kernel", type=int, default=5, help="protocol A, kernel variants")
+    ap.add_argument(
+        "--select",
+        choices=("fixed", "cv"),
+        default="fixed",
+        help="protocol B: fixed defaults, or k-fold selection on the training split",
+    )
+    ap.add_argument("--folds", type=int, default=3, help="protocol B --select cv folds")
+    ap.add_argument("--jobs", type=int, default=1, help="protocol B worker processes")
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--methods", default=",".join(OURS + BASELINES))
     args = ap.parse_args()
@@ -308,10 +412,10 @@ def main() -> None:
     datasets = args.datasets.split(",")
     methods = args.methods.split(",")
     t0 = time.perf_counter()
-    with threadpool_limits(1):
-        if args.protocol == "B":
-            results = protocol_b(datasets, methods, args.seeds)
-        else:
+    if args.protocol == "B":
+        results = protocol_b(datasets, methods, args.seeds, args.select, args.folds, args.jobs)
+    else:
+        with threadpool_limits(1):
             results = protocol_a(datasets, methods, args.dicts, args.dicts_kernel)
     meta = {
         "protocol": args.protocol,
@@ -321,7 +425,8 @@ def main() -> None:
         "total_s": time.perf_counter() - t0,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"anomaly_odds_{args.protocol}.json"
+    tag = "Bcv" if args.protocol == "B" and args.select == "cv" else args.protocol
+    path = RESULTS / f"anomaly_odds_{tag}.json"
     path.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"wrote {path} in {meta['total_s']:.0f}s")
 

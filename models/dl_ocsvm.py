@@ -224,7 +224,10 @@ class DLOCSVM(OCSVMDetectorBase):
     beta : weight of the l2,1 penalty (row trimming threshold of Theorem 1), in the data's units.
     alpha : weight of the OC-SVM term in the composite objective (1 = the issue's update formula).
     n_iter : outer iterations (K-SVD sweep + OC-SVM refit).
-    nu : OC-SVM ``nu``; ``None`` takes ``contamination`` (or 0.1 when that is ``None``).
+    nu : OC-SVM ``nu`` (default 0.5, scikit-learn's); ``None`` takes ``contamination`` (the
+        seed paper's choice; 0.1 when that is ``None`` too). ``threshold_`` comes from
+        ``contamination``, so ``nu`` only shapes ``w``: with ``nu`` = a 1-5 % contamination, ``w``
+        rests on a handful of rows and the ranking is unstable (see ``benchmarks/anomaly.md``).
     contamination : expected outlier fraction; sets ``threshold_`` from the training scores.
         ``None`` uses the OC-SVM's own sign (score > 0 is an outlier).
     atom_solver : ``"exact"`` (SVD trust-region sub-problem) or ``"power"``.
@@ -258,7 +261,7 @@ class DLOCSVM(OCSVMDetectorBase):
         beta: float = 0.0,
         alpha: float = 1.0,
         n_iter: int = 6,
-        nu: float | None = None,
+        nu: float | None = 0.5,
         contamination: float | None = 0.1,
         atom_solver: str = "exact",
         power_iter: int = 50,

@@ -170,7 +170,7 @@ class DPLOCSVM(OCSVMDetectorBase):
         tau: float = 1.0,
         alpha: float = 1.0,
         n_iter: int = 6,
-        nu: float | None = None,
+        nu: float | None = 0.5,
         contamination: float | None = 0.1,
         atom_solver: str = "exact",
         power_iter: int = 50,
