@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import lsq_linear, nnls
-from sparsewatch.models.nnls import nnls_bpp, nnls_pgd, solve_nnls
+from sparsewatch.models.nnls import _solve_passive, nnls_bpp, nnls_pgd, solve_nnls
 
 
 def _instance(seed: int, m: int, r: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -77,3 +77,32 @@ def test_l1_regularised_coefficients(alpha: float) -> None:
     shift = W @ np.linalg.solve(W.T @ W, np.full(5, alpha))
     np.testing.assert_allclose(H, _reference(W, V - shift[:, None]), atol=1e-7)
     assert np.count_nonzero(H) <= np.count_nonzero(solve_nnls(W, W.T @ V))
+
+
+def test_passive_set_solves_grouped_by_size() -> None:
+    """Every column solved on its own passive set (full, empty and every size in between)."""
+    rng = np.random.default_rng(11)
+    r, n = 7, 60
+    F = rng.standard_normal((r + 3, r))
+    G = F.T @ F
+    C = rng.standard_normal((r, n))
+    passive = rng.random((r, n)) < rng.random(n)
+    passive[:, 0], passive[:, 1] = True, False
+    X, Y = _solve_passive(G, C, passive)
+    for j in range(n):
+        P = passive[:, j]
+        ref = np.zeros(r)
+        ref[P] = np.linalg.solve(G[np.ix_(P, P)], C[P, j]) if P.any() else 0.0
+        np.testing.assert_allclose(X[:, j], ref, atol=1e-10)
+    np.testing.assert_allclose(Y[~passive], (G @ X - C)[~passive], atol=1e-10)
+    assert np.all(Y[passive] == 0.0)
+
+
+def test_bpp_on_a_chunk_of_sparse_documents() -> None:
+    """A chunk shaped like text (many documents, sparse non-negative rows) against scipy."""
+    rng = np.random.default_rng(12)
+    W = rng.random((300, 10)) ** 4
+    W /= W.sum(axis=0)
+    V = rng.random((300, 200)) * (rng.random((300, 200)) < 0.05)
+    H = solve_nnls(W, W.T @ V)
+    np.testing.assert_allclose(H, _reference(W, V), atol=1e-8)

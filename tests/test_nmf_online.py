@@ -194,3 +194,51 @@ def test_algorithm_2_gradient_matches_finite_differences(loss: str, alpha_W: flo
     )
     assert numeric == pytest.approx(float(np.sum(grad * E)), rel=1e-5, abs=1e-9)
     assert np.isfinite(value)
+
+
+@pytest.mark.parametrize(
+    ("params", "atol"),
+    [({}, 2e-6), ({"w_max": 0.1}, 1e-12), ({"alpha_W": 0.3}, 2e-6)],
+)
+def test_fast_algorithm_2_matches_the_reference_loop(params: dict[str, float], atol: float) -> None:
+    """The Frobenius fast path (W^T layout, objective tracked by linearity; float32 on the plain
+    simplex) takes the same robust SA steps as the plain float64 loop of Algorithm 2."""
+    X, _ = _planted(10)
+    model = WORNMF(4, batch_size=100, tau=0.0, max_inner_iter=6, random_state=0, **params)
+    model.partial_fit(X[:500])
+    W = model.components_.T.copy()
+    reference = model._update_bases(W)
+    fast = model._update_bases_frobenius()
+    np.testing.assert_allclose(fast, reference.T, atol=atol)
+    np.testing.assert_allclose(fast.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_stopping_rule_9_stops_both_paths_at_the_same_iteration() -> None:
+    X, _ = _planted(11)
+    model = WORNMF(4, batch_size=100, random_state=0).partial_fit(X[:400])
+    W = model.components_.T.copy()
+    np.testing.assert_allclose(model._update_bases_frobenius(), model._update_bases(W).T, atol=2e-6)
+
+
+def test_mor_nmf_incremental_statistics_equal_the_ring_sums() -> None:
+    """``B_`` is updated by differences between turns of the ring and re-summed at each turn."""
+    X, _ = _planted(12)
+    model = MORNMF(4, batch_size=20, buffer_size=6, random_state=0)
+    model.partial_fit(X[:400])  # 20 steps: mid-turn
+    assert model.ring_pos_ == 2
+    np.testing.assert_allclose(model.B_, model.ring_B_.sum(axis=0), rtol=1e-12, atol=1e-14)
+    model.partial_fit(X[400:720])  # 36 steps: the ring just turned
+    assert model.ring_pos_ == 0
+    np.testing.assert_array_equal(model.B_, model.ring_B_.sum(axis=0))
+
+
+def test_sparse_and_dense_input_learn_the_same_bases() -> None:
+    X, _ = _planted(13)
+    cut = np.quantile(X, 0.7)
+    X[np.less(X, cut)] = 0.0
+    dense = MORNMF(4, batch_size=50, random_state=0).partial_fit(X[:600])
+    sparse = MORNMF(4, batch_size=50, random_state=0).partial_fit(sp.csr_matrix(X[:600]))
+    np.testing.assert_allclose(sparse.components_, dense.components_, atol=1e-10)
+    np.testing.assert_allclose(
+        sparse.transform(sp.csr_matrix(X[600:700])), dense.transform(X[600:700]), atol=1e-9
+    )

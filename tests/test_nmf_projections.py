@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sparsewatch.models.projections import project_simplex, project_simplex_box
@@ -67,3 +68,37 @@ def test_columnwise_projection_of_a_basis_matrix() -> None:
     for j in range(4):
         ref = _brute_force(W[:, j], np.zeros(5), np.full(5, np.inf))
         np.testing.assert_allclose(P[:, j], ref, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(vectors, st.floats(0.1, 3.0))
+def test_pivot_simplex_projection_matches_brute_force(values: list[float], z: float) -> None:
+    """Michelot's pivoting (``method="pivot"``) gives the exact projection, mass ``z`` too."""
+    v = np.array(values)
+    ref = _brute_force(v, np.zeros_like(v), np.full_like(v, np.inf), z)
+    np.testing.assert_allclose(project_simplex(v, z=z, method="pivot"), ref, atol=1e-9)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 400), st.integers(1, 6), st.sampled_from([0, 1]))
+def test_pivot_equals_sort_on_long_slices(seed: int, m: int, r: int, axis: int) -> None:
+    """Both methods agree on topic-model-shaped inputs (long, mostly tiny slices, ties of 0)."""
+    rng = np.random.default_rng(seed)
+    V = rng.random((m, r)) ** 6 - 0.1 * rng.random((m, r)) * (rng.random((m, r)) < 0.5)
+    V = V if axis == 0 else V.T
+    sort = project_simplex(V, axis=axis)
+    pivot = project_simplex(V, axis=axis, method="pivot")
+    np.testing.assert_allclose(pivot, sort, atol=1e-12)
+    np.testing.assert_allclose(pivot.sum(axis=axis), 1.0, atol=1e-12)
+    assert pivot.min() >= 0.0
+
+
+def test_pivot_keeps_float32() -> None:
+    rng = np.random.default_rng(1)
+    V = (rng.random((3, 5000)) ** 8).astype(np.float32)
+    P = project_simplex(V, axis=1, method="pivot")
+    assert P.dtype == np.float32
+    np.testing.assert_allclose(P, project_simplex(V.astype(np.float64), axis=1), atol=1e-7)
+    np.testing.assert_allclose(P.sum(axis=1, dtype=np.float64), 1.0, atol=1e-5)
+    with pytest.raises(ValueError, match="method"):
+        project_simplex(V, method="bisect")
