@@ -26,6 +26,12 @@ with ``kappa = 1 / Psi_max(B_d)`` per block (an upper bound from the Collatz-Wie
 ``B_d^T B_d >= 0``; never larger than the paper's ``1 / Psi_max(A)`` step condition requires) and
 ``phi`` scaled per block by ``phi_scale`` (see :func:`l1_sparse_code`).
 
+Weighted l1 loss (``over_weight = w`` in ``(0, 1]``): ``||p - A x||_1`` becomes
+``sum_i max(r_i, 0) + w max(-r_i, 0)`` with ``r = p - A x`` (over-representation charged ``w``).
+Everything above carries over with ``c_j = lambda + w (||a_j||_1 - m_j)``, the screening rule
+``(1 + w) m_j > w ||a_j||_1 + lambda``, the ``e``-update ``e = z - clip(z, -w/phi, 1/phi)`` (the
+prox of the loss) and dual points in ``[-w, 1]``; ``w = 1`` is Algorithm 5 exactly.
+
 Stopping: a document stops when its primal and dual residuals are below ``tol_residual`` or when
 the duality gap of the LP certifies a relative accuracy ``tol`` (the dual point is ``theta``
 clipped to ``[-1, 1]`` and scaled into ``{B^T theta <= c}``). Converged blocks leave the system.
@@ -37,8 +43,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import linprog
 
-__all__ = ["L1CodingResult", "l1_objective", "l1_sparse_code", "l1_sparse_code_dense"]
+__all__ = [
+    "L1CodingResult",
+    "l1_objective",
+    "l1_sparse_code",
+    "l1_sparse_code_dense",
+    "weighted_l1_loss",
+]
 
 
 @dataclass(frozen=True)
@@ -69,14 +82,28 @@ class L1CodingResult:
     screening_margin: np.ndarray | None = None
 
 
+def weighted_l1_loss(r: np.ndarray, over_weight: float = 1.0) -> np.ndarray:
+    """Elementwise loss of a residual ``r = p - A x``: ``max(r, 0) + w max(-r, 0)``.
+
+    ``w = 1`` is ``|r|`` (Eq. (3)). ``w < 1`` charges mass that the atoms put where the document
+    has less (over-representation, e.g. an atom's words absent from a short document) less than
+    document mass left unexplained, so broad atoms stay usable for short documents.
+    """
+    return np.where(r >= 0, r, -over_weight * r)
+
+
 def l1_objective(
-    P: sp.spmatrix | np.ndarray, A: np.ndarray, X: sp.spmatrix | np.ndarray, lam: float
+    P: sp.spmatrix | np.ndarray,
+    A: np.ndarray,
+    X: sp.spmatrix | np.ndarray,
+    lam: float,
+    over_weight: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact ``(objective, reconstruction_error)`` per column for codes ``X`` (``n x k``)."""
     Xs = sp.csr_matrix(X, dtype=np.float64)
     R = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
     R = R - np.asarray(A, dtype=np.float64) @ Xs.T.toarray()
-    rec = np.abs(R).sum(axis=0)
+    rec = weighted_l1_loss(R, over_weight).sum(axis=0)
     return rec + lam * np.asarray(abs(Xs).sum(axis=1)).ravel(), rec
 
 
@@ -101,6 +128,8 @@ def l1_sparse_code(
     check_every: int = 10,
     x0: sp.spmatrix | np.ndarray | None = None,
     dtype: type | None = None,
+    over_weight: float = 1.0,
+    polish_after: int | None = 300,
 ) -> L1CodingResult:
     """Solve ``min_{x>=0} ||p - A x||_1 + lam ||x||_1`` for every column ``p`` of ``P``.
 
@@ -120,7 +149,16 @@ def l1_sparse_code(
         interval doubles (up to 20x) while a check finds nothing new.
     x0 : optional (n, k) warm start.
     dtype : float32 or float64 for the iterations (default: ``A``'s float type).
+    over_weight : weight ``w`` in ``(0, 1]`` of over-representation in the loss (see
+        :func:`weighted_l1_loss`); ``1`` is Eq. (3) exactly.
+    polish_after : after this many iterations the documents still iterating are finished
+        exactly: their reduced blocks (a few rows and atoms each) are stacked into one small LP
+        solved by HiGHS (:func:`_polish`), the "polish" step of first-order solvers. Without
+        it a few degenerate blocks need 10^4 iterations to certify the gap. ``None``: ADMM only.
     """
+    w = float(over_weight)
+    if not 0.0 < w <= 1.0:
+        raise ValueError(f"over_weight must be in (0, 1], got {over_weight}")
     A = np.asarray(A)
     dt = (
         np.dtype(dtype)
@@ -137,7 +175,11 @@ def l1_sparse_code(
     k = A.shape[1]
     if A.shape[0] != m:
         raise ValueError(f"P has {m} rows but A has {A.shape[0]}")
-    pnorm = np.asarray(abs(Pc).sum(axis=0), dtype=np.float64).ravel()
+    pnorm = np.bincount(
+        np.repeat(np.arange(n), np.diff(Pc.indptr)),
+        weights=weighted_l1_loss(Pc.data.astype(np.float64), w),
+        minlength=n,
+    )
     objective = pnorm.copy()
     gap = np.zeros(n)
     converged = np.ones(n, dtype=bool)
@@ -153,11 +195,11 @@ def l1_sparse_code(
             np.zeros(n),
         )
 
-    # --- screening: atom j may be used for document d only if 2 m_dj > ||a_j||_1 + lam --------
+    # --- screening: atom j may be used for document d only if (1 + w) m_dj > w ||a_j||_1 + lam --
     colnorm = A.sum(axis=0, dtype=np.float64)
     Pb = sp.csc_matrix((np.ones(Pc.nnz, dtype=dt), Pc.indices, Pc.indptr), shape=(m, n))
     mass = np.asarray(Pb.T @ A, dtype=np.float64)  # (n, k)
-    reduced_cost = colnorm + lam - 2.0 * mass
+    reduced_cost = w * colnorm + lam - (1.0 + w) * mass
     margin = np.where(pnorm > 0, np.maximum(reduced_cost.min(axis=1), 0.0), 0.0)
     active = sp.csr_matrix(reduced_cost < 0)
     active.sort_indices()
@@ -181,8 +223,8 @@ def l1_sparse_code(
     doc_of_row = doc_of_nnz[rows_used]
     doc_of_var = np.repeat(np.arange(n), n_act)
     q = Pc.data[rows_used]
-    const = pnorm - np.bincount(doc_of_row, weights=np.abs(q), minlength=n)
-    c = (lam + colnorm[var_atom] - mass[doc_of_var, var_atom]).astype(dt)
+    const = pnorm - np.bincount(doc_of_row, weights=weighted_l1_loss(q, w), minlength=n)
+    c = (lam + w * (colnorm[var_atom] - mass[doc_of_var, var_atom])).astype(dt)
     B = sp.csr_matrix((ent_val, (ent_row, ent_var)), shape=(n_rows, n_vars), dtype=dt)
 
     solve_docs = np.flatnonzero(n_act > 0)
@@ -223,14 +265,15 @@ def l1_sparse_code(
     e = np.zeros(n_rows, dtype=dt)
     it = 0
     next_check, step = check_every, check_every
-    while it < max_iter and rsel.size:
+    stop = max_iter if polish_after is None else min(max_iter, polish_after)
+    while it < stop and rsel.size:
         it += 1
         tp = theta * ipr
         z = qw - Bx
         z += tp
-        cz = np.clip(z, -ipr, ipr)
+        cz = np.clip(z, -w * ipr, ipr)
         e_old = e
-        e = z - cz  # soft(z, 1/phi); and B x + e - q - theta/phi = -cz
+        e = z - cz  # prox of the loss: soft(z, 1/phi) for w = 1; and B x + e - q - theta/phi = -cz
         xw = xw + kw * (Bwt @ cz)
         xw -= ckp
         np.maximum(xw, 0, out=xw)
@@ -238,14 +281,14 @@ def l1_sparse_code(
         res = qw - Bx
         res -= e
         theta += gpr * res
-        if it < next_check and it < max_iter:
+        if it < next_check and it < stop:
             continue
         # convergence check per block: duality gap and residuals
-        fit = np.abs(qw - Bx)
+        fit = weighted_l1_loss(qw - Bx, w)
         f_blk = np.bincount(dr, weights=fit, minlength=n) + np.bincount(
             dv, weights=cw * xw, minlength=n
         )
-        th = np.clip(theta, -1, 1).astype(np.float64)
+        th = np.clip(theta, -w, 1).astype(np.float64)
         s_var = Bwt @ th
         over = np.zeros(n)
         np.maximum.at(over, dv, s_var / cw)
@@ -283,12 +326,20 @@ def l1_sparse_code(
         dr, dv = doc_of_row[rsel], doc_of_var[vsel]
         xw, theta, e, Bx = xw[vkeep], theta[rkeep], e[rkeep], Bx[rkeep]
 
+    if rsel.size and polish_after is not None:
+        x_lp = _polish(B[rsel][:, vsel], q[rsel], c[vsel], w)
+        x[vsel] = xw if x_lp is None else x_lp
+        if x_lp is not None:
+            left = np.unique(doc_of_var[vsel])
+            converged[left] = True
+            gap[left] = 0.0
+
     # exact objective of the returned codes
-    fit = np.abs(q - B @ x).astype(np.float64)
+    fit = weighted_l1_loss((q - B @ x).astype(np.float64), w)
     lx = np.bincount(doc_of_var, weights=x, minlength=n)
     rec = const + np.bincount(doc_of_row, weights=fit, minlength=n)
     rec += np.bincount(
-        doc_of_var, weights=(colnorm[var_atom] - mass[doc_of_var, var_atom]) * x, minlength=n
+        doc_of_var, weights=w * (colnorm[var_atom] - mass[doc_of_var, var_atom]) * x, minlength=n
     )
     objective = rec + lam * lx
     codes = sp.csr_matrix((x, var_atom, active.indptr), shape=(n, k), dtype=dt)
@@ -296,6 +347,24 @@ def l1_sparse_code(
     return L1CodingResult(
         codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin
     )
+
+
+def _polish(B: sp.spmatrix, q: np.ndarray, c: np.ndarray, w: float) -> np.ndarray | None:
+    """Exact codes of stacked reduced blocks: ``min_{x>=0} sum loss(q - B x) + c^T x`` as the LP
+    ``q - B x = u - v``, ``min c^T x + 1^T u + w 1^T v`` (``u, v >= 0``), solved by HiGHS.
+    ``None`` if HiGHS does not report an optimum."""
+    r, nv = B.shape
+    eye = sp.identity(r, format="csr")
+    res = linprog(
+        np.r_[np.asarray(c, dtype=np.float64), np.ones(r), np.full(r, w)],
+        A_eq=sp.hstack([sp.csr_matrix(B, dtype=np.float64), eye, -eye], format="csr"),
+        b_eq=np.asarray(q, dtype=np.float64),
+        bounds=(0, None),
+        method="highs",
+    )
+    if res.status != 0:
+        return None
+    return np.maximum(res.x[:nv], 0).astype(B.dtype)
 
 
 def l1_sparse_code_dense(

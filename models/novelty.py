@@ -140,6 +140,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         max_components: int = 300,
         score_margin: bool = False,
         update_steps: int = 1,
+        over_weight: float = 1.0,
         dtype: type = np.float32,
         random_state: int | None = 0,
     ) -> None:
@@ -163,6 +164,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         self.max_components = max_components
         self.score_margin = score_margin
         self.update_steps = update_steps
+        self.over_weight = over_weight
         self.dtype = dtype
         self.random_state = random_state
 
@@ -197,7 +199,11 @@ class OnlineL1NoveltyDetector(BaseEstimator):
             tol=self.coding_tol,
             max_iter=self.coding_max_iter,
             x0=x0,
+            over_weight=self.over_weight,
         )
+
+    def _oiadmm(self) -> OIADMM:
+        return OIADMM(beta=self.beta, tau=self.tau, dtype=self.dtype, over_weight=self.over_weight)
 
     def _seed_atoms(self, P: sp.csc_matrix, cols: np.ndarray) -> np.ndarray:
         S = _truncate_columns(P[:, cols].toarray().astype(self.dtype), self.atom_terms)
@@ -214,8 +220,15 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         codes = None
         for _ in range(self.n_init_iter):
             codes = self._code(P, A, codes).codes
-            A = l1_dictionary_update(P, codes.T, A, beta=self.beta, n_iter=self.init_dict_iter)
-        self.oiadmm_ = OIADMM(beta=self.beta, tau=self.tau, dtype=self.dtype).initialize(A)
+            A = l1_dictionary_update(
+                P,
+                codes.T,
+                A,
+                beta=self.beta,
+                n_iter=self.init_dict_iter,
+                over_weight=self.over_weight,
+            )
+        self.oiadmm_ = self._oiadmm().initialize(A)
         self.threshold_ = float(self.threshold)
         return self
 
@@ -296,7 +309,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> OnlineL1NoveltyDetector:
-        self.oiadmm_ = OIADMM(beta=self.beta, tau=self.tau, dtype=self.dtype).set_state(state)
+        self.oiadmm_ = self._oiadmm().set_state(state)
         self.threshold_ = float(state["threshold"])
         return self
 

@@ -46,6 +46,7 @@ def _oiadmm_step(
     Delta: sp.spmatrix,
     beta: float,
     tau: float,
+    over_weight: float = 1.0,
 ) -> tuple[np.ndarray, sp.csc_matrix, float]:
     """One step of Algorithm 2 on sparse matrices.
 
@@ -60,7 +61,7 @@ def _oiadmm_step(
     As = sp.csc_matrix(A)
     Z = sp.csc_matrix(P, dtype=dt) - (As @ Xc) + Delta * dt.type(1.0 / beta)
     R = sp.csc_matrix(Z)
-    np.clip(R.data, -1.0 / beta, 1.0 / beta, out=R.data)  # R = Z - E_{t+1}
+    np.clip(R.data, -over_weight / beta, 1.0 / beta, out=R.data)  # R = Z - E_{t+1}
     A_new = project_l1_ball_nonneg_csc(As + (R @ Xc.T) * dt.type(tau))
     dAX = (A_new - As) @ Xc
     resid = R - Delta * dt.type(1.0 / beta) - dAX
@@ -92,6 +93,9 @@ class OIADMM(BaseEstimator):
     beta : augmented-Lagrangian penalty (paper default 5).
     tau : step size; ``None`` uses ``1 / (2 Psi_max(X_t))`` at every step.
     dtype : float type of ``A`` and ``Delta``.
+    over_weight : weight of over-representation in the loss (the weighted l1 loss of
+        :func:`~sparsewatch.models.l1_coding.weighted_l1_loss`; ``E``'s prox becomes
+        ``Z - clip(Z, -w/beta, 1/beta)``); 1 = Algorithm 2 exactly.
 
     Attributes
     ----------
@@ -100,10 +104,17 @@ class OIADMM(BaseEstimator):
     1,000 steps.
     """
 
-    def __init__(self, beta: float = 5.0, tau: float | None = None, dtype: type = np.float32):
+    def __init__(
+        self,
+        beta: float = 5.0,
+        tau: float | None = None,
+        dtype: type = np.float32,
+        over_weight: float = 1.0,
+    ):
         self.beta = beta
         self.tau = tau
         self.dtype = dtype
+        self.over_weight = over_weight
 
     def initialize(self, A: np.ndarray) -> OIADMM:
         """Start from dictionary ``A`` (projected onto the constraint set) and a zero dual."""
@@ -139,7 +150,9 @@ class OIADMM(BaseEstimator):
             self.n_steps_ += 1
             return self
         tau = self.tau if self.tau is not None else 1.0 / (2.0 * psi)
-        self.components_, self.dual_, viol = _oiadmm_step(P, X, self.components_, D, self.beta, tau)
+        self.components_, self.dual_, viol = _oiadmm_step(
+            P, X, self.components_, D, self.beta, tau, self.over_weight
+        )
         self.violation_.append(viol)
         del self.violation_[:-1000]  # a diagnostic: keep the last 1,000 steps (flat memory)
         self.n_steps_ += 1
@@ -179,9 +192,11 @@ def l1_dictionary_update(
     *,
     beta: float = 5.0,
     n_iter: int = 50,
+    over_weight: float = 1.0,
 ) -> np.ndarray:
     """Batch l1 dictionary update (Algorithm 6): ``min_{A in A} ||P - A X||_1`` by ``n_iter``
-    linearised ADMM steps on the fixed batch (``tau = 1 / (2 Psi_max(X))``), from ``A``."""
+    linearised ADMM steps on the fixed batch (``tau = 1 / (2 Psi_max(X))``), from ``A``
+    (``over_weight < 1``: the weighted l1 loss, as in :class:`OIADMM`)."""
     psi = psi_max(X)
     A = np.asarray(A)
     if psi <= 0:
@@ -189,5 +204,5 @@ def l1_dictionary_update(
     tau = 1.0 / (2.0 * psi)
     D = sp.csc_matrix(P.shape, dtype=A.dtype)
     for _ in range(n_iter):
-        A, D, _ = _oiadmm_step(P, X, A, D, beta, tau)
+        A, D, _ = _oiadmm_step(P, X, A, D, beta, tau, over_weight)
     return A

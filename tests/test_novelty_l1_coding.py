@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
-from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, l1_sparse_code_dense
+from sparsewatch.models.l1_coding import (
+    l1_objective,
+    l1_sparse_code,
+    l1_sparse_code_dense,
+    weighted_l1_loss,
+)
 from sparsewatch.models.projections import project_l1_ball_nonneg
 
 
@@ -145,3 +150,53 @@ def test_screening_margin_is_the_reduced_cost_at_zero() -> None:
     screened = res.screening_margin > 0
     assert screened.any() and (~screened).any()
     assert np.all(np.diff(res.codes.indptr)[screened] == 0)
+
+
+def weighted_lp_optimum(p: np.ndarray, A: np.ndarray, lam: float, w: float) -> float:
+    """``min lam 1'x + 1'u + w 1'v  s.t.  p - A x = u - v;  x, u, v >= 0`` by HiGHS."""
+    m, k = A.shape
+    eye = np.eye(m)
+    r = linprog(
+        np.r_[np.full(k, lam), np.ones(m), np.full(m, w)],
+        A_eq=np.hstack([A, eye, -eye]),
+        b_eq=p,
+        bounds=(0, None),
+        method="highs",
+    )
+    assert r.status == 0
+    return float(r.fun)
+
+
+@pytest.mark.parametrize("polish_after", [None, 0, 300])
+@pytest.mark.parametrize("w", [0.05, 0.3, 1.0])
+@pytest.mark.parametrize("lam", [0.01, 0.1])
+def test_weighted_loss_and_polish_match_lp(lam: float, w: float, polish_after: int | None) -> None:
+    """Weighted l1 loss (over-representation charged ``w``), ADMM only / LP polish only / both."""
+    P, A = random_instance(6, m=120, k=15, n=25)
+    res = l1_sparse_code(P, A, lam, over_weight=w, polish_after=polish_after, tol=1e-4)
+    ref = np.array(
+        [weighted_lp_optimum(P[:, j].toarray().ravel(), A, lam, w) for j in range(P.shape[1])]
+    )
+    assert np.all(res.objective <= ref * (1 + 1e-3) + 1e-12)
+    assert np.all(res.objective >= ref * (1 - 1e-9) - 1e-12)
+    obj, rec = l1_objective(P, A, res.codes, lam, over_weight=w)
+    np.testing.assert_allclose(res.objective, obj, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.reconstruction_error, rec, rtol=1e-9, atol=1e-12)
+    assert res.converged.all()
+    if polish_after == 0:
+        assert res.n_iter == 0
+
+
+def test_weighted_screening_margin() -> None:
+    """``w < 1`` admits atom j once ``(1 + w) m_j > w ||a_j||_1 + lambda``; the margin is the
+    smallest of those reduced costs at ``x = 0``, clipped at 0."""
+    P, A = random_instance(7, n=30)
+    lam, w = 0.1, 0.2
+    res = l1_sparse_code(P, A, lam, over_weight=w)
+    support = (P.toarray() != 0).astype(float)
+    reduced = w * A.sum(axis=0) + lam - (1 + w) * support.T @ A
+    np.testing.assert_allclose(res.screening_margin, np.maximum(reduced.min(axis=1), 0), atol=1e-12)
+    assert np.all(np.diff(res.codes.indptr)[res.screening_margin > 0] == 0)
+    np.testing.assert_array_equal(weighted_l1_loss(np.array([-2.0, 0.0, 3.0]), 0.25), [0.5, 0, 3])
+    with pytest.raises(ValueError):
+        l1_sparse_code(P, A, lam, over_weight=0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.oiadmm import OIADMM, l1_dictionary_update, psi_max
@@ -34,20 +35,22 @@ def _start(rng: np.random.Generator, A: np.ndarray) -> np.ndarray:
     return project_l1_ball_nonneg(A * (rng.random((M, K)) < 0.7) + noise)
 
 
-def test_step_matches_dense_formulas() -> None:
+@pytest.mark.parametrize("w", [1.0, 0.3])
+def test_step_matches_dense_formulas(w: float) -> None:
+    """Algorithm 2, one step, dense; ``w < 1``: the weighted-l1 prox ``Z - clip(Z, -w/b, 1/b)``."""
     rng = np.random.default_rng(0)
     A_true = _truth(rng)
     P = _window(rng, A_true, 40)
     A0 = _start(rng, A_true)
     X = l1_sparse_code(P, A0, 0.1).codes.T.toarray()
     Delta0 = 0.3 * rng.standard_normal((M, 40)) * (rng.random((M, 40)) < 0.1)
-    o = OIADMM(dtype=np.float64).initialize(A0)
+    o = OIADMM(dtype=np.float64, over_weight=w).initialize(A0)
     o.dual_ = sp.csc_matrix(Delta0)
     o.partial_fit(P, sp.csr_matrix(X))
     beta, tau = 5.0, 1.0 / (2 * np.linalg.eigvalsh(X @ X.T)[-1])
     Pd = P.toarray()
     Z = Pd - A0 @ X + Delta0 / beta
-    E = np.sign(Z) * np.maximum(np.abs(Z) - 1 / beta, 0)
+    E = np.sign(Z) * np.maximum(np.abs(Z) - np.where(Z > 0, 1, w) / beta, 0)  # weighted soft
     G = -(Pd - A0 @ X - E + Delta0 / beta) @ X.T
     A1 = project_l1_ball_nonneg(A0 - tau * G)
     D1 = Delta0 + beta * (Pd - A1 @ X - E)
