@@ -25,7 +25,8 @@ sample ``v`` is a row of ``X`` and ``h`` the matching row of ``H``.
   changes by at most ``tau`` relative to its value (objective including ``1/2 sum ||v||^2`` so it
   is a sum of squared residuals), or after ``max_inner_iter`` iterations.
 * Algorithm 3 (MOR-NMF, :class:`MORNMF`): ``A_t`` and ``B_t`` summed over a ring buffer of the
-  ``buffer_size`` most recent steps only: constant time and memory per step.
+  ``buffer_size`` most recent steps only: constant time and memory per step (``B_t`` is updated
+  by the difference of the new and the evicted slot, and re-summed exactly once per turn).
 * WOR-NMF (:class:`WORNMF`): the mini-batch (chunk) form, one step per ``batch_size`` samples.
 * Section III extensions: l1-regularised ``h`` (``alpha_h_l1``), Tikhonov-regularised ``W``
   (``alpha_W``), box constraints (``h_max`` on coefficients, ``w_min``/``w_max`` on bases), and
@@ -37,6 +38,14 @@ sample ``v`` is a row of ``X`` and ``h`` the matching row of ``H``.
   unbounded near ``W = 0``, which makes ``M_*`` useless, so the step direction is the gradient
   preconditioned by ``W^2`` (``W^2 P - Q``, a descent direction; its fixed points are those of
   the multiplicative rule ``W = sqrt(Q / P)`` of Lefevre, Bach and Fevotte, 2011).
+
+Cost of one step on sparse text (Frobenius loss). ``X`` stays CSR: only ``X W`` (``n x r``),
+``X^T H`` and the squared norms of the stored entries touch it. The chunk's NNLS needs only
+``W^T W`` and ``W^T V`` (block principal pivoting, all documents at once). Algorithm 2 works on
+``W^T`` (``r x m``, contiguous per topic) with one small product ``A_t W^T`` per iteration, the
+objective of the averaged iterate tracked by linearity for stopping rule (9), and the simplex
+projection by pivoting (no sort); on the plain simplex its iterates are float32 (the returned
+average is renormalised in float64), which follows the float64 loop to about ``1e-6``.
 
 Horizon. ``theta_t`` needs the horizon ``T``; an unbounded stream has none and the paper's
 schedule reaches 0 at ``t = T + 1`` (then turns negative), which would freeze the bases. We use
