@@ -379,7 +379,9 @@ class ORNMF(TransformerMixin, BaseEstimator):
         return grad, value
 
     def _update_bases(self, W: np.ndarray) -> np.ndarray:
-        """Algorithm 2 for OR-NMF-IS: projected robust SA steps with step-weighted averaging."""
+        """Algorithm 2 as a plain float64 loop on ``W`` (``m x r``): projected robust SA steps
+        with step-weighted averaging. Used for OR-NMF-IS; the reference of the fast Frobenius
+        path :meth:`_update_bases_frobenius` (tested equal)."""
         n = max(self._stat_count(), 1)
         theta = self._theta()
         D = np.sqrt(2.0 * self.n_components)
