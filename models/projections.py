@@ -1,6 +1,7 @@
 """Exact Euclidean projections used by the dictionary-learning solvers.
 
-* :func:`project_simplex` -- onto ``{v >= 0, sum v = z}`` (sort-based, Duchi et al. 2008, Fig. 1).
+* :func:`project_simplex` -- onto ``{v >= 0, sum v = z}`` (sort-based, Duchi et al. 2008, Fig. 1;
+  or ``method="pivot"``: Michelot's pivoting, no sort, faster on long slices).
 * :func:`project_l1_ball_nonneg` -- onto ``{v >= 0, ||v||_1 <= radius}``; applied column-wise to a
   dictionary this is the projection onto the set
   ``A = {A in R^{m x k}: A >= 0, ||A_j||_1 <= 1}`` of Kasiviswanathan et al. (NIPS 2012, Eq. (2)),
@@ -9,7 +10,7 @@
   Newton steps on the threshold followed by a closed-form solve on the free set).
 
 All functions work on every 1-d slice along ``axis`` at once (columns by default), cost
-``O(m log m)`` per slice and never loop over slices in Python.
+``O(m log m)`` per slice (``O(m)`` per pivoting pass) and never loop over slices in Python.
 """
 
 from __future__ import annotations
