@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sparsewatch.models.l1_coding import l1_sparse_code
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.replay.eval_methods import (
     PAPER,
@@ -267,6 +267,63 @@ def variant_methods() -> dict[str, Any]:
     return out
 
 
+def _grow(size: int, cap: int, atom_terms: int | None, w: float, **extra: Any) -> dict[str, Any]:
+    """Model parameters of a growing-dictionary variant (score margin on, growth every window)."""
+    return {
+        "over_weight": w,
+        "score_margin": True,
+        "grow_threshold": 0.9,
+        "grow_fraction": 0.0,
+        "grow_size": size,
+        "max_components": cap,
+        "atom_terms": atom_terms,
+        **extra,
+    }
+
+
+IDF = {"idf_power": 1.0}
+TUNING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # name -> (feature overrides of DEFAULT_FEATURES, model parameters); the product's Detector
+    "previous default (tf, k=100, a5, lam=0.1, w=1, no growth)": ({"idf_power": 0.0}, {}),
+    "previous default + margin": ({"idf_power": 0.0}, {"score_margin": True}),
+    "w=0.2 (weighted l1 loss)": ({"idf_power": 0.0}, {"over_weight": 0.2}),
+    "w=0.2 + margin": ({"idf_power": 0.0}, {"over_weight": 0.2, "score_margin": True}),
+    "w=0.05 + margin": ({"idf_power": 0.0}, {"over_weight": 0.05, "score_margin": True}),
+    "w=0.2, whole-document seeds": ({"idf_power": 0.0}, {"over_weight": 0.2, "atom_terms": None}),
+    "idf + margin": (IDF, {"score_margin": True}),
+    "idf, w=0.2 + margin": (IDF, {"over_weight": 0.2, "score_margin": True}),
+    "idf, w=0.05 + margin": (IDF, {"over_weight": 0.05, "score_margin": True}),
+    "tf, grow 200/window, cap 1500, a3, w=1": ({"idf_power": 0.0}, _grow(200, 1500, 3, 1.0)),
+    "tf, grow 200/window, cap 1500, a3, w=0.2": ({"idf_power": 0.0}, _grow(200, 1500, 3, 0.2)),
+    "idf, grow 200/window, cap 1500, a3, w=0.2": (IDF, _grow(200, 1500, 3, 0.2)),
+    "idf, grow 500/window, cap 3000, a3, w=0.2": (IDF, _grow(500, 3000, 3, 0.2)),
+    "idf, grow 500/window, cap 3000, a3, w=0.05": (IDF, _grow(500, 3000, 3, 0.05)),
+    "tf, grow 500/window, cap 3000, a3, w=1": ({"idf_power": 0.0}, _grow(500, 3000, 3, 1.0)),
+    "tf, grow 500/window, cap 3000, a3, w=0.2": ({"idf_power": 0.0}, _grow(500, 3000, 3, 0.2)),
+    "idf, grow 500/window, cap 3000, a5, w=0.2": (IDF, _grow(500, 3000, 5, 0.2)),
+    "idf, grow 500/window, cap 3000, a5, w=0.1": (IDF, _grow(500, 3000, 5, 0.1)),
+    "idf, grow 500/window, cap 3000, a5, w=0.2, lam=0.05": (
+        IDF,
+        _grow(500, 3000, 5, 0.2, lam=0.05),
+    ),
+    "idf, grow 500/window, cap 3000, a8, w=0.2": (IDF, _grow(500, 3000, 8, 0.2)),
+    "idf, grow 500/window, cap 3000, whole docs, w=0.2": (IDF, _grow(500, 3000, None, 0.2)),
+}
+
+
+def tuning_methods() -> dict[str, Any]:
+    """The product's Detector under every setting tried while tuning the default (issue 3)."""
+    out: dict[str, Any] = {"product default": DetectorMethod(Detector())}
+    for name, (features, model) in TUNING.items():
+        out[name] = DetectorMethod(
+            Detector(
+                features=StreamingTfidf(**{**DEFAULT_FEATURES, **features}),
+                model=OnlineL1NoveltyDetector(**model),
+            )
+        )
+    return out
+
+
 def speed_table(methods: dict[str, Any]) -> list[dict[str, float]]:
     online, batch = methods["online"]["time_s"], methods["batch"]["time_s"]
     return [
@@ -296,6 +353,12 @@ def run(corpus_name: str, steps: int, parts: str) -> dict[str, Any]:
         path.write_text(json.dumps(out, indent=1))
     else:
         out = json.loads(path.read_text())
+    if parts == "tuning":
+        t0 = time.perf_counter()
+        tun = evaluate_corpus(corpus, tuning_methods(), SharedTfidf(), progress=print)
+        out["tuning"] = to_json(tun)["methods"]
+        out["tuning_wall_time_s"] = time.perf_counter() - t0
+        path.write_text(json.dumps(out, indent=1))
     if parts == "inner":
         inner = to_json(evaluate_corpus(corpus, inner_methods(), SharedTfidf(), progress=print))
         out["inner"] = inner["methods"]
@@ -329,7 +392,7 @@ def markdown(out: dict[str, Any]) -> str:
         for s in out["steps"]
     ]
     head = "| method | pooled AUC (none) | pooled AUC (any) | mean step AUC (any) | total s |"
-    for group in ("methods", "variants", "inner"):
+    for group in ("methods", "variants", "inner", "tuning"):
         if group not in out:
             continue
         lines += ["", head, "|---|---|---|---|---|"]
@@ -365,7 +428,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=["synthetic", "reuters", "all"], default="all")
     parser.add_argument("--steps", type=int, default=7)
-    parser.add_argument("--parts", choices=["main", "variants", "inner", "all"], default="all")
+    parser.add_argument(
+        "--parts", choices=["main", "variants", "inner", "tuning", "all"], default="all"
+    )
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     names = ["synthetic", "reuters"] if args.corpus == "all" else [args.corpus]
@@ -374,7 +439,7 @@ def main() -> None:
         (RESULTS / f"novelty_quality_{name}.md").write_text(markdown(out))
         for row in out["speed"]:
             print(f"{name} step {row['step']}: BATCH/ONLINE time {row['batch_over_online']:.1f}x")
-        for group in ("methods", "variants", "inner"):
+        for group in ("methods", "variants", "inner", "tuning"):
             for method, m in out.get(group, {}).items():
                 print(
                     f"{name} {method}: pooled AUC none={m['pooled_auc_none']} "

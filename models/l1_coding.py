@@ -70,6 +70,8 @@ class L1CodingResult:
     screening_margin : ndarray (n,), ``max(0, min_j (||a_j||_1 + lambda - 2 m_j))``: how far a
         screened document is from using any atom (the reduced cost certifying ``x = 0``); 0 for
         documents that use an atom or have no terms. A free tie-break among scores of exactly 1.
+        With ``over_weight = w``: ``max(0, min_j (w ||a_j||_1 + lambda - (1 + w) m_j))``.
+    n_polished : int, documents finished by the exact LP polish (see ``polish_after``).
     """
 
     codes: sp.csr_matrix
@@ -80,6 +82,7 @@ class L1CodingResult:
     n_iter: int
     n_screened: int
     screening_margin: np.ndarray | None = None
+    n_polished: int = 0
 
 
 def weighted_l1_loss(r: np.ndarray, over_weight: float = 1.0) -> np.ndarray:
@@ -326,6 +329,7 @@ def l1_sparse_code(
         dr, dv = doc_of_row[rsel], doc_of_var[vsel]
         xw, theta, e, Bx = xw[vkeep], theta[rkeep], e[rkeep], Bx[rkeep]
 
+    n_polished = 0
     if rsel.size and polish_after is not None:
         x_lp = _polish(B[rsel][:, vsel], q[rsel], c[vsel], w)
         x[vsel] = xw if x_lp is None else x_lp
@@ -333,6 +337,7 @@ def l1_sparse_code(
             left = np.unique(doc_of_var[vsel])
             converged[left] = True
             gap[left] = 0.0
+            n_polished = int(left.size)
 
     # exact objective of the returned codes
     fit = weighted_l1_loss((q - B @ x).astype(np.float64), w)
@@ -345,7 +350,7 @@ def l1_sparse_code(
     codes = sp.csr_matrix((x, var_atom, active.indptr), shape=(n, k), dtype=dt)
     codes.eliminate_zeros()
     return L1CodingResult(
-        codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin
+        codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin, n_polished
     )
 
 

@@ -230,6 +230,8 @@ class OnlineL1NoveltyDetector(BaseEstimator):
             )
         self.oiadmm_ = self._oiadmm().initialize(A)
         self.threshold_ = float(self.threshold)
+        self.n_windows_ = 0
+        self.atom_last_used_ = np.zeros(A.shape[1], dtype=np.int64)
         return self
 
     def partial_fit(
@@ -246,21 +248,45 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         if codes is None or scores is None:
             res = self._code(P, self.components_)
             codes, scores = res.codes, self.novelty_scores(res)
-        Xt = sp.csr_matrix(codes).T
+        codes = sp.csr_matrix(codes)
+        self.n_windows_ += 1
+        self.atom_last_used_[np.unique(codes.indices)] = self.n_windows_
+        Xt = codes.T
         for _ in range(self.update_steps):
             self.oiadmm_.partial_fit(P, Xt)
         self._maybe_grow(P, np.asarray(scores))
         return self
 
     def _maybe_grow(self, P: sp.csc_matrix, scores: np.ndarray) -> None:
+        """Dictionary growth: atoms seeded from the worst-represented documents of the window.
+
+        Once ``max_components`` atoms exist, new atoms replace the least recently used ones that
+        this window did not use (so the dictionary, and memory, stay bounded on a long stream).
+        """
         if self.grow_threshold is None:
             return
         poor = np.flatnonzero(scores > self.grow_threshold)
-        room = self.max_components - self.components_.shape[1]
-        if poor.size <= self.grow_fraction * scores.size or room <= 0:
+        if poor.size == 0 or poor.size <= self.grow_fraction * scores.size:
             return
-        worst = poor[np.argsort(-scores[poor], kind="stable")[: min(self.grow_size, room)]]
-        self.oiadmm_.add_atoms(self._seed_atoms(P, worst))
+        k = self.components_.shape[1]
+        stale = np.flatnonzero(self.atom_last_used_ < self.n_windows_)
+        stale = stale[np.argsort(self.atom_last_used_[stale], kind="stable")]
+        room = max(self.max_components - k, 0)
+        n_new = min(self.grow_size, poor.size, room + stale.size)
+        if n_new <= 0:
+            return
+        worst = poor[np.argsort(-scores[poor], kind="stable")[:n_new]]
+        atoms = self._seed_atoms(P, worst)
+        n_add = min(room, n_new)
+        if n_add:
+            self.oiadmm_.add_atoms(atoms[:, :n_add])
+        if n_new > n_add:
+            self.oiadmm_.replace_atoms(stale[: n_new - n_add], atoms[:, n_add:])
+        used = np.r_[self.atom_last_used_, np.zeros(n_add, dtype=np.int64)]
+        used[np.r_[np.arange(k, k + n_add), stale[: n_new - n_add]].astype(np.int64)] = (
+            self.n_windows_
+        )
+        self.atom_last_used_ = used
 
     def remap_features(self, kept_rows: np.ndarray, n_new: int) -> OnlineL1NoveltyDetector:
         """Apply a vocabulary update (evicted rows dropped, ``n_new`` zero rows appended)."""
@@ -306,11 +332,18 @@ class OnlineL1NoveltyDetector(BaseEstimator):
     def get_state(self) -> dict[str, np.ndarray]:
         st = self.oiadmm_.get_state()
         st["threshold"] = np.asarray(self.threshold_, dtype=np.float64)
+        st["n_windows"] = np.asarray(self.n_windows_, dtype=np.int64)
+        st["atom_last_used"] = self.atom_last_used_.astype(np.int64)
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> OnlineL1NoveltyDetector:
         self.oiadmm_ = self._oiadmm().set_state(state)
         self.threshold_ = float(state["threshold"])
+        k = self.oiadmm_.components_.shape[1]  # checkpoints older than growth lack the two below
+        self.n_windows_ = int(state.get("n_windows", 0))
+        self.atom_last_used_ = np.array(
+            state.get("atom_last_used", np.zeros(k, dtype=np.int64)), dtype=np.int64
+        )
         return self
 
 

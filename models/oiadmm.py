@@ -138,6 +138,12 @@ class OIADMM(BaseEstimator):
         self.components_ = np.hstack([self.components_, new])
         return self
 
+    def replace_atoms(self, idx: np.ndarray, atoms: np.ndarray) -> OIADMM:
+        """Overwrite columns ``idx`` with ``atoms`` (projected); ``k`` and the dual unchanged."""
+        new = project_l1_ball_nonneg(np.asarray(atoms, dtype=self.dtype)).astype(self.dtype)
+        self.components_[:, np.asarray(idx, dtype=np.int64)] = new
+        return self
+
     def partial_fit(self, P: sp.spmatrix | np.ndarray, X: sp.spmatrix | np.ndarray) -> OIADMM:
         """One OIADMM step on the window ``P`` (``m x n``) with its codes ``X`` (``k x n``)."""
         m, n = P.shape

@@ -192,3 +192,53 @@ def test_update_steps_per_window() -> None:
     three.partial_fit(X)
     assert one.oiadmm_.n_steps_ == 1 and three.oiadmm_.n_steps_ == 3
     assert not np.array_equal(one.components_, three.components_)
+
+
+def test_growth_at_the_cap_replaces_least_recently_used_atoms() -> None:
+    rng = np.random.default_rng(10)
+    d = make_detector(grow_threshold=0.9, grow_fraction=0.0, grow_size=8, max_components=24)
+    warm(rng, d)
+    for topic in (20, 21):  # fills the dictionary up to the cap
+        d.process_window(topic_docs(rng, topic, 30))
+    model = d.model
+    assert model.components_.shape[1] == 24
+    last = model.atom_last_used_.copy()
+    A = model.components_.copy()
+    res = d.process_window(topic_docs(rng, 22, 30))
+    assert model.components_.shape[1] == 24  # bounded: new atoms replace old ones
+    used_now = np.unique(res.codes.indices)
+    unused = np.setdiff1d(np.arange(24), used_now)
+    m0 = A.shape[0]  # the vocabulary grew: compare the old rows
+    replaced = unused[np.any(model.components_[:m0, unused] != A[:, unused], axis=0)]
+    assert replaced.size > 0
+    assert np.all(model.atom_last_used_[replaced] == model.n_windows_)
+    # they were the least recently used among the atoms this window did not use
+    assert last[replaced].max() <= np.sort(last[unused])[replaced.size - 1]
+    after = d.process_window(topic_docs(rng, 22, 10))
+    assert np.median(after.scores) < np.median(res.scores) - 0.05  # the new topic is learned
+
+
+def test_state_round_trip_with_growth_and_weighted_loss() -> None:
+    rng = np.random.default_rng(11)
+    params = {
+        "grow_threshold": 0.9,
+        "grow_fraction": 0.0,
+        "grow_size": 6,
+        "max_components": 26,
+        "over_weight": 0.2,
+        "score_margin": True,
+    }
+    d = make_detector(**params)
+    warm(rng, d)
+    for topic in (30, 31):
+        d.process_window(topic_docs(rng, topic, 30) + topic_docs(rng, 0, 10))
+    buf = io.BytesIO()
+    np.savez(buf, **d.get_state())
+    buf.seek(0)
+    e = make_detector(**params).set_state(dict(np.load(buf, allow_pickle=False)))
+    for topic in (32, 33):
+        nxt = topic_docs(rng, topic, 30) + topic_docs(rng, 1, 10)
+        r1, r2 = d.process_window(nxt), e.process_window(nxt)
+        np.testing.assert_array_equal(r1.scores, r2.scores)
+        np.testing.assert_array_equal(d.model.components_, e.model.components_)
+        np.testing.assert_array_equal(d.model.atom_last_used_, e.model.atom_last_used_)

@@ -184,7 +184,9 @@ def test_weighted_loss_and_polish_match_lp(lam: float, w: float, polish_after: i
     np.testing.assert_allclose(res.reconstruction_error, rec, rtol=1e-9, atol=1e-12)
     assert res.converged.all()
     if polish_after == 0:
-        assert res.n_iter == 0
+        assert res.n_iter == 0 and res.n_polished == P.shape[1] - res.n_screened
+    if polish_after is None:
+        assert res.n_polished == 0
 
 
 def test_weighted_screening_margin() -> None:
