@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sparsewatch.models.projections import project_simplex, project_simplex_box
+from sparsewatch.models.projections import _simplex_pivot, project_simplex, project_simplex_box
 
 
 def _brute_force(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float = 1.0) -> np.ndarray:
@@ -102,3 +102,11 @@ def test_pivot_keeps_float32() -> None:
     np.testing.assert_allclose(P.sum(axis=1, dtype=np.float64), 1.0, atol=1e-5)
     with pytest.raises(ValueError, match="method"):
         project_simplex(V, method="bisect")
+
+
+def test_pivot_falls_back_to_sorting_when_passes_run_out() -> None:
+    rng = np.random.default_rng(2)
+    V = rng.standard_normal((40, 3))
+    np.testing.assert_allclose(
+        _simplex_pivot(V, 1.0, 0, max_iter=1), project_simplex(V), atol=1e-12
+    )
