@@ -165,10 +165,15 @@ class OIADMM(BaseEstimator):
         return self
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """``A`` dense, ``Delta`` as CSC arrays (``dual_data``/``indices``/``indptr``/``shape``)."""
+        """``A`` and ``Delta`` as CSC arrays (``components_data``, ``_indices``, ``_indptr``,
+        ``_shape``; ``dual_*`` alike): grown dictionaries of short atoms are mostly zeros."""
         D = self.dual_
+        C = sp.csc_matrix(self.components_)
         return {
-            "components": self.components_,
+            "components_data": C.data,
+            "components_indices": C.indices.astype(np.int64),
+            "components_indptr": C.indptr.astype(np.int64),
+            "components_shape": np.asarray(self.components_.shape, dtype=np.int64),
             "dual_data": D.data,
             "dual_indices": D.indices.astype(np.int64),
             "dual_indptr": D.indptr.astype(np.int64),
@@ -177,7 +182,17 @@ class OIADMM(BaseEstimator):
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> OIADMM:
-        self.components_ = np.array(state["components"], dtype=self.dtype)
+        if "components" in state:  # checkpoints written before the sparse layout
+            self.components_ = np.array(state["components"], dtype=self.dtype)
+        else:
+            self.components_ = sp.csc_matrix(
+                (
+                    np.array(state["components_data"], dtype=self.dtype),
+                    state["components_indices"],
+                    state["components_indptr"],
+                ),
+                shape=tuple(int(v) for v in state["components_shape"]),
+            ).toarray()
         self.dual_ = sp.csc_matrix(
             (
                 np.array(state["dual_data"], dtype=self.dtype),

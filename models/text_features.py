@@ -111,6 +111,10 @@ class StreamingTfidf(BaseEstimator):
     idf_power : exponent on the idf (0: plain tf, 1: TF-IDF; between: damped rare terms).
     sublinear_tf, bigrams, stop_words ("english" or None), urls, hashtags, mentions : see module.
     dtype : float type of the matrices.
+    past_idf : in :meth:`partial_fit_transform`, weight the window with the idf of the documents
+        seen BEFORE it (terms new in the window get the idf of an unseen term, the largest), so a
+        word's weight says how surprising it is given the past; ``False``: the idf after the
+        window's update (as :meth:`transform` after :meth:`partial_fit`).
 
     Attributes
     ----------
@@ -135,6 +139,7 @@ class StreamingTfidf(BaseEstimator):
         hashtags: str = "word",
         mentions: str = "keep",
         dtype: type = np.float64,
+        past_idf: bool = False,
     ) -> None:
         self.max_features = max_features
         self.df_half_life = df_half_life
@@ -148,6 +153,7 @@ class StreamingTfidf(BaseEstimator):
         self.hashtags = hashtags
         self.mentions = mentions
         self.dtype = dtype
+        self.past_idf = past_idf
 
     # ------------------------------------------------------------------ tokens
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
@@ -244,11 +250,22 @@ class StreamingTfidf(BaseEstimator):
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
         """``partial_fit`` then ``transform`` on one window, tokenizing once."""
         docs = self.tokenize(texts)
+        fitted = hasattr(self, "terms_")
+        idf_before = self.idf() if fitted else np.zeros(0)
+        n_before = self.n_eff_ if fitted else 0.0
         self._update(docs)
-        return self._transform(docs, return_oov)
+        idf = None
+        if self.past_idf:  # kept rows keep their past idf; new rows get an unseen term's
+            idf = np.r_[
+                idf_before[self.kept_rows_], np.full(self.n_new_, self._unseen_idf(n_before))
+            ]
+        return self._transform(docs, return_oov, idf)
+
+    def _unseen_idf(self, n_eff: float) -> float:
+        return (np.log(1.0 + n_eff) + 1.0) ** self.idf_power
 
     def _transform(
-        self, docs: list[list[str]], return_oov: bool
+        self, docs: list[list[str]], return_oov: bool, idf: np.ndarray | None = None
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
         if not hasattr(self, "terms_"):
             self._init_state()
@@ -270,8 +287,9 @@ class StreamingTfidf(BaseEstimator):
         C = sp.csc_matrix((np.ones(rows.size), (rows, cols)), shape=(max(n_rows, m), n))
         C.sum_duplicates()
         tf = np.log(C.data) + 1.0 if self.sublinear_tf else C.data
-        idf_new = (np.log(1.0 + self.n_eff_) + 1.0) ** self.idf_power  # an unseen term's idf
-        idf_ext = np.concatenate([self.idf(), np.full(C.shape[0] - m, idf_new)])
+        idf_new = self._unseen_idf(self.n_eff_)  # an unseen term's idf
+        idf_known = self.idf() if idf is None else idf
+        idf_ext = np.concatenate([idf_known, np.full(C.shape[0] - m, idf_new)])
         C.data = (tf * idf_ext[C.indices]).astype(self.dtype)
         if self.max_terms_per_doc is not None:
             C = _top_per_column(C, self.max_terms_per_doc)

@@ -117,6 +117,9 @@ def test_state_round_trip() -> None:
     p.partial_fit(Q, X)
     np.testing.assert_array_equal(o.components_, p.components_)
     assert (o.dual_ != p.dual_).nnz == 0
+    old = {k: v for k, v in o.get_state().items() if not k.startswith("components_")}
+    old["components"] = o.components_  # the dense layout of earlier checkpoints still loads
+    np.testing.assert_array_equal(OIADMM().set_state(old).components_, o.components_)
 
 
 def test_batch_update_reduces_l1_loss() -> None:

@@ -107,3 +107,25 @@ def test_idf_power(power: float) -> None:
         np.testing.assert_allclose(P[P > 0], 0.5)
     else:
         assert P[f.vocabulary_["b1"]] > P[f.vocabulary_["a1"]]
+
+
+def test_past_idf_weights_a_window_by_the_documents_before_it() -> None:
+    past = ["apple banana", "banana cherry", "banana apple"]
+    window = ["banana durian", "apple cherry durian"]
+    f = StreamingTfidf(past_idf=True, max_terms_per_doc=None).partial_fit(past)
+    ref = StreamingTfidf().partial_fit(past)
+    before = dict(zip(ref.terms_.tolist(), ref.idf(), strict=True))
+    unseen = np.log(1.0 + ref.n_eff_) + 1.0  # idf of a term no earlier document had
+    P = f.partial_fit_transform(window).toarray()
+    row = f.vocabulary_
+    # document 1: banana (past idf) and durian (new: the unseen idf), sublinear tf = 1 each
+    expect = np.array([before["banana"], unseen]) / (before["banana"] + unseen)
+    np.testing.assert_allclose(P[[row["banana"], row["durian"]], 0], expect)
+    assert P[row["durian"], 1] > P[row["apple"], 1]  # the new term weighs most
+    # the vocabulary and document frequencies learn the window exactly as without past_idf
+    g = StreamingTfidf().partial_fit(past)
+    g.partial_fit(window)
+    np.testing.assert_array_equal(f.terms_, g.terms_)
+    np.testing.assert_allclose(f.df_, g.df_)
+    # transform (no learning) uses the current idf, as without the option
+    np.testing.assert_allclose(f.transform(window).toarray(), g.transform(window).toarray())
