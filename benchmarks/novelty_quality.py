@@ -29,7 +29,7 @@ from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.replay.eval_methods import (
-    PAPER,
+    ONLINE_PAPER,
     DetectorMethod,
     SharedTfidf,
     build_methods,
@@ -208,7 +208,7 @@ class InnerOnline(EstimatorMethod):
 def inner_methods() -> dict[str, Any]:
     """ONLINE with 1, 3, 5 inner rounds per window, and BATCH, on the same steps."""
     out: dict[str, Any] = {
-        f"online, {n} inner round(s)": InnerOnline(OnlineL1NoveltyDetector(**PAPER), n)
+        f"online, {n} inner round(s)": InnerOnline(OnlineL1NoveltyDetector(**ONLINE_PAPER), n)
         for n in (1, 3, 5)
     }
     out.update(build_methods(["batch"]))
@@ -221,7 +221,7 @@ def variant_methods() -> dict[str, Any]:
     def det(features: dict, model: dict) -> Detector:
         return Detector(
             features=StreamingTfidf(**{"max_features": 10**9, **features}),
-            model=OnlineL1NoveltyDetector(**model),
+            model=OnlineL1NoveltyDetector(**{**PREVIOUS_MODEL, **model}),
         )
 
     paper = {"n_components": 100, "lam": 0.1, "atom_terms": None}
@@ -256,9 +256,13 @@ def variant_methods() -> dict[str, Any]:
             out[f"exemplar atoms: last 2000 docs, {atom_terms or 'all'} terms, lam=0.1, {tag}"] = (
                 ExemplarAtoms(0.1, 2000, atom_terms, graded)
             )
-    out["l1 paper + screening margin"] = GradedOnline(OnlineL1NoveltyDetector(**paper))
+    out["l1 paper + screening margin"] = GradedOnline(
+        OnlineL1NoveltyDetector(**{**PREVIOUS_MODEL, **paper})
+    )
     out["l1 k=300 seeds=3 terms lam=0.01 + screening margin"] = GradedOnline(
-        OnlineL1NoveltyDetector(n_components=300, lam=0.01, atom_terms=3)
+        OnlineL1NoveltyDetector(
+            **{**PREVIOUS_MODEL, "n_components": 300, "lam": 0.01, "atom_terms": 3}
+        )
     )
     for min_df in (1, 3):
         out[f"probe: singleton atoms for every term with df>={min_df} so far, no update"] = (
@@ -281,33 +285,38 @@ def _grow(size: int, cap: int, atom_terms: int | None, w: float, **extra: Any) -
     }
 
 
+# The Detector defaults before this tuning (features and model), to which the rows below add
+PREVIOUS_FEATURES = {**DEFAULT_FEATURES, "idf_power": 0.0, "past_idf": False}
+PREVIOUS_MODEL = {
+    "atom_terms": 5,
+    "over_weight": 1.0,
+    "score_margin": False,
+    "grow_threshold": None,
+    "grow_fraction": 0.5,
+    "grow_size": 10,
+    "max_components": 300,
+}
 IDF = {"idf_power": 1.0}
+PAST_IDF = {"idf_power": 1.0, "past_idf": True}
 TUNING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    # name -> (feature overrides of DEFAULT_FEATURES, model parameters); the product's Detector
-    "previous default (tf, k=100, a5, lam=0.1, w=1, no growth)": ({"idf_power": 0.0}, {}),
-    "previous default + margin": ({"idf_power": 0.0}, {"score_margin": True}),
-    "w=0.2 (weighted l1 loss)": ({"idf_power": 0.0}, {"over_weight": 0.2}),
-    "w=0.2 + margin": ({"idf_power": 0.0}, {"over_weight": 0.2, "score_margin": True}),
-    "w=0.05 + margin": ({"idf_power": 0.0}, {"over_weight": 0.05, "score_margin": True}),
-    "w=0.2, whole-document seeds": ({"idf_power": 0.0}, {"over_weight": 0.2, "atom_terms": None}),
+    # name -> (overrides of PREVIOUS_FEATURES, overrides of PREVIOUS_MODEL)
+    "previous default (tf, k=100, a5, lam=0.1, w=1, no growth)": ({}, {}),
+    "previous default + margin": ({}, {"score_margin": True}),
+    "w=0.2 + margin": ({}, {"over_weight": 0.2, "score_margin": True}),
     "idf + margin": (IDF, {"score_margin": True}),
     "idf, w=0.2 + margin": (IDF, {"over_weight": 0.2, "score_margin": True}),
-    "idf, w=0.05 + margin": (IDF, {"over_weight": 0.05, "score_margin": True}),
-    "tf, grow 200/window, cap 1500, a3, w=1": ({"idf_power": 0.0}, _grow(200, 1500, 3, 1.0)),
-    "tf, grow 200/window, cap 1500, a3, w=0.2": ({"idf_power": 0.0}, _grow(200, 1500, 3, 0.2)),
-    "idf, grow 200/window, cap 1500, a3, w=0.2": (IDF, _grow(200, 1500, 3, 0.2)),
-    "idf, grow 500/window, cap 3000, a3, w=0.2": (IDF, _grow(500, 3000, 3, 0.2)),
-    "idf, grow 500/window, cap 3000, a3, w=0.05": (IDF, _grow(500, 3000, 3, 0.05)),
-    "tf, grow 500/window, cap 3000, a3, w=1": ({"idf_power": 0.0}, _grow(500, 3000, 3, 1.0)),
-    "tf, grow 500/window, cap 3000, a3, w=0.2": ({"idf_power": 0.0}, _grow(500, 3000, 3, 0.2)),
-    "idf, grow 500/window, cap 3000, a5, w=0.2": (IDF, _grow(500, 3000, 5, 0.2)),
-    "idf, grow 500/window, cap 3000, a5, w=0.1": (IDF, _grow(500, 3000, 5, 0.1)),
-    "idf, grow 500/window, cap 3000, a5, w=0.2, lam=0.05": (
-        IDF,
-        _grow(500, 3000, 5, 0.2, lam=0.05),
-    ),
+    "tf, grow 200/window, cap 1500, a3, w=1": ({}, _grow(200, 1500, 3, 1.0)),
+    "tf, grow 500/window, cap 1500, a8, w=0.2": ({}, _grow(500, 1500, 8, 0.2)),
+    "idf, grow 500/window, cap 1500, a5, w=0.2": (IDF, _grow(500, 1500, 5, 0.2)),
+    "idf, grow 500/window, cap 1500, a8, w=0.2": (IDF, _grow(500, 1500, 8, 0.2)),
     "idf, grow 500/window, cap 3000, a8, w=0.2": (IDF, _grow(500, 3000, 8, 0.2)),
-    "idf, grow 500/window, cap 3000, whole docs, w=0.2": (IDF, _grow(500, 3000, None, 0.2)),
+    "past idf, grow 500/window, cap 3000, a8, w=0.2": (PAST_IDF, _grow(500, 3000, 8, 0.2)),
+    "new default without OIADMM (update_steps=0)": (
+        PAST_IDF,
+        _grow(500, 1500, 8, 0.2, update_steps=0),
+    ),
+    "new default with w=1": (PAST_IDF, _grow(500, 1500, 8, 1.0)),
+    "new default without margin": (PAST_IDF, _grow(500, 1500, 8, 0.2, score_margin=False)),
 }
 
 
@@ -317,8 +326,8 @@ def tuning_methods() -> dict[str, Any]:
     for name, (features, model) in TUNING.items():
         out[name] = DetectorMethod(
             Detector(
-                features=StreamingTfidf(**{**DEFAULT_FEATURES, **features}),
-                model=OnlineL1NoveltyDetector(**model),
+                features=StreamingTfidf(**{**PREVIOUS_FEATURES, **features}),
+                model=OnlineL1NoveltyDetector(**{**PREVIOUS_MODEL, **model}),
             )
         )
     return out
@@ -343,7 +352,8 @@ def run(corpus_name: str, steps: int, parts: str) -> dict[str, Any]:
         t0 = time.perf_counter()
         main = evaluate_corpus(corpus, build_methods(MAIN_METHODS), SharedTfidf(), progress=print)
         plot_results(main, prefix)
-        out = to_json(main)
+        prev = json.loads(path.read_text()) if path.exists() else {}
+        out = {**prev, **to_json(main)}  # keeps the variants/inner/tuning tables of other runs
         out["speed"] = speed_table(out["methods"])
         out["machine"] = (
             f"{platform.machine()}, 2 cores shared with other jobs; python "

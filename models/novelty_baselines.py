@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import normalize
-from sparsewatch.models.l1_coding import l1_sparse_code
+from sparsewatch.models.l1_coding import l1_sparse_code, weighted_l1_loss
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.oiadmm import l1_dictionary_update
 from sparsewatch.models.projections import project_l1_ball_nonneg
@@ -246,6 +246,7 @@ class BatchL1Novelty(BaseEstimator):
         and on all documents so far, the effort that built the warm-up dictionary
         (``n_init_iter`` rounds), warm-started.
     dict_iter : Algorithm 6 iterations per round (default: ``init_dict_iter``).
+    over_weight : the weighted l1 loss of the ONLINE detector (1 = Eq. (3), the paper's BATCH).
     """
 
     def __init__(
@@ -263,6 +264,7 @@ class BatchL1Novelty(BaseEstimator):
         eta: int = 10,
         n_alternations: int = 5,
         dict_iter: int = 20,
+        over_weight: float = 1.0,
         dtype: type = np.float32,
         random_state: int | None = 0,
     ) -> None:
@@ -279,6 +281,7 @@ class BatchL1Novelty(BaseEstimator):
         self.eta = eta
         self.n_alternations = n_alternations
         self.dict_iter = dict_iter
+        self.over_weight = over_weight
         self.dtype = dtype
         self.random_state = random_state
 
@@ -298,6 +301,7 @@ class BatchL1Novelty(BaseEstimator):
             tol=self.coding_tol,
             max_iter=self.coding_max_iter,
             x0=x0,
+            over_weight=self.over_weight,
         )
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> BatchL1Novelty:
@@ -313,6 +317,7 @@ class BatchL1Novelty(BaseEstimator):
             n_init_iter=self.n_init_iter,
             init_dict_iter=self.init_dict_iter,
             atom_terms=self.atom_terms,
+            over_weight=self.over_weight,
             dtype=self.dtype,
             random_state=self.random_state,
         ).fit(X)
@@ -365,7 +370,12 @@ class BatchL1Novelty(BaseEstimator):
             codes = self._code(self.P_, self.components_, codes).codes
             self.components_ = np.asarray(
                 l1_dictionary_update(
-                    self.P_, codes.T, self.components_, beta=self.beta, n_iter=self.dict_iter
+                    self.P_,
+                    codes.T,
+                    self.components_,
+                    beta=self.beta,
+                    n_iter=self.dict_iter,
+                    over_weight=self.over_weight,
                 ),
                 dtype=self.dtype,
             )
@@ -375,4 +385,5 @@ class BatchL1Novelty(BaseEstimator):
     def objective(self) -> float:
         """Eq. (3) summed over the history with the stored codes."""
         R = self.P_.toarray() - self.components_ @ self.codes_.T.toarray()
-        return float(np.abs(R).sum() + self.lam * self.codes_.sum())
+        loss = weighted_l1_loss(R, self.over_weight).sum()
+        return float(loss + self.lam * self.codes_.sum())

@@ -32,7 +32,9 @@ from sparsewatch.replay.evaluate import EstimatorMethod, StepMethod
 
 from sparsewatch.errors import SparsewatchError
 
-PAPER = {"n_components": 100, "lam": 0.1, "atom_terms": None}
+PAPER = {"n_components": 100, "lam": 0.1, "atom_terms": None, "over_weight": 1.0}
+# ONLINE is Algorithm 3 as published: none of the product's additions (see models.novelty)
+ONLINE_PAPER = {**PAPER, "score_margin": False, "grow_threshold": None}
 
 
 class SharedTfidf:
@@ -84,7 +86,7 @@ def l2_sre(estimator: L2BatchNovelty, X: sp.csr_matrix) -> float:
 
 
 def _online(**params: Any) -> StepMethod:
-    return EstimatorMethod(OnlineL1NoveltyDetector(**{**PAPER, **params}), sre_fn=l1_sre)
+    return EstimatorMethod(OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **params}), sre_fn=l1_sre)
 
 
 def _batch(**params: Any) -> StepMethod:

@@ -28,13 +28,20 @@ def _docs(seed: int, n: int, m: int = 40, n_topics: int = 3) -> sp.csr_matrix:
     return sp.csr_matrix(X.multiply(1 / X.sum(axis=1)))
 
 
-PARAMS = {"n_components": 6, "lam": 0.05, "atom_terms": 2, "n_init_iter": 2, "random_state": 0}
+PARAMS = {
+    "n_components": 6,
+    "lam": 0.05,
+    "atom_terms": 2,
+    "n_init_iter": 2,
+    "over_weight": 1.0,  # Eq. (3), the paper's BATCH (the ONLINE default is a weighted loss)
+    "random_state": 0,
+}
 
 
 def test_warm_up_dictionary_is_the_online_one() -> None:
     X = _docs(0, 60)
     batch = BatchL1Novelty(**PARAMS).fit(X)
-    online = OnlineL1NoveltyDetector(**PARAMS).fit(X)
+    online = OnlineL1NoveltyDetector(**PARAMS, score_margin=False).fit(X)  # plain Eq. (3)
     np.testing.assert_array_equal(batch.components_, online.components_)
     np.testing.assert_allclose(batch.score_samples(X), online.score_samples(X), rtol=1e-6)
 

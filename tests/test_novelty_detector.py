@@ -55,7 +55,9 @@ def test_novel_topic_scores_higher_and_is_flagged() -> None:
     assert res.scores.shape == res.reconstruction_errors.shape == res.novel.shape == (n,)
     assert res.codes.shape == (n, res.n_atoms) and res.top_atoms.shape == (n, 3)
     assert np.all(res.scores >= res.reconstruction_errors - 1e-9)
-    assert np.all(res.scores <= 1 + 1e-6) and np.all(res.scores >= 0)
+    model = d.model  # the screening-margin tie-break may add up to over_weight + lam to 1
+    assert np.all(res.scores <= 1 + model.over_weight + model.lam + 1e-6)
+    assert np.all(res.scores >= 0)
     assert res.scores[len(old) :].min() > np.median(res.scores[: len(old)])
     assert res.novel.sum() >= int(np.ceil(0.1 * n))  # top 10% (ties at the cut included)
     assert res.novel[len(old) :].all()  # every document of the new topic is flagged
@@ -209,7 +211,8 @@ def test_growth_at_the_cap_replaces_least_recently_used_atoms() -> None:
     used_now = np.unique(res.codes.indices)
     unused = np.setdiff1d(np.arange(24), used_now)
     m0 = A.shape[0]  # the vocabulary grew: compare the old rows
-    replaced = unused[np.any(model.components_[:m0, unused] != A[:, unused], axis=0)]
+    moved = np.abs(model.components_[:m0, unused] - A[:, unused]).sum(axis=0)
+    replaced = unused[moved > 1e-3]  # (projection rounding aside, unused atoms stay put)
     assert replaced.size > 0
     assert np.all(model.atom_last_used_[replaced] == model.n_windows_)
     # they were the least recently used among the atoms this window did not use
