@@ -8,11 +8,12 @@ Same documents, same configuration, one run:
   topic is drained; time from its first message to its last commit (joining the consumer group
   before the first message is reported apart as ``startup_s``).
 
-Reports documents/s, the overhead ratio against the core, window latency (close to committed) p50
-and p99, and, over the run, resident memory and window latency of the first and last fifths (the
-stream spans far more than an hour of event time).
+Each path runs ``--repeats`` times (fresh topic, group and database each time); medians are
+reported. Reports documents/s, the overhead ratio against the core, window latency (close to
+committed) p50 and p99, and, over the run, resident memory and window latency of the first and last
+fifths (the stream spans far more than an hour of event time).
 
-    python benchmarks/pipeline_throughput.py --documents 24000 \
+    python benchmarks/pipeline_throughput.py --documents 24000 --repeats 3 \
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
 """
 
@@ -51,7 +52,7 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def _config(bootstrap: str, prefix: str, db_url: str) -> Config:
+def _config(bootstrap: str, prefix: str, db_url: str, checkpoint_every: int) -> Config:
     return load_config(
         env={
             "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -60,10 +61,11 @@ def _config(bootstrap: str, prefix: str, db_url: str) -> Config:
             "SPARSEWATCH_KAFKA_PARTITIONS": "2",
             "SPARSEWATCH_DATABASE_URL": db_url,
             "SPARSEWATCH_WINDOWS_SIZE": "6h",
-            # The last window of each stream closes when the drained stream has been idle this long;
-        # that wait is part of the measured time.
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "0.5",
+            # The last window of each stream closes when the drained stream has been idle this
+            # long; that wait is part of the measured time.
+            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "0.5",
             "SPARSEWATCH_ANOMALY_ENABLED": "false",
+            "SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY": str(checkpoint_every),
         }
     )
 
@@ -92,10 +94,13 @@ def run_core(config: Config, docs: list[dict]) -> dict:
     return {"seconds": seconds, "docs_per_s": len(docs) / seconds}
 
 
-def run_pipeline(bootstrap: str, docs: list[dict], db_url: str) -> dict:
-    """Produce, then time the detector worker from start to its last commit."""
+def run_pipeline(
+    bootstrap: str, docs: list[dict], db_url: str, checkpoint_every: int, series: bool = False
+) -> dict:
+    """Produce, then time the detector worker from start to its last commit (with ``series``:
+    also every RSS sample and window latency, for plots)."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    config = _config(bootstrap, prefix, db_url)
+    config = _config(bootstrap, prefix, db_url, checkpoint_every)
     topic = config.kafka.topic("docs")
     ensure_topics(bootstrap, {topic: 2})
     producer = make_producer(bootstrap)
@@ -126,7 +131,14 @@ def run_pipeline(bootstrap: str, docs: list[dict], db_url: str) -> dict:
     fifth = max(len(lat) // 5, 1)
     during = [m for t, m in rss if t <= worker.last_commit_at]
     rfifth = max(len(during) // 5, 1)
+    extra = {}
+    if series:
+        extra = {
+            "rss_samples_mb": [(t - worker.first_message_at, m) for t, m in rss],
+            "window_latencies_s": lat.tolist(),
+        }
     return {
+        **extra,
         "seconds": seconds,
         "docs_per_s": len(docs) / seconds,
         "startup_s": worker.first_message_at - start,
@@ -154,9 +166,17 @@ def _fresh_database(admin_url: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median time, plus every run's seconds."""
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    return {**ordered[len(ordered) // 2], "seconds_all_runs": [r["seconds"] for r in runs]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--documents", type=int, default=24000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--checkpoint-every", type=int, default=Config().windows.checkpoint_every)
     parser.add_argument("--postgres-url", default=None)
     args = parser.parse_args()
     docs = _documents(args.documents)
@@ -166,28 +186,33 @@ def main() -> None:
     if not bootstrap:
         broker = LocalKafka(tmp / "kafka", port=0)
         bootstrap = broker.up()
+    paths = {"kafka+sqlite": lambda i: f"sqlite:///{tmp / f'bench{i}.db'}"}
+    if args.postgres_url:
+        paths["kafka+postgresql"] = lambda i: _fresh_database(args.postgres_url)
+    runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     try:
-        config = _config(bootstrap, "unused", "sqlite://")
-        result: dict = {
-            "documents": len(docs),
-            "window": "6h event time (~720 docs)",
-            "core": run_core(config, docs),
-        }
-        result["kafka+sqlite"] = run_pipeline(bootstrap, docs, f"sqlite:///{tmp / 'bench.db'}")
-        if args.postgres_url:
-            result["kafka+postgresql"] = run_pipeline(
-                bootstrap, docs, _fresh_database(args.postgres_url)
-            )
+        config = _config(bootstrap, "unused", "sqlite://", args.checkpoint_every)
+        for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
+            runs["core"].append(run_core(config, docs))
+            for key, url in paths.items():
+                runs[key].append(run_pipeline(bootstrap, docs, url(i), args.checkpoint_every))
     finally:
         if broker is not None:
             broker.down()
-    for key in ("kafka+sqlite", "kafka+postgresql"):
-        if key in result:
-            result[key]["overhead_vs_core"] = (
-                result["core"]["docs_per_s"] / result[key]["docs_per_s"] - 1.0
-            )
+    result: dict = {
+        "documents": len(docs),
+        "window": "6h event time (~720 docs)",
+        "checkpoint_every": args.checkpoint_every,
+        "repeats": args.repeats,
+        **{key: _median_run(r) for key, r in runs.items()},
+    }
+    for key in paths:
+        result[key]["overhead_vs_core"] = (
+            result["core"]["docs_per_s"] / result[key]["docs_per_s"] - 1.0
+        )
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "pipeline_throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+    out = RESULTS / f"pipeline_throughput_every{args.checkpoint_every}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 

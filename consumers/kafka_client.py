@@ -94,7 +94,9 @@ class BatchConsumer:
     """A subscribed consumer that hands out batches and commits synchronously on request.
 
     ``on_assign`` / ``on_revoke`` receive lists of (topic, partition); a worker uses them to restore
-    and checkpoint the per-stream state of the partitions it gains and loses.
+    and checkpoint the per-stream state of the partitions it gains and loses. ``on_lost`` (default:
+    ``on_revoke``) is called instead of ``on_revoke`` when the partitions were taken away without a
+    revocation (session timeout): another member may already own them, so nothing may be written.
     """
 
     def __init__(
@@ -104,16 +106,19 @@ class BatchConsumer:
         topics: Sequence[str],
         on_assign: Callable[[list[tuple[str, int]]], TopicOffsets | None] | None = None,
         on_revoke: Callable[[list[tuple[str, int]]], None] | None = None,
+        on_lost: Callable[[list[tuple[str, int]]], None] | None = None,
         **overrides: Any,
     ) -> None:
         self.last_error_at = float("-inf")
+        self._start: TopicOffsets = {}
         config = consumer_config(bootstrap, group_id, **overrides)
         config.setdefault("error_cb", self._on_error)
         self._consumer = Consumer(config)
         self._on_assign = on_assign
         self._on_revoke = on_revoke
+        self._on_lost = on_lost or on_revoke
         self._consumer.subscribe(
-            list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+            list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
         )
 
     def _on_error(self, err: KafkaError) -> None:
@@ -127,16 +132,29 @@ class BatchConsumer:
         positions: TopicOffsets | None = None
         if self._on_assign is not None:
             positions = self._on_assign([(p.topic, p.partition) for p in partitions])
-        if positions:
-            # Start where the worker's own durable store says it stopped (exactly-once effects).
-            for p in partitions:
-                if (p.topic, p.partition) in positions:
-                    p.offset = positions[(p.topic, p.partition)]
+        positions = positions or {}
+        # Start where the worker's own durable store says it stopped (exactly-once effects),
+        # else at the group's committed offset, else (auto.offset.reset) at the earliest.
+        missing = [p for p in partitions if (p.topic, p.partition) not in positions]
+        committed = consumer.committed(missing, timeout=30) if missing else []
+        for p in committed:
+            if p.offset >= 0:
+                positions[(p.topic, p.partition)] = p.offset
+        for p in partitions:
+            if (p.topic, p.partition) in positions:
+                p.offset = positions[(p.topic, p.partition)]
+                self._start[(p.topic, p.partition)] = p.offset
         consumer.incremental_assign(partitions)
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._on_revoke is not None and partitions:
             self._on_revoke([(p.topic, p.partition) for p in partitions])
+        if partitions:
+            consumer.incremental_unassign(partitions)
+
+    def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._on_lost is not None and partitions:
+            self._on_lost([(p.topic, p.partition) for p in partitions])
         if partitions:
             consumer.incremental_unassign(partitions)
 
@@ -171,16 +189,23 @@ class BatchConsumer:
         """The (topic, partition) pairs this consumer owns now."""
         return [(p.topic, p.partition) for p in self._consumer.assignment()]
 
-    def lag(self) -> dict[tuple[str, int], int]:
-        """Messages behind the high watermark for each owned partition (for metrics)."""
-        result: dict[tuple[str, int], int] = {}
+    def lag(self) -> dict[tuple[str, int], int | None]:
+        """Messages behind the high watermark for each owned partition; ``None`` while unknown.
+
+        The watermarks come from fetch responses: until the first one the lag is unknown, and an
+        unknown lag is not "caught up". Before its first message the consumer's position is where
+        the assignment started it or, without a start offset, the low watermark (earliest).
+        """
+        result: dict[tuple[str, int], int | None] = {}
         assigned = self._consumer.assignment()
         if not assigned:
             return result
         for tp in self._consumer.position(assigned):
-            _, high = self._consumer.get_watermark_offsets(tp, cached=True) or (0, 0)
-            if tp.offset >= 0:
-                result[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+            low, high = self._consumer.get_watermark_offsets(tp, cached=True) or (-1, -1)
+            start = self._start.get((tp.topic, tp.partition), low)
+            position = tp.offset if tp.offset >= 0 else start
+            known = position >= 0 and high >= 0
+            result[(tp.topic, tp.partition)] = max(0, high - position) if known else None
         return result
 
     def close(self) -> None:

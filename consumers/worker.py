@@ -6,15 +6,21 @@ sees Kafka or SQL. Effects are exactly once:
 
 1. a batch of messages is routed to per-stream states; invalid messages become dead letters;
 2. closed windows are computed; their downstream messages are produced and flushed;
-3. ONE SQL transaction writes every result, every touched stream's checkpoint, the dead letters and
-   the resume offset of each partition (the smallest offset still buffered in an open window);
+3. ONE SQL transaction writes every result, the checkpoints that are due, the dead letters and
+   the resume offset of each partition;
 4. only then are the offsets committed to Kafka (informational: the store is the source of truth).
 
-A crash anywhere re-delivers from the stored resume offsets; the restored states recognise what they
-already consumed, and every insert is keyed by a natural key, so nothing is lost or duplicated.
-On partition assignment the loop seeks to the stored resume offsets; on revocation it drops the
-partitions' streams (their open windows will be re-read by the new owner; closed ones are already
-checkpointed).
+Checkpoints are written every ``checkpoint_every`` windows of a stream (and always after a window
+closed by the idle timer, on revocation and on a clean shutdown), not after every window: a stream's
+model state is megabytes, its window's results kilobytes. The resume offset of a partition is
+therefore the smallest *replay anchor* of its streams: for a stream with windows computed since its
+checkpoint, where Kafka must be re-read from to recompute them; otherwise the first offset it still
+buffers. A crash anywhere re-delivers from the stored resume offsets; the restored states recompute
+the windows after their checkpoint from the same messages in the same order (windows closed by
+watermark or count are deterministic), recognise what they already consumed, and every insert is
+keyed by a natural key, so nothing is lost or duplicated. On partition assignment the loop seeks to
+the stored resume offsets; on revocation it checkpoints the partitions' streams, then drops them
+(their open windows will be re-read by the new owner).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -98,6 +105,7 @@ class WorkerLoop:
         partitions: int = 4,
         poll_batch: int = 1000,
         metrics: WorkerMetrics | None = None,
+        checkpoint_every: int = 1,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -107,6 +115,7 @@ class WorkerLoop:
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
         self.poll_batch = poll_batch
+        self.checkpoint_every = max(int(checkpoint_every), 1)
         self.metrics = metrics or WorkerMetrics(processor.name)
         topics = {input_topic: partitions, dlq_topic: 1}
         if output_topic:
@@ -120,6 +129,14 @@ class WorkerLoop:
         self._states: dict[str, StreamState] = {}
         self._stream_partition: dict[str, int] = {}
         self._partitions: dict[int, _Partition] = {}
+        # Replay anchors (see the module docstring); windows computed since each checkpoint;
+        # streams whose next checkpoint may not wait (a window closed by the wall clock).
+        self._anchor: dict[str, int] = {}
+        self._dirty: dict[str, int] = {}
+        self._forced: set[str] = set()
+        # False while in-memory states are ahead of the store (a batch not yet committed): no
+        # checkpoint may then be written by a revocation or a shutdown.
+        self._consistent = True
         self._stop = threading.Event()
         self._consumer: BatchConsumer | None = None
 
@@ -141,6 +158,7 @@ class WorkerLoop:
             [self.input_topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
         )
         quiet_since = time.monotonic()
         try:
@@ -149,12 +167,13 @@ class WorkerLoop:
                 now = time.monotonic()
                 # "Idle" means drained: nothing read, nothing left to read, the broker reachable.
                 if batch and not self.first_message_at:
-                    self.first_message_at = now
+                    self.first_message_at = time.perf_counter()
                 if batch or self._lagging_partitions(now) or not self._partitions:
                     quiet_since = now
                 self._process(batch, now)
                 if until_idle_s is not None and now - quiet_since > until_idle_s:
                     break
+            self._checkpoint_dirty(set(self._partitions))
         finally:
             self._consumer.close()
             self._producer.flush(30)
@@ -171,17 +190,52 @@ class WorkerLoop:
         return {(t, p): stored[p] for t, p in partitions if p in stored}
 
     def _on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        self._checkpoint_dirty({p for _, p in partitions})
+        self._drop(partitions)
+        log.info("%s revoked %s", self.processor.name, partitions)
+
+    def _on_lost(self, partitions: list[tuple[str, int]]) -> None:
+        """Partitions taken away (session timeout): their new owner replays; write nothing."""
+        self._drop(partitions)
+        log.warning("%s lost %s", self.processor.name, partitions)
+
+    def _drop(self, partitions: list[tuple[str, int]]) -> None:
         for _, p in partitions:
             part = self._partitions.pop(p, None)
             for stream in part.streams if part else ():
                 self._states.pop(stream, None)
                 self._stream_partition.pop(stream, None)
-        log.info("%s revoked %s", self.processor.name, partitions)
+                self._anchor.pop(stream, None)
+                self._dirty.pop(stream, None)
+                self._forced.discard(stream)
+
+    def _checkpoint_dirty(self, partitions: set[int]) -> None:
+        """Checkpoint every stream of ``partitions`` with windows since its last checkpoint, and
+        store the partitions' resume offsets, in one transaction (revocation, clean shutdown)."""
+        if not self._consistent:
+            return  # the states are ahead of the store: let the next owner replay instead
+        due = {s for s in self._dirty if self._stream_partition.get(s) in partitions}
+        if not due:
+            return
+        checkpoints = {s: self._states[s].checkpoint() for s in due}
+        offsets = {p: o for p, o in self._resume_offsets(clean=due).items() if p in partitions}
+
+        def transaction() -> None:
+            with self.store.transaction() as tx:
+                for stream, (state, meta) in checkpoints.items():
+                    tx.put_checkpoint(self.group_id, stream, state, meta)
+                if offsets:
+                    tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
+
+        with_backoff(transaction, "writing checkpoints")
+        self._mark_checkpointed(due)
 
     # -- one batch -------------------------------------------------------------------------------
-    def _state_for(self, stream: str, partition: int) -> StreamState:
+    def _state_for(self, stream: str, partition: int, offset: int) -> StreamState:
         state = self._states.get(stream)
         if state is None:
+            # Everything before this message is in the checkpoint (or precedes the stream).
+            self._anchor[stream] = offset
             checkpoint = with_backoff(
                 lambda: self.store.load_checkpoint(self.group_id, stream), "reading a checkpoint"
             )
@@ -193,8 +247,8 @@ class WorkerLoop:
         return state
 
     def _process(self, batch: list[Message], now: float) -> None:
+        self._consistent = False
         outputs: list[Output] = []
-        touched: set[str] = set()
         dead: list[dict[str, Any]] = []
         for msg in batch:
             partition, offset = msg.partition(), msg.offset()
@@ -213,18 +267,29 @@ class WorkerLoop:
                 )
                 continue
             stream = self.processor.stream_of(item)
-            produced = self._state_for(stream, partition).add(item, partition, offset, now)
-            if produced:
-                touched.add(stream)
-                outputs += produced
+            produced = self._state_for(stream, partition, offset).add(item, partition, offset, now)
+            self._count_windows(stream, produced, forced=False)
+            outputs += produced
         lagging = self._lagging_partitions(now)
         for stream, state in self._states.items():
             idle = state.close_idle(now, self._stream_partition.get(stream) not in lagging)
-            if idle:
-                touched.add(stream)
-                outputs += idle
+            self._count_windows(stream, idle, forced=True)
+            outputs += idle
         if outputs or dead or batch:
-            self._commit(outputs, touched, dead)
+            self._commit(outputs, dead)
+        self._consistent = True
+
+    def _count_windows(self, stream: str, outputs: list[Output], forced: bool) -> None:
+        n = sum(out.is_window for out in outputs)
+        if n:
+            self._dirty[stream] = self._dirty.get(stream, 0) + n
+            if forced:
+                self._forced.add(stream)
+
+    def _mark_checkpointed(self, streams: set[str]) -> None:
+        for stream in streams:
+            self._dirty.pop(stream, None)
+            self._forced.discard(stream)
 
     def _lagging_partitions(self, now: float) -> set[int]:
         """Partitions whose silence is not their streams' idleness.
@@ -237,21 +302,38 @@ class WorkerLoop:
             return set()
         if now - self._consumer.last_error_at < BROKER_GRACE_S:
             return set(self._partitions)
-        return {p for (_, p), n in self._consumer.lag().items() if n > 0}
+        return {p for (_, p), n in self._consumer.lag().items() if n is None or n > 0}
 
-    def _resume_offsets(self) -> dict[int, int]:
+    def _resume_offsets(self, clean: AbstractSet[str] = frozenset()) -> dict[int, int]:
+        """Per partition, where to re-read from after a crash once the checkpoints of ``clean``
+        (and of every stream not dirty) are stored."""
         offsets: dict[int, int] = {}
         for p, part in self._partitions.items():
-            buffered = [
+            needed = [self._anchor[s] for s in part.streams if s in self._dirty and s not in clean]
+            needed += [
                 o
                 for s in part.streams
                 if s in self._states and (o := self._states[s].min_buffered_offset(p)) is not None
             ]
-            if buffered:
-                offsets[p] = min(buffered)
+            if needed:
+                offsets[p] = min(needed)
             elif part.next_offset is not None:
                 offsets[p] = part.next_offset
         return offsets
+
+    def _refresh_anchors(self) -> None:
+        """A stream with no window since its checkpoint replays from its first buffered message,
+        or, with nothing buffered, from the partition's next offset."""
+        for stream, state in self._states.items():
+            if stream in self._dirty:
+                continue
+            p = self._stream_partition[stream]
+            buffered = state.min_buffered_offset(p)
+            next_offset = self._partitions[p].next_offset
+            if buffered is not None:
+                self._anchor[stream] = buffered
+            elif next_offset is not None:
+                self._anchor[stream] = next_offset
 
     def _publish(self, outputs: Iterable[Output], dead: list[dict[str, Any]]) -> None:
         for row in dead:
@@ -288,12 +370,13 @@ class WorkerLoop:
             except BufferError:  # local queue full: let deliveries drain
                 self._producer.poll(0.5)
 
-    def _commit(self, outputs: list[Output], touched: set[str], dead: list[dict[str, Any]]) -> None:
+    def _commit(self, outputs: list[Output], dead: list[dict[str, Any]]) -> None:
         # Downstream messages first: if we crash after this, the window is redone and its
         # messages re-sent; consumers deduplicate by (stream, window). Never the other way round.
         self._publish(outputs, dead)
-        offsets = self._resume_offsets()
-        checkpoints = {stream: self._states[stream].checkpoint() for stream in touched}
+        due = {s for s, n in self._dirty.items() if n >= self.checkpoint_every or s in self._forced}
+        offsets = self._resume_offsets(clean=due)
+        checkpoints = {stream: self._states[stream].checkpoint() for stream in due}
 
         def transaction() -> None:
             with self.store.transaction() as tx:
@@ -307,6 +390,8 @@ class WorkerLoop:
                     tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
 
         with_backoff(transaction, "writing results")
+        self._mark_checkpointed(due)
+        self._refresh_anchors()
         committed = time.perf_counter()
         latencies = [committed - out.closed_at for out in outputs if out.is_window]
         self.window_latencies.extend(latencies)
@@ -320,4 +405,4 @@ class WorkerLoop:
         self.metrics.observe(outputs, latencies, len(dead))
         self.last_commit_at = committed
         if self._consumer is not None:
-            self.metrics.set_lag(self._consumer.lag())
+            self.metrics.set_lag({tp: n for tp, n in self._consumer.lag().items() if n is not None})

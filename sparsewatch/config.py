@@ -50,6 +50,7 @@ class WindowConfig:
     count: int = 0
     allowed_lateness: str = "0s"
     idle_timeout_s: float = 30.0
+    checkpoint_every: int = 10
 
 
 @dataclass

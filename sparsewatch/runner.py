@@ -28,6 +28,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             k.topic("scores"),
             k.topic("dlq"),
             partitions=k.partitions,
+            checkpoint_every=config.windows.checkpoint_every,
         )
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
@@ -41,6 +42,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             None,
             k.topic("dlq"),
             partitions=k.partitions,
+            checkpoint_every=config.windows.checkpoint_every,
         )
     raise ValueError(f"unknown worker role {role!r}")
 

@@ -62,3 +62,34 @@ def test_uncommitted_batch_is_redelivered(kafka_bootstrap, topic_name):
         consumer.commit(batch[:20])  # crash after making only 20 durable
     again = _consume(kafka_bootstrap, topic_name, group, stop_after=None)
     assert again == [f"doc-{i}" for i in range(20, 50)]
+
+
+def test_lag_is_unknown_before_a_fetch_and_exact_after(kafka_bootstrap, topic_name):
+    """An empty partition is caught up, a partition with a backlog is not, and never a guess."""
+    ensure_topics(kafka_bootstrap, {topic_name: 2})
+    producer = Producer(producer_config(kafka_bootstrap))
+    for _ in range(50):
+        producer.produce(topic_name, value=b"x", partition=0)
+    assert producer.flush(30) == 0
+    with BatchConsumer(kafka_bootstrap, f"lag-{topic_name}", [topic_name]) as c:
+        seen = 0
+        lags = []
+        while seen < 50:
+            seen += len(c.poll_batch(max_messages=10, timeout=1.0))
+            lags.append(c.lag())
+            assert set(lags[-1]) == set(c.assignment())  # every owned partition, known or not
+        # Whatever was reported on the way: never "caught up" on partition 0 before the end.
+        assert all(lag.get((topic_name, 0)) != 0 for lag in lags[:-1])
+        final = c.lag()
+        while None in final.values():
+            c.poll_batch(max_messages=10, timeout=0.5)
+            final = c.lag()
+        assert final == {(topic_name, 0): 0, (topic_name, 1): 0}
+        c.commit_offsets({(topic_name, 0): 50})
+    # A restart at the committed end, with nothing left to read: caught up, not "unknown".
+    with BatchConsumer(kafka_bootstrap, f"lag-{topic_name}", [topic_name]) as c:
+        for _ in range(20):
+            assert c.poll_batch(max_messages=10, timeout=0.5) == []
+            if c.lag() == {(topic_name, 0): 0, (topic_name, 1): 0}:
+                break
+        assert c.lag() == {(topic_name, 0): 0, (topic_name, 1): 0}

@@ -3,8 +3,9 @@
 * end to end: two streams plus 1,000 malformed messages through the detector and anomaly workers;
   every good document is processed, every bad one lands in the DLQ with its reason, and the stored
   scores equal the transport-free per-window core run offline on the same windows;
-* crash recovery: the detector worker process is killed with SIGKILL several times during a replay
-  and restarted; the final database equals an uninterrupted run's;
+* crash recovery: during a replay of 20,000 documents the detector (or anomaly) worker process is
+  killed with SIGKILL five times, at random points of its progress, and restarted; the final
+  database equals an uninterrupted run's (the same for a broker restart mid-stream);
 * two worker processes in one consumer group share the streams across a rebalance.
 """
 
@@ -146,9 +147,12 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
         run_loops(workers, [12.0, 25.0], install_signals=False)
         stored = _stored(store)
         assert len(stored) == len(docs)  # every good document, once
-        _assert_same(stored, _offline(config, docs))
+        offline = _offline(config, docs)
+        _assert_same(stored, offline)
         novel = store.alerts(kinds=["novel_document"], limit=None)
-        assert novel and all(stored[(a["stream"], a["subject_id"])][1] for a in novel)
+        alerted = {(a["stream"], a["subject_id"]) for a in novel}
+        assert len(alerted) == len(novel)
+        assert alerted == {key for key, (_, flag) in offline.items() if flag}
         scored = [r for r in store.documents(limit=None) if r["anomaly_score"] is not None]
         assert len(scored) > len(docs) // 2
         assert store.snapshots() and store.windows()
@@ -174,6 +178,40 @@ def _spawn(env: dict[str, str], log: Path, role: str = "detector") -> subprocess
     )
 
 
+def _stored_rows(db_url: str) -> int:
+    from sqlalchemy import text
+
+    store = Store.open(db_url)
+    try:
+        with store.reading() as conn:
+            return int(conn.execute(text("select count(*) from documents")).scalar())
+    finally:
+        store.dispose()
+
+
+def _kill_repeatedly(
+    env: dict[str, str], log: Path, total: int, seed: int, role: str = "detector", kills: int = 5
+) -> None:
+    """Start the worker ``kills`` times and SIGKILL it each time at a random point of its
+    progress (the stored rows crossing sorted random fractions of ``total``, plus a random delay
+    of up to a second), then let a last start finish the stream."""
+    rng = random.Random(seed)
+    targets = sorted(rng.uniform(0.05, 0.9) * total for _ in range(kills))
+    for target in targets:
+        proc = _spawn(env, log, role=role)
+        deadline = time.monotonic() + 300
+        while _stored_rows(env["SPARSEWATCH_DATABASE_URL"]) < target:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the worker made no progress"
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0.0, 1.0))
+        assert proc.poll() is None, log.read_text()[-2000:]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    final = _spawn(env, log, role=role)
+    assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
+
+
 def _reference_run(
     kafka_bootstrap: str, docs_topic_prefix: str, tmp_path: Path, env: dict[str, str]
 ) -> dict:
@@ -193,18 +231,9 @@ def _reference_run(
 def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path):
     prefix = f"crash-{uuid.uuid4().hex[:8]}"
     env = _env(kafka_bootstrap, prefix, database_url, SPARSEWATCH_ANOMALY_ENABLED="false")
-    docs = _streams(2500)
+    docs = _streams(10_000)
     _produce(kafka_bootstrap, f"{prefix}.docs", docs)
-    rng = random.Random(5)
-    log = tmp_path / "worker.log"
-    for _ in range(5):
-        proc = _spawn(env, log)
-        time.sleep(rng.uniform(6.0, 14.0))
-        assert proc.poll() is None, log.read_text()[-2000:]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    final = _spawn(env, log)
-    assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
+    _kill_repeatedly(env, tmp_path / "worker.log", len(docs), seed=5)
     store = Store.open(database_url)
     try:
         crashed = _stored(store)
@@ -250,7 +279,7 @@ def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
     prefix = f"acrash-{uuid.uuid4().hex[:8]}"
     det_url = f"sqlite:///{tmp_path / 'detector.db'}"
     env = _env(kafka_bootstrap, prefix, det_url)
-    docs = _streams(2000)
+    docs = _streams(10_000)
     _produce(kafka_bootstrap, f"{prefix}.docs", docs)
     config = load_config(env=env)
     store = Store.open(det_url)
@@ -259,15 +288,9 @@ def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
     finally:
         store.dispose()
     crash_url = f"sqlite:///{tmp_path / 'anomaly.db'}"
-    log = tmp_path / "anomaly.log"
-    rng = random.Random(9)
-    for _ in range(5):
-        proc = _spawn({**env, "SPARSEWATCH_DATABASE_URL": crash_url}, log, role="anomaly")
-        time.sleep(rng.uniform(3.0, 7.0))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    final = _spawn({**env, "SPARSEWATCH_DATABASE_URL": crash_url}, log, role="anomaly")
-    assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
+    crash_env = {**env, "SPARSEWATCH_DATABASE_URL": crash_url}
+    # Anomaly rows start after the reference period; kill within what will be scored.
+    _kill_repeatedly(crash_env, tmp_path / "anomaly.log", len(docs) * 9 // 10, 9, role="anomaly")
     ref_url = f"sqlite:///{tmp_path / 'anomaly-ref.db'}"
     ref_config = load_config(
         env={**env, "SPARSEWATCH_DATABASE_URL": ref_url, "SPARSEWATCH_KAFKA_GROUP_ID": "reference"}
@@ -294,12 +317,15 @@ def test_detector_survives_a_broker_restart(tmp_path):
         prefix = f"brk-{uuid.uuid4().hex[:8]}"
         db_url = f"sqlite:///{tmp_path / 'restart.db'}"
         env = _env(bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
-        docs = _streams(2000)
+        docs = _streams(10_000)
         _produce(bootstrap, f"{prefix}.docs", docs)
         log = tmp_path / "worker.log"
         worker = _spawn(env, log)
-        time.sleep(8.0)
+        while _stored_rows(db_url) < len(docs) // 3:
+            assert worker.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.2)
         broker.kill()  # the broker dies mid-stream ...
+        assert _stored_rows(db_url) < len(docs)
         time.sleep(3.0)
         LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
         assert worker.wait(timeout=600) == 0, log.read_text()[-2000:]
