@@ -5,13 +5,17 @@ over a grid of hyper-parameters and random dictionaries (``nu`` = contamination)
 to pick the best configuration, so the figures are upper bounds, not estimates.
 
 Protocol B (honest): stratified 60/40 split per seed, min-max scaling fitted on the training part,
-fixed default hyper-parameters for every method, threshold at the training scores' (1 - c)
-quantile with c the training outlier fraction; balanced accuracy (and ROC AUC) on the held-out
-part, mean and standard deviation over the seeds; training and scoring wall times (medians).
+threshold at the training scores' (1 - c) quantile with c the training outlier fraction (every
+method); balanced accuracy (and ROC AUC) on the held-out part, mean and standard deviation over
+the seeds; training and scoring wall times (medians). Hyper-parameters either fixed defaults
+(``--select fixed``; ``nu = 0.5`` for every OC-SVM-based method) or chosen per seed by a
+stratified k-fold on the TRAINING split only (``--select cv``; the same number of configurations
+for every method, ``GRIDS_CV``), then refitted on the whole training split.
 
 All methods run with one BLAS thread (threadpoolctl) on the same inputs in the same process.
 
-    python benchmarks/anomaly_odds.py --protocol B --seeds 10
+    python benchmarks/anomaly_odds.py --protocol B --select fixed --seeds 10
+    python benchmarks/anomaly_odds.py --protocol B --select cv --seeds 10 --jobs 2
     python benchmarks/anomaly_odds.py --protocol A
     python benchmarks/anomaly_odds.py --report      # markdown tables from the JSON results
 """
