@@ -70,11 +70,17 @@ class StreamModels:
 
 def build_models(config: DetectorConfig) -> StreamModels:
     """Fresh models for a new stream, from the detector configuration."""
+    growth: dict[str, Any] = {"max_components": config.max_atoms}
+    if config.new_atoms_per_window > 0:
+        growth["grow_size"] = config.new_atoms_per_window
+    else:
+        growth["grow_threshold"] = None
     model = OnlineL1NoveltyDetector(
         flag=config.novel_mode,
         top_q=config.novel_top_q,
         threshold=config.novel_threshold,
         score_margin=config.score_margin,
+        **growth,
     )
     detector = Detector(model=model, warmup_docs=config.warmup_documents)
     topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None

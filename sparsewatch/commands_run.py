@@ -77,9 +77,6 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
     # Small windows and a short idle close so a few thousand documents make a lively demo.
     config.windows.size = "1h" if config.windows.size == "1d" else config.windows.size
     config.windows.idle_timeout_s = min(config.windows.idle_timeout_s, 3.0)
-    # Tweet-length documents: rank the documents no atom explains by their screening margin
-    # instead of tying them at 1 (benchmarks/novelty_quality.md).
-    config.detector.score_margin = True
     _setup_logging("WARNING")
     click.echo(f"replaying {documents} generated documents through Kafka ...")
     result = run_demo(config, documents, Path(out) if out else None)

@@ -60,7 +60,9 @@ class DetectorConfig:
     novel_mode: str = "top_q"
     novel_top_q: float = 0.05
     novel_threshold: float = 0.95
-    score_margin: bool = False
+    score_margin: bool = True
+    max_atoms: int = 1500
+    new_atoms_per_window: int = 500
     warmup_documents: int = 200
     snapshot_every: int = 10
     topics: bool = True

@@ -47,6 +47,14 @@ BAD = [
 ]
 
 
+# The 20,000-document recovery tests exercise the pipeline's mechanics; a fixed 100-atom dictionary
+# keeps them fast. The end-to-end and rebalance tests run the default (growing) detector.
+FIXED_DICTIONARY = {
+    "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
+    "SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW": "0",
+}
+
+
 def _env(bootstrap: str, prefix: str, db_url: str, **extra: str) -> dict[str, str]:
     env = {
         "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -230,7 +238,13 @@ def _reference_run(
 
 def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path):
     prefix = f"crash-{uuid.uuid4().hex[:8]}"
-    env = _env(kafka_bootstrap, prefix, database_url, SPARSEWATCH_ANOMALY_ENABLED="false")
+    env = _env(
+        kafka_bootstrap,
+        prefix,
+        database_url,
+        SPARSEWATCH_ANOMALY_ENABLED="false",
+        **FIXED_DICTIONARY,
+    )
     docs = _streams(10_000)
     _produce(kafka_bootstrap, f"{prefix}.docs", docs)
     _kill_repeatedly(env, tmp_path / "worker.log", len(docs), seed=5)
@@ -278,7 +292,7 @@ def _anomaly_rows(store: Store) -> dict[tuple[str, str], tuple[float, bool]]:
 def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
     prefix = f"acrash-{uuid.uuid4().hex[:8]}"
     det_url = f"sqlite:///{tmp_path / 'detector.db'}"
-    env = _env(kafka_bootstrap, prefix, det_url)
+    env = _env(kafka_bootstrap, prefix, det_url, **FIXED_DICTIONARY)
     docs = _streams(10_000)
     _produce(kafka_bootstrap, f"{prefix}.docs", docs)
     config = load_config(env=env)
@@ -316,7 +330,9 @@ def test_detector_survives_a_broker_restart(tmp_path):
     try:
         prefix = f"brk-{uuid.uuid4().hex[:8]}"
         db_url = f"sqlite:///{tmp_path / 'restart.db'}"
-        env = _env(bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
+        env = _env(
+            bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false", **FIXED_DICTIONARY
+        )
         docs = _streams(10_000)
         _produce(bootstrap, f"{prefix}.docs", docs)
         log = tmp_path / "worker.log"
