@@ -288,6 +288,7 @@ def _grow(size: int, cap: int, atom_terms: int | None, w: float, **extra: Any) -
 # The Detector defaults before this tuning (features and model), to which the rows below add
 PREVIOUS_FEATURES = {**DEFAULT_FEATURES, "idf_power": 0.0, "past_idf": False}
 PREVIOUS_MODEL = {
+    "lam": 0.1,
     "atom_terms": 5,
     "over_weight": 1.0,
     "score_margin": False,
@@ -298,6 +299,7 @@ PREVIOUS_MODEL = {
 }
 IDF = {"idf_power": 1.0}
 PAST_IDF = {"idf_power": 1.0, "past_idf": True}
+NEW_MODEL = _grow(1000, 1500, 8, 0.1, lam=0.01, grow_threshold=0.7)  # = the class defaults
 TUNING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name -> (overrides of PREVIOUS_FEATURES, overrides of PREVIOUS_MODEL)
     "previous default (tf, k=100, a5, lam=0.1, w=1, no growth)": ({}, {}),
@@ -307,16 +309,26 @@ TUNING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "idf, w=0.2 + margin": (IDF, {"over_weight": 0.2, "score_margin": True}),
     "tf, grow 200/window, cap 1500, a3, w=1": ({}, _grow(200, 1500, 3, 1.0)),
     "tf, grow 500/window, cap 1500, a8, w=0.2": ({}, _grow(500, 1500, 8, 0.2)),
-    "idf, grow 500/window, cap 1500, a5, w=0.2": (IDF, _grow(500, 1500, 5, 0.2)),
     "idf, grow 500/window, cap 1500, a8, w=0.2": (IDF, _grow(500, 1500, 8, 0.2)),
-    "idf, grow 500/window, cap 3000, a8, w=0.2": (IDF, _grow(500, 3000, 8, 0.2)),
-    "past idf, grow 500/window, cap 3000, a8, w=0.2": (PAST_IDF, _grow(500, 3000, 8, 0.2)),
-    "new default without OIADMM (update_steps=0)": (
+    "past idf, grow 500/window (thr 0.9), cap 1500, a8, w=0.2, lam=0.1": (
         PAST_IDF,
-        _grow(500, 1500, 8, 0.2, update_steps=0),
+        _grow(500, 1500, 8, 0.2),
     ),
-    "new default with w=1": (PAST_IDF, _grow(500, 1500, 8, 1.0)),
-    "new default without margin": (PAST_IDF, _grow(500, 1500, 8, 0.2, score_margin=False)),
+    "past idf, grow 1000/window (thr 0.7), w=0.1, lam=0.1": (
+        PAST_IDF,
+        {**NEW_MODEL, "lam": 0.1},
+    ),
+    "past idf, grow 1000/window (thr 0.7), w=0.1, lam=0.05": (
+        PAST_IDF,
+        {**NEW_MODEL, "lam": 0.05},
+    ),
+    "new default without OIADMM (update_steps=0)": (PAST_IDF, {**NEW_MODEL, "update_steps": 0}),
+    "new default with w=1": (PAST_IDF, {**NEW_MODEL, "over_weight": 1.0}),
+    "new default with w=0.2": (PAST_IDF, {**NEW_MODEL, "over_weight": 0.2}),
+    "new default without margin": (PAST_IDF, {**NEW_MODEL, "score_margin": False}),
+    "new default with idf (not past idf)": (IDF, NEW_MODEL),
+    "new default with tf (no idf)": ({}, NEW_MODEL),
+    "new default without growth": (PAST_IDF, {**NEW_MODEL, "grow_threshold": None}),
 }
 
 

@@ -44,6 +44,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 INSTANCE_FEATURES = {**DEFAULT_FEATURES, "idf_power": 0.0, "past_idf": False}
 INSTANCE_MODEL = {
     "n_components": 100,
+    "lam": 0.1,
     "atom_terms": 5,
     "over_weight": 1.0,
     "score_margin": False,
