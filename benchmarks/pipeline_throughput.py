@@ -13,8 +13,8 @@ reported. Reports documents/s, the overhead ratio against the core, window laten
 committed) p50 and p99, and, over the run, resident memory and window latency of the first and last
 fifths (the stream spans far more than an hour of event time).
 
-    python benchmarks/pipeline_throughput.py --documents 24000 --repeats 3 \
-        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
+    python benchmarks/pipeline_throughput.py --documents 24000 --repeats 3 [--fixed-dictionary] \
+        [--checkpoint-every 10] [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
+from threadpoolctl import threadpool_limits
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.kafka_local import LocalKafka
@@ -52,6 +53,13 @@ def _rss_mb() -> float:
     return float("nan")
 
 
+FIXED_DICTIONARY = {
+    "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
+    "SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW": "0",
+}
+DETECTOR_ENV: dict[str, str] = {}  # --fixed-dictionary sets FIXED_DICTIONARY here
+
+
 def _config(bootstrap: str, prefix: str, db_url: str, checkpoint_every: int) -> Config:
     return load_config(
         env={
@@ -66,6 +74,7 @@ def _config(bootstrap: str, prefix: str, db_url: str, checkpoint_every: int) -> 
             "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "0.5",
             "SPARSEWATCH_ANOMALY_ENABLED": "false",
             "SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY": str(checkpoint_every),
+            **DETECTOR_ENV,
         }
     )
 
@@ -79,6 +88,7 @@ def _documents(n: int) -> list[dict]:
 
 def run_core(config: Config, docs: list[dict]) -> dict:
     """The per-window core alone (includes message parsing, as the worker does)."""
+    cpu = time.process_time()
     start = time.perf_counter()
     for stream in ("alpha", "beta"):
         windower = StreamWindower(stream, window_spec(config))
@@ -91,7 +101,11 @@ def run_core(config: Config, docs: list[dict]) -> dict:
         for w in closed:
             process_window(models, w, config.detector)
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "docs_per_s": len(docs) / seconds}
+    return {
+        "seconds": seconds,
+        "docs_per_s": len(docs) / seconds,
+        "cpu_seconds": time.process_time() - cpu,
+    }
 
 
 def run_pipeline(
@@ -121,7 +135,9 @@ def run_pipeline(
     sampler = threading.Thread(target=sample)
     sampler.start()
     start = time.perf_counter()
+    cpu = time.process_time()
     worker.run(until_idle_s=8.0)
+    cpu = time.process_time() - cpu
     stop.set()
     sampler.join()
     seconds = worker.last_commit_at - worker.first_message_at
@@ -141,6 +157,7 @@ def run_pipeline(
         **extra,
         "seconds": seconds,
         "docs_per_s": len(docs) / seconds,
+        "cpu_seconds": cpu,
         "startup_s": worker.first_message_at - start,
         "documents_stored": n_stored,
         "windows": int(lat.size),
@@ -178,7 +195,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--checkpoint-every", type=int, default=Config().windows.checkpoint_every)
     parser.add_argument("--postgres-url", default=None)
+    parser.add_argument(
+        "--fixed-dictionary",
+        action="store_true",
+        help="a fixed 100-atom dictionary instead of the default growing one (a faster core)",
+    )
     args = parser.parse_args()
+    if args.fixed_dictionary:
+        DETECTOR_ENV.update(FIXED_DICTIONARY)
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
     broker = None
@@ -192,10 +216,13 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     try:
         config = _config(bootstrap, "unused", "sqlite://", args.checkpoint_every)
+        # What ``sparsewatch run`` does (``blas_threads``), for both paths alike.
+        limits = threadpool_limits(limits=config.blas_threads or None, user_api="blas")
         for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
             runs["core"].append(run_core(config, docs))
             for key, url in paths.items():
                 runs[key].append(run_pipeline(bootstrap, docs, url(i), args.checkpoint_every))
+        limits.restore_original_limits()
     finally:
         if broker is not None:
             broker.down()
@@ -203,6 +230,8 @@ def main() -> None:
         "documents": len(docs),
         "window": "6h event time (~720 docs)",
         "checkpoint_every": args.checkpoint_every,
+        "blas_threads": config.blas_threads,
+        "detector": "fixed 100 atoms" if args.fixed_dictionary else "default (growing)",
         "repeats": args.repeats,
         **{key: _median_run(r) for key, r in runs.items()},
     }
@@ -210,8 +239,14 @@ def main() -> None:
         result[key]["overhead_vs_core"] = (
             result["core"]["docs_per_s"] / result[key]["docs_per_s"] - 1.0
         )
+        result[key]["cpu_overhead_vs_core"] = (
+            float(np.median([r["cpu_seconds"] for r in runs[key]]))
+            / float(np.median([r["cpu_seconds"] for r in runs["core"]]))
+            - 1.0
+        )
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"pipeline_throughput_every{args.checkpoint_every}.json"
+    label = "fixed" if args.fixed_dictionary else "default"
+    out = RESULTS / f"pipeline_throughput_{label}_every{args.checkpoint_every}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 

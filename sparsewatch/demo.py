@@ -122,7 +122,11 @@ def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = Non
         store = Store.open(config.database_url)
         idle = config.windows.idle_timeout_s + 5.0
         roles = ["detector", "anomaly"] if config.anomaly.enabled else ["detector"]
-        run_loops([build_worker(role, config, store) for role in roles], [idle, idle + 10.0])
+        run_loops(
+            [build_worker(role, config, store) for role in roles],
+            [idle, idle + 10.0],
+            blas_threads=config.blas_threads,
+        )
         plot = out / "novelty_scores.png"
         _plot(store, docs, plot)
         store.dispose()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from threadpoolctl import threadpool_limits
+
 from sparsewatch.config import Config
 from sparsewatch.consumers.metrics import serve
 from sparsewatch.consumers.worker import WorkerLoop
@@ -48,13 +50,18 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
 
 
 def run_loops(
-    workers: list[WorkerLoop], until_idle_s: list[float | None], install_signals: bool = True
+    workers: list[WorkerLoop],
+    until_idle_s: list[float | None],
+    install_signals: bool = True,
+    blas_threads: int = 1,
 ) -> None:
     """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error.
 
     SIGTERM/SIGINT stop every worker after its current batch; results of a batch are committed
     whole or not at all, so an interrupted window is simply re-read on the next start. When one
-    worker fails, the others are stopped too.
+    worker fails, the others are stopped too. BLAS runs ``blas_threads`` threads (0: the
+    library's default): a window's matrices are small, and on a few cores extra BLAS threads
+    cost more CPU than they save (benchmarks/pipeline.md).
     """
     if install_signals and threading.current_thread() is threading.main_thread():
         import signal
@@ -80,11 +87,12 @@ def run_loops(
         threading.Thread(target=target, args=(w, idle), name=w.processor.name)
         for w, idle in zip(workers, until_idle_s, strict=True)
     ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.5)
+    with threadpool_limits(limits=blas_threads or None, user_api="blas"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
     if errors:
         raise errors[0]
 
@@ -97,7 +105,9 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
     serve(config.metrics_port)
     try:
         run_loops(
-            [build_worker(role, config, store) for role in roles], [until_idle_s] * len(roles)
+            [build_worker(role, config, store) for role in roles],
+            [until_idle_s] * len(roles),
+            blas_threads=config.blas_threads,
         )
     finally:
         store.dispose()
