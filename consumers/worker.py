@@ -4,10 +4,10 @@ One :class:`WorkerLoop` owns a consumer, a producer (dead letters and results) a
 What is computed lives in a :class:`Processor` (per stream: a :class:`StreamState`), which never
 sees Kafka or SQL. Effects are exactly once:
 
-1. a batch of messages is routed to per-stream states; invalid messages become dead letters;
-2. closed windows are computed; their downstream messages are produced and flushed;
-3. ONE SQL transaction writes every result, the checkpoints that are due, the dead letters and
-   the resume offset of each partition;
+1. messages of a batch are routed to per-stream states; invalid messages become dead letters;
+2. a closed window is computed; its downstream messages are produced and flushed;
+3. ONE SQL transaction writes its results, the checkpoints that are due, the dead letters so far
+   and the resume offset of each partition (the rest of the batch follows the same way);
 4. only then are the offsets committed to Kafka (informational: the store is the source of truth).
 
 Checkpoints are written every ``checkpoint_every`` windows of a stream (and always after a window
@@ -250,9 +250,11 @@ class WorkerLoop:
         self._consistent = False
         outputs: list[Output] = []
         dead: list[dict[str, Any]] = []
+        pending = False  # messages consumed since the last commit
         for msg in batch:
             partition, offset = msg.partition(), msg.offset()
             self._partitions.setdefault(partition, _Partition()).next_offset = offset + 1
+            pending = True
             try:
                 item = self.processor.parse(msg.value())
             except InvalidMessageError as exc:
@@ -268,14 +270,18 @@ class WorkerLoop:
                 continue
             stream = self.processor.stream_of(item)
             produced = self._state_for(stream, partition, offset).add(item, partition, offset, now)
-            self._count_windows(stream, produced, forced=False)
-            outputs += produced
+            if produced:
+                # Commit a closed window at once, not after the rest of the batch: its latency
+                # is then its own computation plus one transaction.
+                self._count_windows(stream, produced, forced=False)
+                self._commit(produced, dead)
+                dead, pending = [], False
         lagging = self._lagging_partitions(now)
         for stream, state in self._states.items():
             idle = state.close_idle(now, self._stream_partition.get(stream) not in lagging)
             self._count_windows(stream, idle, forced=True)
             outputs += idle
-        if outputs or dead or batch:
+        if outputs or dead or pending:
             self._commit(outputs, dead)
         self._consistent = True
 
