@@ -18,7 +18,8 @@ The screening rule of DESIGN.md says an atom can help a document only when more 
 documents, topic distributions) never pass, so most scores sit at exactly 1 (ties) and AUC falls
 towards 0.5; on short documents even 5-term atoms rarely pass. The defaults keep Algorithms 2, 3,
 5 and 6 at the core and change what they are given (measured in
-``benchmarks/novelty_quality.md``, table ``tuning``, where every setting tried is listed):
+``benchmarks/novelty_quality.md``: the ``tuning`` ablations and the exploration table list every
+setting tried):
 
 * **dictionary growth** (``grow_threshold = 0.7``, up to ``grow_size = 1000`` atoms per window,
   ``max_components = 1500`` with least-recently-used replacement): after the window's OIADMM
