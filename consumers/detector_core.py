@@ -105,6 +105,18 @@ class WindowComputation:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+def _sparse_dictionary(A: Any) -> dict[str, np.ndarray]:
+    """The dictionary (terms x atoms; atoms keep a few terms) as CSC arrays, npz-safe: a dense
+    snapshot of 1,500 atoms over 20,000 terms would be 120 MB, its nonzeros are kilobytes."""
+    csc = sp.csc_matrix(A)
+    return {
+        "dictionary_data": csc.data,
+        "dictionary_indices": csc.indices,
+        "dictionary_indptr": csc.indptr,
+        "dictionary_shape": np.asarray(csc.shape, dtype=np.int64),
+    }
+
+
 def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -283,10 +295,11 @@ def process_window(
         snapshot = {
             "model_kind": "l1_dictionary",
             "arrays": {
-                "dictionary": np.asarray(models.detector.model.components_),
+                **_sparse_dictionary(models.detector.model.components_),
                 "terms": np.asarray(models.detector.features.terms_, dtype=str),
             },
             "meta": {
+                "layout": "dictionary_* = scipy.sparse CSC (terms x atoms)",
                 "n_terms": result.n_terms,
                 "n_atoms": result.n_atoms,
                 "threshold": _finite(result.threshold),

@@ -62,7 +62,7 @@ class DetectorConfig:
     novel_threshold: float = 0.95
     score_margin: bool = True
     max_atoms: int = 1500
-    new_atoms_per_window: int = 500
+    new_atoms_per_window: int = 1000
     warmup_documents: int = 200
     snapshot_every: int = 10
     topics: bool = True
