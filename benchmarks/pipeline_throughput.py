@@ -8,10 +8,10 @@ Same documents, same configuration, one run:
   topic is drained; time from its first message to its last commit (joining the consumer group
   before the first message is reported apart as ``startup_s``).
 
-Each path runs ``--repeats`` times (fresh topic, group and database each time); medians are
-reported. Reports documents/s, the overhead ratio against the core, window latency (close to
-committed) p50 and p99, and, over the run, resident memory and window latency of the first and last
-fifths (the stream spans far more than an hour of event time).
+Each path runs ``--repeats`` times, every run in a fresh process (fresh topic, group and database
+too); medians are reported. Reports documents/s, the overhead ratio against the core, window
+latency (close to committed) p50 and p99, and, over the run, resident memory and window latency of
+the first and last fifths (the stream spans far more than an hour of event time).
 
     python benchmarks/pipeline_throughput.py --documents 24000 --repeats 3 [--fixed-dictionary] \
         [--checkpoint-every 10] [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sparsewatch.consumers.detector_core import build_models, process_window
@@ -183,6 +185,20 @@ def _fresh_database(admin_url: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
+def _child(detector_env: dict[str, str], fn: Any, *args: Any) -> dict:
+    DETECTOR_ENV.update(detector_env)
+    # What ``sparsewatch run`` does (``blas_threads``), for both paths alike.
+    with threadpool_limits(limits=Config().blas_threads or None, user_api="blas"):
+        return fn(*args)
+
+
+def _isolated(detector_env: dict[str, str], fn: Any, *args: Any) -> dict:
+    """``fn(*args)`` in a fresh process, as a worker starts: nothing left over from earlier runs
+    (objects, Kafka clients' threads, heap growth) weighs on the next one."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_child, (detector_env, fn, *args))
+
+
 def _median_run(runs: list[dict]) -> dict:
     """The run with the median time, plus every run's seconds."""
     ordered = sorted(runs, key=lambda r: r["seconds"])
@@ -214,15 +230,15 @@ def main() -> None:
     if args.postgres_url:
         paths["kafka+postgresql"] = lambda i: _fresh_database(args.postgres_url)
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
+    env = dict(DETECTOR_ENV)
     try:
         config = _config(bootstrap, "unused", "sqlite://", args.checkpoint_every)
-        # What ``sparsewatch run`` does (``blas_threads``), for both paths alike.
-        limits = threadpool_limits(limits=config.blas_threads or None, user_api="blas")
         for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
-            runs["core"].append(run_core(config, docs))
+            runs["core"].append(_isolated(env, run_core, config, docs))
             for key, url in paths.items():
-                runs[key].append(run_pipeline(bootstrap, docs, url(i), args.checkpoint_every))
-        limits.restore_original_limits()
+                runs[key].append(
+                    _isolated(env, run_pipeline, bootstrap, docs, url(i), args.checkpoint_every)
+                )
     finally:
         if broker is not None:
             broker.down()
