@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 
 import matplotlib
 import numpy as np
-from pipeline_throughput import RESULTS, _documents, run_pipeline
+from pipeline_throughput import RESULTS, _documents, broker_bootstrap, run_pipeline
 
 from sparsewatch.config import Config
-from sparsewatch.kafka_local import LocalKafka
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -39,18 +37,10 @@ def main() -> None:
     args = parser.parse_args()
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-sustained-"))
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        broker = LocalKafka(tmp / "kafka", port=0)
-        bootstrap = broker.up()
-    try:
+    with broker_bootstrap(tmp / "kafka") as bootstrap:
         run = run_pipeline(
             bootstrap, docs, f"sqlite:///{tmp / 'sustained.db'}", args.checkpoint_every, True
         )
-    finally:
-        if broker is not None:
-            broker.down()
     rss = [m for t, m in run.pop("rss_samples_mb") if 0 <= t <= run["seconds"]]
     lat = run.pop("window_latencies_s")
     rss5, lat5 = _fifths(rss), _fifths(lat)

@@ -27,6 +27,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,7 @@ FIXED_DICTIONARY = {
     "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
     "SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW": "0",
 }
-DETECTOR_ENV: dict[str, str] = {}  # --fixed-dictionary sets FIXED_DICTIONARY here
+DETECTOR_ENV: dict[str, str] = {}  # set in each run's process by _child
 
 
 def _config(bootstrap: str, prefix: str, db_url: str, checkpoint_every: int) -> Config:
@@ -199,6 +201,20 @@ def _isolated(detector_env: dict[str, str], fn: Any, *args: Any) -> dict:
         return pool.apply(_child, (detector_env, fn, *args))
 
 
+@contextmanager
+def broker_bootstrap(run_dir: Path) -> Iterator[str]:
+    """``KAFKA_BOOTSTRAP_SERVERS`` if set, else a local broker started (and stopped) here."""
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if bootstrap:
+        yield bootstrap
+        return
+    broker = LocalKafka(run_dir, port=0)
+    try:
+        yield broker.up()
+    finally:
+        broker.down()
+
+
 def _median_run(runs: list[dict]) -> dict:
     """The run with the median time, plus every run's seconds."""
     ordered = sorted(runs, key=lambda r: r["seconds"])
@@ -217,21 +233,14 @@ def main() -> None:
         help="a fixed 100-atom dictionary instead of the default growing one (a faster core)",
     )
     args = parser.parse_args()
-    if args.fixed_dictionary:
-        DETECTOR_ENV.update(FIXED_DICTIONARY)
+    env = FIXED_DICTIONARY if args.fixed_dictionary else {}
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        broker = LocalKafka(tmp / "kafka", port=0)
-        bootstrap = broker.up()
     paths = {"kafka+sqlite": lambda i: f"sqlite:///{tmp / f'bench{i}.db'}"}
     if args.postgres_url:
         paths["kafka+postgresql"] = lambda i: _fresh_database(args.postgres_url)
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
-    env = dict(DETECTOR_ENV)
-    try:
+    with broker_bootstrap(tmp / "kafka") as bootstrap:
         config = _config(bootstrap, "unused", "sqlite://", args.checkpoint_every)
         for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
             runs["core"].append(_isolated(env, run_core, config, docs))
@@ -239,9 +248,6 @@ def main() -> None:
                 runs[key].append(
                     _isolated(env, run_pipeline, bootstrap, docs, url(i), args.checkpoint_every)
                 )
-    finally:
-        if broker is not None:
-            broker.down()
     result: dict = {
         "documents": len(docs),
         "window": "6h event time (~720 docs)",
