@@ -10,6 +10,15 @@ sees Kafka or SQL. Effects are exactly once:
    and the resume offset of each partition (the rest of the batch follows the same way);
 4. only then are the offsets committed to Kafka (informational: the store is the source of truth).
 
+Steps 2 and 3 run on a writer thread while the loop computes the next window (write-behind, at
+most one transaction in flight, in order): producing, flushing and the SQL round trips overlap
+with the numerical work instead of adding to it. What the writer gets is already frozen (result
+rows, checkpoints serialised to npz on the loop's thread); its error, if any, is raised on the
+loop's thread before the next transaction is handed over, and every rebalance callback, the
+clean shutdown and the synchronous checkpoint wait for the transaction in flight first. A crash
+with a transaction in flight is a crash before its commit: the stored resume offsets still point
+before its messages.
+
 Checkpoints are written every ``checkpoint_every`` windows of a stream (and always after a window
 closed by the idle timer, on revocation and on a clean shutdown), not after every window: a stream's
 model state is megabytes, its window's results kilobytes. The resume offset of a partition is
@@ -32,6 +41,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,6 +51,7 @@ from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, mak
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.retry import with_backoff
+from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
 log = logging.getLogger(__name__)
@@ -50,7 +61,11 @@ BROKER_GRACE_S = 30.0
 
 @dataclass
 class Output:
-    """What one closed window produces: SQL writes and messages for a downstream topic."""
+    """What one closed window produces: SQL writes and messages for a downstream topic.
+
+    ``write`` runs on the writer thread while the next window is computed: it must only read what
+    was made for this output (result rows), never live model state.
+    """
 
     write: Callable[[StoreTx], None]
     messages: list[tuple[str, bytes]] = field(default_factory=list)
@@ -90,6 +105,16 @@ class _Partition:
     next_offset: int | None = None
 
 
+@dataclass
+class _InFlight:
+    """The transaction on the writer thread; the future gives the time it was committed."""
+
+    done: Future[float]
+    outputs: list[Output]
+    offsets: dict[int, int]
+    n_dead: int
+
+
 class WorkerLoop:
     """Consume ``input_topic`` with ``processor``; write to ``store``; stop on SIGTERM/SIGINT."""
 
@@ -106,6 +131,7 @@ class WorkerLoop:
         poll_batch: int = 1000,
         metrics: WorkerMetrics | None = None,
         checkpoint_every: int = 1,
+        poll_timeout_s: float = 0.5,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -116,6 +142,8 @@ class WorkerLoop:
         self.dlq_topic = dlq_topic
         self.poll_batch = poll_batch
         self.checkpoint_every = max(int(checkpoint_every), 1)
+        # How long a poll waits for messages: also how late an idle window may close.
+        self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics or WorkerMetrics(processor.name)
         topics = {input_topic: partitions, dlq_topic: 1}
         if output_topic:
@@ -139,6 +167,11 @@ class WorkerLoop:
         self._consistent = True
         self._stop = threading.Event()
         self._consumer: BatchConsumer | None = None
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{processor.name}-writer")
+        self._in_flight: _InFlight | None = None
+        # The resume offsets of the last transaction handed to the writer: a batch that closes
+        # nothing and leaves them unchanged needs no transaction.
+        self._submitted_offsets: dict[int, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -163,7 +196,7 @@ class WorkerLoop:
         quiet_since = time.monotonic()
         try:
             while not self._stop.is_set():
-                batch = self._consumer.poll_batch(self.poll_batch, timeout=0.5)
+                batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
                 now = time.monotonic()
                 # "Idle" means drained: nothing read, nothing left to read, the broker reachable.
                 if batch and not self.first_message_at:
@@ -173,13 +206,19 @@ class WorkerLoop:
                 self._process(batch, now)
                 if until_idle_s is not None and now - quiet_since > until_idle_s:
                     break
+            self._wait_written()
             self._checkpoint_dirty(set(self._partitions))
         finally:
+            # After an error: let the transaction in flight end (committed or rolled back) before
+            # the clients close; its own error, if any, is not the one being raised.
+            self._writer.shutdown(wait=True)
             self._consumer.close()
             self._producer.flush(30)
 
     # -- rebalancing -----------------------------------------------------------------------------
     def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self._wait_written()
+        self._submitted_offsets = None
         stored = with_backoff(
             lambda: self.store.partition_offsets(self.group_id, self.input_topic),
             "reading resume offsets",
@@ -190,13 +229,17 @@ class WorkerLoop:
         return {(t, p): stored[p] for t, p in partitions if p in stored}
 
     def _on_revoke(self, partitions: list[tuple[str, int]]) -> None:
+        self._wait_written()
         self._checkpoint_dirty({p for _, p in partitions})
         self._drop(partitions)
+        self._submitted_offsets = None
         log.info("%s revoked %s", self.processor.name, partitions)
 
     def _on_lost(self, partitions: list[tuple[str, int]]) -> None:
-        """Partitions taken away (session timeout): their new owner replays; write nothing."""
+        """Partitions taken away (session timeout): their new owner replays; write nothing more."""
+        self._wait_written()
         self._drop(partitions)
+        self._submitted_offsets = None
         log.warning("%s lost %s", self.processor.name, partitions)
 
     def _drop(self, partitions: list[tuple[str, int]]) -> None:
@@ -211,7 +254,8 @@ class WorkerLoop:
 
     def _checkpoint_dirty(self, partitions: set[int]) -> None:
         """Checkpoint every stream of ``partitions`` with windows since its last checkpoint, and
-        store the partitions' resume offsets, in one transaction (revocation, clean shutdown)."""
+        store the partitions' resume offsets, in one transaction (revocation, clean shutdown;
+        called with no transaction in flight)."""
         if not self._consistent:
             return  # the states are ahead of the store: let the next owner replay instead
         due = {s for s in self._dirty if self._stream_partition.get(s) in partitions}
@@ -284,6 +328,8 @@ class WorkerLoop:
         if outputs or dead or pending:
             self._commit(outputs, dead)
         self._consistent = True
+        if self._consumer is not None:
+            self.metrics.set_lag({tp: n for tp, n in self._consumer.lag().items() if n is not None})
 
     def _count_windows(self, stream: str, outputs: list[Output], forced: bool) -> None:
         n = sum(out.is_window for out in outputs)
@@ -377,38 +423,68 @@ class WorkerLoop:
                 self._producer.poll(0.5)
 
     def _commit(self, outputs: list[Output], dead: list[dict[str, Any]]) -> None:
-        # Downstream messages first: if we crash after this, the window is redone and its
-        # messages re-sent; consumers deduplicate by (stream, window). Never the other way round.
-        self._publish(outputs, dead)
+        """Hand the transaction of ``outputs``, the dead letters, the due checkpoints and the
+        resume offsets to the writer (after the one in flight is stored)."""
         due = {s for s, n in self._dirty.items() if n >= self.checkpoint_every or s in self._forced}
         offsets = self._resume_offsets(clean=due)
-        checkpoints = {stream: self._states[stream].checkpoint() for stream in due}
+        if not (outputs or dead or due) and offsets == self._submitted_offsets:
+            return  # nothing new to store: the messages consumed all wait in open windows
+        checkpoints = {}
+        for stream in due:
+            state, meta = self._states[stream].checkpoint()
+            checkpoints[stream] = (arrays_to_npz(state), meta)  # frozen before the model moves on
+        self._wait_written()
+        self._in_flight = _InFlight(
+            self._writer.submit(self._write, outputs, dead, checkpoints, offsets),
+            outputs,
+            offsets,
+            len(dead),
+        )
+        self._submitted_offsets = offsets
+        self._mark_checkpointed(due)
+        self._refresh_anchors()
+
+    def _write(
+        self,
+        outputs: list[Output],
+        dead: list[dict[str, Any]],
+        checkpoints: dict[str, tuple[bytes, dict[str, Any]]],
+        offsets: dict[int, int],
+    ) -> float:
+        """On the writer thread: downstream messages first, then the SQL transaction. If we crash
+        after the messages, the window is redone and its messages re-sent; consumers deduplicate
+        by (stream, window). Never the other way round."""
+        self._publish(outputs, dead)
 
         def transaction() -> None:
             with self.store.transaction() as tx:
                 for out in outputs:
                     out.write(tx)
-                for stream, (state, meta) in checkpoints.items():
-                    tx.put_checkpoint(self.group_id, stream, state, meta)
+                for stream, (blob, meta) in checkpoints.items():
+                    tx.put_checkpoint(self.group_id, stream, blob, meta)
                 if dead:
                     tx.insert_dead_letters(dead)
                 if offsets:
                     tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
 
         with_backoff(transaction, "writing results")
-        self._mark_checkpointed(due)
-        self._refresh_anchors()
-        committed = time.perf_counter()
-        latencies = [committed - out.closed_at for out in outputs if out.is_window]
+        return time.perf_counter()
+
+    def _wait_written(self) -> None:
+        """Wait for the transaction in flight (raising its error), then commit its offsets to
+        Kafka and account for it."""
+        job, self._in_flight = self._in_flight, None
+        if job is None:
+            return
+        committed = job.done.result()
+        latencies = [committed - out.closed_at for out in job.outputs if out.is_window]
         self.window_latencies.extend(latencies)
-        if self._consumer is not None and offsets:
+        self.last_commit_at = committed
+        if self._consumer is not None and job.offsets:
             try:
                 self._consumer.commit_offsets(
-                    {(self.input_topic, p): o for p, o in offsets.items()}
+                    {(self.input_topic, p): o for p, o in job.offsets.items()}
                 )
             except KafkaException as exc:  # informational only: the store holds the truth
                 log.warning("committing offsets to Kafka failed: %s", exc)
-        self.metrics.observe(outputs, latencies, len(dead))
-        self.last_commit_at = committed
-        if self._consumer is not None:
-            self.metrics.set_lag({tp: n for tp, n in self._consumer.lag().items() if n is not None})
+        self.metrics.observe(job.outputs, latencies, job.n_dead)

@@ -169,13 +169,14 @@ class OIADMM(BaseEstimator):
         ``_shape``; ``dual_*`` alike): grown dictionaries of short atoms are mostly zeros."""
         D = self.dual_
         C = sp.csc_matrix(self.components_)
+        # Row indices < m fit int32 (the dual is nearly dense: half its bytes were int64 indices).
         return {
             "components_data": C.data,
-            "components_indices": C.indices.astype(np.int64),
+            "components_indices": C.indices.astype(np.int32),
             "components_indptr": C.indptr.astype(np.int64),
             "components_shape": np.asarray(self.components_.shape, dtype=np.int64),
             "dual_data": D.data,
-            "dual_indices": D.indices.astype(np.int64),
+            "dual_indices": D.indices.astype(np.int32),
             "dual_indptr": D.indptr.astype(np.int64),
             "dual_shape": np.asarray(D.shape, dtype=np.int64),
             "n_steps": np.asarray(self.n_steps_, dtype=np.int64),

@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
     """The detector or anomaly worker loop for ``config``."""
     k = config.kafka
+    # Wake at least four times per idle timeout, so a quiet stream's window closes on time.
+    poll_timeout_s = min(0.5, config.windows.idle_timeout_s / 4)
     if role == "detector":
         from sparsewatch.consumers.detector_worker import DetectorProcessor
 
@@ -31,6 +33,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             k.topic("dlq"),
             partitions=k.partitions,
             checkpoint_every=config.windows.checkpoint_every,
+            poll_timeout_s=poll_timeout_s,
         )
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
@@ -45,6 +48,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             k.topic("dlq"),
             partitions=k.partitions,
             checkpoint_every=config.windows.checkpoint_every,
+            poll_timeout_s=poll_timeout_s,
         )
     raise ValueError(f"unknown worker role {role!r}")
 

@@ -288,10 +288,15 @@ class StoreTx:
         self._execute(stmt, [row])
 
     def put_checkpoint(
-        self, group: str, stream: str, state: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+        self,
+        group: str,
+        stream: str,
+        state: Mapping[str, np.ndarray] | bytes,
+        meta: Mapping[str, Any],
     ) -> None:
-        """Replace the checkpoint of (group, stream)."""
-        blob = arrays_to_npz(state)
+        """Replace the checkpoint of (group, stream); ``state`` is the arrays or their npz archive
+        already made by :func:`arrays_to_npz` (a copy taken while the model may change later)."""
+        blob = state if isinstance(state, bytes) else arrays_to_npz(state)
         row = {
             "group_id": group,
             "stream": stream,
