@@ -90,8 +90,10 @@ def _documents(n: int) -> list[dict]:
     return sorted(docs, key=lambda d: d["timestamp"])
 
 
-def run_core(config: Config, docs: list[dict]) -> dict:
-    """The per-window core alone (includes message parsing, as the worker does)."""
+def run_core(docs: list[dict], checkpoint_every: int) -> dict:
+    """The per-window core alone (includes message parsing, as the worker does); the
+    configuration is made here, in the run's process, with its detector overrides."""
+    config = _config("unused", "unused", "sqlite://", checkpoint_every)
     cpu = time.process_time()
     start = time.perf_counter()
     for stream in ("alpha", "beta"):
@@ -241,9 +243,8 @@ def main() -> None:
         paths["kafka+postgresql"] = lambda i: _fresh_database(args.postgres_url)
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     with broker_bootstrap(tmp / "kafka") as bootstrap:
-        config = _config(bootstrap, "unused", "sqlite://", args.checkpoint_every)
         for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
-            runs["core"].append(_isolated(env, run_core, config, docs))
+            runs["core"].append(_isolated(env, run_core, docs, args.checkpoint_every))
             for key, url in paths.items():
                 runs[key].append(
                     _isolated(env, run_pipeline, bootstrap, docs, url(i), args.checkpoint_every)
@@ -252,7 +253,7 @@ def main() -> None:
         "documents": len(docs),
         "window": "6h event time (~720 docs)",
         "checkpoint_every": args.checkpoint_every,
-        "blas_threads": config.blas_threads,
+        "blas_threads": Config().blas_threads,
         "detector": "fixed 100 atoms" if args.fixed_dictionary else "default (growing)",
         "repeats": args.repeats,
         **{key: _median_run(r) for key, r in runs.items()},

@@ -476,7 +476,13 @@ class WorkerLoop:
         job, self._in_flight = self._in_flight, None
         if job is None:
             return
-        committed = job.done.result()
+        try:
+            committed = job.done.result()
+        except BaseException:
+            # The states are ahead of the store for good: no checkpoint may be written any more
+            # (not even by the revocation when the consumer closes); a restart replays.
+            self._consistent = False
+            raise
         latencies = [committed - out.closed_at for out in job.outputs if out.is_window]
         self.window_latencies.extend(latencies)
         self.last_commit_at = committed

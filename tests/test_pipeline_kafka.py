@@ -6,7 +6,9 @@
 * crash recovery: during a replay of 20,000 documents the detector (or anomaly) worker process is
   killed with SIGKILL five times, at random points of its progress, and restarted; the final
   database equals an uninterrupted run's (the same for a broker restart mid-stream);
-* two worker processes in one consumer group share the streams across a rebalance.
+* two worker processes in one consumer group share the streams across a rebalance;
+* a transaction failing on the worker's writer thread stops the worker with nothing of it stored
+  or committed to Kafka, and a restart completes the stream.
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
-from sparsewatch.storage.store import Store
+from sparsewatch.storage.store import Store, StoreTx
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
@@ -255,6 +259,77 @@ def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_pa
         store.dispose()
     assert len(crashed) == len(docs)
     _assert_same(crashed, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+
+
+def _fail_transaction(store: Store, n: int) -> list[int]:
+    """Make the ``n``-th write transaction of ``store`` (a real database) fail after its writes,
+    before its commit, with a non-transient error; returns the running count of transactions."""
+    real = store.transaction
+    count = [0]
+
+    @contextmanager
+    def failing() -> Iterator[StoreTx]:
+        with real() as tx:
+            yield tx
+            count[0] += 1
+            if count[0] == n:
+                raise RuntimeError(f"injected failure in transaction {n}")
+
+    store.transaction = failing  # type: ignore[method-assign]
+    return count
+
+
+def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
+    kafka_bootstrap, tmp_path
+):
+    """The writer thread's failure is raised by the loop; nothing of that transaction, nor of
+    anything after it, reaches the store or Kafka's committed offsets, and a restart completes
+    the stream exactly as the offline core computes it."""
+    prefix = f"wfail-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'fail.db'}"
+    env = _env(
+        kafka_bootstrap,
+        prefix,
+        url,
+        SPARSEWATCH_ANOMALY_ENABLED="false",
+        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="1",
+        SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="2",
+        **FIXED_DICTIONARY,
+    )
+    config = load_config(env=env)
+    docs = _streams(1500)
+    _produce(kafka_bootstrap, config.kafka.topic("docs"), docs)
+    group = f"{config.kafka.group_id}.detector"
+    store = Store.open(url)
+    try:
+        count = _fail_transaction(store, 6)
+        worker = build_worker("detector", config, store)
+        with pytest.raises(RuntimeError, match="injected failure in transaction 6"):
+            worker.run(until_idle_s=5.0)
+        assert count[0] == 6  # nothing was handed to the writer after the failure
+        stored_offsets = store.partition_offsets(group, config.kafka.topic("docs"))
+        partial = _stored(store)
+    finally:
+        store.dispose()
+    assert 0 < len(partial) < len(docs)
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
+    try:
+        committed = consumer.committed(
+            [TopicPartition(config.kafka.topic("docs"), p) for p in range(2)], timeout=10
+        )
+    finally:
+        consumer.close()
+    for tp in committed:  # Kafka never ahead of the store
+        if tp.offset >= 0:
+            assert tp.offset <= stored_offsets[tp.partition]
+    store = Store.open(url)
+    try:
+        build_worker("detector", config, store).run(until_idle_s=5.0)
+        final = _stored(store)
+    finally:
+        store.dispose()
+    assert len(final) == len(docs)
+    _assert_same(final, _offline(config, docs))
 
 
 def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path):
