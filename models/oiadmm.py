@@ -62,7 +62,11 @@ def _oiadmm_step(
     Z = sp.csc_matrix(P, dtype=dt) - (As @ Xc) + Delta * dt.type(1.0 / beta)
     R = sp.csc_matrix(Z)
     np.clip(R.data, -over_weight / beta, 1.0 / beta, out=R.data)  # R = Z - E_{t+1}
-    A_new = project_l1_ball_nonneg_csc(As + (R @ Xc.T) * dt.type(tau))
+    G = R @ Xc.T  # nearly dense (m x k): scaled in place, freed before the projection
+    G.data *= dt.type(tau)
+    G = As + G
+    A_new = project_l1_ball_nonneg_csc(G)
+    del G
     dAX = (A_new - As) @ Xc
     resid = R - Delta * dt.type(1.0 / beta) - dAX
     Delta_new = sp.csc_matrix((R - dAX) * dt.type(beta), dtype=dt)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 from sparsewatch.models.projections import (
     project_l1_ball_nonneg,
+    project_l1_ball_nonneg_csc,
     project_simplex,
     project_simplex_box,
 )
@@ -45,6 +47,38 @@ def test_l1_ball_matches_qp(seed: int) -> None:
             [(0, None)] * V.shape[0],
         )
         np.testing.assert_allclose(W[:, j], ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("max_passes", [0, 1, 50])
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_l1_ball_matches_qp_and_dense(seed: int, max_passes: int) -> None:
+    """Michelot's passes (and, when cut short, the sort finishing the unsettled columns) give the
+    exact projection of the stored entries; implicit zeros stay zero."""
+    rng = np.random.default_rng(seed)
+    V = rng.normal(scale=0.7, size=(7, 5)) * (rng.random((7, 5)) < 0.7)
+    V[:, 0] = 0.0  # an empty column
+    S = sp.csc_matrix(V)
+    W = project_l1_ball_nonneg_csc(S, max_passes=max_passes).toarray()
+    for j in range(V.shape[1]):
+        stored = V[:, j] != 0
+        if not stored.any():
+            assert not W[:, j].any()
+            continue
+        ref = _qp(
+            V[stored, j],
+            [{"type": "ineq", "fun": lambda w: 1 - w.sum(), "jac": lambda w: -np.ones_like(w)}],
+            [(0, None)] * int(stored.sum()),
+        )
+        np.testing.assert_allclose(W[stored, j], ref, atol=1e-6)
+        assert not W[~stored, j].any()
+    # Large random instances: equal to the dense sort-based projection (zeros project to zeros).
+    big = sp.random(300, 40, density=0.3, random_state=seed, format="csc")
+    big.data = rng.exponential(rng.uniform(0.01, 0.2), big.nnz) * rng.choice([-1, 1, 1], big.nnz)
+    np.testing.assert_allclose(
+        project_l1_ball_nonneg_csc(big, max_passes=max_passes).toarray(),
+        project_l1_ball_nonneg(big.toarray()),
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))
