@@ -39,6 +39,10 @@ def psi_max(X: sp.spmatrix | np.ndarray) -> float:
     return float(np.linalg.eigvalsh(G.astype(np.float64))[-1]) if G.size else 0.0
 
 
+# Entries of an m x block slab of R X^T formed at once in the dictionary update (~2M).
+_SLAB_ENTRIES = 1 << 21
+
+
 def _oiadmm_step(
     P: sp.spmatrix,
     X: sp.spmatrix,
@@ -62,16 +66,23 @@ def _oiadmm_step(
     Z = sp.csc_matrix(P, dtype=dt) - (As @ Xc) + Delta * dt.type(1.0 / beta)
     R = sp.csc_matrix(Z)
     np.clip(R.data, -over_weight / beta, 1.0 / beta, out=R.data)  # R = Z - E_{t+1}
-    G = R @ Xc.T  # nearly dense (m x k): scaled in place, freed before the projection
-    G.data *= dt.type(tau)
-    G = As + G
-    A_new = project_l1_ball_nonneg_csc(G)
-    del G
-    dAX = (A_new - As) @ Xc
+    # A_{t+1} = Pi_A(A_t + tau R X^T), a block of atoms at a time: R X^T is nearly dense (m x k)
+    # and the projection acts column by column, so slabs of m x ``step`` bound the temporaries.
+    A_new = np.empty(A.shape, dtype=dt)
+    changes = []
+    step = max(1, _SLAB_ENTRIES // max(A.shape[0], 1))
+    for j0 in range(0, A.shape[1], step):
+        G = R @ Xc[j0 : j0 + step].T
+        G.data *= dt.type(tau)
+        old = As[:, j0 : j0 + step]
+        new = project_l1_ball_nonneg_csc(old + G)
+        A_new[:, j0 : j0 + step] = new.toarray()
+        changes.append(new - old)
+    dAX = sp.hstack(changes, format="csr") @ Xc if changes else sp.csr_matrix(R.shape, dtype=dt)
     resid = R - Delta * dt.type(1.0 / beta) - dAX
     Delta_new = sp.csc_matrix((R - dAX) * dt.type(beta), dtype=dt)
     Delta_new.eliminate_zeros()
-    return A_new.toarray().astype(dt, copy=False), Delta_new, float(sp.linalg.norm(resid))
+    return A_new, Delta_new, float(sp.linalg.norm(resid))
 
 
 def _resize_columns(D: sp.csc_matrix, n: int) -> sp.csc_matrix:
