@@ -32,9 +32,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
+from sparsewatch.consumers.detector_core import build_models
 from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, l1_sparse_code_dense
 from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
+
+from sparsewatch.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -299,8 +302,13 @@ def part_b(quick: bool) -> dict:
 
 # ---------------------------------------------------------------- (c) memory
 def stream_rss(n_docs: int) -> dict:
-    """Run the end-to-end Detector over ``n_docs`` tweets in windows of 1,000; report RSS."""
-    det = Detector(StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000}), warmup_docs=1000)
+    """Run the end-to-end Detector over ``n_docs`` tweets in windows of 1,000; report RSS. The
+    novelty model is the product's default (``build_models``: growing dictionary, up to 1,500
+    atoms); the vocabulary is capped at 6,000 terms so that eviction runs all the time."""
+    model = build_models(Config().detector).detector.model
+    det = Detector(
+        StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000}), model=model, warmup_docs=1000
+    )
     chunk = 10000
     for s in range(0, n_docs, chunk):
         texts = tweet_stream(chunk, seed=100 + s // chunk)

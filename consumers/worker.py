@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 from confluent_kafka import KafkaError, KafkaException, Message
 from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.memory import release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.retry import with_backoff
@@ -194,6 +195,7 @@ class WorkerLoop:
             on_lost=self._on_lost,
         )
         quiet_since = time.monotonic()
+        busy = False
         try:
             while not self._stop.is_set():
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
@@ -204,6 +206,9 @@ class WorkerLoop:
                 if batch or self._lagging_partitions(now) or not self._partitions:
                     quiet_since = now
                 self._process(batch, now)
+                if busy and not batch:  # the input went quiet: give freed heap memory back
+                    release_free_heap()
+                busy = bool(batch)
                 if until_idle_s is not None and now - quiet_since > until_idle_s:
                     break
             self._wait_written()
