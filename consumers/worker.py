@@ -168,7 +168,7 @@ class WorkerLoop:
         self._consistent = True
         self._stop = threading.Event()
         self._consumer: BatchConsumer | None = None
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{processor.name}-writer")
+        self._writer: ThreadPoolExecutor | None = None  # one per run()
         self._in_flight: _InFlight | None = None
         # The resume offsets of the last transaction handed to the writer: a batch that closes
         # nothing and leaves them unchanged needs no transaction.
@@ -186,6 +186,7 @@ class WorkerLoop:
 
     def run(self, until_idle_s: float | None = None) -> None:
         """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``."""
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.processor.name}-writer")
         self._consumer = BatchConsumer(
             self.bootstrap,
             self.group_id,
@@ -439,6 +440,7 @@ class WorkerLoop:
             state, meta = self._states[stream].checkpoint()
             checkpoints[stream] = (arrays_to_npz(state), meta)  # frozen before the model moves on
         self._wait_written()
+        assert self._writer is not None, "transactions are handed over only inside run()"
         self._in_flight = _InFlight(
             self._writer.submit(self._write, outputs, dead, checkpoints, offsets),
             outputs,

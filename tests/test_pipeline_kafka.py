@@ -332,6 +332,35 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
     _assert_same(final, _offline(config, docs))
 
 
+def test_a_worker_runs_again_after_it_returned(kafka_bootstrap, tmp_path):
+    """``run`` returns when drained (or stopped) and can be called again on the same loop: the
+    second run resumes after the first one's committed work, with a fresh writer thread."""
+    prefix = f"again-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'again.db'}"
+    env = _env(
+        kafka_bootstrap,
+        prefix,
+        url,
+        SPARSEWATCH_ANOMALY_ENABLED="false",
+        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="1",
+        **FIXED_DICTIONARY,
+    )
+    config = load_config(env=env)
+    docs = _streams(800)
+    half = len(docs) // 2
+    store = Store.open(url)
+    try:
+        worker = build_worker("detector", config, store)
+        _produce(kafka_bootstrap, config.kafka.topic("docs"), docs[:half])
+        worker.run(until_idle_s=4.0)
+        assert len(_stored(store)) == half
+        _produce(kafka_bootstrap, config.kafka.topic("docs"), docs[half:])
+        worker.run(until_idle_s=4.0)
+        assert len(_stored(store)) == len(docs)
+    finally:
+        store.dispose()
+
+
 def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path):
     prefix = f"group-{uuid.uuid4().hex[:8]}"
     db_url = f"sqlite:///{tmp_path / 'shared.db'}"
