@@ -334,8 +334,6 @@ class WorkerLoop:
         if outputs or dead or pending:
             self._commit(outputs, dead)
         self._consistent = True
-        if self._consumer is not None:
-            self.metrics.set_lag({tp: n for tp, n in self._consumer.lag().items() if n is not None})
 
     def _count_windows(self, stream: str, outputs: list[Output], forced: bool) -> None:
         n = sum(out.is_window for out in outputs)
@@ -354,13 +352,16 @@ class WorkerLoop:
 
         A partition with a backlog left to read, or any partition while the broker was unreachable
         within the last ``BROKER_GRACE_S``: idle windows close only on the others, which keeps
-        replays, crash recoveries and broker restarts deterministic.
+        replays, crash recoveries and broker restarts deterministic. The known lags also go to
+        the consumer-lag metric.
         """
         if self._consumer is None:
             return set()
         if now - self._consumer.last_error_at < BROKER_GRACE_S:
             return set(self._partitions)
-        return {p for (_, p), n in self._consumer.lag().items() if n is None or n > 0}
+        lag = self._consumer.lag()
+        self.metrics.set_lag({tp: n for tp, n in lag.items() if n is not None})
+        return {p for (_, p), n in lag.items() if n is None or n > 0}
 
     def _resume_offsets(self, clean: AbstractSet[str] = frozenset()) -> dict[int, int]:
         """Per partition, where to re-read from after a crash once the checkpoints of ``clean``

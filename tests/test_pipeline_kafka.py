@@ -261,6 +261,20 @@ def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_pa
     _assert_same(crashed, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
 
 
+def _quick_detector_config(bootstrap: str, name: str, db_url: str, **extra: str) -> Config:
+    """The detector alone on fresh topics, fixed dictionary, windows closed after 1 s idle."""
+    env = _env(
+        bootstrap,
+        f"{name}-{uuid.uuid4().hex[:8]}",
+        db_url,
+        SPARSEWATCH_ANOMALY_ENABLED="false",
+        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="1",
+        **FIXED_DICTIONARY,
+        **extra,
+    )
+    return load_config(env=env)
+
+
 def _fail_transaction(store: Store, n: int) -> list[int]:
     """Make the ``n``-th write transaction of ``store`` (a real database) fail after its writes,
     before its commit, with a non-transient error; returns the running count of transactions."""
@@ -285,18 +299,10 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
     """The writer thread's failure is raised by the loop; nothing of that transaction, nor of
     anything after it, reaches the store or Kafka's committed offsets, and a restart completes
     the stream exactly as the offline core computes it."""
-    prefix = f"wfail-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path / 'fail.db'}"
-    env = _env(
-        kafka_bootstrap,
-        prefix,
-        url,
-        SPARSEWATCH_ANOMALY_ENABLED="false",
-        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="1",
-        SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="2",
-        **FIXED_DICTIONARY,
+    config = _quick_detector_config(
+        kafka_bootstrap, "wfail", url, SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="2"
     )
-    config = load_config(env=env)
     docs = _streams(1500)
     _produce(kafka_bootstrap, config.kafka.topic("docs"), docs)
     group = f"{config.kafka.group_id}.detector"
@@ -335,17 +341,8 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
 def test_a_worker_runs_again_after_it_returned(kafka_bootstrap, tmp_path):
     """``run`` returns when drained (or stopped) and can be called again on the same loop: the
     second run resumes after the first one's committed work, with a fresh writer thread."""
-    prefix = f"again-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path / 'again.db'}"
-    env = _env(
-        kafka_bootstrap,
-        prefix,
-        url,
-        SPARSEWATCH_ANOMALY_ENABLED="false",
-        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="1",
-        **FIXED_DICTIONARY,
-    )
-    config = load_config(env=env)
+    config = _quick_detector_config(kafka_bootstrap, "again", url)
     docs = _streams(800)
     half = len(docs) // 2
     store = Store.open(url)
