@@ -41,24 +41,50 @@ def psi_max(X: sp.spmatrix | np.ndarray) -> float:
 
 # Entries of an m x block slab of R X^T formed at once in the dictionary update (~2M).
 _SLAB_ENTRIES = 1 << 21
+# Stored fraction of the dual from which a step works on dense arrays (the dual's support is the
+# union of every window's, so it fills up as the stream goes on; sparse arithmetic at that
+# density costs twice the memory and several times the time of the dense one).
+_DENSE_DUAL_FRACTION = 0.25
+
+Dual = sp.csc_matrix | np.ndarray
 
 
 def _oiadmm_step(
     P: sp.spmatrix,
     X: sp.spmatrix,
     A: np.ndarray,
-    Delta: sp.spmatrix,
+    Delta: Dual,
     beta: float,
     tau: float,
     over_weight: float = 1.0,
+) -> tuple[np.ndarray, Dual, float]:
+    """One step of Algorithm 2; returns ``(A_{t+1}, Delta_{t+1}, ||P - A_{t+1} X - E_{t+1}||_F)``.
+
+    Using ``P - A_{t+1} X - E = R - Delta/beta - (A_{t+1} - A_t) X`` with ``R = Z - E_{t+1}``, the
+    dual update is ``Delta_{t+1} = beta (R - (A_{t+1} - A_t) X)``. A sparse dual (the first
+    windows) gives a sparse step, a dual at least :data:`_DENSE_DUAL_FRACTION` full a dense one
+    (and a dense dual, which stays dense).
+    """
+    m, n = P.shape
+    if isinstance(Delta, np.ndarray) or Delta.nnz >= _DENSE_DUAL_FRACTION * m * n:
+        return _oiadmm_step_dense(P, X, A, Delta, beta, tau, over_weight)
+    return _oiadmm_step_sparse(P, X, A, Delta, beta, tau, over_weight)
+
+
+def _oiadmm_step_sparse(
+    P: sp.spmatrix,
+    X: sp.spmatrix,
+    A: np.ndarray,
+    Delta: sp.spmatrix,
+    beta: float,
+    tau: float,
+    over_weight: float,
 ) -> tuple[np.ndarray, sp.csc_matrix, float]:
-    """One step of Algorithm 2 on sparse matrices.
+    """:func:`_oiadmm_step` on sparse matrices.
 
     Every matrix lives on the union of the supports of ``P``, ``A_t X_t``, ``A_{t+1} X_t`` and
     ``Delta_t`` (elsewhere ``Z = 0`` so nothing moves); ``A`` is updated on its stored entries
-    plus those of ``R X^T``. Using ``P - A_{t+1} X - E = R - Delta/beta - (A_{t+1} - A_t) X``,
-    the dual update is ``Delta_{t+1} = beta (R - (A_{t+1} - A_t) X)``.
-    Returns ``(A_{t+1}, Delta_{t+1}, ||P - A_{t+1} X - E_{t+1}||_F)``.
+    plus those of ``R X^T``.
     """
     dt = A.dtype
     Xc = sp.csr_matrix(X, dtype=dt)
@@ -85,15 +111,70 @@ def _oiadmm_step(
     return A_new, Delta_new, float(sp.linalg.norm(resid))
 
 
-def _resize_columns(D: sp.csc_matrix, n: int) -> sp.csc_matrix:
-    """Zero-pad or truncate the columns of a sparse dual to ``n`` (windows differ in size)."""
+def _oiadmm_step_dense(
+    P: sp.spmatrix,
+    X: sp.spmatrix,
+    A: np.ndarray,
+    Delta: Dual,
+    beta: float,
+    tau: float,
+    over_weight: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`_oiadmm_step` on dense ``n x m`` arrays (the transposes of ``Z``, ``R``, ``Delta``).
+
+    Documents are rows, so every product is a sparse matrix (``X`` or ``X^T``) times a
+    C-contiguous dense one. Five ``n x m`` arrays and two ``k x m`` ones at most, the same sizes
+    every window (the allocator reuses them instead of fragmenting the heap). Returns the dual as
+    the ``m x n`` Fortran-ordered view of its ``n x m`` transpose.
+    """
+    dt = A.dtype
+    k = A.shape[1]
+    Xr = sp.csr_matrix(X, dtype=dt)  # k x n: rows of atoms, for R X^T a slab at a time
+    XT = Xr.T.tocsr()  # n x k: rows of documents, for (A X)^T
+    D_T = Delta.T if isinstance(Delta, np.ndarray) else Delta.T.toarray()
+    AX_T = XT @ np.ascontiguousarray(A.T)  # (A_t X)^T
+    R_T = D_T * dt.type(1.0 / beta)
+    R_T -= AX_T
+    PT = sp.coo_matrix(P.T, dtype=dt)
+    PT.sum_duplicates()
+    R_T[PT.row, PT.col] += PT.data  # Z^T
+    np.clip(R_T, -over_weight / beta, 1.0 / beta, out=R_T)  # R^T = (Z - E_{t+1})^T
+    # A_{t+1}^T = Pi_A(A_t + tau R X^T)^T, one slab of atoms (rows) at a time.
+    A_new_T = np.empty((k, A.shape[0]), dtype=dt)
+    step = max(1, _SLAB_ENTRIES // max(A.shape[0], 1))
+    for j0 in range(0, k, step):
+        G_T = Xr[j0 : j0 + step] @ R_T
+        G_T *= dt.type(tau)
+        G_T += A[:, j0 : j0 + step].T
+        A_new_T[j0 : j0 + step] = project_l1_ball_nonneg(G_T, axis=1, method="pivot")
+    dAX_T = XT @ A_new_T
+    dAX_T -= AX_T  # ((A_{t+1} - A_t) X)^T
+    del AX_T
+    R_T -= dAX_T
+    R_T *= dt.type(beta)  # Delta_{t+1}^T
+    np.subtract(R_T, D_T, out=dAX_T)  # beta (P - A_{t+1} X - E_{t+1})^T
+    return np.ascontiguousarray(A_new_T.T), R_T.T, float(np.linalg.norm(dAX_T)) / beta
+
+
+def _resize_columns(D: Dual, n: int) -> Dual:
+    """Zero-pad or truncate the columns of the dual to ``n`` (windows differ in size)."""
+    if isinstance(D, np.ndarray):
+        if D.shape[1] >= n:
+            return D[:, :n]
+        D_T = np.zeros((n, D.shape[0]), dtype=D.dtype)
+        D_T[: D.shape[1]] = D.T
+        return D_T.T
     if D.shape[1] >= n:
         return sp.csc_matrix(D[:, :n])
     indptr = np.r_[D.indptr, np.full(n - D.shape[1], D.indptr[-1])]
     return sp.csc_matrix((D.data, D.indices, indptr), shape=(D.shape[0], n))
 
 
-def _remap_sparse_rows(D: sp.csc_matrix, kept_rows: np.ndarray, n_new: int) -> sp.csc_matrix:
+def _remap_dual_rows(D: Dual, kept_rows: np.ndarray, n_new: int) -> Dual:
+    if isinstance(D, np.ndarray):  # kept as the transpose of a C-ordered n x m array
+        D_T = np.zeros((D.shape[1], kept_rows.size + n_new), dtype=D.dtype)
+        D_T[:, : kept_rows.size] = D.T[:, kept_rows]
+        return D_T.T
     kept = sp.csc_matrix(sp.csr_matrix(D)[kept_rows])
     return sp.csc_matrix(
         (kept.data, kept.indices, kept.indptr), shape=(kept.shape[0] + n_new, kept.shape[1])
@@ -114,9 +195,10 @@ class OIADMM(BaseEstimator):
 
     Attributes
     ----------
-    components_ : (m, k) dense dictionary ``A``; dual_ : (m, n_last) sparse CSC dual ``Delta``;
-    n_steps_ : steps taken; violation_ : ``||P_t - A_{t+1} X_t - E_{t+1}||_F`` of the last
-    1,000 steps.
+    components_ : (m, k) dense dictionary ``A``; dual_ : (m, n_last) dual ``Delta``, sparse CSC
+    while it is sparse, then a dense array (the transpose of a C-ordered one; see
+    :func:`_oiadmm_step`); n_steps_ : steps taken; violation_ :
+    ``||P_t - A_{t+1} X_t - E_{t+1}||_F`` of the last 1,000 steps.
     """
 
     def __init__(
@@ -144,7 +226,7 @@ class OIADMM(BaseEstimator):
     def remap_rows(self, kept_rows: np.ndarray, n_new: int) -> OIADMM:
         """Vocabulary update: keep ``kept_rows``, append ``n_new`` zero rows (``A``, ``Delta``)."""
         self.components_ = remap_rows(self.components_, kept_rows, n_new)
-        self.dual_ = _remap_sparse_rows(self.dual_, kept_rows, n_new)
+        self.dual_ = _remap_dual_rows(self.dual_, kept_rows, n_new)
         return self
 
     def add_atoms(self, atoms: np.ndarray) -> OIADMM:
@@ -180,46 +262,53 @@ class OIADMM(BaseEstimator):
         return self
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """``A`` and ``Delta`` as CSC arrays (``components_data``, ``_indices``, ``_indptr``,
-        ``_shape``; ``dual_*`` alike): grown dictionaries of short atoms are mostly zeros."""
-        D = self.dual_
+        """``A`` as CSC arrays (``components_data``, ``_indices``, ``_indptr``, ``_shape``: grown
+        dictionaries of short atoms are mostly zeros); ``Delta`` alike while sparse, else as the
+        dense ``dual_transposed`` (``n x m``)."""
         C = sp.csc_matrix(self.components_)
-        # Row indices < m fit int32 (the dual is nearly dense: half its bytes were int64 indices).
-        return {
+        # Row indices < m fit int32.
+        state = {
             "components_data": C.data,
             "components_indices": C.indices.astype(np.int32),
             "components_indptr": C.indptr.astype(np.int64),
             "components_shape": np.asarray(self.components_.shape, dtype=np.int64),
-            "dual_data": D.data,
-            "dual_indices": D.indices.astype(np.int32),
-            "dual_indptr": D.indptr.astype(np.int64),
-            "dual_shape": np.asarray(D.shape, dtype=np.int64),
             "n_steps": np.asarray(self.n_steps_, dtype=np.int64),
         }
+        D = self.dual_
+        if isinstance(D, np.ndarray):
+            state["dual_transposed"] = np.ascontiguousarray(D.T)
+        else:
+            state.update(
+                dual_data=D.data,
+                dual_indices=D.indices.astype(np.int32),
+                dual_indptr=D.indptr.astype(np.int64),
+                dual_shape=np.asarray(D.shape, dtype=np.int64),
+            )
+        return state
 
     def set_state(self, state: dict[str, np.ndarray]) -> OIADMM:
         if "components" in state:  # checkpoints written before the sparse layout
             self.components_ = np.array(state["components"], dtype=self.dtype)
         else:
-            self.components_ = sp.csc_matrix(
-                (
-                    np.array(state["components_data"], dtype=self.dtype),
-                    state["components_indices"],
-                    state["components_indptr"],
-                ),
-                shape=tuple(int(v) for v in state["components_shape"]),
-            ).toarray()
-        self.dual_ = sp.csc_matrix(
-            (
-                np.array(state["dual_data"], dtype=self.dtype),
-                state["dual_indices"],
-                state["dual_indptr"],
-            ),
-            shape=tuple(int(v) for v in state["dual_shape"]),
-        )
+            self.components_ = _csc_from_state(state, "components", self.dtype).toarray()
+        if "dual_transposed" in state:
+            self.dual_ = np.array(state["dual_transposed"], dtype=self.dtype).T
+        else:
+            self.dual_ = _csc_from_state(state, "dual", self.dtype)
         self.n_steps_ = int(state["n_steps"])
         self.violation_ = []
         return self
+
+
+def _csc_from_state(state: dict[str, np.ndarray], name: str, dtype: type) -> sp.csc_matrix:
+    return sp.csc_matrix(
+        (
+            np.array(state[f"{name}_data"], dtype=dtype),
+            state[f"{name}_indices"],
+            state[f"{name}_indptr"],
+        ),
+        shape=tuple(int(v) for v in state[f"{name}_shape"]),
+    )
 
 
 def l1_dictionary_update(

@@ -91,14 +91,18 @@ def _simplex_pivot(V: np.ndarray, z: float, axis: int, max_iter: int = 100) -> n
     return project_simplex(V, z, axis)
 
 
-def project_l1_ball_nonneg(V: np.ndarray, radius: float = 1.0, axis: int = 0) -> np.ndarray:
+def project_l1_ball_nonneg(
+    V: np.ndarray, radius: float = 1.0, axis: int = 0, method: str = "sort"
+) -> np.ndarray:
     """Project every slice along ``axis`` onto ``{w >= 0, ||w||_1 <= radius}``.
 
     With ``axis=0`` on a dictionary this is the exact projection onto the constraint set ``A`` of
     the paper (non-negative atoms with l1 norm at most one). Slices whose positive part is already
     inside the ball are clipped at zero; the others are projected onto the simplex of mass
-    ``radius`` (the ball constraint is then active). Only those slices are sorted.
+    ``radius`` (the ball constraint is then active), by ``method`` as in :func:`project_simplex`.
     """
+    if method not in ("sort", "pivot"):
+        raise ValueError(f"unknown method {method!r}")
     V = _as_float(V)
     W = np.maximum(V, 0)
     if W.ndim == 1:
@@ -108,7 +112,11 @@ def project_l1_ball_nonneg(V: np.ndarray, radius: float = 1.0, axis: int = 0) ->
     flat = np.ascontiguousarray(Wm.reshape(-1, shape[-1]))
     over = np.flatnonzero(flat.sum(axis=1, dtype=np.float64) > radius)
     if over.size:
-        flat[over] = _simplex_rows(flat[over], radius)
+        flat[over] = (
+            _simplex_pivot(flat[over], radius, axis=1)
+            if method == "pivot"
+            else _simplex_rows(flat[over], radius)
+        )
     return np.moveaxis(flat.reshape(shape), -1, axis)
 
 

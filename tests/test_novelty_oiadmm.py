@@ -14,6 +14,23 @@ from sparsewatch.models.projections import project_l1_ball_nonneg
 M, K = 300, 10
 
 
+def _dense(D: sp.spmatrix | np.ndarray) -> np.ndarray:
+    return D.toarray() if sp.issparse(D) else np.asarray(D)
+
+
+def _initialize(
+    A0: np.ndarray, dual: str, monkeypatch: pytest.MonkeyPatch, **params: object
+) -> OIADMM:
+    """An OIADMM whose dual stays sparse (``"sparse"``: no density switches to dense steps) or is
+    dense from the start (``"dense"``)."""
+    o = OIADMM(**params).initialize(A0)
+    if dual == "sparse":
+        monkeypatch.setattr("sparsewatch.models.oiadmm._DENSE_DUAL_FRACTION", 2.0)
+    else:
+        o.dual_ = np.zeros((A0.shape[0], 0), dtype=o.components_.dtype)
+    return o
+
+
 def _truth(rng: np.random.Generator) -> np.ndarray:
     A = np.zeros((M, K))
     for j in range(K):
@@ -35,9 +52,12 @@ def _start(rng: np.random.Generator, A: np.ndarray) -> np.ndarray:
     return project_l1_ball_nonneg(A * (rng.random((M, K)) < 0.7) + noise)
 
 
+@pytest.mark.parametrize("dual", ["sparse", "dense"])
 @pytest.mark.parametrize("w", [1.0, 0.3])
-def test_step_matches_dense_formulas(w: float) -> None:
-    """Algorithm 2, one step, dense; ``w < 1``: the weighted-l1 prox ``Z - clip(Z, -w/b, 1/b)``."""
+def test_step_matches_dense_formulas(w: float, dual: str) -> None:
+    """Algorithm 2, one step, against the formulas on dense matrices; ``w < 1``: the weighted-l1
+    prox ``Z - clip(Z, -w/b, 1/b)``. A 10%-full sparse dual takes the sparse step, a dense one
+    the dense step (which then returns a dense dual)."""
     rng = np.random.default_rng(0)
     A_true = _truth(rng)
     P = _window(rng, A_true, 40)
@@ -45,8 +65,9 @@ def test_step_matches_dense_formulas(w: float) -> None:
     X = l1_sparse_code(P, A0, 0.1).codes.T.toarray()
     Delta0 = 0.3 * rng.standard_normal((M, 40)) * (rng.random((M, 40)) < 0.1)
     o = OIADMM(dtype=np.float64, over_weight=w).initialize(A0)
-    o.dual_ = sp.csc_matrix(Delta0)
+    o.dual_ = sp.csc_matrix(Delta0) if dual == "sparse" else Delta0.copy()
     o.partial_fit(P, sp.csr_matrix(X))
+    assert isinstance(o.dual_, np.ndarray) == (dual == "dense")
     beta, tau = 5.0, 1.0 / (2 * np.linalg.eigvalsh(X @ X.T)[-1])
     Pd = P.toarray()
     Z = Pd - A0 @ X + Delta0 / beta
@@ -55,7 +76,7 @@ def test_step_matches_dense_formulas(w: float) -> None:
     A1 = project_l1_ball_nonneg(A0 - tau * G)
     D1 = Delta0 + beta * (Pd - A1 @ X - E)
     np.testing.assert_allclose(o.components_, A1, atol=1e-12)
-    np.testing.assert_allclose(o.dual_.toarray(), D1, atol=1e-12)
+    np.testing.assert_allclose(_dense(o.dual_), D1, atol=1e-12)
     assert np.isclose(o.violation_[-1], np.linalg.norm(Pd - A1 @ X - E))
 
 
@@ -82,29 +103,59 @@ def test_violation_average_shrinks_and_objective_decreases_on_stationary_stream(
     assert np.max(np.diff(objective)) <= 0.01 * objective[0]  # no jumps up
 
 
-def test_dual_follows_window_sizes_and_vocabulary() -> None:
+def test_dense_steps_follow_sparse_steps_and_the_dual_turns_dense_when_full() -> None:
+    """Over a stream of windows of changing sizes, steps on dense arrays give what steps on
+    sparse ones give (float64), and a dual that fills up past the threshold switches to dense."""
+    rng = np.random.default_rng(5)
+    A_true = _truth(rng)
+    A0 = _start(rng, A_true)
+    runs = {}
+    for dual in ("sparse", "dense"):
+        with pytest.MonkeyPatch.context() as mp:
+            runs[dual] = o = _initialize(A0, dual, mp, dtype=np.float64)
+            for n in (40, 70, 25, 70):
+                P = _window(np.random.default_rng(n), A_true, n)
+                o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
+    s, d = runs["sparse"], runs["dense"]
+    np.testing.assert_allclose(d.components_, s.components_, atol=1e-10)
+    np.testing.assert_allclose(_dense(d.dual_), _dense(s.dual_), atol=1e-10)
+    np.testing.assert_allclose(d.violation_, s.violation_, rtol=1e-9)
+    assert sp.issparse(s.dual_) and s.dual_.nnz > 0.25 * np.prod(s.dual_.shape)  # will switch
+    o = OIADMM(dtype=np.float64).initialize(A0)
+    o.dual_ = s.dual_.copy()
+    P = _window(rng, A_true, 70)
+    o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
+    assert isinstance(o.dual_, np.ndarray)
+
+
+@pytest.mark.parametrize("dual", ["sparse", "dense"])
+def test_dual_follows_window_sizes_and_vocabulary(
+    dual: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = np.random.default_rng(2)
     A_true = _truth(rng)
-    o = OIADMM().initialize(_start(rng, A_true))
+    o = _initialize(_start(rng, A_true), dual, monkeypatch)
     for n in (50, 80, 30):
         P = _window(rng, A_true, n)
         o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
         assert o.dual_.shape == (M, n) and o.components_.dtype == np.float32
+        assert sp.issparse(o.dual_) == (dual == "sparse") and o.dual_.dtype == np.float32
     kept = np.setdiff1d(np.arange(M), [3, 7, 100])
-    before = o.dual_.toarray()[kept]
+    before = _dense(o.dual_)[kept]
     o.remap_rows(kept, 5)
     assert o.components_.shape == (M + 2, K) and o.dual_.shape == (M + 2, 30)
-    np.testing.assert_array_equal(o.dual_.toarray()[: M - 3], before)
-    assert o.dual_[M - 3 :].nnz == 0 and not o.components_[M - 3 :].any()
+    np.testing.assert_array_equal(_dense(o.dual_)[: M - 3], before)
+    assert not _dense(o.dual_)[M - 3 :].any() and not o.components_[M - 3 :].any()
     P = sp.vstack([_window(rng, A_true, 30)[kept], sp.random(5, 30, density=0.1)]).tocsc()
     o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
     assert np.all(o.components_ >= 0) and np.all(o.components_.sum(axis=0) <= 1 + 1e-5)
 
 
-def test_state_round_trip() -> None:
+@pytest.mark.parametrize("dual", ["sparse", "dense"])
+def test_state_round_trip(dual: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     A_true = _truth(rng)
-    o = OIADMM().initialize(_start(rng, A_true))
+    o = _initialize(_start(rng, A_true), dual, monkeypatch)
     P = _window(rng, A_true, 60)
     o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
     buf = io.BytesIO()
@@ -116,7 +167,8 @@ def test_state_round_trip() -> None:
     o.partial_fit(Q, X)
     p.partial_fit(Q, X)
     np.testing.assert_array_equal(o.components_, p.components_)
-    assert (o.dual_ != p.dual_).nnz == 0
+    np.testing.assert_array_equal(_dense(o.dual_), _dense(p.dual_))
+    assert sp.issparse(p.dual_) == (dual == "sparse")
     old = {k: v for k, v in o.get_state().items() if not k.startswith("components_")}
     old["components"] = o.components_  # the dense layout of earlier checkpoints still loads
     np.testing.assert_array_equal(OIADMM().set_state(old).components_, o.components_)

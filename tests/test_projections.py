@@ -35,11 +35,12 @@ def _qp(v: np.ndarray, constraints: list[dict], bounds: list[tuple]) -> np.ndarr
     return best.x
 
 
+@pytest.mark.parametrize("method", ["sort", "pivot"])
 @pytest.mark.parametrize("seed", range(5))
-def test_l1_ball_matches_qp(seed: int) -> None:
+def test_l1_ball_matches_qp(seed: int, method: str) -> None:
     rng = np.random.default_rng(seed)
     V = rng.normal(scale=0.7, size=(7, 4))
-    W = project_l1_ball_nonneg(V)
+    W = project_l1_ball_nonneg(V, method=method)
     for j in range(V.shape[1]):
         ref = _qp(
             V[:, j],
@@ -126,9 +127,9 @@ matrices = arrays(
 
 
 @settings(max_examples=60, deadline=None)
-@given(matrices, st.floats(0.1, 3.0))
-def test_l1_ball_feasible_idempotent_kkt(V: np.ndarray, radius: float) -> None:
-    W = project_l1_ball_nonneg(V, radius=radius)
+@given(matrices, st.floats(0.1, 3.0), st.sampled_from(["sort", "pivot"]))
+def test_l1_ball_feasible_idempotent_kkt(V: np.ndarray, radius: float, method: str) -> None:
+    W = project_l1_ball_nonneg(V, radius=radius, method=method)
     assert W.shape == V.shape
     assert np.all(W >= 0)
     assert np.all(W.sum(axis=0) <= radius * (1 + 1e-12) + 1e-12)
@@ -154,8 +155,9 @@ def test_simplex_feasible_idempotent(V: np.ndarray) -> None:
     np.testing.assert_allclose(project_simplex(W, axis=0), W, atol=1e-12)
 
 
-def test_float32_is_kept_and_axis_one() -> None:
+@pytest.mark.parametrize("method", ["sort", "pivot"])
+def test_float32_is_kept_and_axis_one(method: str) -> None:
     V = np.random.default_rng(0).normal(size=(5, 40)).astype(np.float32)
-    W = project_l1_ball_nonneg(V, axis=1)
+    W = project_l1_ball_nonneg(V, axis=1, method=method)
     assert W.dtype == np.float32
     np.testing.assert_allclose(W, project_l1_ball_nonneg(V.T.astype(np.float64)).T, atol=1e-6)
