@@ -91,7 +91,12 @@ class OnlineL1NoveltyDetector(BaseEstimator):
     n_components : number of atoms ``k`` at initialisation.
     lam : l1 penalty ``lambda`` of Eq. (3) (coding and scoring).
     beta, tau : OIADMM penalty and step (``None`` = ``1 / (2 Psi_max(X_t))``).
-    phi, gamma : Algorithm 5 parameters; coding_tol, coding_max_iter : its stopping rule.
+    phi, gamma : Algorithm 5 parameters; coding_tol, coding_max_iter : its stopping rule;
+        coding_polish_after : Algorithm 5 iterations before the documents still iterating are
+        solved exactly as one LP (``polish_after`` of
+        :func:`~sparsewatch.models.l1_coding.l1_sparse_code`). With a grown dictionary of
+        short atoms and a small ``lam`` nearly no document converges within 300 iterations
+        (the LP then does all the work), so the default stops after 30.
     n_init_iter : alternations (Algorithm 5 then Algorithm 6) at initialisation;
     init_dict_iter : Algorithm 6 steps per alternation.
     atom_terms : seed atoms (warm-up and growth) are documents truncated to their ``atom_terms``
@@ -127,6 +132,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         gamma: float = 1.89,
         coding_tol: float = 1e-3,
         coding_max_iter: int = 5000,
+        coding_polish_after: int | None = 30,
         n_init_iter: int = 5,
         init_dict_iter: int = 20,
         atom_terms: int | None = 8,
@@ -151,6 +157,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         self.gamma = gamma
         self.coding_tol = coding_tol
         self.coding_max_iter = coding_max_iter
+        self.coding_polish_after = coding_polish_after
         self.n_init_iter = n_init_iter
         self.init_dict_iter = init_dict_iter
         self.atom_terms = atom_terms
@@ -197,6 +204,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
             gamma=self.gamma,
             tol=self.coding_tol,
             max_iter=self.coding_max_iter,
+            polish_after=self.coding_polish_after,
             x0=x0,
             over_weight=self.over_weight,
         )

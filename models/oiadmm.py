@@ -25,18 +25,39 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator
 from sparsewatch.models.projections import project_l1_ball_nonneg, project_l1_ball_nonneg_csc
 from sparsewatch.models.text_features import remap_rows
 
 __all__ = ["OIADMM", "l1_dictionary_update", "psi_max"]
 
+# Atoms up to which Psi_max comes from a dense eigen-decomposition.
+_DENSE_EIG_MAX = 200
+
 
 def psi_max(X: sp.spmatrix | np.ndarray) -> float:
-    """Largest eigenvalue of ``X X^T`` (``X`` is ``k x n``)."""
+    """Largest eigenvalue of ``X X^T`` (``X`` is ``k x n``).
+
+    Dense ``eigvalsh`` up to :data:`_DENSE_EIG_MAX` atoms; beyond, Lanczos (ARPACK) on the sparse
+    Gram matrix from a fixed positive start (deterministic; the Gram matrix is non-negative for
+    non-negative codes, so the Perron vector is not orthogonal to it): a full eigen-decomposition
+    of a 1,500-atom Gram matrix cost half a second per window, a fifth of the window.
+    """
     G = X @ X.T
+    if not G.shape[0]:
+        return 0.0
+    if sp.issparse(G) and G.shape[0] > _DENSE_EIG_MAX:
+        G = sp.csr_matrix(G, dtype=np.float64)
+        if G.nnz == 0:
+            return 0.0
+        try:
+            top = spla.eigsh(G, k=1, which="LA", v0=np.ones(G.shape[0]), tol=0.0)[0]
+            return float(top[0])
+        except spla.ArpackNoConvergence:
+            pass
     G = G.toarray() if sp.issparse(G) else np.asarray(G)
-    return float(np.linalg.eigvalsh(G.astype(np.float64))[-1]) if G.size else 0.0
+    return float(np.linalg.eigvalsh(G.astype(np.float64))[-1])
 
 
 # Entries of an m x block slab of R X^T formed at once in the dictionary update (~2M).

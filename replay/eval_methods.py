@@ -32,7 +32,13 @@ from sparsewatch.replay.evaluate import EstimatorMethod, StepMethod
 
 from sparsewatch.errors import SparsewatchError
 
-PAPER = {"n_components": 100, "lam": 0.1, "atom_terms": None, "over_weight": 1.0}
+PAPER = {
+    "n_components": 100,
+    "lam": 0.1,
+    "atom_terms": None,
+    "over_weight": 1.0,
+    "coding_polish_after": 300,  # the coding BATCH and L2-BATCH are compared with
+}
 # ONLINE is Algorithm 3 as published: none of the product's additions (see models.novelty)
 ONLINE_PAPER = {**PAPER, "score_margin": False, "grow_threshold": None}
 

@@ -189,6 +189,20 @@ def test_weighted_loss_and_polish_match_lp(lam: float, w: float, polish_after: i
         assert res.n_polished == 0
 
 
+@pytest.mark.parametrize("group_vars", [1, 20, 1 << 15])
+def test_polish_in_groups_of_documents_matches_lp(
+    group_vars: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The polishing LP is solved a group of whole documents at a time (one document per LP, a
+    few, all at once): every document still gets its exact optimum."""
+    monkeypatch.setattr("sparsewatch.models.l1_coding._POLISH_VARS", group_vars)
+    P, A = random_instance(8, m=120, k=15, n=25)
+    res = l1_sparse_code(P, A, 0.05, over_weight=0.3, polish_after=0)
+    ref = [weighted_lp_optimum(P[:, j].toarray().ravel(), A, 0.05, 0.3) for j in range(25)]
+    np.testing.assert_allclose(res.objective, ref, rtol=1e-7, atol=1e-12)
+    assert res.n_polished == 25 - res.n_screened > 10
+
+
 def test_weighted_screening_margin() -> None:
     """``w < 1`` admits atom j once ``(1 + w) m_j > w ||a_j||_1 + lambda``; the margin is the
     smallest of those reduced costs at ``x = 0``, clipped at 0."""

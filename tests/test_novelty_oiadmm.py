@@ -184,3 +184,16 @@ def test_batch_update_reduces_l1_loss() -> None:
     loss = lambda A: np.abs(P.toarray() - A @ X.toarray()).sum()  # noqa: E731
     assert loss(A1) < loss(A0)
     assert psi_max(X) > 0 and np.all(A1 >= 0) and np.all(A1.sum(axis=0) <= 1 + 1e-9)
+
+
+@pytest.mark.parametrize("k", [50, 600])
+def test_psi_max_is_the_largest_eigenvalue(k: int) -> None:
+    """Dense below 200 atoms, Lanczos above: both give ``eigvalsh``'s largest eigenvalue of
+    ``X X^T`` (codes with a few atoms per document, some atoms unused), deterministically."""
+    rng = np.random.default_rng(k)
+    X = sp.random(k, 900, density=6 / k, random_state=rng, format="csr")
+    X = sp.diags((np.arange(k) >= k // 10).astype(float)) @ X  # a tenth of the atoms unused
+    ref = np.linalg.eigvalsh((X @ X.T).toarray())[-1]
+    assert psi_max(X) == pytest.approx(ref, rel=1e-10)
+    assert psi_max(X) == psi_max(X.copy())
+    assert psi_max(sp.csr_matrix((k, 900))) == 0.0
