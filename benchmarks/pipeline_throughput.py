@@ -125,7 +125,12 @@ def run_pipeline(
     ensure_topics(bootstrap, {topic: 2})
     producer = make_producer(bootstrap)
     for d in docs:
-        producer.produce(topic, key=d["stream"].encode(), value=json.dumps(d).encode())
+        while True:
+            try:
+                producer.produce(topic, key=d["stream"].encode(), value=json.dumps(d).encode())
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.1)
         producer.poll(0)
     producer.flush(60)
     store = Store.open(db_url)

@@ -238,9 +238,11 @@ class BatchL1Novelty(BaseEstimator):
 
     Parameters
     ----------
-    n_components, lam, beta, phi, gamma, coding_tol, coding_max_iter, n_init_iter,
-    init_dict_iter, atom_terms, dtype, random_state : as in
-        :class:`~sparsewatch.models.novelty.OnlineL1NoveltyDetector` (initialisation and coding).
+    n_components, lam, beta, phi, gamma, coding_tol, coding_max_iter, coding_polish_after,
+    n_init_iter, init_dict_iter, atom_terms, dtype, random_state : as in
+        :class:`~sparsewatch.models.novelty.OnlineL1NoveltyDetector` (initialisation and coding;
+        the polishing LP after 300 Algorithm 5 iterations by default, as the paper's ONLINE is
+        run in the evaluation).
     eta : atoms added per step.
     n_alternations : Algorithm 5 / Algorithm 6 rounds per step; the default repeats, at every step
         and on all documents so far, the effort that built the warm-up dictionary
@@ -258,6 +260,7 @@ class BatchL1Novelty(BaseEstimator):
         gamma: float = 1.89,
         coding_tol: float = 1e-3,
         coding_max_iter: int = 2000,
+        coding_polish_after: int | None = 300,
         n_init_iter: int = 5,
         init_dict_iter: int = 20,
         atom_terms: int | None = 10,
@@ -275,6 +278,7 @@ class BatchL1Novelty(BaseEstimator):
         self.gamma = gamma
         self.coding_tol = coding_tol
         self.coding_max_iter = coding_max_iter
+        self.coding_polish_after = coding_polish_after
         self.n_init_iter = n_init_iter
         self.init_dict_iter = init_dict_iter
         self.atom_terms = atom_terms
@@ -300,6 +304,7 @@ class BatchL1Novelty(BaseEstimator):
             gamma=self.gamma,
             tol=self.coding_tol,
             max_iter=self.coding_max_iter,
+            polish_after=self.coding_polish_after,
             x0=x0,
             over_weight=self.over_weight,
         )
@@ -314,6 +319,7 @@ class BatchL1Novelty(BaseEstimator):
             gamma=self.gamma,
             coding_tol=self.coding_tol,
             coding_max_iter=self.coding_max_iter,
+            coding_polish_after=self.coding_polish_after,
             n_init_iter=self.n_init_iter,
             init_dict_iter=self.init_dict_iter,
             atom_terms=self.atom_terms,

@@ -32,15 +32,15 @@ from sparsewatch.replay.evaluate import EstimatorMethod, StepMethod
 
 from sparsewatch.errors import SparsewatchError
 
-PAPER = {
-    "n_components": 100,
-    "lam": 0.1,
-    "atom_terms": None,
-    "over_weight": 1.0,
-    "coding_polish_after": 300,  # the coding BATCH and L2-BATCH are compared with
-}
+PAPER = {"n_components": 100, "lam": 0.1, "atom_terms": None, "over_weight": 1.0}
 # ONLINE is Algorithm 3 as published: none of the product's additions (see models.novelty)
-ONLINE_PAPER = {**PAPER, "score_margin": False, "grow_threshold": None}
+# (coding polished after 300 iterations, as BATCH's, which it is compared with)
+ONLINE_PAPER = {
+    **PAPER,
+    "score_margin": False,
+    "grow_threshold": None,
+    "coding_polish_after": 300,
+}
 
 
 class SharedTfidf:
