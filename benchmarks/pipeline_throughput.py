@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_client import ensure_topics, make_producer, produce
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
@@ -125,12 +125,7 @@ def run_pipeline(
     ensure_topics(bootstrap, {topic: 2})
     producer = make_producer(bootstrap)
     for d in docs:
-        while True:
-            try:
-                producer.produce(topic, key=d["stream"].encode(), value=json.dumps(d).encode())
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                producer.poll(0.1)
+        produce(producer, topic, d["stream"].encode(), json.dumps(d).encode())
         producer.poll(0)
     producer.flush(60)
     store = Store.open(db_url)

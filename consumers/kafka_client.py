@@ -60,6 +60,19 @@ def make_producer(bootstrap: str, **overrides: Any) -> Producer:
     return Producer(producer_config(bootstrap, **overrides))
 
 
+def produce(
+    producer: Producer, topic: str, key: bytes, value: bytes, poll_s: float = 0.1, **kwargs: Any
+) -> None:
+    """``producer.produce``, waiting (polling deliveries every ``poll_s``) while the local queue
+    is full instead of raising ``BufferError``; other errors propagate."""
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, **kwargs)
+            return
+        except BufferError:  # local queue full: let deliveries drain
+            producer.poll(poll_s)
+
+
 def ensure_topics(
     bootstrap: str, partitions: dict[str, int], timeout: float = 30.0, **topic_config: str
 ) -> None:

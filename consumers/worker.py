@@ -47,7 +47,12 @@ from typing import Any, Protocol
 
 import numpy as np
 from confluent_kafka import KafkaError, KafkaException, Message
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.kafka_client import (
+    BatchConsumer,
+    ensure_topics,
+    make_producer,
+    produce,
+)
 from sparsewatch.consumers.memory import release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
@@ -420,14 +425,7 @@ class WorkerLoop:
             self._delivery_errors.append(str(err))
 
     def _produce(self, topic: str, key: bytes, value: bytes, **kwargs: Any) -> None:
-        while True:
-            try:
-                self._producer.produce(
-                    topic, key=key, value=value, on_delivery=self._delivered, **kwargs
-                )
-                return
-            except BufferError:  # local queue full: let deliveries drain
-                self._producer.poll(0.5)
+        produce(self._producer, topic, key, value, 0.5, on_delivery=self._delivered, **kwargs)
 
     def _commit(self, outputs: list[Output], dead: list[dict[str, Any]]) -> None:
         """Hand the transaction of ``outputs``, the dead letters, the due checkpoints and the

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
-from sparsewatch.consumers.kafka_client import make_producer
+from sparsewatch.consumers.kafka_client import make_producer, produce
 from sparsewatch.replay.readers import (
     ErrorFile,
     FieldMapping,
@@ -191,19 +191,19 @@ def replay_documents(
                 producer.poll(min(wait, _POLL_S))
                 wait = deadline - time.monotonic()
             value = encode(message)
-            while True:
-                try:
-                    producer.produce(
-                        topic, key=message["stream"].encode(), value=value, on_delivery=delivered
-                    )
-                    break
-                except BufferError:
-                    producer.poll(_POLL_S)  # the local queue is full: let deliveries drain
-                except KafkaException as exc:
-                    summary.rejected += 1
-                    reason = f"cannot produce: {exc.args[0].str() if exc.args else exc}"
-                    errors.write(Rejected(topic, summary.read, reason, message["id"]))
-                    break
+            try:
+                produce(
+                    producer,
+                    topic,
+                    message["stream"].encode(),
+                    value,
+                    _POLL_S,
+                    on_delivery=delivered,
+                )
+            except KafkaException as exc:
+                summary.rejected += 1
+                reason = f"cannot produce: {exc.args[0].str() if exc.args else exc}"
+                errors.write(Rejected(topic, summary.read, reason, message["id"]))
             if summary.first_timestamp_ms is None:
                 summary.first_timestamp_ms = message["timestamp"]
             summary.last_timestamp_ms = message["timestamp"]

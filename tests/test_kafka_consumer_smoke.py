@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from confluent_kafka import Producer
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, producer_config
+from sparsewatch.consumers.kafka_client import (
+    BatchConsumer,
+    ensure_topics,
+    produce,
+    producer_config,
+)
 
 N_DOCS = 1000
 
@@ -93,3 +99,19 @@ def test_lag_is_unknown_before_a_fetch_and_exact_after(kafka_bootstrap, topic_na
             if c.lag() == {(topic_name, 0): 0, (topic_name, 1): 0}:
                 break
         assert c.lag() == {(topic_name, 0): 0, (topic_name, 1): 0}
+
+
+def test_produce_waits_for_a_full_local_queue(kafka_bootstrap, topic_name):
+    """A producer whose local queue holds 5 messages: ``produce`` raises ``BufferError`` at the
+    6th, the helper waits for deliveries instead, and every message arrives once."""
+    ensure_topics(kafka_bootstrap, {topic_name: 1})
+    producer = Producer(producer_config(kafka_bootstrap, **{"queue.buffering.max.messages": 5}))
+    with pytest.raises(BufferError):
+        for i in range(6):
+            producer.produce(topic_name, key=b"s", value=json.dumps({"id": f"x-{i}"}).encode())
+    assert producer.flush(30) == 0
+    for i in range(200):
+        produce(producer, topic_name, b"s", json.dumps({"id": f"doc-{i}"}).encode(), 0.05)
+    assert producer.flush(30) == 0
+    seen = _consume(kafka_bootstrap, topic_name, f"g-{topic_name}", None)
+    assert sorted(seen) == sorted([f"x-{i}" for i in range(5)] + [f"doc-{i}" for i in range(200)])
