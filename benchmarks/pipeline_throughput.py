@@ -4,9 +4,11 @@ Same documents, same configuration, one run:
 
 * ``core``: the transport-free core (windowing + ``process_window``) over the documents in memory;
 * ``kafka+sqlite`` (and ``kafka+postgresql`` with ``--postgres-url``): the documents produced to a
-  fresh topic beforehand, then the detector worker consumes, computes, writes and commits until the
-  topic is drained; time from its first message to its last commit (joining the consumer group
-  before the first message is reported apart as ``startup_s``).
+  fresh topic beforehand, each stream followed by its end-of-stream marker (``--idle-close``: none,
+  the last windows then close after the 0.5 s idle timeout), then the detector worker consumes,
+  computes, writes and commits until the topic is drained; time from its first message to its
+  last commit (joining the consumer group before the first message is reported apart as
+  ``startup_s``). ``--writers process,thread`` runs each path with both write-behind writers.
 
 Each path runs ``--repeats`` times, every run in a fresh process (fresh topic, group and database
 too); medians are reported. Reports documents/s, the overhead ratio against the core, window
@@ -14,15 +16,18 @@ latency (close to committed) p50 and p99, and, over the run, resident memory and
 the first and last fifths (the stream spans far more than an hour of event time).
 
     python benchmarks/pipeline_throughput.py --documents 24000 --repeats 3 [--fixed-dictionary] \
-        [--checkpoint-every 10] [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
+        [--checkpoint-every 10] [--writers process,thread] [--idle-close] \
+        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:55432/postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
+import resource
 import tempfile
 import threading
 import time
@@ -36,7 +41,7 @@ import numpy as np
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer, produce
-from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.messages import EndOfStream, parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
@@ -49,12 +54,29 @@ from sparsewatch.runner import build_worker
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
+def _process_rss_mb(pid: int | str) -> float:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except FileNotFoundError:  # a child that just exited
+        return 0.0
     return float("nan")
+
+
+def _rss_mb() -> float:
+    """Resident memory of this process plus its live child processes (the worker's writer)."""
+    children = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            children += (task / "children").read_text().split()
+    return _process_rss_mb("self") + sum(_process_rss_mb(pid) for pid in children)
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 FIXED_DICTIONARY = {
@@ -73,8 +95,8 @@ def _config(bootstrap: str, prefix: str, db_url: str, checkpoint_every: int) -> 
             "SPARSEWATCH_KAFKA_PARTITIONS": "2",
             "SPARSEWATCH_DATABASE_URL": db_url,
             "SPARSEWATCH_WINDOWS_SIZE": "6h",
-            # The last window of each stream closes when the drained stream has been idle this
-            # long; that wait is part of the measured time.
+            # With --idle-close (no end-of-stream markers) the last window of each stream closes
+            # when the drained stream has been idle this long; that wait is measured time.
             "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "0.5",
             "SPARSEWATCH_ANOMALY_ENABLED": "false",
             "SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY": str(checkpoint_every),
@@ -115,10 +137,16 @@ def run_core(docs: list[dict], checkpoint_every: int) -> dict:
 
 
 def run_pipeline(
-    bootstrap: str, docs: list[dict], db_url: str, checkpoint_every: int, series: bool = False
+    bootstrap: str,
+    docs: list[dict],
+    db_url: str,
+    checkpoint_every: int,
+    series: bool = False,
+    end_of_stream: bool = True,
 ) -> dict:
-    """Produce, then time the detector worker from start to its last commit (with ``series``:
-    also every RSS sample and window latency, for plots)."""
+    """Produce (with ``end_of_stream``, an end-of-stream marker per stream after its documents,
+    as ``sparsewatch replay --end-of-stream`` does), then time the detector worker from start to
+    its last commit (with ``series``: also every RSS sample and window latency, for plots)."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     config = _config(bootstrap, prefix, db_url, checkpoint_every)
     topic = config.kafka.topic("docs")
@@ -127,6 +155,9 @@ def run_pipeline(
     for d in docs:
         produce(producer, topic, d["stream"].encode(), json.dumps(d).encode())
         producer.poll(0)
+    if end_of_stream:
+        for stream in dict.fromkeys(d["stream"] for d in docs):
+            produce(producer, topic, stream.encode(), EndOfStream(stream).to_json())
     producer.flush(60)
     store = Store.open(db_url)
     worker = build_worker("detector", config, store)
@@ -142,8 +173,10 @@ def run_pipeline(
     sampler.start()
     start = time.perf_counter()
     cpu = time.process_time()
-    worker.run(until_idle_s=8.0)
+    children_cpu = _children_cpu_s()
+    worker.run(until_idle_s=8.0)  # returns after joining its writer process (if any)
     cpu = time.process_time() - cpu
+    writer_cpu = _children_cpu_s() - children_cpu
     stop.set()
     sampler.join()
     seconds = worker.last_commit_at - worker.first_message_at
@@ -163,7 +196,8 @@ def run_pipeline(
         **extra,
         "seconds": seconds,
         "docs_per_s": len(docs) / seconds,
-        "cpu_seconds": cpu,
+        "cpu_seconds": cpu + writer_cpu,
+        "writer_process_cpu_seconds": writer_cpu,
         "startup_s": worker.first_message_at - start,
         "documents_stored": n_stored,
         "windows": int(lat.size),
@@ -234,20 +268,48 @@ def main() -> None:
         action="store_true",
         help="a fixed 100-atom dictionary instead of the default growing one (a faster core)",
     )
+    parser.add_argument(
+        "--writers",
+        default="process",
+        help="comma-separated writer modes to compare (process, thread); each is its own path",
+    )
+    parser.add_argument(
+        "--idle-close",
+        action="store_true",
+        help="no end-of-stream markers: the last windows close after the 0.5 s idle timeout",
+    )
     args = parser.parse_args()
     env = FIXED_DICTIONARY if args.fixed_dictionary else {}
+    writers = [w.strip() for w in args.writers.split(",") if w.strip()]
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
-    paths = {"kafka+sqlite": lambda i: f"sqlite:///{tmp / f'bench{i}.db'}"}
+    databases = {"sqlite": lambda i: f"sqlite:///{tmp / f'bench{i}.db'}"}
     if args.postgres_url:
-        paths["kafka+postgresql"] = lambda i: _fresh_database(args.postgres_url)
+        databases["postgresql"] = lambda i: _fresh_database(args.postgres_url)
+    paths = {
+        f"kafka+{db}" + (f"/{writer}-writer" if len(writers) > 1 else ""): (
+            url,
+            {**env, "SPARSEWATCH_WRITER": writer},
+        )
+        for db, url in databases.items()
+        for writer in writers
+    }
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     with broker_bootstrap(tmp / "kafka") as bootstrap:
         for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
             runs["core"].append(_isolated(env, run_core, docs, args.checkpoint_every))
-            for key, url in paths.items():
+            for key, (url, path_env) in paths.items():
                 runs[key].append(
-                    _isolated(env, run_pipeline, bootstrap, docs, url(i), args.checkpoint_every)
+                    _isolated(
+                        path_env,
+                        run_pipeline,
+                        bootstrap,
+                        docs,
+                        url(i),
+                        args.checkpoint_every,
+                        False,
+                        not args.idle_close,
+                    )
                 )
     result: dict = {
         "documents": len(docs),
@@ -256,6 +318,8 @@ def main() -> None:
         "blas_threads": Config().blas_threads,
         "detector": "fixed 100 atoms" if args.fixed_dictionary else "default (growing)",
         "repeats": args.repeats,
+        "writers": writers,
+        "last_windows_closed_by": "idle timeout 0.5 s" if args.idle_close else "end-of-stream",
         **{key: _median_run(r) for key, r in runs.items()},
     }
     for key in paths:
@@ -269,7 +333,10 @@ def main() -> None:
         )
     RESULTS.mkdir(exist_ok=True)
     label = "fixed" if args.fixed_dictionary else "default"
-    out = RESULTS / f"pipeline_throughput_{label}_every{args.checkpoint_every}.json"
+    label += f"_every{args.checkpoint_every}"
+    label += "_idleclose" if args.idle_close else ""
+    label += f"_{'-'.join(writers)}" if len(writers) > 1 else ""
+    out = RESULTS / f"pipeline_throughput_{label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 

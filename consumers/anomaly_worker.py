@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.worker import Output
+from sparsewatch.consumers.writer import StoreCall
 from sparsewatch.models.dl_ocsvm import DLOCSVM
-from sparsewatch.storage.store import Checkpoint, StoreTx
+from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import AnomalyConfig, Config
 
@@ -168,7 +169,7 @@ class AnomalyStreamState:
         if due:
             self._fit()
         if self.model is None:
-            return Output(lambda tx: None, n_documents=len(docs))
+            return Output(n_documents=len(docs))
         self.since_fit += 1
         Z = self._standardise(X)
         scores = self.model.decision_function(Z)
@@ -192,12 +193,10 @@ class AnomalyStreamState:
             if f
         ]
 
-        def write(tx: StoreTx) -> None:
-            tx.upsert_anomaly_scores(rows)
-            if alerts:
-                tx.insert_alerts(alerts)
-
-        return Output(write, n_documents=len(docs), novel=int(flags.sum()), closed_at=t0)
+        calls: list[StoreCall] = [("upsert_anomaly_scores", (rows,))]
+        if alerts:
+            calls.append(("insert_alerts", (alerts,)))
+        return Output(calls, n_documents=len(docs), novel=int(flags.sum()), closed_at=t0)
 
     def close_idle(self, now: float, caught_up: bool) -> list[Output]:
         return []

@@ -17,10 +17,11 @@ from sparsewatch.consumers.detector_core import (
     process_window,
     score_late,
 )
-from sparsewatch.consumers.messages import Document, parse_document
+from sparsewatch.consumers.messages import Document, EndOfStream, parse_message
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower, WindowSpec
 from sparsewatch.consumers.worker import Output
-from sparsewatch.storage.store import Checkpoint, StoreTx
+from sparsewatch.consumers.writer import StoreCall
+from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import Config, parse_duration_ms
 
@@ -43,36 +44,45 @@ def window_spec(config: Config) -> WindowSpec:
     )
 
 
-def _write_computation(comp: WindowComputation) -> Any:
-    def write(tx: StoreTx) -> None:
-        w = comp.window
-        tx.upsert_window(
-            w["stream"],
-            w["window_seq"],
-            w["start"],
-            w["end"],
-            w["n_documents"],
-            w["threshold"],
-            w["timings"],
-            w["closed_by"],
-        )
-        tx.insert_documents(comp.documents)
-        if comp.alerts:
-            tx.insert_alerts(comp.alerts)
-        if comp.topics:
-            tx.upsert_topics(comp.topics)
-        if comp.snapshot is not None:
-            s = comp.snapshot
-            tx.put_snapshot(
+def _store_calls(comp: WindowComputation) -> list[StoreCall]:
+    """The window's SQL writes: its record, documents, alerts, topics and due snapshot."""
+    w = comp.window
+    calls: list[StoreCall] = [
+        (
+            "upsert_window",
+            (
                 w["stream"],
                 w["window_seq"],
-                s["model_kind"],
-                s["arrays"],
-                s["meta"],
-                s["vocabulary_version"],
+                w["start"],
+                w["end"],
+                w["n_documents"],
+                w["threshold"],
+                w["timings"],
+                w["closed_by"],
+            ),
+        ),
+        ("insert_documents", (comp.documents,)),
+    ]
+    if comp.alerts:
+        calls.append(("insert_alerts", (comp.alerts,)))
+    if comp.topics:
+        calls.append(("upsert_topics", (comp.topics,)))
+    if comp.snapshot is not None:
+        s = comp.snapshot
+        calls.append(
+            (
+                "put_snapshot",
+                (
+                    w["stream"],
+                    w["window_seq"],
+                    s["model_kind"],
+                    s["arrays"],
+                    s["meta"],
+                    s["vocabulary_version"],
+                ),
             )
-
-    return write
+        )
+    return calls
 
 
 class DetectorStreamState:
@@ -94,14 +104,19 @@ class DetectorStreamState:
         closed_at = time.perf_counter()
         comp = process_window(self.models, window, self.config.detector)
         return Output(
-            _write_computation(comp),
+            _store_calls(comp),
             comp.messages,
             n_documents=len(window.items),
             novel=sum(d["novel"] for d in comp.documents),
             closed_at=closed_at,
         )
 
-    def add(self, item: Document, partition: int, offset: int, now: float) -> list[Output]:
+    def add(
+        self, item: Document | EndOfStream, partition: int, offset: int, now: float
+    ) -> list[Output]:
+        if isinstance(item, EndOfStream):
+            closed = self.windows.close_all("end_of_stream")
+            return [self._output(w) for w in closed] + self._late_output()
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
@@ -110,12 +125,15 @@ class DetectorStreamState:
     def close_idle(self, now: float, caught_up: bool) -> list[Output]:
         if not caught_up:
             self.windows.last_activity = now
-        outputs = [self._output(w) for w in self.windows.close_if_idle(now)]
-        if self._late:
-            rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
-            self._late = []
-            outputs.append(Output(lambda tx, rows=rows: tx.insert_documents(rows), is_window=False))
-        return outputs
+        return [self._output(w) for w in self.windows.close_if_idle(now)] + self._late_output()
+
+    def _late_output(self) -> list[Output]:
+        """Late documents since the last call, scored against the current model."""
+        if not self._late:
+            return []
+        rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
+        self._late = []
+        return [Output([("insert_documents", (rows,))], is_window=False)]
 
     def min_buffered_offset(self, partition: int) -> int | None:
         return self.windows.min_buffered_offset(partition)
@@ -138,10 +156,10 @@ class DetectorProcessor:
     def __init__(self, config: Config) -> None:
         self.config = config
 
-    def parse(self, payload: bytes | None) -> Document:
-        return parse_document(payload, self.config.max_text_bytes)
+    def parse(self, payload: bytes | None) -> Document | EndOfStream:
+        return parse_message(payload, self.config.max_text_bytes)
 
-    def stream_of(self, item: Document) -> str:
+    def stream_of(self, item: Document | EndOfStream) -> str:
         return item.stream
 
     def new_state(self, stream: str, checkpoint: Checkpoint | None) -> DetectorStreamState:

@@ -1,9 +1,12 @@
 """The document message on ``<prefix>.docs``: parsing and validation, with a reason for refusals.
 
 A message is a UTF-8 JSON object ``{"id": str, "text": str, "timestamp": ISO-8601 | epoch ms,
-"stream": str (optional, "default"), "labels": [str] (optional), "meta": {} (optional)}``.
-:func:`parse_document` raises nothing but :class:`InvalidMessageError`, whose ``reason`` goes
-to the dead-letter topic with the original bytes.
+"stream": str (optional, "default"), "labels": [str] (optional), "meta": {} (optional)}``, or an
+end-of-stream marker ``{"stream": str, "end_of_stream": true}`` (sent by ``sparsewatch replay
+--end-of-stream`` after a bounded corpus: the detector closes the stream's open windows at once
+instead of after the idle timeout, like the final watermark of a bounded source).
+:func:`parse_message` and :func:`parse_document` raise nothing but :class:`InvalidMessageError`,
+whose ``reason`` goes to the dead-letter topic with the original bytes.
 """
 
 from __future__ import annotations
@@ -58,6 +61,17 @@ class Document:
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+@dataclass(frozen=True)
+class EndOfStream:
+    """The marker that nothing more of ``stream`` follows (see the module docstring)."""
+
+    stream: str = "default"
+
+    def to_json(self) -> bytes:
+        """The canonical marker bytes."""
+        return json_bytes({"stream": self.stream, "end_of_stream": True})
+
+
 def parse_timestamp(value: Any) -> int:
     """Epoch milliseconds from an ISO-8601 string (naive means UTC) or an epoch-ms number."""
     if isinstance(value, bool):
@@ -97,8 +111,7 @@ def _string(obj: dict[str, Any], key: str, max_chars: int, default: str | None =
     return value
 
 
-def parse_document(payload: bytes | None, max_text_bytes: int = 100_000) -> Document:
-    """Validate one message value; raise :class:`InvalidMessageError` with the reason otherwise."""
+def _decode_object(payload: bytes | None, max_text_bytes: int) -> dict[str, Any]:
     if payload is None:
         raise InvalidMessageError("empty message (null value)")
     if len(payload) > max_text_bytes + 64_000:
@@ -115,6 +128,25 @@ def parse_document(payload: bytes | None, max_text_bytes: int = 100_000) -> Docu
         ) from None
     if not isinstance(obj, dict):
         raise InvalidMessageError(f"message must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def parse_document(payload: bytes | None, max_text_bytes: int = 100_000) -> Document:
+    """Validate one document message; raise :class:`InvalidMessageError` with the reason."""
+    return _document(_decode_object(payload, max_text_bytes), max_text_bytes)
+
+
+def parse_message(payload: bytes | None, max_text_bytes: int = 100_000) -> Document | EndOfStream:
+    """A document or an end-of-stream marker; :class:`InvalidMessageError` otherwise."""
+    obj = _decode_object(payload, max_text_bytes)
+    if "end_of_stream" not in obj:
+        return _document(obj, max_text_bytes)
+    if obj["end_of_stream"] is not True:
+        raise InvalidMessageError("field 'end_of_stream' must be true")
+    return EndOfStream(_string(obj, "stream", MAX_STREAM_CHARS, default="default"))
+
+
+def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
     doc_id = _string(obj, "id", MAX_ID_CHARS)
     if "text" not in obj:
         raise InvalidMessageError("missing field 'text'")

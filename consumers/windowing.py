@@ -12,7 +12,8 @@ closed windows. Two kinds of window:
 
 Either kind also closes every open window when the stream has been idle (no document) for
 ``idle_timeout_s`` of wall-clock time, so a quiet stream still reports (Quix Streams' users' top
-complaint is windows that never close on an idle stream).
+complaint is windows that never close on an idle stream), and at once on an end-of-stream marker
+(:meth:`StreamWindower.close_all`), which, unlike the wall clock, replays deterministically.
 
 The state that must survive a restart (:meth:`StreamWindower.get_state`) is small: the watermark,
 where closed windows end, and the count-window position. Buffered documents are not checkpointed:
@@ -60,7 +61,8 @@ class Buffered:
 
 @dataclass
 class ClosedWindow:
-    """A window ready for processing. ``closed_by`` is 'watermark', 'count' or 'idle'."""
+    """A window ready for processing. ``closed_by`` is 'watermark', 'count', 'idle' or
+    'end_of_stream'."""
 
     stream: str
     seq: int
@@ -134,11 +136,18 @@ class StreamWindower:
 
     def close_if_idle(self, now: float) -> list[ClosedWindow]:
         """Close every open window when the stream has been idle for ``idle_timeout_s``."""
-        if not self._open or now - self.last_activity < self.spec.idle_timeout_s:
+        if now - self.last_activity < self.spec.idle_timeout_s:
+            return []
+        return self.close_all("idle")
+
+    def close_all(self, closed_by: str) -> list[ClosedWindow]:
+        """Close every open window now, oldest first (idle timeout, end-of-stream marker); a
+        later document of a closed time window is late."""
+        if not self._open:
             return []
         if self.spec.count is not None:
-            return [self._pop_count_window("idle")]
-        return [self._pop_time_window(seq, "idle") for seq in sorted(self._open)]
+            return [self._pop_count_window(closed_by)]
+        return [self._pop_time_window(seq, closed_by) for seq in sorted(self._open)]
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def min_buffered_offset(self, partition: int) -> int | None:

@@ -10,14 +10,15 @@ sees Kafka or SQL. Effects are exactly once:
    and the resume offset of each partition (the rest of the batch follows the same way);
 4. only then are the offsets committed to Kafka (informational: the store is the source of truth).
 
-Steps 2 and 3 run on a writer thread while the loop computes the next window (write-behind, at
-most one transaction in flight, in order): producing, flushing and the SQL round trips overlap
-with the numerical work instead of adding to it. What the writer gets is already frozen (result
-rows, checkpoints serialised to npz on the loop's thread); its error, if any, is raised on the
-loop's thread before the next transaction is handed over, and every rebalance callback, the
-clean shutdown and the synchronous checkpoint wait for the transaction in flight first. A crash
-with a transaction in flight is a crash before its commit: the stored resume offsets still point
-before its messages.
+Steps 2 and 3 run on a writer (:mod:`sparsewatch.consumers.writer`: a child process by default, or
+a thread) while the loop computes the next window (write-behind, at most one transaction in
+flight, in order): producing, flushing and the SQL round trips overlap with the numerical work
+instead of adding to it. What the writer gets is plain data (result rows, checkpoints serialised to
+npz on the loop's thread), never live model state; its error, if any, is raised on the loop's
+thread before the next transaction is handed over, and every rebalance callback, the clean
+shutdown and the synchronous checkpoint wait for the transaction in flight first. A crash with a
+transaction in flight is a crash before its commit: the stored resume offsets still point before
+its messages (and a writer process dies with its worker).
 
 Checkpoints are written every ``checkpoint_every`` windows of a stream (and always after a window
 closed by the idle timer, on revocation and on a clean shutdown), not after every window: a stream's
@@ -39,26 +40,27 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from confluent_kafka import KafkaError, KafkaException, Message
-from sparsewatch.consumers.kafka_client import (
-    BatchConsumer,
-    ensure_topics,
-    make_producer,
-    produce,
-)
+from confluent_kafka import KafkaException, Message
+from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics
 from sparsewatch.consumers.memory import release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.retry import with_backoff
+from sparsewatch.consumers.writer import (
+    Destination,
+    Pending,
+    StoreCall,
+    WriteJob,
+    Writer,
+    make_writer,
+)
 from sparsewatch.storage.serialization import arrays_to_npz
-from sparsewatch.storage.store import Store, StoreTx
+from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +71,11 @@ BROKER_GRACE_S = 30.0
 class Output:
     """What one closed window produces: SQL writes and messages for a downstream topic.
 
-    ``write`` runs on the writer thread while the next window is computed: it must only read what
-    was made for this output (result rows), never live model state.
+    ``calls`` are the :class:`~sparsewatch.storage.store.StoreTx` writes of its results, as data
+    (they run on the writer while the next window is computed, possibly in another process).
     """
 
-    write: Callable[[StoreTx], None]
+    calls: list[StoreCall] = field(default_factory=list)
     messages: list[tuple[str, bytes]] = field(default_factory=list)
     n_documents: int = 0
     closed_at: float = field(default_factory=time.perf_counter)
@@ -113,9 +115,9 @@ class _Partition:
 
 @dataclass
 class _InFlight:
-    """The transaction on the writer thread; the future gives the time it was committed."""
+    """The transaction on the writer; ``done.result()`` gives the time it was committed."""
 
-    done: Future[float]
+    done: Pending
     outputs: list[Output]
     offsets: dict[int, int]
     n_dead: int
@@ -138,6 +140,7 @@ class WorkerLoop:
         metrics: WorkerMetrics | None = None,
         checkpoint_every: int = 1,
         poll_timeout_s: float = 0.5,
+        writer: str = "process",
     ) -> None:
         self.processor = processor
         self.store = store
@@ -151,12 +154,12 @@ class WorkerLoop:
         # How long a poll waits for messages: also how late an idle window may close.
         self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics or WorkerMetrics(processor.name)
+        self.writer_mode = writer
+        self.destination = Destination(bootstrap, group_id, input_topic, output_topic, dlq_topic)
         topics = {input_topic: partitions, dlq_topic: 1}
         if output_topic:
             topics[output_topic] = partitions
         ensure_topics(bootstrap, topics)
-        self._producer = make_producer(bootstrap)
-        self._delivery_errors: list[str] = []
         self.window_latencies: deque[float] = deque(maxlen=10_000)
         self.last_commit_at = 0.0
         self.first_message_at = 0.0
@@ -173,7 +176,7 @@ class WorkerLoop:
         self._consistent = True
         self._stop = threading.Event()
         self._consumer: BatchConsumer | None = None
-        self._writer: ThreadPoolExecutor | None = None  # one per run()
+        self._writer: Writer | None = None  # one per run()
         self._in_flight: _InFlight | None = None
         # The resume offsets of the last transaction handed to the writer: a batch that closes
         # nothing and leaves them unchanged needs no transaction.
@@ -191,7 +194,9 @@ class WorkerLoop:
 
     def run(self, until_idle_s: float | None = None) -> None:
         """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``."""
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix=f"{self.processor.name}-writer")
+        self._writer = make_writer(
+            self.writer_mode, self.store, self.destination, self.processor.name
+        )
         self._consumer = BatchConsumer(
             self.bootstrap,
             self.group_id,
@@ -222,9 +227,8 @@ class WorkerLoop:
         finally:
             # After an error: let the transaction in flight end (committed or rolled back) before
             # the clients close; its own error, if any, is not the one being raised.
-            self._writer.shutdown(wait=True)
+            self._writer.close()
             self._consumer.close()
-            self._producer.flush(30)
 
     # -- rebalancing -----------------------------------------------------------------------------
     def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -399,34 +403,6 @@ class WorkerLoop:
             elif next_offset is not None:
                 self._anchor[stream] = next_offset
 
-    def _publish(self, outputs: Iterable[Output], dead: list[dict[str, Any]]) -> None:
-        for row in dead:
-            source = f"{row['topic']}:{row['partition']}:{row['offset']}"
-            self._produce(
-                self.dlq_topic,
-                source.encode(),
-                row["payload"],
-                headers=[("reason", row["reason"].encode()), ("source", source.encode())],
-            )
-        if self.output_topic:
-            for out in outputs:
-                for key, value in out.messages:
-                    self._produce(self.output_topic, key.encode(), value)
-                    self._producer.poll(0)
-        # The idempotent producer retries by itself until message.timeout.ms; wait for it.
-        while (remaining := self._producer.flush(10)) > 0:
-            log.warning("%d messages not yet delivered to Kafka; waiting", remaining)
-        if self._delivery_errors:
-            errors, self._delivery_errors = self._delivery_errors, []
-            raise RuntimeError(f"{len(errors)} messages could not be delivered: {errors[0]}")
-
-    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._delivery_errors.append(str(err))
-
-    def _produce(self, topic: str, key: bytes, value: bytes, **kwargs: Any) -> None:
-        produce(self._producer, topic, key, value, 0.5, on_delivery=self._delivered, **kwargs)
-
     def _commit(self, outputs: list[Output], dead: list[dict[str, Any]]) -> None:
         """Hand the transaction of ``outputs``, the dead letters, the due checkpoints and the
         resume offsets to the writer (after the one in flight is stored)."""
@@ -440,41 +416,17 @@ class WorkerLoop:
             checkpoints[stream] = (arrays_to_npz(state), meta)  # frozen before the model moves on
         self._wait_written()
         assert self._writer is not None, "transactions are handed over only inside run()"
-        self._in_flight = _InFlight(
-            self._writer.submit(self._write, outputs, dead, checkpoints, offsets),
-            outputs,
-            offsets,
-            len(dead),
+        job = WriteJob(
+            calls=[call for out in outputs for call in out.calls],
+            messages=[message for out in outputs for message in out.messages],
+            dead=dead,
+            checkpoints=checkpoints,
+            offsets=offsets,
         )
+        self._in_flight = _InFlight(self._writer.submit(job), outputs, offsets, len(dead))
         self._submitted_offsets = offsets
         self._mark_checkpointed(due)
         self._refresh_anchors()
-
-    def _write(
-        self,
-        outputs: list[Output],
-        dead: list[dict[str, Any]],
-        checkpoints: dict[str, tuple[bytes, dict[str, Any]]],
-        offsets: dict[int, int],
-    ) -> float:
-        """On the writer thread: downstream messages first, then the SQL transaction. If we crash
-        after the messages, the window is redone and its messages re-sent; consumers deduplicate
-        by (stream, window). Never the other way round."""
-        self._publish(outputs, dead)
-
-        def transaction() -> None:
-            with self.store.transaction() as tx:
-                for out in outputs:
-                    out.write(tx)
-                for stream, (blob, meta) in checkpoints.items():
-                    tx.put_checkpoint(self.group_id, stream, blob, meta)
-                if dead:
-                    tx.insert_dead_letters(dead)
-                if offsets:
-                    tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
-
-        with_backoff(transaction, "writing results")
-        return time.perf_counter()
 
     def _wait_written(self) -> None:
         """Wait for the transaction in flight (raising its error), then commit its offsets to

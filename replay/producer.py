@@ -7,7 +7,11 @@ through an idempotent producer (``enable.idempotence``, ``acks=all``): broker re
 duplicate or reorder a stream's messages. Pace: as fast as possible, ``rate`` documents per
 second, or ``speedup`` times event time (``max_wait_s`` caps one pause, e.g. over a corpus' empty
 months). ``skip``/``limit`` select a slice of the event-time ordered sequence, so an interrupted
-replay resumes with ``skip`` = documents produced so far.
+replay resumes with ``skip`` = documents produced so far. With ``end_of_stream``, a completed
+replay ends with an end-of-stream marker per stream it produced (same key, so the same partition,
+after the stream's last document): the detector then closes the stream's last windows at once
+instead of after its idle timeout. Only for a corpus that nothing of the same streams follows: a
+later document of a closed window is late.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 from sparsewatch.consumers.kafka_client import make_producer, produce
+from sparsewatch.consumers.messages import EndOfStream
 from sparsewatch.replay.readers import (
     ErrorFile,
     FieldMapping,
@@ -50,6 +55,7 @@ class ReplaySummary:
     first_timestamp_ms: int | None = None
     last_timestamp_ms: int | None = None
     interrupted: bool = False
+    end_markers: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -153,13 +159,15 @@ def replay_documents(
     errors: ErrorFile | None = None,
     progress: Callable[[ReplaySummary], None] | None = None,
     flush_timeout_s: float = 60.0,
+    end_of_stream: bool = False,
     **producer_overrides: Any,
 ) -> ReplaySummary:
     """Produce ``docs`` (document dicts) to ``topic`` in event-time order; see the module doc.
 
     Invalid documents are counted as rejected and written to ``errors``. ``progress`` is called
     with the running summary after every document. On KeyboardInterrupt the documents already
-    handed to the producer are flushed and the summary says ``interrupted``.
+    handed to the producer are flushed and the summary says ``interrupted`` (and no end-of-stream
+    marker is sent).
     """
     pacer = Pacer(rate, speedup, max_wait_s)
     summary = ReplaySummary()
@@ -175,6 +183,7 @@ def replay_documents(
                 summary.errors.append(str(err))
 
     started = time.monotonic()
+    streams: dict[str, None] = {}  # produced to, in order of first appearance
     messages = _messages(docs, errors, summary)
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
     try:
@@ -207,9 +216,14 @@ def replay_documents(
             if summary.first_timestamp_ms is None:
                 summary.first_timestamp_ms = message["timestamp"]
             summary.last_timestamp_ms = message["timestamp"]
+            streams.setdefault(message["stream"])
             producer.poll(0)
             if progress is not None:
                 progress(summary)
+        if end_of_stream:
+            for stream in streams:
+                produce(producer, topic, stream.encode(), EndOfStream(stream).to_json(), _POLL_S)
+                summary.end_markers += 1
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:

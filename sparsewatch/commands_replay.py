@@ -105,6 +105,13 @@ from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_
     show_default=True,
     help="Seconds to wait for the broker before giving up.",
 )
+@click.option(
+    "--end-of-stream",
+    is_flag=True,
+    help="After the last document, an end-of-stream marker per stream: the detector closes its "
+    "last windows at once instead of after the idle timeout (only when nothing more of these "
+    "streams follows).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def replay(
@@ -130,6 +137,7 @@ def replay(
     partitions: int | None,
     progress: bool | None,
     connect_timeout: float,
+    end_of_stream: bool,
     as_json: bool,
 ) -> None:
     """Read JSONL, CSV or Reuters-21578 SGML files (plain or gzip) and produce their documents,
@@ -196,6 +204,7 @@ def replay(
                 chunk_size=chunk_size,
                 errors=errors,
                 progress=advance,
+                end_of_stream=end_of_stream,
             )
             bar.update(task, completed=summary.read, total=summary.read)
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)

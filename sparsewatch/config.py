@@ -94,6 +94,7 @@ class Config:
     metrics_port: int = 0
     max_text_bytes: int = 100_000
     blas_threads: int = 1
+    writer: str = "process"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     windows: WindowConfig = field(default_factory=WindowConfig)
     detector: DetectorConfig = field(default_factory=DetectorConfig)

@@ -10,6 +10,8 @@ from threadpoolctl import threadpool_limits
 from sparsewatch.config import Config
 from sparsewatch.consumers.metrics import serve
 from sparsewatch.consumers.worker import WorkerLoop
+from sparsewatch.consumers.writer import WRITER_MODES
+from sparsewatch.errors import SparsewatchError
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -17,6 +19,10 @@ log = logging.getLogger(__name__)
 
 def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
     """The detector or anomaly worker loop for ``config``."""
+    if config.writer not in WRITER_MODES:
+        raise SparsewatchError(
+            f"writer must be one of {', '.join(WRITER_MODES)}, not {config.writer!r}"
+        )
     k = config.kafka
     # Wake at least four times per idle timeout, so a quiet stream's window closes on time.
     poll_timeout_s = min(0.5, config.windows.idle_timeout_s / 4)
@@ -34,6 +40,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             partitions=k.partitions,
             checkpoint_every=config.windows.checkpoint_every,
             poll_timeout_s=poll_timeout_s,
+            writer=config.writer,
         )
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
@@ -49,6 +56,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             partitions=k.partitions,
             checkpoint_every=config.windows.checkpoint_every,
             poll_timeout_s=poll_timeout_s,
+            writer=config.writer,
         )
     raise ValueError(f"unknown worker role {role!r}")
 

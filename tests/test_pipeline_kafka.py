@@ -7,8 +7,8 @@
   killed with SIGKILL five times, at random points of its progress, and restarted; the final
   database equals an uninterrupted run's (the same for a broker restart mid-stream);
 * two worker processes in one consumer group share the streams across a rebalance;
-* a transaction failing on the worker's writer thread stops the worker with nothing of it stored
-  or committed to Kafka, and a restart completes the stream.
+* a transaction failing on the worker's writer (process or thread) stops the worker with nothing
+  of it stored or committed to Kafka, and a restart completes the stream.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +31,10 @@ from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
+from sparsewatch.consumers.writer import WriterError
+from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
-from sparsewatch.storage.store import Store, StoreTx
+from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
@@ -267,57 +267,62 @@ def _quick_detector_config(bootstrap: str, name: str, db_url: str, **extra: str)
         bootstrap,
         f"{name}-{uuid.uuid4().hex[:8]}",
         db_url,
-        SPARSEWATCH_ANOMALY_ENABLED="false",
-        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="1",
-        **FIXED_DICTIONARY,
-        **extra,
+        **{
+            "SPARSEWATCH_ANOMALY_ENABLED": "false",
+            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "1",
+            **FIXED_DICTIONARY,
+            **extra,
+        },
     )
     return load_config(env=env)
 
 
-def _fail_transaction(store: Store, n: int) -> list[int]:
-    """Make the ``n``-th write transaction of ``store`` (a real database) fail after its writes,
-    before its commit, with a non-transient error; returns the running count of transactions."""
-    real = store.transaction
-    count = [0]
-
-    @contextmanager
-    def failing() -> Iterator[StoreTx]:
-        with real() as tx:
-            yield tx
-            count[0] += 1
-            if count[0] == n:
-                raise RuntimeError(f"injected failure in transaction {n}")
-
-    store.transaction = failing  # type: ignore[method-assign]
-    return count
+FAIL_SIXTH_WINDOW = """
+CREATE TRIGGER fail_sixth_window BEFORE INSERT ON windows
+WHEN (SELECT count(*) FROM windows) >= 5
+BEGIN SELECT RAISE(ABORT, 'injected failure at the sixth window'); END
+"""
 
 
+@pytest.mark.parametrize("writer", ["process", "thread"])
 def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
-    kafka_bootstrap, tmp_path
+    kafka_bootstrap, tmp_path, writer
 ):
-    """The writer thread's failure is raised by the loop; nothing of that transaction, nor of
-    anything after it, reaches the store or Kafka's committed offsets, and a restart completes
-    the stream exactly as the offline core computes it."""
+    """A transaction failing on the writer (a trigger of the real database aborts the one that
+    stores the sixth window) is raised by the loop; nothing of it reaches the store or Kafka's
+    committed offsets, and a restart completes the stream exactly as the offline core computes
+    it. For both writers: a child process and a thread."""
     url = f"sqlite:///{tmp_path / 'fail.db'}"
     config = _quick_detector_config(
-        kafka_bootstrap, "wfail", url, SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="2"
+        kafka_bootstrap,
+        "wfail",
+        url,
+        SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="2",
+        SPARSEWATCH_WRITER=writer,
     )
     docs = _streams(1500)
     _produce(kafka_bootstrap, config.kafka.topic("docs"), docs)
     group = f"{config.kafka.group_id}.detector"
     store = Store.open(url)
     try:
-        count = _fail_transaction(store, 6)
+        with store.transaction() as tx:
+            tx.connection.exec_driver_sql(FAIL_SIXTH_WINDOW)
         worker = build_worker("detector", config, store)
-        with pytest.raises(RuntimeError, match="injected failure in transaction 6"):
+        with pytest.raises(WriterError, match="injected failure at the sixth window"):
             worker.run(until_idle_s=5.0)
-        assert count[0] == 6  # nothing was handed to the writer after the failure
         stored_offsets = store.partition_offsets(group, config.kafka.topic("docs"))
         partial = _stored(store)
+        windows = {(w["stream"], w["window_seq"]) for w in store.windows(limit=None)}
+        with store.reading() as conn:
+            seqs = conn.exec_driver_sql("SELECT DISTINCT stream, window_seq FROM documents")
+            document_windows = {tuple(r) for r in seqs}
+        with store.transaction() as tx:
+            tx.connection.exec_driver_sql("DROP TRIGGER fail_sixth_window")
     finally:
         store.dispose()
     assert 0 < len(partial) < len(docs)
+    assert 0 < len(windows) <= 5
+    assert document_windows == windows  # whole transactions only
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
     try:
         committed = consumer.committed(
@@ -336,6 +341,36 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
         store.dispose()
     assert len(final) == len(docs)
     _assert_same(final, _offline(config, docs))
+
+
+def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
+    kafka_bootstrap, tmp_path
+):
+    """A replay ending with end-of-stream markers: with a 10-minute idle timeout the worker still
+    stores every document within seconds, the last window of each stream closed by its marker,
+    and the results equal the offline core's."""
+    url = f"sqlite:///{tmp_path / 'eos.db'}"
+    config = _quick_detector_config(
+        kafka_bootstrap, "eos", url, SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600"
+    )
+    docs = _streams(600)
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    summary = replay_documents(docs, kafka_bootstrap, topic, end_of_stream=True)
+    assert (summary.produced, summary.end_markers) == (len(docs), 2)
+    store = Store.open(url)
+    try:
+        build_worker("detector", config, store).run(until_idle_s=3.0)
+        stored = _stored(store)
+        windows = store.windows(limit=None)
+    finally:
+        store.dispose()
+    assert len(stored) == len(docs)
+    for stream in ("alpha", "beta"):
+        mine = sorted((w["window_seq"], w["closed_by"]) for w in windows if w["stream"] == stream)
+        assert mine[-1][1] == "end_of_stream"
+        assert {c for _, c in mine[:-1]} == {"watermark"}
+    _assert_same(stored, _offline(config, docs))
 
 
 def test_a_worker_runs_again_after_it_returned(kafka_bootstrap, tmp_path):

@@ -6,7 +6,12 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from sparsewatch.consumers.messages import InvalidMessageError, parse_document
+from sparsewatch.consumers.messages import (
+    EndOfStream,
+    InvalidMessageError,
+    parse_document,
+    parse_message,
+)
 
 
 def test_good_document_with_iso_and_epoch_times():
@@ -58,3 +63,25 @@ def test_oversized_text_is_refused():
     big = json.dumps({"id": "x", "text": "a" * 2000, "timestamp": 1}).encode()
     with pytest.raises(InvalidMessageError, match="longer than 1000 bytes"):
         parse_document(big, max_text_bytes=1000)
+
+
+def test_end_of_stream_markers_parse_and_documents_still_do():
+    marker = EndOfStream("alpha")
+    assert parse_message(marker.to_json()) == marker
+    assert parse_message(b'{"end_of_stream": true}') == EndOfStream("default")
+    doc = parse_message(b'{"id": "x", "text": "a", "timestamp": 1, "stream": "alpha"}')
+    assert doc == parse_document(b'{"id": "x", "text": "a", "timestamp": 1, "stream": "alpha"}')
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b'{"stream": "a", "end_of_stream": false}', "'end_of_stream' must be true"),
+        (b'{"stream": "a", "end_of_stream": 1}', "'end_of_stream' must be true"),
+        (b'{"stream": 3, "end_of_stream": true}', "'stream' must be a string"),
+        (b"[true]", "must be a JSON object"),
+    ],
+)
+def test_bad_end_of_stream_markers_have_reasons(payload, reason):
+    with pytest.raises(InvalidMessageError, match=reason):
+        parse_message(payload)

@@ -63,6 +63,28 @@ def test_idle_stream_closes_its_windows():
     assert w.add(_item(2, 1999), now=17.0) == ([], "late")
 
 
+def test_end_of_stream_closes_every_open_window_at_once():
+    w = StreamWindower("s", WindowSpec(size_ms=1000, allowed_lateness_ms=1000, idle_timeout_s=5.0))
+    assert w.close_all("end_of_stream") == []
+    w.add(_item(0, 100), now=10.0)
+    w.add(_item(1, 1500), now=10.0)
+    w.add(_item(2, 2500), now=10.0)  # the watermark (2500 - 1000) closes window 0
+    closed = w.close_all("end_of_stream")  # no idle wait
+    assert [(c.seq, c.closed_by, len(c.items)) for c in closed] == [
+        (1, "end_of_stream", 1),
+        (2, "end_of_stream", 1),
+    ]
+    assert w.n_buffered == 0
+    assert w.add(_item(3, 2999), now=10.0) == ([], "late")
+    assert w.add(_item(4, 3000), now=10.0) == ([], "buffered")  # a later window opens
+    counted = StreamWindower("c", WindowSpec(size_ms=None, count=3))
+    for i in range(4):
+        counted.add(_item(i, i), now=0.0)
+    (last,) = counted.close_all("end_of_stream")
+    assert ([b.offset for b in last.items], last.closed_by) == ([3], "end_of_stream")
+    assert counted.add(_item(3, 3), now=0.0) == ([], "seen")  # re-delivered after a restart
+
+
 def test_state_round_trip_continues_identically():
     spec = WindowSpec(size_ms=100, allowed_lateness_ms=50)
     a = StreamWindower("s", spec)

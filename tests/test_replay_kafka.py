@@ -141,6 +141,20 @@ def test_skip_and_limit_resume_without_gaps_or_duplicates(kafka_bootstrap, topic
     assert len({(v["stream"], v["id"]) for v in values}) == 600
 
 
+def test_end_of_stream_markers_follow_each_streams_last_document(kafka_bootstrap, topic_name):
+    ensure_topics(kafka_bootstrap, {topic_name: 2})
+    docs = _generated(n_streams=3, n_docs=60)
+    summary = replay_documents(docs, kafka_bootstrap, topic_name, end_of_stream=True)
+    assert (summary.produced, summary.end_markers) == (180, 3)
+    by_stream: dict[str, list[dict]] = {}
+    for _, key, value in consume_all(kafka_bootstrap, topic_name):
+        by_stream.setdefault(key, []).append(value)
+    assert len(by_stream) == 3
+    for stream, values in by_stream.items():  # same key: same partition, after the documents
+        assert values[-1] == {"stream": stream, "end_of_stream": True}
+        assert all("end_of_stream" not in v for v in values[:-1]) and len(values) == 61
+
+
 def test_rate_limited_replay_delivers_everything(kafka_bootstrap, topic_name):
     ensure_topics(kafka_bootstrap, {topic_name: 1})
     docs = _generated(n_streams=1, n_docs=20)

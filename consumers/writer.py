@@ -1,0 +1,321 @@
+"""Write-behind of a worker's results: downstream messages, then ONE SQL transaction, off the loop.
+
+A :class:`WriteJob` is everything one transaction stores, as plain data (result rows as
+:class:`StoreTx` method calls, messages, dead letters, npz checkpoints, resume offsets), so it can
+cross a process boundary. :class:`ResultWriter` performs a job: it produces the messages and
+waits for their delivery, then runs the transaction (retried with backoff on transient database
+errors). Two places to run it, at most one job in flight either way:
+
+* :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
+  database connection and Kafka producer. Binding tens of thousands of result rows, encoding their
+  JSON and driving the database driver is Python work that holds the GIL; on a writer *thread* it
+  stalled the loop's numerical work (measured: about 0.7 s of GIL waits per 24,000 documents,
+  ``benchmarks/pipeline.md``). In a child it runs on another core. The child dies with its parent
+  (``PR_SET_PDEATHSIG``: a ``kill -9`` of the worker kills it too, so no transaction of a dead
+  worker can commit after its successor started), ignores SIGINT/SIGTERM (the parent finishes the
+  job in flight, then closes the pipe) and stops when the pipe closes.
+* :class:`ThreadWriter` (``writer = "thread"``, and always for an in-memory SQLite database, which
+  another process cannot open): a thread of the worker's process.
+
+The job is pickled over a ``multiprocessing`` pipe between the worker and its own child only;
+nothing read from Kafka or the database is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, Message, Producer
+from sparsewatch.consumers.kafka_client import make_producer, produce
+from sparsewatch.consumers.retry import with_backoff
+from sparsewatch.storage.store import Store, StoreTx
+
+log = logging.getLogger(__name__)
+
+WRITER_MODES = ("process", "thread")
+
+StoreCall = tuple[str, tuple[Any, ...]]
+"""A :class:`StoreTx` method name and its positional arguments."""
+
+_STORE_CALLS = frozenset(
+    {
+        "upsert_window",
+        "insert_documents",
+        "upsert_anomaly_scores",
+        "insert_alerts",
+        "upsert_topics",
+        "put_snapshot",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a worker's jobs go: its broker and topics, and its consumer group in the store."""
+
+    bootstrap: str
+    group_id: str
+    input_topic: str
+    output_topic: str | None
+    dlq_topic: str
+
+
+@dataclass
+class WriteJob:
+    """One transaction's contents, in the order they are applied."""
+
+    calls: list[StoreCall] = field(default_factory=list)
+    messages: list[tuple[str, bytes]] = field(default_factory=list)
+    dead: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: dict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=dict)
+    offsets: dict[int, int] = field(default_factory=dict)
+
+
+class Pending(Protocol):
+    """A job handed to a writer; ``result()`` waits for its commit and returns its
+    ``time.perf_counter()`` (CLOCK_MONOTONIC: comparable across the worker's processes)."""
+
+    def result(self) -> float: ...
+
+
+class Writer(Protocol):
+    """Where a worker's jobs run: :class:`ProcessWriter` or :class:`ThreadWriter`."""
+
+    def submit(self, job: WriteJob) -> Pending: ...
+
+    def close(self) -> None: ...
+
+
+class WriterError(RuntimeError):
+    """A job failed (nothing of it was committed), or the writer process died."""
+
+
+class ResultWriter:
+    """Performs jobs against one store and one producer."""
+
+    def __init__(self, store: Store, producer: Producer, destination: Destination) -> None:
+        self.store = store
+        self.producer = producer
+        self.destination = destination
+        self._delivery_errors: list[str] = []
+
+    def write(self, job: WriteJob) -> float:
+        """Downstream messages first, then the SQL transaction. If we crash after the messages,
+        the window is redone and its messages re-sent (consumers deduplicate by stream and
+        window); never the other way round."""
+        self._publish(job)
+        with_backoff(lambda: self._transaction(job), "writing results")
+        return time.perf_counter()
+
+    def _transaction(self, job: WriteJob) -> None:
+        d = self.destination
+        with self.store.transaction() as tx:
+            for name, args in job.calls:
+                _store_method(tx, name)(*args)
+            for stream, (blob, meta) in job.checkpoints.items():
+                tx.put_checkpoint(d.group_id, stream, blob, meta)
+            if job.dead:
+                tx.insert_dead_letters(job.dead)
+            if job.offsets:
+                tx.set_partition_offsets(d.group_id, d.input_topic, job.offsets)
+
+    def _publish(self, job: WriteJob) -> None:
+        d = self.destination
+        for row in job.dead:
+            source = f"{row['topic']}:{row['partition']}:{row['offset']}"
+            self._produce(
+                d.dlq_topic,
+                source.encode(),
+                row["payload"],
+                headers=[("reason", row["reason"].encode()), ("source", source.encode())],
+            )
+        if d.output_topic:
+            for key, value in job.messages:
+                self._produce(d.output_topic, key.encode(), value)
+        # The idempotent producer retries by itself until message.timeout.ms; wait for it.
+        while (remaining := self.producer.flush(10)) > 0:
+            log.warning("%d messages not yet delivered to Kafka; waiting", remaining)
+        if self._delivery_errors:
+            errors, self._delivery_errors = self._delivery_errors, []
+            raise RuntimeError(f"{len(errors)} messages could not be delivered: {errors[0]}")
+
+    def _produce(self, topic: str, key: bytes, value: bytes, **kwargs: Any) -> None:
+        produce(self.producer, topic, key, value, 0.5, on_delivery=self._delivered, **kwargs)
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._delivery_errors.append(str(err))
+
+    def close(self) -> None:
+        self.producer.flush(30)
+
+
+def _store_method(tx: StoreTx, name: str) -> Any:
+    if name not in _STORE_CALLS:
+        raise ValueError(f"{name!r} is not a result write of StoreTx")
+    return getattr(tx, name)
+
+
+class ThreadWriter:
+    """Runs jobs on one thread of this process (the loop's store, a producer of its own)."""
+
+    def __init__(self, store: Store, destination: Destination, name: str) -> None:
+        self._writer = ResultWriter(store, make_producer(destination.bootstrap), destination)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-writer")
+
+    def submit(self, job: WriteJob) -> Pending:
+        return _ThreadPending(self._pool.submit(self._writer.write, job))
+
+    def close(self) -> None:
+        """Wait for the job in flight (its error, if any, is left to its ``result``)."""
+        self._pool.shutdown(wait=True)
+        self._writer.close()
+
+
+class _ThreadPending:
+    def __init__(self, future: Future[float]) -> None:
+        self._future = future
+
+    def result(self) -> float:
+        try:
+            return self._future.result()
+        except Exception as exc:  # the same error as from the process writer
+            raise WriterError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _ProcessPending:
+    def __init__(self, writer: ProcessWriter) -> None:
+        self._writer = writer
+        self._outcome: tuple[str, Any] | None = None
+
+    def result(self) -> float:
+        if self._outcome is None:
+            self._outcome = self._writer._receive()
+        status, value = self._outcome
+        if status != "ok":
+            raise WriterError(value)
+        return float(value)
+
+
+class ProcessWriter:
+    """Runs jobs in a child process with its own store connection and producer.
+
+    The child is a fresh interpreter (``python -c``, not ``multiprocessing``'s spawn, which
+    re-imports the parent's ``__main__``) talking over an inherited socket pair; the database URL
+    travels over the socket, not the command line."""
+
+    def __init__(self, database_url: str, destination: Destination, name: str) -> None:
+        parent_sock, child_sock = socket.socketpair()
+        fd = child_sock.fileno()
+        command = f"from sparsewatch.consumers.writer import serve; serve({fd})"
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", command], pass_fds=(fd,), stdin=subprocess.DEVNULL
+            )
+        finally:
+            child_sock.close()
+        self.name = name
+        self._conn = Connection(parent_sock.detach())
+        self._conn.send((database_url, destination, os.getpid(), logging.getLogger().level))
+        self._pending: _ProcessPending | None = None
+
+    def submit(self, job: WriteJob) -> Pending:
+        if self._pending is not None:
+            self._pending.result()  # at most one job in flight (the loop waits anyway)
+        try:
+            self._conn.send(job)
+        except OSError as exc:
+            raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
+        self._pending = _ProcessPending(self)
+        return self._pending
+
+    def _receive(self) -> tuple[str, Any]:
+        self._pending = None
+        while not self._conn.poll(1.0):
+            if self._process.poll() is not None:
+                raise WriterError(
+                    f"the writer process of {self.name} died (exit code {self._process.returncode})"
+                )
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError) as exc:
+            raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
+
+    def close(self) -> None:
+        """Wait for the job in flight, then let the child finish and exit."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            # Its error was already raised to the loop, or the loop is unwinding from another.
+            with contextlib.suppress(WriterError):
+                pending.result()
+        with contextlib.suppress(OSError):
+            self._conn.send(None)
+        self._conn.close()
+        try:
+            self._process.wait(60)
+        except subprocess.TimeoutExpired:
+            log.warning("the writer process of %s did not exit; killing it", self.name)
+            self._process.kill()
+            self._process.wait()
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the parent dies (Linux), and exit if it already has."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def serve(fd: int) -> None:
+    """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
+    jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
+    ``("error", message)``."""
+    conn = Connection(fd)
+    database_url, destination, parent_pid, log_level = conn.recv()
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=log_level)
+    store = Store.open(database_url, upgrade=False)
+    writer = ResultWriter(store, make_producer(destination.bootstrap), destination)
+    try:
+        while True:
+            try:
+                job = conn.recv()
+            except EOFError:
+                break
+            if job is None:
+                break
+            try:
+                conn.send(("ok", writer.write(job)))
+            except Exception as exc:  # the parent raises it; nothing of the job was committed
+                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        writer.close()
+        store.dispose()
+
+
+def make_writer(mode: str, store: Store, destination: Destination, name: str) -> Writer:
+    """A :class:`ProcessWriter` or :class:`ThreadWriter` for ``mode``; an in-memory SQLite
+    database always gets the thread (another process cannot open it)."""
+    if mode not in WRITER_MODES:
+        raise ValueError(f"writer must be one of {', '.join(WRITER_MODES)}, not {mode!r}")
+    url = store.engine.url
+    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+    if mode == "thread" or in_memory:
+        return ThreadWriter(store, destination, name)
+    return ProcessWriter(url.render_as_string(hide_password=False), destination, name)

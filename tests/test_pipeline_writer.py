@@ -1,0 +1,196 @@
+"""The write-behind writers (``consumers/writer.py``) against a real broker and real databases.
+
+The process writer and the thread writer store the same job identically and deliver its messages;
+a failing job commits nothing and its error reaches the caller; the writer process dies with its
+parent (``kill -9``), so a dead worker's transaction can never commit behind its successor.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from confluent_kafka import Consumer
+from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.writer import (
+    Destination,
+    ProcessWriter,
+    ThreadWriter,
+    WriteJob,
+    WriterError,
+    make_writer,
+)
+from sparsewatch.storage.serialization import arrays_to_npz
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import load_config
+from sparsewatch.errors import SparsewatchError
+from sparsewatch.runner import build_worker
+
+pytestmark = pytest.mark.kafka
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def _destination(bootstrap: str) -> Destination:
+    prefix = f"writer-{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {f"{prefix}.scores": 1, f"{prefix}.dlq": 1})
+    return Destination(bootstrap, "g", f"{prefix}.docs", f"{prefix}.scores", f"{prefix}.dlq")
+
+
+def _job(n: int = 50, bad_row: bool = False) -> WriteJob:
+    docs = [
+        {
+            "stream": "s",
+            "doc_id": f"d{i}",
+            "event_time": T0 + timedelta(minutes=i),
+            "window_seq": 0,
+            "novelty_score": np.float32(i / n),
+            "reconstruction_error": np.float64(i / (2 * n)),
+            "novel": i % 10 == 0,
+            "top_atoms": np.array([i % 7, 3], dtype=np.int64),
+            "labels": ["x"],
+            "text": f"document {i} with ünïcode",
+        }
+        for i in range(n)
+    ]
+    if bad_row:
+        docs[-1]["event_time"] = None  # refused by StoreTx.insert_documents
+    window = ("s", 0, T0, T0 + timedelta(hours=1), n, 0.5, {"score": 0.1}, "watermark")
+    return WriteJob(
+        calls=[("upsert_window", window), ("insert_documents", (docs,))],
+        messages=[(f"s:{d['doc_id']}", f"score {i}".encode()) for i, d in enumerate(docs)],
+        dead=[
+            {"topic": "t", "partition": 0, "offset": 7, "reason": "invalid JSON", "payload": b"{"}
+        ],
+        checkpoints={"s": (arrays_to_npz({"A": np.eye(3, dtype=np.float32)}), {"w": 0})},
+        offsets={0: 51},
+    )
+
+
+def _contents(store: Store, input_topic: str) -> tuple:
+    docs = sorted(
+        (d["doc_id"], d["novelty_score"], d["novel"], tuple(d["top_atoms"]), d["text"])
+        for d in store.documents(limit=None)
+    )
+    windows = [(w["stream"], w["window_seq"], w["n_documents"]) for w in store.windows()]
+    checkpoint = store.load_checkpoint("g", "s")
+    offsets = store.partition_offsets("g", input_topic)
+    return docs, windows, checkpoint.meta if checkpoint else None, offsets
+
+
+def _scores(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    settings = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}
+    consumer = Consumer({**settings, "group.id": uuid.uuid4().hex})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < expected and time.monotonic() < deadline:
+        got += [m.value() for m in consumer.consume(100, timeout=1.0) if m.error() is None]
+    consumer.close()
+    return got
+
+
+def test_process_and_thread_writers_store_the_same_job(kafka_bootstrap, database_url, tmp_path):
+    results = []
+    for kind, url in (("process", database_url), ("thread", f"sqlite:///{tmp_path / 't.db'}")):
+        store = Store.open(url)
+        dest = _destination(kafka_bootstrap)
+        writer = make_writer(kind, store, dest, "test")
+        assert isinstance(writer, ProcessWriter if kind == "process" else ThreadWriter)
+        try:
+            before = time.perf_counter()
+            committed = writer.submit(_job()).result()
+            assert before < committed < time.perf_counter()  # one monotonic clock for both
+        finally:
+            writer.close()
+        try:
+            results.append(_contents(store, dest.input_topic))
+        finally:
+            store.dispose()
+        assert len(_scores(kafka_bootstrap, dest.output_topic or "", 50)) == 50
+    assert results[0] == results[1]
+    docs, windows, meta, offsets = results[0]
+    assert len(docs) == 50 and windows == [("s", 0, 50)] and meta == {"w": 0}
+    assert offsets == {0: 51}
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_a_failing_job_commits_nothing_and_raises(kafka_bootstrap, tmp_path, kind):
+    store = Store.open(f"sqlite:///{tmp_path / 'f.db'}")
+    dest = _destination(kafka_bootstrap)
+    writer = make_writer(kind, store, dest, "test")
+    try:
+        with pytest.raises(WriterError, match="has no event_time"):
+            writer.submit(_job(bad_row=True)).result()
+        with pytest.raises(WriterError, match="not a result write"):
+            writer.submit(WriteJob(calls=[("dispose", ())])).result()
+        writer.submit(_job(n=5)).result()  # the writer goes on after a failed job
+    finally:
+        writer.close()
+    try:
+        docs, windows, _, _ = _contents(store, dest.input_topic)
+    finally:
+        store.dispose()
+    assert [d[0] for d in docs] == [f"d{i}" for i in range(5)]
+    assert windows == [("s", 0, 5)]
+
+
+CHILD = """
+import sys, time
+from sparsewatch.consumers.writer import Destination, ProcessWriter
+writer = ProcessWriter(sys.argv[1], Destination(sys.argv[2], "g", "d", None, "q"), "orphan")
+print(writer._process.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            return not any(line.startswith("State:\tZ") for line in fh)
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_writer_process_dies_with_its_worker(kafka_bootstrap, tmp_path):
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    Store.open(url).dispose()  # the schema exists
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD, url, kafka_bootstrap], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        child = int(parent.stdout.readline())  # type: ignore[union-attr]
+        assert _alive(child)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        parent.kill()
+
+
+def test_writer_modes_are_validated(kafka_bootstrap):
+    store = Store.open("sqlite://")
+    try:
+        dest = _destination(kafka_bootstrap)
+        with pytest.raises(ValueError, match="writer must be one of"):
+            make_writer("fork", store, dest, "test")
+        writer = make_writer("process", store, dest, "test")  # in memory: nobody else can open it
+        assert isinstance(writer, ThreadWriter)
+        writer.close()
+        config = load_config(env={"SPARSEWATCH_WRITER": "fork"})
+        with pytest.raises(SparsewatchError, match="writer must be one of process, thread"):
+            build_worker("detector", config, store)
+    finally:
+        store.dispose()
