@@ -13,12 +13,12 @@ errors). Two places to run it, at most one job in flight either way:
   ``benchmarks/pipeline.md``). In a child it runs on another core. The child dies with its parent
   (``PR_SET_PDEATHSIG``: a ``kill -9`` of the worker kills it too, so no transaction of a dead
   worker can commit after its successor started), ignores SIGINT/SIGTERM (the parent finishes the
-  job in flight, then closes the pipe) and stops when the pipe closes.
+  job in flight, then closes the socket) and stops when the socket closes.
 * :class:`ThreadWriter` (``writer = "thread"``, and always for an in-memory SQLite database, which
   another process cannot open): a thread of the worker's process.
 
-The job is pickled over a ``multiprocessing`` pipe between the worker and its own child only;
-nothing read from Kafka or the database is ever unpickled.
+The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
+and its own child only; nothing read from Kafka or the database is ever unpickled.
 """
 
 from __future__ import annotations
