@@ -85,7 +85,12 @@ def build_models(config: DetectorConfig) -> StreamModels:
     detector = Detector(model=model, warmup_docs=config.warmup_documents)
     topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None
     emerging = (
-        DynamicNMF(n_initial_topics=config.n_topics, n_top_terms=config.top_terms, random_state=0)
+        DynamicNMF(
+            n_initial_topics=config.n_topics,
+            n_top_terms=config.top_terms,
+            max_topics=config.max_topics,
+            random_state=0,
+        )
         if config.emerging_topics
         else None
     )

@@ -68,6 +68,7 @@ class DetectorConfig:
     topics: bool = True
     n_topics: int = 10
     emerging_topics: bool = True
+    max_topics: int = 30
     emerging_min_documents: int = 3
     top_terms: int = 8
 

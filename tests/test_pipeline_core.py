@@ -66,3 +66,24 @@ def test_checkpoint_round_trip_continues_bit_identically():
         assert ra.topics == rb.topics
     late = score_late(b, "s", windows[0].items[:5], size_ms=None)
     assert all(r["late"] and r["novelty_score"] is not None for r in late)
+
+
+def test_dynamic_nmf_topics_stay_within_the_configured_cap():
+    """One emerging topic per window: the topic set grows until ``detector.max_topics``, then
+    stays there (the per-window topic work stops growing with the stream)."""
+    docs = generate_stream(2400, kind="tweet", seed=5)
+    config = load_config(
+        env={
+            "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "100",
+            "SPARSEWATCH_DETECTOR_N_TOPICS": "4",
+            "SPARSEWATCH_DETECTOR_MAX_TOPICS": "9",
+        }
+    )
+    models = build_models(config.detector)
+    assert models.emerging is not None and models.emerging.max_topics == 9
+    sizes = []
+    for w in _windows(docs, 100):
+        process_window(models, w, config.detector)
+        sizes.append(models.emerging.topic_ids_.size)
+    assert max(sizes) == 9 and sizes[-1] == 9
+    assert sizes.index(9) < len(sizes) - 5  # reached well before the end, and held
