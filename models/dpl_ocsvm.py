@@ -20,6 +20,16 @@ rank-one corrections so a sweep costs ``O(n m N)``. An update that would raise `
 (as in DL-OCSVM), so ``F`` never increases; the OC-SVM is refitted after each sweep.
 
 Inference: ``x = P y`` and the OC-SVM decision ``rho - w^T x`` (higher = more anomalous).
+
+Scale of ``tau``. The fit term sums over the ``N`` training signals while ``tau/2 ||P||_F^2`` does
+not, so a fixed ``tau`` regularises less and less as ``N`` grows (and a value chosen by k-fold on a
+fold's training part means something else once the model is refitted on all training rows).
+The default ``tau="auto"`` is therefore ``TAU_PER_SAMPLE * N`` (``0.02 N``): the same objective
+divided by ``N`` is a mean fit plus ``0.01 ||P||_F^2``. It matters because the codes ``P y`` are
+the OC-SVM's input: with a weak ridge ``P`` approaches the pseudo-inverse of the (coherent,
+data-initialised) atoms, its rows are far from orthonormal, and the linear OC-SVM on those codes
+works in a badly distorted metric (validation numbers in ``benchmarks/anomaly.md``). A number
+keeps the paper's absolute ``tau``.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ from sparsewatch.models._ocsvm_base import (
     ocsvm_primal,
 )
 from sparsewatch.models.dl_ocsvm import init_dictionary
+
+TAU_PER_SAMPLE = 0.02
 
 
 def dpl_objective(
@@ -151,7 +163,9 @@ class DPLOCSVM(OCSVMDetectorBase):
     Parameters
     ----------
     n_components : number of atom pairs.
-    tau : ridge weight on the analysis dictionary ``P``.
+    tau : ridge weight on the analysis dictionary ``P``: a number (the paper's absolute weight) or
+        ``"auto"`` (default), ``TAU_PER_SAMPLE * n_samples`` = ``0.02 N`` (module docstring); the
+        value used is ``tau_``.
     alpha, n_iter, nu, contamination, atom_solver, power_iter, init, ocsvm_tol, random_state,
     normalize : as in :class:`~sparsewatch.models.dl_ocsvm.DLOCSVM`.
 
@@ -159,6 +173,7 @@ class DPLOCSVM(OCSVMDetectorBase):
     ----------
     dictionary_ : (n_features, n_components) synthesis atoms.
     analysis_ : (n_components, n_features) analysis dictionary ``P``.
+    tau_ : the ridge weight used in training.
     objective_, n_rejected_updates_, decision_scores_, labels_, threshold_ : as in DL-OCSVM.
     """
 
@@ -167,7 +182,7 @@ class DPLOCSVM(OCSVMDetectorBase):
     def __init__(
         self,
         n_components: int = 32,
-        tau: float = 1.0,
+        tau: float | str = "auto",
         alpha: float = 1.0,
         n_iter: int = 6,
         nu: float | None = 0.5,
@@ -195,14 +210,23 @@ class DPLOCSVM(OCSVMDetectorBase):
     def _sparsity(self) -> int:
         return 1
 
-    def _fit(self, X: FloatArray) -> None:
+    def _tau(self, n_samples: int) -> float:
+        """The ridge weight for ``n_samples`` training signals (``"auto"``: ``0.02 N``)."""
+        if isinstance(self.tau, str):
+            if self.tau != "auto":
+                raise ValueError(f"tau must be a positive number or 'auto', got {self.tau!r}")
+            return TAU_PER_SAMPLE * n_samples
         if float(self.tau) <= 0.0:
             raise ValueError(f"tau must be > 0, got {self.tau}")
+        return float(self.tau)
+
+    def _fit(self, X: FloatArray) -> None:
+        self.tau_ = self._tau(X.shape[0])
         Y = self._fit_features(X).T
         D, P, svm, objective, rejected = train_dpl_ocsvm(
             Y,
             n_atoms=int(self.n_components),
-            tau=float(self.tau),
+            tau=self.tau_,
             alpha=float(self.alpha),
             nu=self._nu(),
             n_iter=int(self.n_iter),

@@ -150,14 +150,16 @@ class KDLOCSVM(_KernelMapMixin, DLOCSVM):
 class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
     """KDPL-OCSVM (Section 5.2): DPL-OCSVM with the synthesis atoms and the analysis rows in the
     kernel feature space (``D = Phi(Y_L) A``, ``P = B Phi(Y_L)^T``), computed in the
-    coordinates ``psi`` of the module docstring. Kernel parameters as in :class:`KDLOCSVM`."""
+    coordinates ``psi`` of the module docstring. Kernel parameters as in :class:`KDLOCSVM`;
+    ``tau`` as in :class:`~sparsewatch.models.dpl_ocsvm.DPLOCSVM` (default ``"auto"`` = ``0.02 N``,
+    ``N`` the number of training rows)."""
 
     _state_keys = DPLOCSVM._state_keys + _KernelMapMixin._kernel_state_keys
 
     def __init__(
         self,
         n_components: int = 32,
-        tau: float = 1.0,
+        tau: float | str = "auto",
         alpha: float = 1.0,
         n_iter: int = 6,
         nu: float | None = 0.5,
