@@ -88,7 +88,7 @@ class VocabularyAtomsMethod(DetectorMethod):
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
         scores = super().step(X, texts)
         if self.grow:
-            A = self.detector.model.components_
+            A = self.detector.model.components_.toarray()
             df = self.detector.features.df_
             uncovered = np.flatnonzero((A.max(axis=1) <= 0) & (df >= 2))
             rows = uncovered[np.argsort(-df[uncovered], kind="stable")[: self.grow]]
@@ -127,7 +127,7 @@ class KnownTermAtoms:
         return None
 
 
-def screening_margin(P: sp.csc_matrix, A: np.ndarray, lam: float) -> np.ndarray:
+def screening_margin(P: sp.csc_matrix, A: np.ndarray | sp.spmatrix, lam: float) -> np.ndarray:
     """``max(0, min_j ||a_j||_1 + lam - 2 m_j)`` per document column of ``P``.
 
     ``m_j`` is atom ``j``'s mass on the document's terms; the minimum is the smallest directional
@@ -135,6 +135,7 @@ def screening_margin(P: sp.csc_matrix, A: np.ndarray, lam: float) -> np.ndarray:
     ``x = 0`` is optimal (score 1): how far the best atom is from helping. Added to the score it
     breaks the ties at 1 with an l1-native quantity, and changes nothing when an atom is used.
     """
+    A = A.toarray() if sp.issparse(A) else np.asarray(A)
     support = sp.csc_matrix((np.ones(P.nnz), P.indices, P.indptr), shape=P.shape)
     mass = np.asarray(support.T @ A)
     return np.maximum((A.sum(axis=0)[None, :] + lam - 2 * mass).min(axis=1, initial=np.inf), 0)

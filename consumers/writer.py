@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import make_producer, produce
+from sparsewatch.consumers.memory import release_free_heap
 from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.storage.store import Store, StoreTx
 
@@ -304,6 +305,10 @@ def serve(fd: int) -> None:
                 conn.send(("ok", writer.write(job)))
             except Exception as exc:  # the parent raises it; nothing of the job was committed
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            # The job (checkpoints of megabytes) is gone: give its heap pages back while the
+            # worker computes the next window (milliseconds, on this process's own core).
+            del job
+            release_free_heap()
     finally:
         writer.close()
         store.dispose()

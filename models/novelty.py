@@ -118,7 +118,8 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     Attributes
     ----------
-    components_ : (m, k) dictionary; oiadmm_ : the :class:`OIADMM` state;
+    components_ : (m, k) dictionary, sparse CSC (atoms of a few terms); oiadmm_ : the
+    :class:`OIADMM` state;
     n_features_in_ : current vocabulary size ``m``; threshold_ : last threshold used.
     """
 
@@ -176,7 +177,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     # ----------------------------------------------------------------- helpers
     @property
-    def components_(self) -> np.ndarray:
+    def components_(self) -> sp.csc_matrix:
         return self.oiadmm_.components_
 
     @property
@@ -194,7 +195,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         return P
 
     def _code(
-        self, P: sp.csc_matrix, A: np.ndarray, x0: sp.spmatrix | None = None
+        self, P: sp.csc_matrix, A: np.ndarray | sp.spmatrix, x0: sp.spmatrix | None = None
     ) -> L1CodingResult:
         return l1_sparse_code(
             P,
@@ -210,7 +211,13 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         )
 
     def _oiadmm(self) -> OIADMM:
-        return OIADMM(beta=self.beta, tau=self.tau, dtype=self.dtype, over_weight=self.over_weight)
+        return OIADMM(
+            beta=self.beta,
+            tau=self.tau,
+            dtype=self.dtype,
+            over_weight=self.over_weight,
+            sparse=True,  # atoms of a few terms: CSC keeps memory flat as the dictionary grows
+        )
 
     def _seed_atoms(self, P: sp.csc_matrix, cols: np.ndarray) -> np.ndarray:
         S = _truncate_columns(P[:, cols].toarray().astype(self.dtype), self.atom_terms)
@@ -480,7 +487,7 @@ class Detector:
 
     def top_terms(self, atom: int, n: int = 10) -> list[str]:
         """The ``n`` heaviest terms of dictionary atom ``atom``."""
-        a = self.model.components_[:, atom]
+        a = self.model.components_[:, [atom]].toarray().ravel()
         idx = np.argsort(-a, kind="stable")[:n]
         return [str(t) for t in self.features.terms_[idx[a[idx] > 0]]]
 

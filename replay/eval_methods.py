@@ -78,7 +78,7 @@ class DetectorMethod:
 
 def l1_sre(estimator: Any, X: sp.csr_matrix) -> float:
     """The paper's SRE on the step's documents: mean of Eq. (3)'s optimum after the update."""
-    A = np.asarray(estimator.components_)
+    A = estimator.components_
     P = sp.csc_matrix(X.T)
     if P.shape[0] < A.shape[0]:
         P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(A.shape[0], P.shape[1]))

@@ -43,7 +43,7 @@ def test_warm_up_dictionary_is_the_online_one() -> None:
     batch = BatchL1Novelty(**PARAMS).fit(X)
     # plain Eq. (3), coded as BATCH codes (LP polish after 300 iterations, not 30)
     online = OnlineL1NoveltyDetector(**PARAMS, score_margin=False, coding_polish_after=300).fit(X)
-    np.testing.assert_array_equal(batch.components_, online.components_)
+    np.testing.assert_array_equal(batch.components_, online.components_.toarray())
     np.testing.assert_allclose(batch.score_samples(X), online.score_samples(X), rtol=1e-6)
 
 

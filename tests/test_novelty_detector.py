@@ -193,7 +193,7 @@ def test_update_steps_per_window() -> None:
     one.partial_fit(X)
     three.partial_fit(X)
     assert one.oiadmm_.n_steps_ == 1 and three.oiadmm_.n_steps_ == 3
-    assert not np.array_equal(one.components_, three.components_)
+    assert not np.array_equal(one.components_.toarray(), three.components_.toarray())
 
 
 def test_growth_at_the_cap_replaces_least_recently_used_atoms() -> None:
@@ -205,13 +205,13 @@ def test_growth_at_the_cap_replaces_least_recently_used_atoms() -> None:
     model = d.model
     assert model.components_.shape[1] == 24
     last = model.atom_last_used_.copy()
-    A = model.components_.copy()
+    A = model.components_.toarray()
     res = d.process_window(topic_docs(rng, 22, 30))
     assert model.components_.shape[1] == 24  # bounded: new atoms replace old ones
     used_now = np.unique(res.codes.indices)
     unused = np.setdiff1d(np.arange(24), used_now)
     m0 = A.shape[0]  # the vocabulary grew: compare the old rows
-    moved = np.abs(model.components_[:m0, unused] - A[:, unused]).sum(axis=0)
+    moved = np.abs(model.components_.toarray()[:m0, unused] - A[:, unused]).sum(axis=0)
     replaced = unused[moved > 1e-3]  # (projection rounding aside, unused atoms stay put)
     assert replaced.size > 0
     assert np.all(model.atom_last_used_[replaced] == model.n_windows_)
@@ -243,5 +243,5 @@ def test_state_round_trip_with_growth_and_weighted_loss() -> None:
         nxt = topic_docs(rng, topic, 30) + topic_docs(rng, 1, 10)
         r1, r2 = d.process_window(nxt), e.process_window(nxt)
         np.testing.assert_array_equal(r1.scores, r2.scores)
-        np.testing.assert_array_equal(d.model.components_, e.model.components_)
+        np.testing.assert_array_equal(d.model.components_.toarray(), e.model.components_.toarray())
         np.testing.assert_array_equal(d.model.atom_last_used_, e.model.atom_last_used_)

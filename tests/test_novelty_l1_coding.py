@@ -216,3 +216,23 @@ def test_weighted_screening_margin() -> None:
     np.testing.assert_array_equal(weighted_l1_loss(np.array([-2.0, 0.0, 3.0]), 0.25), [0.5, 0, 3])
     with pytest.raises(ValueError):
         l1_sparse_code(P, A, lam, over_weight=0.0)
+
+
+@pytest.mark.parametrize("w", [0.3, 1.0])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sparse_dictionary_gives_the_dense_result(seed: int, w: float) -> None:
+    """A CSC dictionary (the detector's layout) is coded exactly as the dense one, and both
+    match the LP optimum."""
+    P, A = random_instance(seed)
+    dense = l1_sparse_code(P, A, 0.1, over_weight=w)
+    sparse = l1_sparse_code(P, sp.csc_matrix(A), 0.1, over_weight=w)
+    np.testing.assert_array_equal(sparse.objective, dense.objective)
+    np.testing.assert_array_equal(sparse.codes.toarray(), dense.codes.toarray())
+    np.testing.assert_array_equal(sparse.screening_margin, dense.screening_margin)
+    obj, _ = l1_objective(P, sp.csc_matrix(A), sparse.codes, 0.1, over_weight=w)
+    np.testing.assert_allclose(sparse.objective, obj, rtol=1e-9, atol=1e-12)
+    if w == 1.0:
+        ref = [lp_optimum(P[:, j].toarray().ravel(), A, 0.1) for j in range(P.shape[1])]
+        assert np.all(sparse.objective <= np.array(ref) * (1 + 1e-3) + 1e-12)
+    with pytest.raises(ValueError):
+        l1_sparse_code(P, -sp.csc_matrix(A))

@@ -197,3 +197,58 @@ def test_psi_max_is_the_largest_eigenvalue(k: int) -> None:
     assert psi_max(X) == pytest.approx(ref, rel=1e-10)
     assert psi_max(X) == psi_max(X.copy())
     assert psi_max(sp.csr_matrix((k, 900))) == 0.0
+
+
+@pytest.mark.parametrize("dual", ["sparse", "dense"])
+def test_sparse_dictionary_layout_takes_the_same_steps(
+    dual: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sparse=True`` (CSC ``A``, the novelty detector's layout) gives the dense layout's
+    dictionary, dual and violations (float64) through steps on both step paths, vocabulary
+    growth and eviction, atoms added and replaced, and a checkpoint round trip."""
+    rng = np.random.default_rng(6)
+    A_true = _truth(rng)
+    A0 = _start(rng, A_true)
+    dense = _initialize(A0, dual, monkeypatch, dtype=np.float64)
+    sparse = _initialize(A0, dual, monkeypatch, dtype=np.float64, sparse=True)
+    assert isinstance(dense.components_, np.ndarray) and sp.isspmatrix_csc(sparse.components_)
+    new_atoms = _start(np.random.default_rng(7), A_true)[:, :3]
+    kept = np.setdiff1d(np.arange(M), [5, 9])
+    for step, n in enumerate((40, 70, 25, 70)):
+        P = _window(np.random.default_rng(n), A_true, n)
+        if step >= 2:  # the vocabulary changed: two rows evicted, three new ones
+            P = sp.vstack([P[kept], sp.random(3, n, density=0.1, random_state=n)]).tocsc()
+        X = l1_sparse_code(P, dense.components_, 0.1).codes.T
+        for o in (dense, sparse):
+            o.partial_fit(P, X)
+        if step == 0:
+            for o in (dense, sparse):
+                o.add_atoms(new_atoms).replace_atoms(np.array([1, 4]), new_atoms[:, :2] * 0.5)
+        if step == 1:
+            for o in (dense, sparse):
+                o.remap_rows(kept, 3)
+            new_atoms = new_atoms[kept]
+        assert sp.isspmatrix_csc(sparse.components_)
+        np.testing.assert_allclose(sparse.components_.toarray(), dense.components_, atol=1e-10)
+        np.testing.assert_allclose(_dense(sparse.dual_), _dense(dense.dual_), atol=1e-10)
+    np.testing.assert_allclose(sparse.violation_, dense.violation_, rtol=1e-9)
+    A = sparse.components_
+    assert A.nnz == np.count_nonzero(A.toarray()) < 0.5 * np.prod(A.shape)  # no stored zeros
+    buf = io.BytesIO()
+    np.savez(buf, **sparse.get_state())
+    buf.seek(0)
+    back = OIADMM(dtype=np.float64, sparse=True).set_state(dict(np.load(buf, allow_pickle=False)))
+    assert sp.isspmatrix_csc(back.components_)
+    np.testing.assert_array_equal(back.components_.toarray(), A.toarray())
+
+
+def test_batch_update_keeps_the_layout() -> None:
+    rng = np.random.default_rng(8)
+    A_true = _truth(rng)
+    A0 = _start(rng, A_true)
+    P = _window(rng, A_true, 60)
+    X = l1_sparse_code(P, A0, 0.1).codes.T
+    dense = l1_dictionary_update(P, X, A0, n_iter=10)
+    sparse = l1_dictionary_update(P, X, sp.csc_matrix(A0), n_iter=10)
+    assert sp.issparse(sparse) and isinstance(dense, np.ndarray)
+    np.testing.assert_allclose(sparse.toarray(), dense, atol=1e-12)
