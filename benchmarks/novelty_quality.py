@@ -88,7 +88,8 @@ class VocabularyAtomsMethod(DetectorMethod):
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
         scores = super().step(X, texts)
         if self.grow:
-            A = self.detector.model.components_.toarray()
+            A = self.detector.model.components_
+            A = A.toarray() if sp.issparse(A) else A
             df = self.detector.features.df_
             uncovered = np.flatnonzero((A.max(axis=1) <= 0) & (df >= 2))
             rows = uncovered[np.argsort(-df[uncovered], kind="stable")[: self.grow]]

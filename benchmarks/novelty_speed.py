@@ -128,7 +128,7 @@ def part_a(quick: bool) -> dict:
         det.process_window(texts[1000:2000])
         P = det.features.partial_fit_transform(texts[2000:])
         det.model.remap_features(det.features.kept_rows_, det.features.n_new_)
-        A = det.model.components_.toarray().astype(np.float64)
+        A = det.model.components_.astype(np.float64)
         P_win = sp.csc_matrix(P, dtype=np.float64)  # one window of 1,000 documents
         P = P_win[:, :n_lp]
         for lam in (0.01, 0.05, 0.1, 0.3):
@@ -278,7 +278,7 @@ def part_b(quick: bool) -> dict:
         def dense_step(est, X, dt=dt):
             P = X[:slice_n].T
             codes = l1_sparse_code_dense(
-                P, est.components_.toarray(), est.lam, max_iter=300, tol=1e-6, dtype=dt
+                P, est.components_, est.lam, max_iter=300, tol=1e-6, dtype=dt
             )
             est.oiadmm_.partial_fit(sp.csc_matrix(P, dtype=dt), sp.csr_matrix(codes))
 

@@ -7,7 +7,8 @@ the work is done: measured on the default detector, about 520 MB resident betwee
 72 MB of live arrays. ``malloc_trim(0)`` returns the free pages (about 240 MB resident in the same
 run). It costs milliseconds, so the worker calls it only when its input goes quiet, never between
 windows of a backlog; the writer process (:func:`sparsewatch.consumers.writer.serve`) calls it
-after every job, on its own core, while the worker computes the next window.
+after every job that carried checkpoints, on its own core, while the worker computes the next
+window.
 """
 
 from __future__ import annotations

@@ -305,10 +305,12 @@ def serve(fd: int) -> None:
                 conn.send(("ok", writer.write(job)))
             except Exception as exc:  # the parent raises it; nothing of the job was committed
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
-            # The job (checkpoints of megabytes) is gone: give its heap pages back while the
-            # worker computes the next window (milliseconds, on this process's own core).
-            del job
-            release_free_heap()
+            # A job with checkpoints (megabytes of npz) leaves megabytes of free heap behind: give
+            # them back while the worker computes the next window (milliseconds, on this
+            # process's own core; jobs without checkpoints are kilobytes and skip it).
+            if job.checkpoints:
+                del job
+                release_free_heap()
     finally:
         writer.close()
         store.dispose()

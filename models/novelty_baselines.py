@@ -327,7 +327,8 @@ class BatchL1Novelty(BaseEstimator):
             dtype=self.dtype,
             random_state=self.random_state,
         ).fit(X)
-        self.components_ = init.components_.toarray().astype(self.dtype)
+        A = init.components_
+        self.components_ = (A.toarray() if sp.issparse(A) else A).astype(self.dtype)
         self.P_ = self._columns(X, self.components_.shape[0])
         self.codes_ = self._code(self.P_, self.components_).codes
         return self
