@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import make_producer, produce
-from sparsewatch.consumers.memory import release_free_heap
+from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.storage.store import Store, StoreTx
 
@@ -285,6 +285,10 @@ def serve(fd: int) -> None:
     """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
     jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
     ``("error", message)``."""
+    # Checkpoints (npz of several megabytes, growing with the model) go back to the system when
+    # done; the per-window result rows (around a megabyte) stay on the heap: mapping them costs
+    # page faults on every job.
+    map_large_allocations(8 << 20)
     conn = Connection(fd)
     database_url, destination, parent_pid, log_level = conn.recv()
     _die_with_parent(parent_pid)
@@ -305,12 +309,6 @@ def serve(fd: int) -> None:
                 conn.send(("ok", writer.write(job)))
             except Exception as exc:  # the parent raises it; nothing of the job was committed
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
-            # A job with checkpoints (megabytes of npz) leaves megabytes of free heap behind: give
-            # them back while the worker computes the next window (milliseconds, on this
-            # process's own core; jobs without checkpoints are kilobytes and skip it).
-            if job.checkpoints:
-                del job
-                release_free_heap()
     finally:
         writer.close()
         store.dispose()
