@@ -284,6 +284,8 @@ class OIADMM(BaseEstimator):
         return C
 
     def _projected(self, atoms: np.ndarray | sp.spmatrix) -> Dictionary:
+        if self.sparse and sp.issparse(atoms):  # stays sparse (no m x k dense temporaries)
+            return self._layout(project_l1_ball_nonneg_csc(sp.csc_matrix(atoms, dtype=self.dtype)))
         dense = atoms.toarray() if sp.issparse(atoms) else np.asarray(atoms)
         return self._layout(project_l1_ball_nonneg(dense.astype(self.dtype)).astype(self.dtype))
 

@@ -245,3 +245,20 @@ def test_state_round_trip_with_growth_and_weighted_loss() -> None:
         np.testing.assert_array_equal(r1.scores, r2.scores)
         np.testing.assert_array_equal(d.model.components_.toarray(), e.model.components_.toarray())
         np.testing.assert_array_equal(d.model.atom_last_used_, e.model.atom_last_used_)
+
+
+def test_sparse_seed_truncation_matches_the_dense_one() -> None:
+    """The growing detector seeds atoms from sparse columns: the same ``t`` heaviest terms as the
+    dense truncation (continuous values, so no ties), without densifying the window."""
+    from sparsewatch.models.novelty import _truncate_columns, _truncate_columns_sparse
+
+    rng = np.random.default_rng(12)
+    M = sp.random(300, 40, density=0.08, random_state=12, format="csc")
+    M.data = rng.random(M.nnz)
+    M = sp.csc_matrix(M @ sp.diags(np.r_[np.ones(5), 0.0, np.ones(34)]))
+    M.eliminate_zeros()  # column 5 is empty, and stays empty
+    for t in (1, 3, 8, None):
+        dense = _truncate_columns(M.toarray(), t)
+        out = _truncate_columns_sparse(M, t)
+        assert sp.isspmatrix_csc(out)
+        np.testing.assert_array_equal(out.toarray(), dense)
