@@ -274,6 +274,12 @@ def main() -> None:
         help="comma-separated writer modes to compare (process, thread); each is its own path",
     )
     parser.add_argument(
+        "--heap-free-limits",
+        default="",
+        help="comma-separated heap_free_limit_mb values to compare (-1: never trim between "
+        "windows); each is its own path. Default: the configured value only",
+    )
+    parser.add_argument(
         "--idle-close",
         action="store_true",
         help="no end-of-stream markers: the last windows close after the 0.5 s idle timeout",
@@ -281,18 +287,26 @@ def main() -> None:
     args = parser.parse_args()
     env = FIXED_DICTIONARY if args.fixed_dictionary else {}
     writers = [w.strip() for w in args.writers.split(",") if w.strip()]
+    limits = [x.strip() for x in args.heap_free_limits.split(",") if x.strip()]
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
     databases = {"sqlite": lambda i: f"sqlite:///{tmp / f'bench{i}.db'}"}
     if args.postgres_url:
         databases["postgresql"] = lambda i: _fresh_database(args.postgres_url)
     paths = {
-        f"kafka+{db}" + (f"/{writer}-writer" if len(writers) > 1 else ""): (
+        f"kafka+{db}"
+        + (f"/{writer}-writer" if len(writers) > 1 else "")
+        + (f"/heap-free-limit-{limit}mb" if limit else ""): (
             url,
-            {**env, "SPARSEWATCH_WRITER": writer},
+            {
+                **env,
+                "SPARSEWATCH_WRITER": writer,
+                **({"SPARSEWATCH_HEAP_FREE_LIMIT_MB": limit} if limit else {}),
+            },
         )
         for db, url in databases.items()
         for writer in writers
+        for limit in limits or [""]
     }
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     with broker_bootstrap(tmp / "kafka") as bootstrap:
@@ -319,6 +333,7 @@ def main() -> None:
         "detector": "fixed 100 atoms" if args.fixed_dictionary else "default (growing)",
         "repeats": args.repeats,
         "writers": writers,
+        "heap_free_limits_mb": limits or [Config().heap_free_limit_mb],
         "last_windows_closed_by": "idle timeout 0.5 s" if args.idle_close else "end-of-stream",
         **{key: _median_run(r) for key, r in runs.items()},
     }
@@ -336,6 +351,7 @@ def main() -> None:
     label += f"_every{args.checkpoint_every}"
     label += "_idleclose" if args.idle_close else ""
     label += f"_{'-'.join(writers)}" if len(writers) > 1 else ""
+    label += f"_heap{'_'.join(limits)}" if limits else ""
     out = RESULTS / f"pipeline_throughput_{label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

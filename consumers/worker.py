@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import numpy as np
 from confluent_kafka import KafkaException, Message
 from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics
-from sparsewatch.consumers.memory import release_free_heap
+from sparsewatch.consumers.memory import FreeHeapBound, release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.retry import with_backoff
@@ -141,6 +141,7 @@ class WorkerLoop:
         checkpoint_every: int = 1,
         poll_timeout_s: float = 0.5,
         writer: str = "process",
+        heap_free_limit_mb: float = 64.0,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -155,6 +156,8 @@ class WorkerLoop:
         self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics or WorkerMetrics(processor.name)
         self.writer_mode = writer
+        # Free heap memory kept for reuse between windows of a backlog (see consumers/memory.py).
+        self.heap_bound = FreeHeapBound(int(heap_free_limit_mb * (1 << 20)))
         self.destination = Destination(bootstrap, group_id, input_topic, output_topic, dlq_topic)
         topics = {input_topic: partitions, dlq_topic: 1}
         if output_topic:
@@ -335,6 +338,7 @@ class WorkerLoop:
                 self._count_windows(stream, produced, forced=False)
                 self._commit(produced, dead)
                 dead, pending = [], False
+                self.heap_bound.check()
         lagging = self._lagging_partitions(now)
         for stream, state in self._states.items():
             idle = state.close_idle(now, self._stream_partition.get(stream) not in lagging)

@@ -96,6 +96,7 @@ class Config:
     max_text_bytes: int = 100_000
     blas_threads: int = 1
     writer: str = "process"
+    heap_free_limit_mb: float = 64.0
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     windows: WindowConfig = field(default_factory=WindowConfig)
     detector: DetectorConfig = field(default_factory=DetectorConfig)

@@ -41,6 +41,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             checkpoint_every=config.windows.checkpoint_every,
             poll_timeout_s=poll_timeout_s,
             writer=config.writer,
+            heap_free_limit_mb=config.heap_free_limit_mb,
         )
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
@@ -57,6 +58,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             checkpoint_every=config.windows.checkpoint_every,
             poll_timeout_s=poll_timeout_s,
             writer=config.writer,
+            heap_free_limit_mb=config.heap_free_limit_mb,
         )
     raise ValueError(f"unknown worker role {role!r}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -236,3 +238,22 @@ def test_sparse_dictionary_gives_the_dense_result(seed: int, w: float) -> None:
         assert np.all(sparse.objective <= np.array(ref) * (1 + 1e-3) + 1e-12)
     with pytest.raises(ValueError):
         l1_sparse_code(P, -sp.csc_matrix(A))
+
+
+def test_stalled_blocks_are_polished_not_declared_converged() -> None:
+    """14 documents of a recorded detector window (float32, 1,500 short atoms, ``w = 0.1``,
+    ``lam = 0.01``; reduced to the 82 rows and 222 atoms they can use, the atoms' other mass
+    summed into one extra row so every ``||a_j||_1`` is kept). Their ADMM residuals stall in
+    float32 with relative duality gaps up to 0.2: the residual stop once declared 13 of them
+    converged at objectives up to 4 % above the optimum. With the polish only a certified gap
+    stops a block; every objective must match the exact LP."""
+    data = np.load(Path(__file__).parent / "data" / "l1_stalled_blocks.npz", allow_pickle=False)
+    P, A = data["P"], data["A"]
+    lam, tol, w = float(data["lam"]), float(data["tol"]), float(data["over_weight"])
+    res = l1_sparse_code(P, A, lam, tol=tol, over_weight=w, dtype=np.float32, polish_after=300)
+    exact = np.array(
+        [weighted_lp_optimum(P[:, j].astype(float), A.astype(float), lam, w) for j in range(14)]
+    )
+    assert res.converged.all()
+    np.testing.assert_array_less(res.objective, exact * (1 + tol) + 1e-6)
+    assert np.all(res.gap <= tol * res.objective + 1e-6)

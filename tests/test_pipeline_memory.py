@@ -70,3 +70,44 @@ def test_map_large_allocations_returns_freed_buffers(mapped: bool) -> None:
         assert after - base < 10, (base, after)
     else:  # the behaviour the call exists to avoid
         assert after - base > 60, (base, after)
+
+
+@pytest.mark.parametrize("limit_mb", [32, 4096])
+def test_free_heap_bound_trims_only_above_its_limit(limit_mb: int) -> None:
+    # The worker's check between windows: free heap pinned behind a live block is released when
+    # it exceeds the bound (once: the next check finds nothing more), and kept when it does not.
+    script = textwrap.dedent(
+        f"""
+        from sparsewatch.consumers.memory import FreeHeapBound
+
+        def rss_mb():
+            with open("/proc/self/status") as fh:
+                return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS")) / 1024
+
+        bound = FreeHeapBound({limit_mb} << 20)
+        first = bound.check()  # sets the baseline
+        blocks = [bytearray(b"x" * 65536) for _ in range(3200)]
+        last = blocks[-1]
+        del blocks
+        before = rss_mb()
+        trimmed = bound.check()
+        again = bound.check()
+        print(first, trimmed, again, before, rss_mb(), bound.trims)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    first, trimmed, again, before, after, trims = out.stdout.split()
+    assert first == "False" and again == "False"
+    if limit_mb == 32:
+        assert trimmed == "True" and trims == "1"
+        assert float(before) - float(after) > 150, (before, after)
+    else:
+        assert trimmed == "False" and trims == "0"
+        assert abs(float(before) - float(after)) < 10, (before, after)
+
+
+def test_free_heap_bound_negative_limit_never_trims() -> None:
+    from sparsewatch.consumers.memory import FreeHeapBound
+
+    bound = FreeHeapBound(-1)
+    assert not bound.check() and bound.trims == 0
