@@ -208,11 +208,16 @@ class InnerOnline(EstimatorMethod):
 
 
 def inner_methods() -> dict[str, Any]:
-    """ONLINE with 1, 3, 5 inner rounds per window, and BATCH, on the same steps."""
+    """ONLINE with 1, 3, 5 inner rounds per window; ONLINE growing by BATCH's ``eta = 10`` atoms
+    a step (seeded, like BATCH's, from the step's worst-represented whole documents); BATCH."""
     out: dict[str, Any] = {
         f"online, {n} inner round(s)": InnerOnline(OnlineL1NoveltyDetector(**ONLINE_PAPER), n)
         for n in (1, 3, 5)
     }
+    eta = {"grow_threshold": 0.0, "grow_fraction": 0.0, "grow_size": 10, "max_components": 10**6}
+    out["online + eta = 10 atoms a step (BATCH's growth)"] = InnerOnline(
+        OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **eta}), 1
+    )
     out.update(build_methods(["batch"]))
     return out
 
