@@ -189,21 +189,13 @@ class ExemplarAtoms:
 
 
 class InnerOnline(EstimatorMethod):
-    """Variant: ONLINE with ``n_inner`` rounds per window of (re-code the window with Algorithm 5;
-    one OIADMM step, Algorithm 2). ``n_inner=1`` is Algorithm 3 exactly."""
-
-    def __init__(self, estimator: OnlineL1NoveltyDetector, n_inner: int) -> None:
-        super().__init__(estimator, sre_fn=l1_sre)
-        self.n_inner = n_inner
+    """Variant: ONLINE with ``update_passes`` passes per window (re-code the window with
+    Algorithm 5, one OIADMM step, Algorithm 2). One pass is Algorithm 3 exactly. The window is
+    coded once for its scores and those codes serve the first pass."""
 
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
-        est = self.estimator
-        res = est.code(X)
-        codes = res.codes
-        for i in range(self.n_inner):
-            if i:
-                codes = est.code(X).codes
-            est.partial_fit(X, codes=codes, scores=res.objective)
+        res = self.estimator.code(X)
+        self.estimator.partial_fit(X, codes=res.codes, scores=res.objective)
         return res.objective
 
 
@@ -211,12 +203,14 @@ def inner_methods() -> dict[str, Any]:
     """ONLINE with 1, 3, 5 inner rounds per window; ONLINE growing by BATCH's ``eta = 10`` atoms
     a step (seeded, like BATCH's, from the step's worst-represented whole documents); BATCH."""
     out: dict[str, Any] = {
-        f"online, {n} inner round(s)": InnerOnline(OnlineL1NoveltyDetector(**ONLINE_PAPER), n)
+        f"online, {n} inner round(s)": InnerOnline(
+            OnlineL1NoveltyDetector(**ONLINE_PAPER, update_passes=n), sre_fn=l1_sre
+        )
         for n in (1, 3, 5)
     }
     eta = {"grow_threshold": 0.0, "grow_fraction": 0.0, "grow_size": 10, "max_components": 10**6}
     out["online + eta = 10 atoms a step (BATCH's growth)"] = InnerOnline(
-        OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **eta}), 1
+        OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **eta}), sre_fn=l1_sre
     )
     out.update(build_methods(["batch"]))
     return out

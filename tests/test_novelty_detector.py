@@ -196,6 +196,36 @@ def test_update_steps_per_window() -> None:
     assert not np.array_equal(one.components_.toarray(), three.components_.toarray())
 
 
+def test_update_passes_recode_the_window_between_oiadmm_steps() -> None:
+    # Three passes equal three rounds of (code the window against the current dictionary, one
+    # OIADMM step on those codes), the first on the scoring pass's codes; growth is off, as in
+    # the paper's ONLINE, and the scores are those of the first coding.
+    rng = np.random.default_rng(4)
+    f = StreamingTfidf(idf_power=0.0)
+    warm_texts = mix(rng, range(3), 30)
+    X0 = f.partial_fit(warm_texts).transform(warm_texts).T
+    params = {"n_components": 10, "n_init_iter": 1, "grow_threshold": None, "dtype": np.float64}
+    passes = OnlineL1NoveltyDetector(**params, update_passes=3).fit(X0)
+    rounds = OnlineL1NoveltyDetector(**params).fit(X0)
+    single = OnlineL1NoveltyDetector(**params).fit(X0)
+    for topics in (range(3), range(1, 5)):
+        texts = mix(rng, topics, 20)
+        X = f.partial_fit(texts).transform(texts).T
+        res = passes.code(X)
+        passes.partial_fit(X, codes=res.codes, scores=res.objective)
+        one = single.code(X)
+        single.partial_fit(X, codes=one.codes, scores=one.objective)
+        for _ in range(3):
+            r = rounds.code(X)
+            rounds.partial_fit(X, codes=r.codes, scores=r.objective)
+        assert passes.oiadmm_.n_steps_ == rounds.oiadmm_.n_steps_
+        np.testing.assert_allclose(passes.components_, rounds.components_, rtol=1e-12, atol=1e-14)
+    assert single.oiadmm_.n_steps_ == 2
+    assert not np.allclose(single.components_, passes.components_)
+    with pytest.raises(ValueError, match="update_passes"):
+        OnlineL1NoveltyDetector(**params, update_passes=0).fit(X0).partial_fit(X)
+
+
 def test_growth_at_the_cap_replaces_least_recently_used_atoms() -> None:
     rng = np.random.default_rng(10)
     d = make_detector(grow_threshold=0.9, grow_fraction=0.0, grow_size=8, max_components=24)
