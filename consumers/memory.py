@@ -91,9 +91,15 @@ class FreeHeapBound:
         self._baseline: int | None = None
         self.trims = 0
 
+    @staticmethod
+    def supported() -> bool:
+        """Whether the C library can tell the heap in use (glibc >= 2.33); else never trims."""
+        libc = _libc()
+        return libc is not None and hasattr(libc, "mallinfo2")
+
     def _outside_heap_in_use(self) -> int | None:
         libc = _libc()
-        if libc is None or not hasattr(libc, "mallinfo2"):
+        if not self.supported() or libc is None:
             return None
         libc.mallinfo2.restype = _MallInfo2
         info = libc.mallinfo2()

@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.memory import FreeHeapBound
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.consumers.writer import WriterError
@@ -348,10 +349,15 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
 ):
     """A replay ending with end-of-stream markers: with a 10-minute idle timeout the worker still
     stores every document within seconds, the last window of each stream closed by its marker,
-    and the results equal the offline core's."""
+    and the results equal the offline core's. The worker also trims its heap after every window
+    that left free memory resident (``heap_free_limit_mb = 0``), which must change no result."""
     url = f"sqlite:///{tmp_path / 'eos.db'}"
     config = _quick_detector_config(
-        kafka_bootstrap, "eos", url, SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600"
+        kafka_bootstrap,
+        "eos",
+        url,
+        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600",
+        SPARSEWATCH_HEAP_FREE_LIMIT_MB="0",
     )
     docs = _streams(600)
     topic = config.kafka.topic("docs")
@@ -360,11 +366,14 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
     assert (summary.produced, summary.end_markers) == (len(docs), 2)
     store = Store.open(url)
     try:
-        build_worker("detector", config, store).run(until_idle_s=3.0)
+        worker = build_worker("detector", config, store)
+        worker.run(until_idle_s=3.0)
         stored = _stored(store)
         windows = store.windows(limit=None)
     finally:
         store.dispose()
+    assert worker.heap_bound.limit_bytes == 0
+    assert worker.heap_bound.trims >= 1 or not FreeHeapBound.supported()
     assert len(stored) == len(docs)
     for stream in ("alpha", "beta"):
         mine = sorted((w["window_seq"], w["closed_by"]) for w in windows if w["stream"] == stream)
