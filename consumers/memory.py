@@ -89,6 +89,7 @@ class FreeHeapBound:
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         self._baseline: int | None = None
+        self.checks = 0  # measurements taken
         self.trims = 0
 
     @staticmethod
@@ -112,6 +113,7 @@ class FreeHeapBound:
         outside = self._outside_heap_in_use()
         if outside is None:
             return False
+        self.checks += 1
         if self._baseline is None or outside < self._baseline:
             self._baseline = outside
         if outside - self._baseline <= self.limit_bytes:

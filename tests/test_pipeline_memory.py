@@ -92,12 +92,12 @@ def test_free_heap_bound_trims_only_above_its_limit(limit_mb: int) -> None:
         before = rss_mb()
         trimmed = bound.check()
         again = bound.check()
-        print(first, trimmed, again, before, rss_mb(), bound.trims)
+        print(first, trimmed, again, before, rss_mb(), bound.trims, bound.checks)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    first, trimmed, again, before, after, trims = out.stdout.split()
-    assert first == "False" and again == "False"
+    first, trimmed, again, before, after, trims, checks = out.stdout.split()
+    assert first == "False" and again == "False" and checks == "3"
     if limit_mb == 32:
         assert trimmed == "True" and trims == "1"
         assert float(before) - float(after) > 150, (before, after)
