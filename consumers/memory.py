@@ -29,27 +29,6 @@ import sys
 from functools import cache
 
 
-@cache
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None  # glibc only (not musl)
-    except OSError:
-        return None
-
-
-def release_free_heap() -> bool:
-    """Return free heap pages to the operating system (glibc ``malloc_trim``); ``False`` where
-    the C library has no such call."""
-    libc = _libc()
-    if libc is None:
-        return False
-    libc.malloc_trim(0)
-    return True
-
-
 class _MallInfo2(ctypes.Structure):
     """glibc's ``struct mallinfo2`` (malloc.h, glibc >= 2.33)."""
 
@@ -68,6 +47,31 @@ class _MallInfo2(ctypes.Structure):
             "keepcost",
         )
     ]
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    if not hasattr(libc, "malloc_trim"):  # glibc only (not musl)
+        return None
+    if hasattr(libc, "mallinfo2"):  # glibc >= 2.33
+        libc.mallinfo2.restype = _MallInfo2
+    return libc
+
+
+def release_free_heap() -> bool:
+    """Return free heap pages to the operating system (glibc ``malloc_trim``); ``False`` where
+    the C library has no such call."""
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
 
 
 def _resident_bytes() -> int:
@@ -100,9 +104,8 @@ class FreeHeapBound:
 
     def _outside_heap_in_use(self) -> int | None:
         libc = _libc()
-        if not self.supported() or libc is None:
+        if libc is None or not hasattr(libc, "mallinfo2"):
             return None
-        libc.mallinfo2.restype = _MallInfo2
         info = libc.mallinfo2()
         return _resident_bytes() - int(info.uordblks) - int(info.hblkhd)
 

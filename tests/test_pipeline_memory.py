@@ -10,17 +10,26 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc_trim")
 
+RSS_MB = """
+def rss_mb():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS")) / 1024
+"""
+
+
+def run_fresh(script: str) -> list[str]:
+    """Run ``script`` (with ``rss_mb()`` defined) in a fresh interpreter; its printed words."""
+    code = RSS_MB + textwrap.dedent(script)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
 
 def test_release_free_heap_returns_fragmented_free_memory() -> None:
     # In a fresh interpreter: 200 MB of 64 KB buffers (below glibc's mmap threshold, so on the
     # heap), all freed but the last, which pins the heap's top: free() alone cannot shrink it.
-    script = textwrap.dedent(
+    words = run_fresh(
         """
         from sparsewatch.consumers.memory import release_free_heap
-
-        def rss_mb():
-            with open("/proc/self/status") as fh:
-                return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS")) / 1024
 
         blocks = [bytearray(b"x" * 65536) for _ in range(3200)]
         last = blocks[-1]
@@ -30,8 +39,7 @@ def test_release_free_heap_returns_fragmented_free_memory() -> None:
         print(before, rss_mb())
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    before, after = map(float, out.stdout.split())
+    before, after = map(float, words)
     assert before - after > 150, (before, after)
 
 
@@ -42,13 +50,9 @@ def test_map_large_allocations_returns_freed_buffers(mapped: bool) -> None:
     # long-lived objects allocated between them. Without the fixed threshold the buffers come from
     # the heap and, once freed, stay resident behind the objects pinning it; with it every buffer
     # is its own mapping, gone when freed.
-    script = textwrap.dedent(
+    words = run_fresh(
         f"""
         from sparsewatch.consumers.memory import map_large_allocations
-
-        def rss_mb():
-            with open("/proc/self/status") as fh:
-                return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS")) / 1024
 
         if {mapped}:
             assert map_large_allocations()
@@ -64,8 +68,7 @@ def test_map_large_allocations_returns_freed_buffers(mapped: bool) -> None:
         print(base, rss_mb())
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    base, after = map(float, out.stdout.split())
+    base, after = map(float, words)
     if mapped:
         assert after - base < 10, (base, after)
     else:  # the behaviour the call exists to avoid
@@ -76,13 +79,9 @@ def test_map_large_allocations_returns_freed_buffers(mapped: bool) -> None:
 def test_free_heap_bound_trims_only_above_its_limit(limit_mb: int) -> None:
     # The worker's check between windows: free heap pinned behind a live block is released when
     # it exceeds the bound (once: the next check finds nothing more), and kept when it does not.
-    script = textwrap.dedent(
+    words = run_fresh(
         f"""
         from sparsewatch.consumers.memory import FreeHeapBound
-
-        def rss_mb():
-            with open("/proc/self/status") as fh:
-                return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS")) / 1024
 
         bound = FreeHeapBound({limit_mb} << 20)
         first = bound.check()  # sets the baseline
@@ -95,8 +94,7 @@ def test_free_heap_bound_trims_only_above_its_limit(limit_mb: int) -> None:
         print(first, trimmed, again, before, rss_mb(), bound.trims, bound.checks)
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    first, trimmed, again, before, after, trims, checks = out.stdout.split()
+    first, trimmed, again, before, after, trims, checks = words
     assert first == "False" and again == "False" and checks == "3"
     if limit_mb == 32:
         assert trimmed == "True" and trims == "1"
