@@ -351,11 +351,14 @@ class DynamicNMF(BaseEstimator):
         emerging = self.topic_kinds_ == EMERGING
         boxed = np.any(lo > 0, axis=1) | np.any(hi < 1, axis=1)
         previous = np.inf
+        # X h_i for every topic: topic i's step reads h_i before changing it, so the products
+        # of the sweep's start serve the whole sweep, and the objective's after it the next one
+        XH = np.asarray(X @ np.ascontiguousarray(H.T))  # 4x faster than X @ H.T: C-order
         for _ in range(self.max_iter):
             for i in range(H.shape[0]):
                 h = H[i]
                 hh = float(h @ h)
-                Rh = X @ h - W @ (H @ h) + W[:, i] * hh
+                Rh = XH[:, i] - W @ (H @ h) + W[:, i] * hh
                 if emerging[i]:
                     W[:, i] = self._emerging_w(W[:, i], Rh, hh, M, c, mu, lip_hinge)
                 else:
@@ -369,7 +372,8 @@ class DynamicNMF(BaseEstimator):
                     H[i] = project_simplex_box(v, lo[i], hi[i])
                 else:
                     H[i] = project_simplex(v)
-            value = self._objective(X, sq, W, H, emerging, M, c, mu)
+            XH = np.asarray(X @ np.ascontiguousarray(H.T))
+            value = self._objective(XH, sq, W, H, emerging, M, c, mu)
             if previous - value <= self.tol * max(abs(value), 1e-300):
                 break
             previous = value
@@ -396,7 +400,7 @@ class DynamicNMF(BaseEstimator):
 
     def _objective(
         self,
-        X: sp.csr_matrix,
+        XH: np.ndarray,
         sq: float,
         W: np.ndarray,
         H: np.ndarray,
@@ -405,7 +409,7 @@ class DynamicNMF(BaseEstimator):
         c: np.ndarray,
         mu: float,
     ) -> float:
-        cross = float(np.sum(np.asarray(X @ np.ascontiguousarray(H.T)) * W))  # 4x: C-order
+        cross = float(np.sum(XH * W))  # XH = X H^T
         value = sq - 2.0 * cross + float(np.sum((W.T @ W) * (H @ H.T)))
         if M.size:
             value += mu * sum(self._hinge(W[:, i], M, c) for i in np.flatnonzero(emerging))
