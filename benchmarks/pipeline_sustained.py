@@ -5,10 +5,16 @@ about 500 hours of event time per stream and would take an hour to arrive at 33 
 through Kafka, the detector worker and SQLite as fast as they go (each stream ending with its
 end-of-stream marker; one BLAS thread, as ``sparsewatch run``). Resident memory (the worker's
 process plus its writer process) is sampled every 0.5 s and every window's latency (close to
-committed) is kept; the first and last fifths are compared, as is the second fifth (after the
-capped model state has filled up) with the last.
+committed) is kept; the first and last fifths are compared, as is the second fifth with the last.
+
+With ``--warm-documents W`` the measured replay continues a stream whose model has already
+filled its caps (dictionary atoms, emerging topics, vocabulary), as a worker does after running
+for a while: the first W documents (cut at a window boundary) go through a worker in a separate
+process first, unmeasured; the measured worker then starts in this process, restores that
+worker's checkpoints and offsets from the database and consumes the next ``--documents``.
 
     python benchmarks/pipeline_sustained.py --documents 120000
+    python benchmarks/pipeline_sustained.py --documents 120000 --warm-documents 120000
 """
 
 from __future__ import annotations
@@ -16,11 +22,21 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import uuid
+from datetime import datetime
 from pathlib import Path
 
 import matplotlib
 import numpy as np
-from pipeline_throughput import RESULTS, _documents, broker_bootstrap, run_pipeline
+from pipeline_throughput import (
+    RESULTS,
+    _config,
+    _documents,
+    _isolated,
+    broker_bootstrap,
+    run_pipeline,
+)
+from sparsewatch.consumers.detector_worker import window_spec
 from threadpoolctl import threadpool_limits
 
 from sparsewatch.config import Config
@@ -33,24 +49,65 @@ def _fifths(values: list[float]) -> list[float]:
     return [float(np.median(part)) for part in np.array_split(np.asarray(values), 5)]
 
 
+def _split_warm(docs: list[dict], n_warm: int) -> tuple[list[dict], list[dict]]:
+    """The time-ordered ``docs`` cut at the window boundary nearest after the first ``n_warm``:
+    the unmeasured replay closes its last windows whole (by the idle timeout), and the measured
+    one starts with a new window rather than with late documents."""
+    if n_warm == 0:
+        return [], docs
+    size_ms = int(window_spec(_config("unused", "unused", "sqlite://", 1)).size_ms or 0)
+
+    def ms(doc: dict) -> int:
+        return int(datetime.fromisoformat(doc["timestamp"]).timestamp() * 1000)
+
+    cut = (ms(docs[n_warm - 1]) // size_ms + 1) * size_ms
+    n = sum(1 for d in docs if ms(d) < cut)
+    return docs[:n], docs[n:]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--documents", type=int, default=120_000)
     parser.add_argument("--checkpoint-every", type=int, default=Config().windows.checkpoint_every)
+    parser.add_argument(
+        "--warm-documents",
+        type=int,
+        default=0,
+        help="documents replayed (unmeasured, by another worker process) before the measured ones",
+    )
     args = parser.parse_args()
-    docs = _documents(args.documents)
+    if args.documents <= 0 or args.warm_documents < 0:
+        parser.error("--documents must be positive and --warm-documents non-negative")
+    warm, docs = _split_warm(_documents(args.warm_documents + args.documents), args.warm_documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-sustained-"))
+    db_url = f"sqlite:///{tmp / 'sustained.db'}"
+    prefix = f"sustained-{uuid.uuid4().hex[:8]}"
     # What ``sparsewatch run`` does (``blas_threads``), as in pipeline_throughput's runs.
     blas = threadpool_limits(limits=Config().blas_threads or None, user_api="blas")
     with broker_bootstrap(tmp / "kafka") as bootstrap, blas:
-        run = run_pipeline(
-            bootstrap, docs, f"sqlite:///{tmp / 'sustained.db'}", args.checkpoint_every, True
+        warm_run = (
+            _isolated(
+                {},
+                run_pipeline,
+                bootstrap,
+                warm,
+                db_url,
+                args.checkpoint_every,
+                False,
+                False,
+                prefix,
+            )
+            if warm
+            else None
         )
+        run = run_pipeline(bootstrap, docs, db_url, args.checkpoint_every, True, True, prefix)
     rss = [m for t, m in run.pop("rss_samples_mb") if 0 <= t <= run["seconds"]]
     lat = run.pop("window_latencies_s")
     rss5, lat5 = _fifths(rss), _fifths(lat)
     result = {
         "documents": len(docs),
+        "warm_documents": len(warm),
+        "warm_run": warm_run and {k: warm_run[k] for k in ("seconds", "windows", "docs_per_s")},
         "checkpoint_every": args.checkpoint_every,
         **run,
         "rss_median_per_fifth_mb": rss5,
@@ -61,7 +118,8 @@ def main() -> None:
         "latency_last_vs_second_fifth": lat5[-1] / lat5[1] - 1.0,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "pipeline_sustained.json").write_text(json.dumps(result, indent=2) + "\n")
+    name = "pipeline_sustained" + ("_warm" if warm else "")
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=False)
     ax1.plot(np.arange(len(rss)) * 0.5, rss)
     ax1.set_xlabel("seconds since the first message")
@@ -70,9 +128,10 @@ def main() -> None:
     ax2.plot(lat, ".", markersize=3)
     ax2.set_xlabel("window (in commit order)")
     ax2.set_ylabel("latency close to commit (s)")
-    fig.suptitle(f"detector worker, {len(docs):,} documents, Kafka + SQLite")
+    after = f", after {len(warm):,} (model filled)" if warm else ", cold start"
+    fig.suptitle(f"detector worker, {len(docs):,} documents{after}, Kafka + SQLite")
     fig.tight_layout()
-    fig.savefig(RESULTS / "pipeline_sustained.png", dpi=110)
+    fig.savefig(RESULTS / f"{name}.png", dpi=110)
     print(json.dumps(result, indent=2))
 
 

@@ -143,11 +143,14 @@ def run_pipeline(
     checkpoint_every: int,
     series: bool = False,
     end_of_stream: bool = True,
+    prefix: str | None = None,
 ) -> dict:
     """Produce (with ``end_of_stream``, an end-of-stream marker per stream after its documents,
     as ``sparsewatch replay --end-of-stream`` does), then time the detector worker from start to
-    its last commit (with ``series``: also every RSS sample and window latency, for plots)."""
-    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    its last commit (with ``series``: also every RSS sample and window latency, for plots).
+    A ``prefix`` (topics and consumer group) of an earlier run with the same database continues
+    that run: the worker restores its checkpoints and offsets, and ``docs`` are appended."""
+    prefix = prefix or f"bench-{uuid.uuid4().hex[:8]}"
     config = _config(bootstrap, prefix, db_url, checkpoint_every)
     topic = config.kafka.topic("docs")
     ensure_topics(bootstrap, {topic: 2})
