@@ -1,6 +1,7 @@
 """Novelty quality and speed: ONLINE vs BATCH vs L2-BATCH vs nearest neighbour (issue 3, item 7).
 
     python benchmarks/novelty_quality.py --corpus synthetic
+    python benchmarks/novelty_quality.py --corpus synthetic-news --parts main
     python benchmarks/novelty_quality.py --corpus reuters
 
 Writes ``benchmarks/results/novelty_quality_<corpus>.json`` (+ ``.md`` tables) and
@@ -52,11 +53,15 @@ RESULTS = ROOT / "benchmarks" / "results"
 MAIN_METHODS = ["online", "batch", "l2-batch", "nn-exact", "nn-lsh", "detector"]
 
 
+CORPORA = ["synthetic", "synthetic-news", "reuters"]
+
+
 def load_corpus(name: str, steps: int) -> Corpus:
-    if name == "synthetic":
-        return make_corpus(
-            "synthetic", generate_stream(8000, kind="tweet", seed=0), 1000, 1000, steps
-        )
+    """``synthetic``: the generator's tweets (6-18 words); ``synthetic-news``: the same stream
+    process with news-length documents (the generator's ``kind="news"``); ``reuters``."""
+    if name in ("synthetic", "synthetic-news"):
+        kind = "tweet" if name == "synthetic" else "news"
+        return make_corpus(name, generate_stream(8000, kind=kind, seed=0), 1000, 1000, steps)
     return make_corpus("reuters", load_reuters(DATA / "reuters21578.jsonl.gz"), 1000, 1000, steps)
 
 
@@ -449,14 +454,14 @@ def markdown(out: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", choices=["synthetic", "reuters", "all"], default="all")
+    parser.add_argument("--corpus", choices=[*CORPORA, "all"], default="all")
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument(
         "--parts", choices=["main", "variants", "inner", "tuning", "all"], default="all"
     )
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    names = ["synthetic", "reuters"] if args.corpus == "all" else [args.corpus]
+    names = CORPORA if args.corpus == "all" else [args.corpus]
     for name in names:
         out = run(name, args.steps, args.parts)
         (RESULTS / f"novelty_quality_{name}.md").write_text(markdown(out))
