@@ -30,11 +30,10 @@ from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.replay.eval_methods import (
-    ONLINE_PAPER,
+    FACTORIES,
     DetectorMethod,
     SharedTfidf,
     build_methods,
-    l1_sre,
 )
 from sparsewatch.replay.evaluate import (
     Corpus,
@@ -193,30 +192,14 @@ class ExemplarAtoms:
         return None
 
 
-class InnerOnline(EstimatorMethod):
-    """Variant: ONLINE with ``update_passes`` passes per window (re-code the window with
-    Algorithm 5, one OIADMM step, Algorithm 2). One pass is Algorithm 3 exactly. The window is
-    coded once for its scores and those codes serve the first pass."""
-
-    def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
-        res = self.estimator.code(X)
-        self.estimator.partial_fit(X, codes=res.codes, scores=res.objective)
-        return res.objective
-
-
 def inner_methods() -> dict[str, Any]:
     """ONLINE with 1, 3, 5 inner rounds per window; ONLINE growing by BATCH's ``eta = 10`` atoms
     a step (seeded, like BATCH's, from the step's worst-represented whole documents); BATCH."""
     out: dict[str, Any] = {
-        f"online, {n} inner round(s)": InnerOnline(
-            OnlineL1NoveltyDetector(**ONLINE_PAPER, update_passes=n), sre_fn=l1_sre
-        )
-        for n in (1, 3, 5)
+        f"online, {n} inner round(s)": FACTORIES["online"](update_passes=n) for n in (1, 3, 5)
     }
     eta = {"grow_threshold": 0.0, "grow_fraction": 0.0, "grow_size": 10, "max_components": 10**6}
-    out["online + eta = 10 atoms a step (BATCH's growth)"] = InnerOnline(
-        OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **eta}), sre_fn=l1_sre
-    )
+    out["online + eta = 10 atoms a step (BATCH's growth)"] = FACTORIES["online"](**eta)
     out.update(build_methods(["batch"]))
     return out
 

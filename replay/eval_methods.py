@@ -91,8 +91,19 @@ def l2_sre(estimator: L2BatchNovelty, X: sp.csr_matrix) -> float:
     return float(np.mean(estimator.score_samples(X)))
 
 
+class OnlineMethod(EstimatorMethod):
+    """ONLINE (Algorithm 3): the step's documents are coded once (Algorithm 5); those codes give
+    the scores and feed the OIADMM update (``partial_fit``), instead of ``score_samples`` and
+    ``partial_fit`` each coding the step. ``update_passes`` > 1 re-codes between updates."""
+
+    def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
+        res = self.estimator.code(X)
+        self.estimator.partial_fit(X, codes=res.codes, scores=res.objective)
+        return np.asarray(self.estimator.novelty_scores(res))
+
+
 def _online(**params: Any) -> StepMethod:
-    return EstimatorMethod(OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **params}), sre_fn=l1_sre)
+    return OnlineMethod(OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **params}), sre_fn=l1_sre)
 
 
 def _batch(**params: Any) -> StepMethod:
