@@ -193,11 +193,15 @@ class ExemplarAtoms:
 
 
 def inner_methods() -> dict[str, Any]:
-    """ONLINE with 1, 3, 5 inner rounds per window; ONLINE growing by BATCH's ``eta = 10`` atoms
-    a step (seeded, like BATCH's, from the step's worst-represented whole documents); BATCH."""
+    """ONLINE with 1, 3, 5 inner rounds per window; ONLINE without its OIADMM update (the
+    warm-up dictionary, fixed); ONLINE growing by BATCH's ``eta = 10`` atoms a step (seeded, like
+    BATCH's, from the step's worst-represented whole documents); BATCH."""
     out: dict[str, Any] = {
         f"online, {n} inner round(s)": FACTORIES["online"](update_passes=n) for n in (1, 3, 5)
     }
+    out["online without OIADMM (update_steps=0: warm-up dictionary fixed)"] = FACTORIES["online"](
+        update_steps=0
+    )
     eta = {"grow_threshold": 0.0, "grow_fraction": 0.0, "grow_size": 10, "max_components": 10**6}
     out["online + eta = 10 atoms a step (BATCH's growth)"] = FACTORIES["online"](**eta)
     out.update(build_methods(["batch"]))
@@ -277,6 +281,7 @@ def _grow(size: int, cap: int, atom_terms: int | None, w: float, **extra: Any) -
 # The Detector defaults before this tuning (features and model), to which the rows below add
 PREVIOUS_FEATURES = {**DEFAULT_FEATURES, "idf_power": 0.0, "past_idf": False}
 PREVIOUS_MODEL = {
+    "n_components": 100,
     "lam": 0.1,
     "atom_terms": 5,
     "over_weight": 1.0,
@@ -288,7 +293,8 @@ PREVIOUS_MODEL = {
 }
 IDF = {"idf_power": 1.0}
 PAST_IDF = {"idf_power": 1.0, "past_idf": True}
-NEW_MODEL = _grow(1000, 1500, 8, 0.1, lam=0.01, grow_threshold=0.7)  # = the class defaults
+# = the class defaults
+NEW_MODEL = _grow(1000, 1500, 8, 0.1, lam=0.01, grow_threshold=0.7, n_components=200)
 TUNING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name -> (overrides of PREVIOUS_FEATURES, overrides of PREVIOUS_MODEL)
     "previous default (tf, k=100, a5, lam=0.1, w=1, no growth)": ({}, {}),
@@ -318,6 +324,13 @@ TUNING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "new default with idf (not past idf)": (IDF, NEW_MODEL),
     "new default with tf (no idf)": ({}, NEW_MODEL),
     "new default without growth": (PAST_IDF, {**NEW_MODEL, "grow_threshold": None}),
+    **{
+        f"new default with k={k} initial atoms{' (the default until 2026-11)' * (k == 100)}": (
+            PAST_IDF,
+            {**NEW_MODEL, "n_components": k},
+        )
+        for k in (100, 300, 600)
+    },
 }
 
 

@@ -341,12 +341,20 @@ def part_c(quick: bool) -> dict:
 # ---------------------------------------------------------------- (s) Reuters AUC sanity check
 SANITY_VARIANTS: dict[str, tuple[dict, dict]] = {
     "defaults": ({}, {}),
-    "seed literal (TF-IDF, all terms, whole-document atoms, k=200)": (
-        {"max_terms_per_doc": None, "idf_power": 1.0},
-        {"n_components": 200, "atom_terms": None},
-    ),
-    "defaults but IDF weighting": ({"idf_power": 1.0}, {}),
+    "defaults with 100 initial atoms (the default until 2026-11)": ({}, {"n_components": 100}),
     "defaults, exemplar atoms without alternating minimisation": ({}, {"n_init_iter": 0}),
+    "defaults without growth": ({}, {"grow_threshold": None}),
+    "seed literal (TF-IDF, all terms, whole-document atoms, k=200, Eq. (3), lam=0.1)": (
+        {"max_terms_per_doc": None, "past_idf": False},
+        {
+            "n_components": 200,
+            "atom_terms": None,
+            "lam": 0.1,
+            "over_weight": 1.0,
+            "score_margin": False,
+            "grow_threshold": None,
+        },
+    ),
 }
 
 

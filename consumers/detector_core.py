@@ -76,6 +76,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
     else:
         growth["grow_threshold"] = None
     model = OnlineL1NoveltyDetector(
+        n_components=config.initial_atoms,
         flag=config.novel_mode,
         top_q=config.novel_top_q,
         threshold=config.novel_threshold,

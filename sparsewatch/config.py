@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -61,6 +62,7 @@ class DetectorConfig:
     novel_top_q: float = 0.05
     novel_threshold: float = 0.95
     score_margin: bool = True
+    initial_atoms: int = 200
     max_atoms: int = 1500
     new_atoms_per_window: int = 1000
     warmup_documents: int = 200
@@ -195,7 +197,42 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
             raise SparsewatchError(f"configuration file {path} is not valid TOML: {exc}") from None
         _apply(config, data, "")
     _apply_env(config, env, ENV_PREFIX)
+    _check_ranges(config)
     return config
+
+
+# (section, option) -> (predicate, what the value must be); checked once the file and the
+# environment are applied, so a worker never starts with a value its models would reject later.
+_RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
+    ("windows", "count"): (lambda v: v >= 0, ">= 0"),
+    ("windows", "idle_timeout_s"): (lambda v: v > 0, "> 0"),
+    ("windows", "checkpoint_every"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "novel_mode"): (lambda v: v in ("top_q", "threshold"), "'top_q' or 'threshold'"),
+    ("detector", "novel_top_q"): (lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("detector", "initial_atoms"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "max_atoms"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "new_atoms_per_window"): (lambda v: v >= 0, ">= 0"),
+    ("detector", "warmup_documents"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "snapshot_every"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "n_topics"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),
+    ("anomaly", "reference_documents"): (lambda v: v >= 2, ">= 2"),
+    ("anomaly", "refit_every_windows"): (lambda v: v >= 1, ">= 1"),
+    ("anomaly", "contamination"): (lambda v: 0 < v < 1, "in (0, 1)"),
+    ("anomaly", "n_atoms"): (lambda v: v >= 1, ">= 1"),
+    ("anomaly", "sparsity"): (lambda v: v >= 1, ">= 1"),
+}
+
+
+def _check_ranges(config: Config) -> None:
+    """Reject out-of-range values with one line naming the option and its variable."""
+    for (section, option), (ok, expected) in _RANGES.items():
+        value = getattr(getattr(config, section), option)
+        if not ok(value):
+            env = f"{ENV_PREFIX}{section.upper()}_{option.upper()}"
+            raise SparsewatchError(
+                f"'{section}.{option}' ({env}) must be {expected}, got {value!r}"
+            )
 
 
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:

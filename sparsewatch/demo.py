@@ -119,6 +119,7 @@ def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = Non
         for i, bad in enumerate(MALFORMED):  # poison messages: they must end in the DLQ
             producer.produce(topic, key=docs[i]["stream"].encode(), value=bad)
         producer.flush(60)
+        del producer  # its connections must not outlive the broker stopped below
         n_malformed = len(MALFORMED)
         store = Store.open(config.database_url)
         # Drained this long: done (no detector window waits for the idle timeout). The anomaly

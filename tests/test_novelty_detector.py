@@ -292,3 +292,15 @@ def test_sparse_seed_truncation_matches_the_dense_one() -> None:
         out = _truncate_columns_sparse(M, t)
         assert sp.isspmatrix_csc(out)
         np.testing.assert_array_equal(out.toarray(), dense)
+
+
+def test_initial_atoms_are_capped_and_validated() -> None:
+    X = sp.random(60, 80, density=0.1, random_state=np.random.RandomState(0), format="csr")
+    grown = OnlineL1NoveltyDetector(n_components=30, max_components=10, n_init_iter=1).fit(X)
+    assert grown.components_.shape[1] == 10  # a growing dictionary starts within its cap
+    fixed = OnlineL1NoveltyDetector(
+        n_components=30, max_components=10, grow_threshold=None, n_init_iter=1
+    ).fit(X)
+    assert fixed.components_.shape[1] == 30  # the cap is about growth only
+    with pytest.raises(ValueError, match="n_components must be >= 1"):
+        OnlineL1NoveltyDetector(n_components=0).fit(X)

@@ -1,0 +1,81 @@
+"""Configuration: file and environment applied, out-of-range values refused with one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sparsewatch.consumers.detector_core import build_models
+
+from sparsewatch.config import Config, describe, load_config
+from sparsewatch.errors import SparsewatchError
+
+
+def test_defaults_load_and_every_option_is_described() -> None:
+    config = load_config(env={})
+    assert config == Config()
+    rows = {key: env for key, env, _ in describe()}
+    assert rows["detector.initial_atoms"] == "SPARSEWATCH_DETECTOR_INITIAL_ATOMS"
+
+
+def test_initial_atoms_reach_the_detector_model() -> None:
+    config = load_config(env={"SPARSEWATCH_DETECTOR_INITIAL_ATOMS": "50"})
+    assert build_models(config.detector).detector.model.n_components == 50
+    assert build_models(Config().detector).detector.model.n_components == 200
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("SPARSEWATCH_DETECTOR_INITIAL_ATOMS", "0", ">= 1"),
+        ("SPARSEWATCH_DETECTOR_MAX_ATOMS", "-3", ">= 1"),
+        ("SPARSEWATCH_DETECTOR_NOVEL_MODE", "loudest", "'top_q' or 'threshold'"),
+        ("SPARSEWATCH_DETECTOR_NOVEL_TOP_Q", "0", "in (0, 1]"),
+        ("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "0", ">= 1"),
+        ("SPARSEWATCH_ANOMALY_CONTAMINATION", "1.5", "in (0, 1)"),
+    ],
+)
+def test_out_of_range_values_are_refused_naming_the_option(
+    variable: str, value: str, expected: str
+) -> None:
+    with pytest.raises(SparsewatchError) as err:
+        load_config(env={variable: value})
+    message = str(err.value)
+    assert "\n" not in message
+    assert variable in message and f"must be {expected}, got " in message
+    assert message.endswith(repr(_parsed(value)))
+
+
+def _parsed(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def test_out_of_range_value_in_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "sparsewatch.toml"
+    path.write_text("[detector]\ninitial_atoms = 0\n")
+    with pytest.raises(SparsewatchError, match=r"'detector\.initial_atoms'.*must be >= 1, got 0"):
+        load_config(path, env={})
+
+
+def test_cli_reports_a_bad_value_in_one_line_without_a_traceback() -> None:
+    env = {**os.environ, "SPARSEWATCH_DETECTOR_INITIAL_ATOMS": "0"}
+    env.pop("SPARSEWATCH_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "run", "detector"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert lines[0].startswith("error: 'detector.initial_atoms'")
