@@ -15,6 +15,8 @@ worker's checkpoints and offsets from the database and consumes the next ``--doc
 
     python benchmarks/pipeline_sustained.py --documents 120000
     python benchmarks/pipeline_sustained.py --documents 120000 --warm-documents 120000
+    python benchmarks/pipeline_sustained.py --documents 120000 --warm-documents 120000 \
+        --initial-atoms 100    # A/B: writes pipeline_sustained_warm_initial100.json/.png
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 from pipeline_throughput import (
+    DETECTOR_ENV,
     RESULTS,
     _config,
     _documents,
@@ -75,9 +78,23 @@ def main() -> None:
         default=0,
         help="documents replayed (unmeasured, by another worker process) before the measured ones",
     )
+    parser.add_argument(
+        "--initial-atoms",
+        type=int,
+        default=None,
+        help="detector.initial_atoms for both workers (default: the configuration's); for A/Bs",
+    )
     args = parser.parse_args()
     if args.documents <= 0 or args.warm_documents < 0:
         parser.error("--documents must be positive and --warm-documents non-negative")
+    if args.initial_atoms is not None and args.initial_atoms < 1:
+        parser.error("--initial-atoms must be positive")
+    detector_env = (
+        {"SPARSEWATCH_DETECTOR_INITIAL_ATOMS": str(args.initial_atoms)}
+        if args.initial_atoms is not None
+        else {}
+    )
+    DETECTOR_ENV.update(detector_env)  # the measured worker runs in this process
     warm, docs = _split_warm(_documents(args.warm_documents + args.documents), args.warm_documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-sustained-"))
     db_url = f"sqlite:///{tmp / 'sustained.db'}"
@@ -87,7 +104,7 @@ def main() -> None:
     with broker_bootstrap(tmp / "kafka") as bootstrap, blas:
         warm_run = (
             _isolated(
-                {},
+                detector_env,
                 run_pipeline,
                 bootstrap,
                 warm,
@@ -119,6 +136,9 @@ def main() -> None:
     }
     RESULTS.mkdir(exist_ok=True)
     name = "pipeline_sustained" + ("_warm" if warm else "")
+    if args.initial_atoms is not None:
+        name += f"_initial{args.initial_atoms}"
+        result["initial_atoms"] = args.initial_atoms
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=False)
     ax1.plot(np.arange(len(rss)) * 0.5, rss)
