@@ -203,7 +203,28 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
 
 # (section, option) -> (predicate, what the value must be); checked once the file and the
 # environment are applied, so a worker never starts with a value its models would reject later.
+_LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+def _is_duration(text: str) -> bool:
+    try:
+        parse_duration_ms(text)
+    except SparsewatchError:
+        return False
+    return True
+
+
 _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
+    ("", "log_level"): (lambda v: v.upper() in _LOG_LEVELS, f"one of {', '.join(_LOG_LEVELS)}"),
+    ("", "metrics_port"): (lambda v: 0 <= v <= 65535, "in 0..65535"),
+    ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
+    ("", "blas_threads"): (lambda v: v >= 0, ">= 0 (0: the library's default)"),
+    ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
+    ("windows", "size"): (
+        lambda v: _is_duration(v) and parse_duration_ms(v) > 0,
+        "a positive duration (500ms, 30s, 15m, 1h, 2d)",
+    ),
+    ("windows", "allowed_lateness"): (_is_duration, "a duration (0s, 30s, 15m, ...)"),
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
     ("windows", "idle_timeout_s"): (lambda v: v > 0, "> 0"),
     ("windows", "checkpoint_every"): (lambda v: v >= 1, ">= 1"),
@@ -227,12 +248,11 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
 def _check_ranges(config: Config) -> None:
     """Reject out-of-range values with one line naming the option and its variable."""
     for (section, option), (ok, expected) in _RANGES.items():
-        value = getattr(getattr(config, section), option)
+        value = getattr(getattr(config, section) if section else config, option)
         if not ok(value):
-            env = f"{ENV_PREFIX}{section.upper()}_{option.upper()}"
-            raise SparsewatchError(
-                f"'{section}.{option}' ({env}) must be {expected}, got {value!r}"
-            )
+            key = f"{section}.{option}" if section else option
+            env = ENV_PREFIX + key.replace(".", "_").upper()
+            raise SparsewatchError(f"'{key}' ({env}) must be {expected}, got {value!r}")
 
 
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:

@@ -36,6 +36,12 @@ def test_initial_atoms_reach_the_detector_model() -> None:
         ("SPARSEWATCH_DETECTOR_NOVEL_TOP_Q", "0", "in (0, 1]"),
         ("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "0", ">= 1"),
         ("SPARSEWATCH_ANOMALY_CONTAMINATION", "1.5", "in (0, 1)"),
+        ("SPARSEWATCH_LOG_LEVEL", "LOUD", "one of CRITICAL, ERROR, WARNING, INFO, DEBUG"),
+        ("SPARSEWATCH_METRICS_PORT", "99999", "in 0..65535"),
+        ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
+        ("SPARSEWATCH_WINDOWS_SIZE", "banana", "a positive duration (500ms, 30s, 15m, 1h, 2d)"),
+        ("SPARSEWATCH_WINDOWS_SIZE", "0s", "a positive duration (500ms, 30s, 15m, 1h, 2d)"),
+        ("SPARSEWATCH_WINDOWS_ALLOWED_LATENESS", "-5s", "a duration (0s, 30s, 15m, ...)"),
     ],
 )
 def test_out_of_range_values_are_refused_naming_the_option(
