@@ -98,8 +98,9 @@ class OnlineMethod(EstimatorMethod):
 
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
         res = self.estimator.code(X)
-        self.estimator.partial_fit(X, codes=res.codes, scores=res.objective)
-        return np.asarray(self.estimator.novelty_scores(res))
+        scores = np.asarray(self.estimator.novelty_scores(res))
+        self.estimator.partial_fit(X, codes=res.codes, scores=scores)
+        return scores
 
 
 def _online(**params: Any) -> StepMethod:

@@ -206,12 +206,11 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
-def _is_duration(text: str) -> bool:
+def _duration_ms(text: str) -> int | None:
     try:
-        parse_duration_ms(text)
+        return parse_duration_ms(text)
     except SparsewatchError:
-        return False
-    return True
+        return None
 
 
 _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
@@ -221,10 +220,13 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "blas_threads"): (lambda v: v >= 0, ">= 0 (0: the library's default)"),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
     ("windows", "size"): (
-        lambda v: _is_duration(v) and parse_duration_ms(v) > 0,
+        lambda v: (_duration_ms(v) or 0) > 0,
         "a positive duration (500ms, 30s, 15m, 1h, 2d)",
     ),
-    ("windows", "allowed_lateness"): (_is_duration, "a duration (0s, 30s, 15m, ...)"),
+    ("windows", "allowed_lateness"): (
+        lambda v: _duration_ms(v) is not None,
+        "a duration (0s, 30s, 15m, ...)",
+    ),
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
     ("windows", "idle_timeout_s"): (lambda v: v > 0, "> 0"),
     ("windows", "checkpoint_every"): (lambda v: v >= 1, ">= 1"),
