@@ -195,7 +195,8 @@ class ExemplarAtoms:
 def inner_methods() -> dict[str, Any]:
     """ONLINE with 1, 3, 5 inner rounds per window; ONLINE without its OIADMM update (the
     warm-up dictionary, fixed); ONLINE growing by BATCH's ``eta = 10`` atoms a step (seeded, like
-    BATCH's, from the step's worst-represented whole documents); BATCH."""
+    BATCH's, from the step's worst-represented whole documents) after its update, or by 10 or 30
+    atoms seeded before 3 inner rounds (``grow_first``); BATCH."""
     out: dict[str, Any] = {
         f"online, {n} inner round(s)": FACTORIES["online"](update_passes=n) for n in (1, 3, 5)
     }
@@ -204,6 +205,10 @@ def inner_methods() -> dict[str, Any]:
     )
     eta = {"grow_threshold": 0.0, "grow_fraction": 0.0, "grow_size": 10, "max_components": 10**6}
     out["online + eta = 10 atoms a step (BATCH's growth)"] = FACTORIES["online"](**eta)
+    for size in (10, 30):  # new atoms learn from the step that seeded them (session ten)
+        out[f"online + eta = {size} atoms seeded before 3 inner rounds"] = FACTORIES["online"](
+            **{**eta, "grow_size": size}, grow_first=True, update_passes=3
+        )
     out.update(build_methods(["batch"]))
     return out
 

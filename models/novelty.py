@@ -139,6 +139,10 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         as published). Scores always come from the coding before the window's updates. Three
         passes bring the paper's ONLINE within 0.02 AUC of BATCH-IMPL at a fraction of its time
         (``benchmarks/novelty_quality.md``, "ONLINE against BATCH").
+    grow_first : seed the window's new atoms before its OIADMM step(s) instead of after, so that
+        with ``update_passes`` > 1 the later passes re-code the window with them and OIADMM
+        refines them on the documents that seeded them (their codes in the first pass are
+        zero, so with one pass this changes nothing).
     dtype : float type of the dictionary and the iterations; random_state : seeding of atoms.
 
     Attributes
@@ -172,6 +176,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         score_margin: bool = True,
         update_steps: int = 1,
         update_passes: int = 1,
+        grow_first: bool = False,
         over_weight: float = 0.1,
         dtype: type = np.float32,
         random_state: int | None = 0,
@@ -198,6 +203,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         self.score_margin = score_margin
         self.update_steps = update_steps
         self.update_passes = update_passes
+        self.grow_first = grow_first
         self.over_weight = over_weight
         self.dtype = dtype
         self.random_state = random_state
@@ -309,12 +315,19 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         if self.update_passes < 1:
             raise ValueError(f"update_passes must be >= 1, got {self.update_passes}")
         Xt = codes.T
+        if self.grow_first:
+            k = self.components_.shape[1]
+            self._maybe_grow(P, np.asarray(scores))
+            # new atoms, and atoms replaced at the cap (unused by this window), have zero codes
+            new = sp.csr_matrix((self.components_.shape[1] - k, Xt.shape[1]), dtype=Xt.dtype)
+            Xt = sp.vstack([Xt, new], format="csr")
         for p in range(self.update_passes):
             if p:
                 Xt = self._code(P, self.components_).codes.T
             for _ in range(self.update_steps):
                 self.oiadmm_.partial_fit(P, Xt)
-        self._maybe_grow(P, np.asarray(scores))
+        if not self.grow_first:
+            self._maybe_grow(P, np.asarray(scores))
         return self
 
     def _maybe_grow(self, P: sp.csc_matrix, scores: np.ndarray) -> None:

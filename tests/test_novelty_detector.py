@@ -226,6 +226,43 @@ def test_update_passes_recode_the_window_between_oiadmm_steps() -> None:
         OnlineL1NoveltyDetector(**params, update_passes=0).fit(X0).partial_fit(X)
 
 
+def test_grow_first_refines_new_atoms_on_the_window_that_seeded_them() -> None:
+    # Growth after the update leaves the window's new atoms at their seeds; seeded before a
+    # second pass, they are coded by their documents and moved by OIADMM. With one pass the
+    # order changes nothing (the new atoms' codes are zero).
+    rng = np.random.default_rng(11)
+    f = StreamingTfidf(idf_power=0.0)
+    warm_texts = mix(rng, range(2), 30)
+    X0 = f.partial_fit(warm_texts).transform(warm_texts).T
+    texts = topic_docs(rng, 7, 30)
+    X = f.partial_fit(texts).transform(texts).T
+    params = {
+        "n_components": 10,
+        "atom_terms": 5,
+        "grow_threshold": 0.5,
+        "grow_size": 3,
+        "dtype": np.float64,
+    }
+
+    def updated(**extra: object) -> OnlineL1NoveltyDetector:
+        est = OnlineL1NoveltyDetector(**params, **extra).fit(X0)
+        res = est.code(X)
+        return est.partial_fit(X, codes=res.codes, scores=est.novelty_scores(res))
+
+    after, first1 = updated(), updated(grow_first=True)
+    after2, first2 = updated(update_passes=2), updated(update_passes=2, grow_first=True)
+    assert after.components_.shape[1] == first2.components_.shape[1] == 13
+    A_after = after.components_.toarray()
+    np.testing.assert_allclose(first1.components_.toarray(), A_after, atol=1e-12)
+    seeds = after2.components_.toarray()[:, 10:]
+    refined = first2.components_.toarray()[:, 10:]
+    np.testing.assert_allclose(seeds, A_after[:, 10:], atol=1e-12)
+    assert np.abs(refined - seeds).sum(axis=0).min() > 1e-3  # every new atom moved
+    assert refined.min() >= 0 and refined.sum(axis=0).max() <= 1 + 1e-9  # still feasible
+    res = first2.code(X)  # and they explain their story better than the bare seeds do
+    assert np.mean(first2.novelty_scores(res)) < np.mean(after2.novelty_scores(after2.code(X)))
+
+
 def test_growth_at_the_cap_replaces_least_recently_used_atoms() -> None:
     rng = np.random.default_rng(10)
     d = make_detector(grow_threshold=0.9, grow_fraction=0.0, grow_size=8, max_components=24)
