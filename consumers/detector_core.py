@@ -88,6 +88,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
     emerging = (
         DynamicNMF(
             n_initial_topics=config.n_topics,
+            n_emerging=config.emerging_per_window,
             n_top_terms=config.top_terms,
             max_topics=config.max_topics,
             random_state=0,

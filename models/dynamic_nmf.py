@@ -103,7 +103,7 @@ class DynamicNMF(BaseEstimator):
     max_iter, tol : cyclic sweeps per time point and relative objective tolerance.
     pg_iter : projected-gradient steps per emerging ``w_i`` update.
     max_topics : cap on the number of topics kept.
-    n_top_terms : terms reported per event.
+    n_top_terms : terms reported per event (at most: only terms of positive weight).
     random_state : seed of the first NMF.
     """
 
@@ -428,6 +428,7 @@ class DynamicNMF(BaseEstimator):
         for i in np.flatnonzero(self.topic_kinds_ == EMERGING):
             trend = FS @ self.weights_[:, i]
             top = np.argsort(-self.components_[i], kind="stable")[: self.n_top_terms]
+            top = top[self.components_[i, top] > 0]  # a sparse topic has fewer terms than that
             names = [vocabulary[j] if vocabulary is not None else str(j) for j in top]
             events.append(
                 EmergingTopicEvent(

@@ -71,6 +71,7 @@ class DetectorConfig:
     n_topics: int = 10
     emerging_topics: bool = True
     max_topics: int = 30
+    emerging_per_window: int = 3
     emerging_min_documents: int = 3
     top_terms: int = 8
 
@@ -239,6 +240,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "snapshot_every"): (lambda v: v >= 1, ">= 1"),
     ("detector", "n_topics"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "emerging_per_window"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "emerging_min_documents"): (lambda v: v >= 0, ">= 0"),
     ("anomaly", "reference_documents"): (lambda v: v >= 2, ">= 2"),
     ("anomaly", "refit_every_windows"): (lambda v: v >= 1, ">= 1"),
     ("anomaly", "contamination"): (lambda v: 0 < v < 1, "in (0, 1)"),

@@ -27,11 +27,19 @@ def test_initial_atoms_reach_the_detector_model() -> None:
     assert build_models(Config().detector).detector.model.n_components == 200
 
 
+def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
+    config = load_config(env={"SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW": "2"})
+    assert build_models(config.detector).emerging.n_emerging == 2
+    assert build_models(Config().detector).emerging.n_emerging == 3
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
         ("SPARSEWATCH_DETECTOR_INITIAL_ATOMS", "0", ">= 1"),
         ("SPARSEWATCH_DETECTOR_MAX_ATOMS", "-3", ">= 1"),
+        ("SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW", "0", ">= 1"),
+        ("SPARSEWATCH_DETECTOR_EMERGING_MIN_DOCUMENTS", "-1", ">= 0"),
         ("SPARSEWATCH_DETECTOR_NOVEL_MODE", "loudest", "'top_q' or 'threshold'"),
         ("SPARSEWATCH_DETECTOR_NOVEL_TOP_Q", "0", "in (0, 1]"),
         ("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "0", ">= 1"),

@@ -140,11 +140,31 @@ def test_events_carry_terms_trend_and_labels() -> None:
         for event in model.events_:
             row = int(np.flatnonzero(model.topic_ids_ == event.topic_id)[0])
             top = np.argsort(-model.components_[row], kind="stable")[: model.n_top_terms]
+            top = top[model.components_[row, top] > 0]
             assert event.top_terms == tuple(vocabulary[j] for j in top)
+            assert len(event.top_terms) >= 1 and min(event.top_weights) > 0
             assert len(event.trend) == min(day + 1, model.window)
             assert event.time_index == day
             assert event.as_dict()["topic_id"] == event.topic_id
     np.testing.assert_array_equal(model.predict(X_day), model.predict(X_day))
+
+
+def test_event_terms_are_the_topic_terms_of_positive_weight() -> None:
+    # topic_density 0.05 of 300 terms: an emerging topic has far fewer than 300 terms of
+    # positive weight, so asking for every term must return only those (no zero-weight padding,
+    # which used to fill an alert's term list with the first words of the vocabulary)
+    stream = _small_stream(7)
+    vocabulary = [f"term{j}" for j in range(stream.X.shape[1])]
+    model = _model(n_top_terms=stream.X.shape[1])
+    events = []
+    for _, X_day, _ in stream.by_day():
+        model.partial_fit(X_day, vocabulary=vocabulary)
+        events += model.events_
+    assert events
+    for event in events:
+        assert 1 <= len(event.top_terms) < stream.X.shape[1]
+        assert min(event.top_weights) > 0
+        assert list(event.top_weights) == sorted(event.top_weights, reverse=True)
 
 
 def test_state_round_trip_is_bit_identical() -> None:

@@ -69,7 +69,7 @@ def test_checkpoint_round_trip_continues_bit_identically():
 
 
 def test_dynamic_nmf_topics_stay_within_the_configured_cap():
-    """One emerging topic per window: the topic set grows until ``detector.max_topics``, then
+    """Emerging topics every window: the topic set grows until ``detector.max_topics``, then
     stays there (the per-window topic work stops growing with the stream)."""
     docs = generate_stream(2400, kind="tweet", seed=5)
     config = load_config(
