@@ -32,11 +32,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
-from pipeline_throughput import _config
+from pipeline_throughput import _config, closed_windows
 from sparsewatch.consumers.detector_core import build_models, process_window
-from sparsewatch.consumers.detector_worker import window_spec
-from sparsewatch.consumers.messages import parse_document
-from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
 from threadpoolctl import threadpool_limits
 
@@ -64,11 +61,7 @@ def own_words(docs: list[dict]) -> dict[str, set[str]]:
 def run(docs: list[dict], n_emerging: int, horizon: int) -> dict:
     config = _config("unused", "unused", "sqlite://", 10)
     config.detector.emerging_per_window = n_emerging
-    windower = StreamWindower("alpha", window_spec(config))
-    closed = []
-    for i, d in enumerate(docs):
-        closed += windower.add(Buffered(parse_document(json.dumps(d).encode()), 0, i), now=0.0)[0]
-    closed += windower.close_if_idle(now=1e12)
+    closed = closed_windows(docs, config, "alpha")
     models = build_models(config.detector)
     own = own_words(docs)
     birth_window: dict[str, int] = {}

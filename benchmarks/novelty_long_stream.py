@@ -27,6 +27,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import scipy.sparse as sp
+from pipeline_sustained import fifths
 from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
 from sparsewatch.replay.eval_methods import DetectorMethod, SharedTfidf, build_methods
 from sparsewatch.replay.evaluate import evaluate_corpus, make_corpus, to_json
@@ -52,11 +53,6 @@ class CappedDetector(DetectorMethod):
         scores = super().step(X, texts)
         self.atoms.append(int(self.detector.model.components_.shape[1]))
         return scores
-
-
-def _fifths(values: Sequence[float]) -> list[float]:
-    parts = np.array_split(np.asarray(values, dtype=np.float64), min(5, max(len(values), 1)))
-    return [float(np.median(p)) for p in parts]
 
 
 def main() -> None:
@@ -91,7 +87,7 @@ def main() -> None:
             "pooled_auc_any": r["pooled_auc_any"],
             "pooled_auc_any_se": r["pooled_auc_any_se"],
             "step_time_s": r["time_s"],
-            "step_time_fifths_median_s": _fifths(r["time_s"]),
+            "step_time_fifths_median_s": fifths(r["time_s"]),
             "total_time_s": float(np.sum(r["time_s"])),
         }
         if name in capped:

@@ -25,6 +25,7 @@ import argparse
 import json
 import tempfile
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -48,8 +49,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
-def _fifths(values: list[float]) -> list[float]:
-    return [float(np.median(part)) for part in np.array_split(np.asarray(values), 5)]
+def fifths(values: Sequence[float]) -> list[float]:
+    """Medians of the five consecutive fifths of ``values`` (fewer parts for fewer values)."""
+    parts = np.array_split(np.asarray(values, dtype=np.float64), min(5, max(len(values), 1)))
+    return [float(np.median(part)) for part in parts]
 
 
 def _split_warm(docs: list[dict], n_warm: int) -> tuple[list[dict], list[dict]]:
@@ -120,7 +123,7 @@ def main() -> None:
         run = run_pipeline(bootstrap, docs, db_url, args.checkpoint_every, True, True, prefix)
     rss = [m for t, m in run.pop("rss_samples_mb") if 0 <= t <= run["seconds"]]
     lat = run.pop("window_latencies_s")
-    rss5, lat5 = _fifths(rss), _fifths(lat)
+    rss5, lat5 = fifths(rss), fifths(lat)
     result = {
         "documents": len(docs),
         "warm_documents": len(warm),

@@ -42,7 +42,7 @@ from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer, produce
 from sparsewatch.consumers.messages import EndOfStream, parse_document
-from sparsewatch.consumers.windowing import Buffered, StreamWindower
+from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 from threadpoolctl import threadpool_limits
@@ -112,6 +112,17 @@ def _documents(n: int) -> list[dict]:
     return sorted(docs, key=lambda d: d["timestamp"])
 
 
+def closed_windows(docs: list[dict], config: Config, stream: str) -> list[ClosedWindow]:
+    """The windows the worker would close for ``stream``, the messages parsed as it parses
+    them (offsets number that stream's documents in order); the last closes at the end."""
+    windower = StreamWindower(stream, window_spec(config))
+    closed: list[ClosedWindow] = []
+    for i, d in enumerate(x for x in docs if x["stream"] == stream):
+        doc = parse_document(json.dumps(d).encode())
+        closed += windower.add(Buffered(doc, 0, i), now=0.0)[0]
+    return closed + windower.close_if_idle(now=1e12)
+
+
 def run_core(docs: list[dict], checkpoint_every: int) -> dict:
     """The per-window core alone (includes message parsing, as the worker does); the
     configuration is made here, in the run's process, with its detector overrides."""
@@ -119,14 +130,8 @@ def run_core(docs: list[dict], checkpoint_every: int) -> dict:
     cpu = time.process_time()
     start = time.perf_counter()
     for stream in ("alpha", "beta"):
-        windower = StreamWindower(stream, window_spec(config))
         models = build_models(config.detector)
-        closed = []
-        for i, d in enumerate(x for x in docs if x["stream"] == stream):
-            doc = parse_document(json.dumps(d).encode())
-            closed += windower.add(Buffered(doc, 0, i), now=0.0)[0]
-        closed += windower.close_if_idle(now=1e12)
-        for w in closed:
+        for w in closed_windows(docs, config, stream):
             process_window(models, w, config.detector)
     seconds = time.perf_counter() - start
     return {
