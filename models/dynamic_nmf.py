@@ -29,7 +29,8 @@ weights ``W >= 0`` (``N x K``):
   w_j h_j``): evolving ``w_i = max(0, R_i h_i) / ||h_i||^2`` in closed form; emerging ``w_i`` by
   projected gradient on problem (9) (the quadratic plus ``mu L``); ``h_i`` by projecting
   ``R_i^T w_i / ||w_i||^2`` onto the simplex with the box bounds of (4) (plain simplex for
-  emerging topics) with :func:`sparsewatch.models.projections.project_simplex_box`.
+  emerging topics) by :func:`sparsewatch.models.projections.simplex_box_threshold`, hot-started
+  from the topic's threshold one sweep earlier.
 * Hot start: topics and the weights of documents still in the window are kept from ``t - 1``;
   new documents get NNLS weights on the current topics; emerging topics start from the positive
   residual of the new documents with the largest residuals.
@@ -53,7 +54,7 @@ from sklearn.base import BaseEstimator
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 from sparsewatch.models.nnls import solve_nnls
-from sparsewatch.models.projections import project_simplex, project_simplex_box
+from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
 __all__ = ["DynamicNMF", "EmergingTopicEvent", "hp_smoother"]
 
@@ -351,6 +352,7 @@ class DynamicNMF(BaseEstimator):
         emerging = self.topic_kinds_ == EMERGING
         boxed = np.any(lo > 0, axis=1) | np.any(hi < 1, axis=1)
         previous = np.inf
+        theta = np.full(H.shape[0], np.nan)  # box thresholds, hot starts for the next sweep
         # X h_i for every topic: topic i's step reads h_i before changing it, so the products
         # of the sweep's start serve the whole sweep, and the objective's after it the next one
         XH = np.asarray(X @ np.ascontiguousarray(H.T))  # 4x faster than X @ H.T: C-order
@@ -369,7 +371,9 @@ class DynamicNMF(BaseEstimator):
                     continue
                 v = (XT @ w - H.T @ (W.T @ w) + h * ww) / ww
                 if boxed[i]:
-                    H[i] = project_simplex_box(v, lo[i], hi[i])
+                    t0 = None if np.isnan(theta[i]) else theta[i]
+                    theta[i] = simplex_box_threshold(v, lo[i], hi[i], theta0=t0)
+                    H[i] = np.clip(v - theta[i], lo[i], hi[i])
                 else:
                     H[i] = project_simplex(v)
             XH = np.asarray(X @ np.ascontiguousarray(H.T))

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sparsewatch.models.projections import _simplex_pivot, project_simplex, project_simplex_box
+from sparsewatch.models.projections import (
+    _simplex_pivot,
+    project_simplex,
+    project_simplex_box,
+    simplex_box_threshold,
+)
 
 
 def _brute_force(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float = 1.0) -> np.ndarray:
@@ -59,6 +64,37 @@ def test_simplex_box_projection_matches_brute_force(
     ref = _brute_force(v, lo, hi)
     got = project_simplex_box(v, lo, hi)
     np.testing.assert_allclose(got, ref, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(vectors, st.integers(0, 2**31 - 1), st.floats(0.0, 0.4), st.floats(-3.0, 3.0))
+def test_hot_started_box_threshold_matches_brute_force(
+    values: list[float], seed: int, delta: float, theta0: float
+) -> None:
+    """The scalar path the dynamic NMF's sweeps use: any starting threshold, inside or outside
+    the bracket, gives the exact projection."""
+    v = np.array(values)
+    p = np.random.default_rng(seed).dirichlet(np.ones(v.size))
+    lo, hi = np.maximum(p - delta, 0.0), np.minimum(p + delta, 1.0)
+    ref = _brute_force(v, lo, hi)
+    for start in (None, theta0):
+        theta = simplex_box_threshold(v, lo, hi, theta0=start)
+        np.testing.assert_allclose(np.clip(v - theta, lo, hi), ref, atol=1e-9)
+
+
+def test_box_threshold_on_a_long_topic_matches_the_batched_rows() -> None:
+    """A 4,000-term topic in the box of constraint (4), started cold and from thresholds near
+    and far from the root: the same projection as the batched rows (closed form on the free set)."""
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.full(4000, 0.05))
+    lo, hi = np.maximum(p - 0.01, 0.0), np.minimum(p + 0.01, 1.0)
+    v = p + rng.normal(scale=1e-3, size=p.size)
+    batched = project_simplex_box(np.vstack([v, v]), lo, hi, axis=1)[0]
+    cold = simplex_box_threshold(v, lo, hi)
+    for start in (None, cold + 1e-7, cold - 1e-3, 10.0):
+        theta = simplex_box_threshold(v, lo, hi, theta0=start)
+        np.testing.assert_allclose(np.clip(v - theta, lo, hi), batched, atol=1e-12)
+        assert abs(np.clip(v - theta, lo, hi).sum() - 1.0) <= 1e-12
 
 
 def test_columnwise_projection_of_a_basis_matrix() -> None:
