@@ -151,7 +151,7 @@ def project_simplex_box(
 
 
 def _check_simplex_box(lo: np.ndarray, hi: np.ndarray, z: float) -> None:
-    if np.any(lo.sum(axis=-1) > z + 1e-9) or np.any(hi.sum(axis=-1) < z - 1e-9) or np.any(lo > hi):
+    if (lo.sum(axis=-1) > z + 1e-9).any() or (hi.sum(axis=-1) < z - 1e-9).any() or (lo > hi).any():
         raise ValueError("empty set: need lower <= upper and sum(lower) <= z <= sum(upper)")
 
 
