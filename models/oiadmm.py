@@ -161,7 +161,10 @@ def _oiadmm_step_dense(
     XT = Xr.T.tocsr()  # n x k: rows of documents, for (A X)^T
     D_T = Delta.T if isinstance(Delta, np.ndarray) else Delta.T.toarray()
     step = max(1, _SLAB_ENTRIES // max(A.shape[0], 1))
-    if sparse:  # (A_t X)^T a dense slab of atoms at a time (sparse-times-dense products)
+    products = _sparse_products(Xr, A) if sparse else False
+    if products:  # (A_t X)^T and later (A_{t+1} X)^T as sparse products
+        AX_T = (XT @ A.T.tocsr()).toarray()
+    elif sparse:  # (A_t X)^T a dense slab of atoms at a time (sparse-times-dense products)
         XT_slabs = [Xr[j0 : j0 + step].T.tocsr() for j0 in range(0, k, step)]
         AX_T = np.zeros((XT.shape[0], A.shape[0]), dtype=dt)
         for XT_slab, j0 in zip(XT_slabs, range(0, k, step), strict=True):
@@ -177,7 +180,7 @@ def _oiadmm_step_dense(
     # A_{t+1}^T = Pi_A(A_t + tau R X^T)^T, one slab of atoms (rows) at a time.
     if sparse:
         slabs = []
-        dAX_T = np.zeros_like(AX_T)
+        dAX_T = None if products else np.zeros_like(AX_T)
     else:
         A_new_T = np.empty((k, A.shape[0]), dtype=dt)
     for j0 in range(0, k, step):
@@ -187,12 +190,15 @@ def _oiadmm_step_dense(
         G_T += old.toarray() if sparse else old
         new = project_l1_ball_nonneg(G_T, axis=1, method="pivot")
         if sparse:
-            dAX_T += XT_slabs[j0 // step] @ new
+            if not products:
+                dAX_T += XT_slabs[j0 // step] @ new
             slabs.append(_csr_from_dense(new))
         else:
             A_new_T[j0 : j0 + step] = new
     if sparse:
         A_new_T = sp.vstack(slabs, format="csr", dtype=dt)
+        if products:
+            dAX_T = (XT @ A_new_T).toarray()
     else:
         dAX_T = XT @ A_new_T
     dAX_T -= AX_T  # ((A_{t+1} - A_t) X)^T
@@ -202,6 +208,26 @@ def _oiadmm_step_dense(
     np.subtract(R_T, D_T, out=dAX_T)  # beta (P - A_{t+1} X - E_{t+1})^T
     A_new = A_new_T.T.tocsc() if sparse else np.ascontiguousarray(A_new_T.T)
     return A_new, R_T.T, float(np.linalg.norm(dAX_T)) / beta
+
+
+# Cost of one multiply-add of a sparse-times-sparse product relative to one of a sparse-times-dense
+# product, on recorded OIADMM steps (1,500 atoms, 1,000 documents): 12-16 ns against 0.7-1.6 ns,
+# and at a work ratio of 12 (4,300 terms) the sparse products made the step 15% slower; 20 keeps
+# the slabs there and takes the sparse products at 20,000 terms (work ratio 42).
+_SPARSE_PRODUCT_COST = 20.0
+
+
+def _sparse_products(X: sp.csr_matrix, A: sp.csc_matrix) -> bool:
+    """Whether ``X^T A^T`` (``n x m``) is cheaper as a sparse product than a dense slab at a time.
+
+    The sparse product does ``sum_j uses_j nnz(a_j)`` multiply-adds (``uses_j`` documents code
+    atom ``j``), the slabs ``nnz(X) m``: with short atoms the first stays flat as the vocabulary
+    grows while the second grows with it (on a recorded step of the Reuters stream, 20,000 terms,
+    the sparse products made the step 1.9x faster).
+    """
+    uses = np.diff(X.indptr).astype(np.float64)
+    work = float(uses @ np.diff(A.indptr))
+    return _SPARSE_PRODUCT_COST * work < float(X.nnz) * A.shape[0]
 
 
 def _csr_from_dense(D: np.ndarray) -> sp.csr_matrix:

@@ -199,13 +199,17 @@ def test_psi_max_is_the_largest_eigenvalue(k: int) -> None:
     assert psi_max(sp.csr_matrix((k, 900))) == 0.0
 
 
+@pytest.mark.parametrize("products", ["sparse", "slabs"])
 @pytest.mark.parametrize("dual", ["sparse", "dense"])
 def test_sparse_dictionary_layout_takes_the_same_steps(
-    dual: str, monkeypatch: pytest.MonkeyPatch
+    dual: str, products: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``sparse=True`` (CSC ``A``, the novelty detector's layout) gives the dense layout's
-    dictionary, dual and violations (float64) through steps on both step paths, vocabulary
-    growth and eviction, atoms added and replaced, and a checkpoint round trip."""
+    dictionary, dual and violations (float64) through steps on both step paths (the dense one
+    with ``A X`` as sparse products or a dense slab of atoms at a time), vocabulary growth and
+    eviction, atoms added and replaced, and a checkpoint round trip."""
+    cost = 0.0 if products == "sparse" else np.inf
+    monkeypatch.setattr("sparsewatch.models.oiadmm._SPARSE_PRODUCT_COST", cost)
     rng = np.random.default_rng(6)
     A_true = _truth(rng)
     A0 = _start(rng, A_true)
