@@ -70,27 +70,53 @@ def project_simplex(
     return np.moveaxis(out, -1, axis)
 
 
-def _simplex_pivot(V: np.ndarray, z: float, axis: int, max_iter: int = 100) -> np.ndarray:
+def _simplex_pivot(V: np.ndarray, z: float, axis: int, max_passes: int = 50) -> np.ndarray:
     """Simplex projection by Michelot's pivoting (J. Optim. Theory Appl. 50, 1986), no sort.
 
     Start from the threshold ``theta = (sum v - z) / m`` of the full support and repeat
     ``S = {v > theta}``, ``theta = (sum_S v - z) / |S|``: ``theta`` increases, ``S`` shrinks,
     and once ``S`` stops changing ``theta`` is the exact threshold of the projection
-    ``max(v - theta, 0)``. Each pass is ``O(m)`` and vectorised over slices (a handful of passes
-    in practice); after ``max_iter`` passes the sort-based method finishes the job.
+    ``max(v - theta, 0)``. The first pass runs on the dense slices; the entries it keeps (on long
+    slices such as a dictionary's term columns, a few percent) go on as compact arrays
+    (:func:`_pivot_thresholds`), so later passes cost what is left, not ``O(m)`` each.
     """
-    theta = (V.sum(axis=axis, keepdims=True).astype(np.float64) - z) / V.shape[axis]
-    count = np.full(theta.shape, V.shape[axis])
-    mask, masked = np.empty(V.shape, dtype=bool), np.empty_like(V)
-    for _ in range(max_iter):
-        np.greater(V, theta.astype(V.dtype), out=mask)
-        new_count = mask.sum(axis=axis, keepdims=True)
-        np.multiply(V, mask, out=masked)
-        theta = (masked.sum(axis=axis, keepdims=True).astype(np.float64) - z) / new_count
-        if np.array_equal(new_count, count):
-            return np.maximum(V - theta.astype(V.dtype), 0)
-        count = new_count
-    return project_simplex(V, z, axis)
+    Vm = np.moveaxis(V, axis, -1)
+    shape = Vm.shape
+    rows = np.ascontiguousarray(Vm).reshape(-1, shape[-1])
+    m = rows.shape[1]
+    theta = (rows.sum(axis=1, dtype=np.float64) - z) / m
+    idx = np.flatnonzero(rows > theta.astype(rows.dtype)[:, None])
+    theta = _pivot_thresholds(
+        rows.ravel()[idx].astype(np.float64), idx // m, rows.shape[0], z, max_passes
+    )
+    out = np.maximum(rows - theta.astype(rows.dtype)[:, None], 0)
+    return np.moveaxis(out.reshape(shape), -1, axis)
+
+
+def _pivot_thresholds(
+    v: np.ndarray, slice_of: np.ndarray, n_slices: int, z: float, max_passes: int
+) -> np.ndarray:
+    """Michelot's pivoting on the candidate entries ``v`` of every slice (``slice_of``: each
+    entry's slice), all slices at once: on a slice's active entries ``theta = (sum - z) / count``;
+    entries ``<= theta`` cannot be in the final support (``theta`` only grows towards the exact
+    threshold) and are dropped; a slice whose active set no longer changes has its exact
+    ``theta``. Slices still unsettled after ``max_passes`` are finished by the segmented sort, so
+    the worst case stays ``O(n log n)``. Slices without candidates get ``theta = 0``."""
+    theta = np.zeros(n_slices)
+    c = slice_of
+    for _ in range(max_passes):
+        if not v.size:
+            break
+        n = np.bincount(c, minlength=n_slices)
+        th = (np.bincount(c, weights=v, minlength=n_slices) - z) / np.maximum(n, 1)
+        keep = v > th[c]
+        settled = (np.bincount(c[~keep], minlength=n_slices) == 0) & (n > 0)
+        theta[settled] = th[settled]
+        keep &= ~settled[c]
+        v, c = v[keep], c[keep]
+    if v.size:
+        _sorted_thresholds(v, c, theta, z)
+    return theta
 
 
 def project_l1_ball_nonneg(
@@ -252,12 +278,9 @@ def project_l1_ball_nonneg_csc(
     """:func:`project_l1_ball_nonneg` on the columns of a sparse matrix (returns CSC).
 
     Implicit zeros stay zero (the projection is ``max(v - theta, 0)`` with ``theta >= 0``), so only
-    the stored entries are touched. ``theta`` comes from Michelot's pivoting (no sort): on a
-    column's active entries ``theta = (sum - radius) / count``; entries ``<= theta`` cannot be in
-    the final support (``theta`` only grows towards the exact threshold) and are dropped; a column
-    whose active set no longer changes has its exact ``theta``. All columns advance together, each
-    pass over the entries still active (a few passes in practice; columns still unsettled after
-    ``max_passes`` are finished by the segmented sort, so the worst case stays ``O(nnz log nnz)``).
+    the stored entries are touched. ``theta`` comes from Michelot's pivoting (no sort,
+    :func:`_pivot_thresholds`): all columns advance together, each pass over the entries still
+    active (a few passes in practice; the worst case stays ``O(nnz log nnz)``).
     Memory is a few arrays of the stored entries (the sort alone needed ~130 bytes per entry).
     """
     C = sp.csc_matrix(A, copy=True)
@@ -268,22 +291,11 @@ def project_l1_ball_nonneg_csc(
     col = np.repeat(np.arange(k, dtype=np.int32), counts)
     over = np.bincount(col, weights=C.data, minlength=k) > radius
     if over.any():
-        theta = np.zeros(k)
         active = over[col]
-        v, c = C.data[active].astype(np.float64), col[active]
+        theta = _pivot_thresholds(
+            C.data[active].astype(np.float64), col[active], k, radius, max_passes
+        )
         del active
-        for _ in range(max_passes):
-            if not v.size:
-                break
-            n = np.bincount(c, minlength=k)
-            th = (np.bincount(c, weights=v, minlength=k) - radius) / np.maximum(n, 1)
-            keep = v > th[c]
-            settled = (np.bincount(c[~keep], minlength=k) == 0) & (n > 0)
-            theta[settled] = th[settled]
-            keep &= ~settled[c]
-            v, c = v[keep], c[keep]
-        if v.size:
-            _sorted_thresholds(v, c, theta, radius)
         C.data = np.maximum(C.data - np.repeat(theta.astype(C.data.dtype), counts), 0)
     C.eliminate_zeros()
     return C

@@ -140,9 +140,26 @@ def test_pivot_keeps_float32() -> None:
         project_simplex(V, method="bisect")
 
 
-def test_pivot_falls_back_to_sorting_when_passes_run_out() -> None:
+@pytest.mark.parametrize("passes", [0, 1, 50])
+def test_pivot_falls_back_to_sorting_when_passes_run_out(passes: int) -> None:
     rng = np.random.default_rng(2)
     V = rng.standard_normal((40, 3))
     np.testing.assert_allclose(
-        _simplex_pivot(V, 1.0, 0, max_iter=1), project_simplex(V), atol=1e-12
+        _simplex_pivot(V, 1.0, 0, max_passes=passes), project_simplex(V), atol=1e-12
     )
+
+
+def test_pivot_on_long_sparse_slices_matches_sorting() -> None:
+    """Long slices with a few large entries (a dictionary's term columns after a gradient step):
+    the first pass leaves few candidates, the compact passes finish them; float32 and float64,
+    both axes."""
+    rng = np.random.default_rng(4)
+    V = rng.random((30, 5000)) * 1e-4
+    hot = rng.random(V.shape) < 0.01
+    V[hot] += rng.random(int(hot.sum()))
+    V[3] = 1e-5  # all equal: every entry stays in the support
+    for dtype in (np.float64, np.float32):
+        W = V.astype(dtype)
+        ref = project_simplex(W.astype(np.float64), axis=1)
+        np.testing.assert_allclose(_simplex_pivot(W, 1.0, 1), ref, atol=1e-6)
+        np.testing.assert_allclose(_simplex_pivot(W.T, 1.0, 0), ref.T, atol=1e-6)
