@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
+from sklearn.decomposition import MiniBatchDictionaryLearning, MiniBatchNMF
 from sparsewatch.consumers.detector_core import build_models
 from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, l1_sparse_code_dense
 from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
@@ -188,8 +189,23 @@ def part_a(quick: bool) -> dict:
 
 
 # ---------------------------------------------------------------- (b) throughput
+def dictionary_learning_peer(window: int) -> MiniBatchDictionaryLearning:
+    """scikit-learn's MiniBatchDictionaryLearning as the issue's peer: k = 100, positive code and
+    dictionary, coordinate descent, lasso_cd coding, one window per batch."""
+    return MiniBatchDictionaryLearning(
+        n_components=100,
+        alpha=0.1,
+        transform_alpha=0.1,
+        positive_code=True,
+        positive_dict=True,
+        fit_algorithm="cd",
+        transform_algorithm="lasso_cd",
+        batch_size=window,
+        random_state=0,
+    )
+
+
 def part_b(quick: bool) -> dict:
-    from sklearn.decomposition import MiniBatchDictionaryLearning, MiniBatchNMF
 
     n_win = 4 if quick else 8
     win = 1000
@@ -242,18 +258,7 @@ def part_b(quick: bool) -> dict:
     }
 
     def mbdl_setup():
-        mb = MiniBatchDictionaryLearning(
-            n_components=100,
-            alpha=0.1,
-            transform_alpha=0.1,
-            positive_code=True,
-            positive_dict=True,
-            fit_algorithm="cd",
-            transform_algorithm="lasso_cd",
-            batch_size=win,
-            random_state=0,
-        )
-        return mb.partial_fit(Xs[0].toarray())
+        return dictionary_learning_peer(win).partial_fit(Xs[0].toarray())
 
     def mbdl_step(mb, X):
         D = X.toarray()
@@ -311,8 +316,6 @@ def part_r(quick: bool) -> dict:
     vocabulary grows to its 20,000-term cap (tweets in part (b) stay near 6,000). Baseline in the
     same run: MiniBatchDictionaryLearning as in part (b) on the same windows' TF-IDF (the default
     features, vocabulary fixed after the last window)."""
-    from sklearn.decomposition import MiniBatchDictionaryLearning
-
     win, n_win = 1000, 3 if quick else 7
     texts = [d["text"] for d in load_reuters(DATA / "reuters21578.jsonl.gz")]
     windows = [texts[i * win : (i + 1) * win] for i in range(n_win + 1)]
@@ -330,17 +333,7 @@ def part_r(quick: bool) -> dict:
     for w in windows:
         feats.partial_fit(w)
     Xs = [sp.csr_matrix(feats.transform(w).T).toarray() for w in windows]
-    mb = MiniBatchDictionaryLearning(
-        n_components=100,
-        alpha=0.1,
-        transform_alpha=0.1,
-        positive_code=True,
-        positive_dict=True,
-        fit_algorithm="cd",
-        transform_algorithm="lasso_cd",
-        batch_size=win,
-        random_state=0,
-    ).partial_fit(Xs[0])
+    mb = dictionary_learning_peer(win).partial_fit(Xs[0])
     mb_s = []
     for X in Xs[1:]:
         t0 = time.perf_counter()
