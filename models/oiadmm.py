@@ -152,9 +152,11 @@ def _oiadmm_step_dense(
     """:func:`_oiadmm_step` on dense ``n x m`` arrays (the transposes of ``Z``, ``R``, ``Delta``).
 
     Documents are rows, so every product is a sparse matrix (``X`` or ``X^T``) times a
-    C-contiguous dense one. Five ``n x m`` arrays at most, plus, for a dense ``A``, two ``k x m``
-    ones (a CSC ``A`` stays sparse: dense only a slab of atoms at a time). Returns the dual as
-    the ``m x n`` Fortran-ordered view of its ``n x m`` transpose.
+    C-contiguous dense one, except ``A X`` for a CSC ``A``: the sparse product ``X^T A^T`` where
+    :func:`_sparse_products` finds it cheaper (short atoms, large vocabularies). Five ``n x m``
+    arrays at most, plus, for a dense ``A``, two ``k x m`` ones (a CSC ``A`` stays sparse: dense
+    only a slab of atoms at a time). Returns the dual as the ``m x n`` Fortran-ordered view of its
+    ``n x m`` transpose.
     """
     dt = A.dtype
     k = A.shape[1]
