@@ -11,7 +11,10 @@ Same documents, same configuration, one run:
   ``startup_s``). ``--writers process,thread`` runs each path with both write-behind writers.
 
 Each path runs ``--repeats`` times, every run in a fresh process (fresh topic, group and database
-too); medians are reported. Reports documents/s, the overhead ratio against the core, window
+too); medians are reported. The overhead against the core is reported twice: from the median runs,
+and paired (``paired_overhead``: each repeat's path over the core of the same repeat, their median
+and a distribution-free 95% interval for it), which a machine whose speed drifts between repeats
+disturbs less. Reports documents/s, the overhead ratio against the core, window
 latency (close to committed) p50 and p99, and, over the run, resident memory and window latency of
 the first and last fifths (the stream spans far more than an hour of event time).
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import resource
@@ -265,6 +269,37 @@ def _median_run(runs: list[dict]) -> dict:
     return {**ordered[len(ordered) // 2], "seconds_all_runs": [r["seconds"] for r in runs]}
 
 
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Distribution-free interval for the median of ``values``: the order statistics
+    ``(x_(j), x_(n+1-j))`` with the largest ``j`` whose coverage ``1 - 2 P(Bin(n, 1/2) < j)`` is
+    at least ``confidence`` (``j = 1``, the whole range, when none is). Returns the interval and
+    its exact coverage (9 values: the 2nd and 8th, 96.1%)."""
+    x = sorted(values)
+    n = len(x)
+
+    def coverage(j: int) -> float:
+        return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(j)) / 2.0**n
+
+    j = 1
+    while j + 1 <= (n + 1) // 2 and coverage(j + 1) >= confidence:
+        j += 1
+    return x[j - 1], x[n - j], coverage(j)
+
+
+def paired_overhead(path_runs: list[dict], core_runs: list[dict]) -> dict:
+    """The path's wall time over the core's **in the same repeat** (run next to each other, so a
+    machine that drifts between repeats slows both), minus one: every repeat's value, their
+    median and a distribution-free 95% interval for that median."""
+    ratios = [p["seconds"] / c["seconds"] - 1.0 for p, c in zip(path_runs, core_runs, strict=True)]
+    low, high, coverage = median_interval(ratios)
+    return {
+        "per_repeat": ratios,
+        "median": float(np.median(ratios)),
+        "interval": [low, high],
+        "interval_coverage": coverage,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--documents", type=int, default=24000)
@@ -318,9 +353,15 @@ def main() -> None:
     }
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     with broker_bootstrap(tmp / "kafka") as bootstrap:
-        for i in range(args.repeats):  # interleaved, so drifting machine load hits every path
-            runs["core"].append(_isolated(env, run_core, docs, args.checkpoint_every))
-            for key, (url, path_env) in paths.items():
+        for i in range(args.repeats):
+            # Interleaved, so drifting machine load hits every path; the core runs first in even
+            # repeats and last in odd ones, so neither side of a pair always runs first.
+            order = ["core", *paths] if i % 2 == 0 else [*paths, "core"]
+            for key in order:
+                if key == "core":
+                    runs["core"].append(_isolated(env, run_core, docs, args.checkpoint_every))
+                    continue
+                url, path_env = paths[key]
                 runs[key].append(
                     _isolated(
                         path_env,
@@ -349,6 +390,7 @@ def main() -> None:
         result[key]["overhead_vs_core"] = (
             result["core"]["docs_per_s"] / result[key]["docs_per_s"] - 1.0
         )
+        result[key]["paired_overhead"] = paired_overhead(runs[key], runs["core"])
         result[key]["cpu_overhead_vs_core"] = (
             float(np.median([r["cpu_seconds"] for r in runs[key]]))
             / float(np.median([r["cpu_seconds"] for r in runs["core"]]))

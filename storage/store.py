@@ -36,11 +36,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from sparsewatch.storage import migrate, queries
+from sparsewatch.storage import queries
 from sparsewatch.storage.bulk import bulk_execute
 from sparsewatch.storage.engine import create_engine, write_connection
 from sparsewatch.storage.schema import (
@@ -354,6 +355,15 @@ class StoreTx:
         self._execute(stmt, params)
 
 
+def _migrate() -> ModuleType:
+    """The Alembic driver (:mod:`sparsewatch.storage.migrate`), imported on first use: importing
+    Alembic (with Mako and Pygments) costs about 0.2 s of CPU, and the processes that open a store
+    without migrating it (a worker's writer process, every run of it) need none of it."""
+    from sparsewatch.storage import migrate
+
+    return migrate
+
+
 class Store:
     """A database of sparsewatch results: SQLite (file, WAL) or PostgreSQL."""
 
@@ -366,7 +376,7 @@ class Store:
         store = cls(create_engine(url))
         if upgrade:
             try:
-                if migrate.current_revision(store.engine) != migrate.head_revision():
+                if _migrate().current_revision(store.engine) != _migrate().head_revision():
                     store.upgrade()
             except BaseException:
                 store.dispose()
@@ -375,11 +385,11 @@ class Store:
 
     def upgrade(self) -> None:
         """Apply the missing Alembic migrations (``alembic upgrade head``)."""
-        migrate.upgrade(self.engine)
+        _migrate().upgrade(self.engine)
 
     def revision(self) -> str | None:
         """The schema revision of the database (``None`` when empty)."""
-        return migrate.current_revision(self.engine)
+        return _migrate().current_revision(self.engine)
 
     @contextmanager
     def transaction(self) -> Iterator[StoreTx]:
