@@ -41,9 +41,9 @@ from pipeline_throughput import (
     run_pipeline,
 )
 from sparsewatch.consumers.detector_worker import window_spec
-from threadpoolctl import threadpool_limits
 
 from sparsewatch.config import Config
+from sparsewatch.runtime import worker_process
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -102,9 +102,10 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sw-sustained-"))
     db_url = f"sqlite:///{tmp / 'sustained.db'}"
     prefix = f"sustained-{uuid.uuid4().hex[:8]}"
-    # What ``sparsewatch run`` does (``blas_threads``), as in pipeline_throughput's runs.
-    blas = threadpool_limits(limits=Config().blas_threads or None, user_api="blas")
-    with broker_bootstrap(tmp / "kafka") as bootstrap, blas:
+    # What ``sparsewatch run`` does (BLAS threads, garbage collector), as in pipeline_throughput.
+    config = Config()
+    runtime = worker_process(config.blas_threads, config.gc_threshold)
+    with broker_bootstrap(tmp / "kafka") as bootstrap, runtime:
         warm_run = (
             _isolated(
                 detector_env,

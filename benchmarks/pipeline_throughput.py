@@ -49,11 +49,11 @@ from sparsewatch.consumers.messages import EndOfStream, parse_document
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
-from threadpoolctl import threadpool_limits
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.kafka_local import LocalKafka
 from sparsewatch.runner import build_worker
+from sparsewatch.runtime import worker_process
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -237,8 +237,9 @@ def _fresh_database(admin_url: str) -> str:
 
 def _child(detector_env: dict[str, str], fn: Any, *args: Any) -> dict:
     DETECTOR_ENV.update(detector_env)
-    # What ``sparsewatch run`` does (``blas_threads``), for both paths alike.
-    with threadpool_limits(limits=Config().blas_threads or None, user_api="blas"):
+    # What ``sparsewatch run`` does (BLAS threads, garbage collector), for both paths alike.
+    config = Config()
+    with worker_process(config.blas_threads, config.gc_threshold):
         return fn(*args)
 
 

@@ -104,7 +104,7 @@ def next_offsets(messages: Iterable[Message]) -> TopicOffsets:
 
 
 class BatchConsumer:
-    """A subscribed consumer that hands out batches and commits synchronously on request.
+    """A subscribed consumer that hands out batches and commits on request.
 
     ``on_assign`` / ``on_revoke`` receive lists of (topic, partition); a worker uses them to restore
     and checkpoint the per-stream state of the partitions it gains and loses. ``on_lost`` (default:
@@ -126,6 +126,7 @@ class BatchConsumer:
         self._start: TopicOffsets = {}
         config = consumer_config(bootstrap, group_id, **overrides)
         config.setdefault("error_cb", self._on_error)
+        config.setdefault("on_commit", self._on_commit)
         self._consumer = Consumer(config)
         self._on_assign = on_assign
         self._on_revoke = on_revoke
@@ -138,6 +139,11 @@ class BatchConsumer:
         """Broker unreachable and similar: remembered so that silence is not taken for idleness."""
         self.last_error_at = time.monotonic()
         log.warning("consumer: %s", err)
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The outcome of an asynchronous commit (served by the next poll)."""
+        if err is not None:
+            log.warning("committing offsets to Kafka failed: %s", err)
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if not partitions:
@@ -190,12 +196,14 @@ class BatchConsumer:
         """Synchronously commit the offsets just after ``messages``."""
         self.commit_offsets(next_offsets(messages))
 
-    def commit_offsets(self, offsets: TopicOffsets) -> None:
-        """Synchronously commit explicit next-offsets per (topic, partition)."""
+    def commit_offsets(self, offsets: TopicOffsets, asynchronous: bool = False) -> None:
+        """Commit explicit next-offsets per (topic, partition): synchronously (errors raised), or
+        sent in the background (a failure is logged when a later poll serves its outcome; the
+        consumer's close waits for commits in flight)."""
         if offsets:
             self._consumer.commit(
                 offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                asynchronous=False,
+                asynchronous=asynchronous,
             )
 
     def assignment(self) -> list[tuple[str, int]]:

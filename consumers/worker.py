@@ -8,13 +8,15 @@ sees Kafka or SQL. Effects are exactly once:
 2. a closed window is computed; its downstream messages are produced and flushed;
 3. ONE SQL transaction writes its results, the checkpoints that are due, the dead letters so far
    and the resume offset of each partition (the rest of the batch follows the same way);
-4. only then are the offsets committed to Kafka (informational: the store is the source of truth).
+4. only then are the offsets committed to Kafka, without waiting for the broker's answer
+   (informational: the store is the source of truth).
 
 Steps 2 and 3 run on a writer (:mod:`sparsewatch.consumers.writer`: a child process by default, or
 a thread) while the loop computes the next window (write-behind, at most one transaction in
 flight, in order): producing, flushing and the SQL round trips overlap with the numerical work
-instead of adding to it. What the writer gets is plain data (result rows, checkpoints serialised to
-npz on the loop's thread), never live model state; its error, if any, is raised on the loop's
+instead of adding to it. What the writer gets is plain data (result rows, and checkpoints as
+copies of the models' arrays taken when the job is handed over; the writer serialises them to
+npz), never live model state; its error, if any, is raised on the loop's
 thread before the next transaction is handed over, and every rebalance callback, the clean
 shutdown and the synchronous checkpoint wait for the transaction in flight first. A crash with a
 transaction in flight is a crash before its commit: the stored resume offsets still point before
@@ -59,7 +61,6 @@ from sparsewatch.consumers.writer import (
     Writer,
     make_writer,
 )
-from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -414,10 +415,9 @@ class WorkerLoop:
         offsets = self._resume_offsets(clean=due)
         if not (outputs or dead or due) and offsets == self._submitted_offsets:
             return  # nothing new to store: the messages consumed all wait in open windows
-        checkpoints = {}
-        for stream in due:
-            state, meta = self._states[stream].checkpoint()
-            checkpoints[stream] = (arrays_to_npz(state), meta)  # frozen before the model moves on
+        # The states' arrays as they are now: the writer copies them when handed the job (a process
+        # writer pickles it, a thread writer copies the arrays), before the models move on.
+        checkpoints = {stream: self._states[stream].checkpoint() for stream in due}
         self._wait_written()
         assert self._writer is not None, "transactions are handed over only inside run()"
         job = WriteJob(
@@ -449,10 +449,12 @@ class WorkerLoop:
         self.window_latencies.extend(latencies)
         self.last_commit_at = committed
         if self._consumer is not None and job.offsets:
+            # Informational only (the store holds the truth), so not waited for: the consumer
+            # logs a failure; commits go out in order, each after its transaction.
             try:
                 self._consumer.commit_offsets(
-                    {(self.input_topic, p): o for p, o in job.offsets.items()}
+                    {(self.input_topic, p): o for p, o in job.offsets.items()}, asynchronous=True
                 )
-            except KafkaException as exc:  # informational only: the store holds the truth
+            except KafkaException as exc:
                 log.warning("committing offsets to Kafka failed: %s", exc)
         self.metrics.observe(job.outputs, latencies, job.n_dead)

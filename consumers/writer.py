@@ -1,8 +1,8 @@
 """Write-behind of a worker's results: downstream messages, then ONE SQL transaction, off the loop.
 
 A :class:`WriteJob` is everything one transaction stores, as plain data (result rows as
-:class:`StoreTx` method calls, messages, dead letters, npz checkpoints, resume offsets), so it can
-cross a process boundary. :class:`ResultWriter` performs a job: it produces the messages and
+:class:`StoreTx` method calls, messages, dead letters, checkpoints as arrays, resume offsets), so
+it can cross a process boundary. :class:`ResultWriter` performs a job: it produces the messages and
 waits for their delivery, then runs the transaction (retried with backoff on transient database
 errors). Two places to run it, at most one job in flight either way:
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import os
 import signal
@@ -37,10 +38,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
+import numpy as np
 from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import with_backoff
+from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,9 @@ WRITER_MODES = ("process", "thread")
 
 StoreCall = tuple[str, tuple[Any, ...]]
 """A :class:`StoreTx` method name and its positional arguments."""
+
+StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
+"""A stream's checkpoint: its windows' and models' arrays, and its metadata."""
 
 _STORE_CALLS = frozenset(
     {
@@ -80,7 +86,7 @@ class WriteJob:
     calls: list[StoreCall] = field(default_factory=list)
     messages: list[tuple[str, bytes]] = field(default_factory=list)
     dead: list[dict[str, Any]] = field(default_factory=list)
-    checkpoints: dict[str, tuple[bytes, dict[str, Any]]] = field(default_factory=dict)
+    checkpoints: dict[str, StateAndMeta] = field(default_factory=dict)
     offsets: dict[int, int] = field(default_factory=dict)
 
 
@@ -116,16 +122,18 @@ class ResultWriter:
         """Downstream messages first, then the SQL transaction. If we crash after the messages,
         the window is redone and its messages re-sent (consumers deduplicate by stream and
         window); never the other way round."""
+        # Serialised once, outside the transaction (which may be retried).
+        blobs = {s: (arrays_to_npz(state), meta) for s, (state, meta) in job.checkpoints.items()}
         self._publish(job)
-        with_backoff(lambda: self._transaction(job), "writing results")
+        with_backoff(lambda: self._transaction(job, blobs), "writing results")
         return time.perf_counter()
 
-    def _transaction(self, job: WriteJob) -> None:
+    def _transaction(self, job: WriteJob, blobs: dict[str, tuple[bytes, dict[str, Any]]]) -> None:
         d = self.destination
         with self.store.transaction() as tx:
             for name, args in job.calls:
                 _store_method(tx, name)(*args)
-            for stream, (blob, meta) in job.checkpoints.items():
+            for stream, (blob, meta) in blobs.items():
                 tx.put_checkpoint(d.group_id, stream, blob, meta)
             if job.dead:
                 tx.insert_dead_letters(job.dead)
@@ -177,6 +185,12 @@ class ThreadWriter:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-writer")
 
     def submit(self, job: WriteJob) -> Pending:
+        # The checkpoints' arrays are the models' own: copied before the models move on.
+        checkpoints = {
+            stream: ({k: np.array(v, copy=True) for k, v in state.items()}, dict(meta))
+            for stream, (state, meta) in job.checkpoints.items()
+        }
+        job = dataclasses.replace(job, checkpoints=checkpoints)
         return _ThreadPending(self._pool.submit(self._writer.write, job))
 
     def close(self) -> None:
@@ -285,9 +299,9 @@ def serve(fd: int) -> None:
     """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
     jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
     ``("error", message)``."""
-    # Checkpoints (npz of several megabytes, growing with the model) go back to the system when
-    # done; the per-window result rows (around a megabyte) stay on the heap: mapping them costs
-    # page faults on every job.
+    # Checkpoints (arrays and their npz, megabytes, growing with the model) go back to the
+    # system when done; the per-window result rows (around a megabyte) stay on the heap:
+    # mapping them costs page faults on every job.
     map_large_allocations(8 << 20)
     conn = Connection(fd)
     database_url, destination, parent_pid, log_level = conn.recv()

@@ -98,6 +98,7 @@ class Config:
     metrics_port: int = 0
     max_text_bytes: int = 100_000
     blas_threads: int = 1
+    gc_threshold: int = 10_000
     writer: str = "process"
     heap_free_limit_mb: float = 64.0
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
@@ -219,6 +220,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "metrics_port"): (lambda v: 0 <= v <= 65535, "in 0..65535"),
     ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
     ("", "blas_threads"): (lambda v: v >= 0, ">= 0 (0: the library's default)"),
+    ("", "gc_threshold"): (lambda v: v >= 0, ">= 0 (0: Python's default)"),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
     ("windows", "size"): (
         lambda v: (_duration_ms(v) or 0) > 0,

@@ -130,6 +130,7 @@ def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = Non
             [build_worker(role, config, store) for role in roles],
             [idle, 30.0],
             blas_threads=config.blas_threads,
+            gc_threshold=config.gc_threshold,
         )
         plot = out / "novelty_scores.png"
         _plot(store, docs, plot)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 
-from threadpoolctl import threadpool_limits
-
 from sparsewatch.config import Config
 from sparsewatch.consumers.metrics import serve
 from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import WRITER_MODES
 from sparsewatch.errors import SparsewatchError
+from sparsewatch.runtime import worker_process
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -68,14 +67,15 @@ def run_loops(
     until_idle_s: list[float | None],
     install_signals: bool = True,
     blas_threads: int = 1,
+    gc_threshold: int = 10_000,
 ) -> None:
     """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error.
 
     SIGTERM/SIGINT stop every worker after its current batch; results of a batch are committed
     whole or not at all, so an interrupted window is simply re-read on the next start. When one
-    worker fails, the others are stopped too. BLAS runs ``blas_threads`` threads (0: the
-    library's default): a window's matrices are small, and on a few cores extra BLAS threads
-    cost more CPU than they save (benchmarks/pipeline.md).
+    worker fails, the others are stopped too. BLAS runs ``blas_threads`` threads and the
+    garbage collector's young generation is collected every ``gc_threshold`` allocations, with
+    what exists now frozen (:func:`sparsewatch.runtime.worker_process`).
     """
     if install_signals and threading.current_thread() is threading.main_thread():
         import signal
@@ -101,7 +101,7 @@ def run_loops(
         threading.Thread(target=target, args=(w, idle), name=w.processor.name)
         for w, idle in zip(workers, until_idle_s, strict=True)
     ]
-    with threadpool_limits(limits=blas_threads or None, user_api="blas"):
+    with worker_process(blas_threads, gc_threshold):
         for t in threads:
             t.start()
         for t in threads:
@@ -122,6 +122,7 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
             [build_worker(role, config, store) for role in roles],
             [until_idle_s] * len(roles),
             blas_threads=config.blas_threads,
+            gc_threshold=config.gc_threshold,
         )
     finally:
         store.dispose()

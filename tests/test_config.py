@@ -46,6 +46,7 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_ANOMALY_CONTAMINATION", "1.5", "in (0, 1)"),
         ("SPARSEWATCH_LOG_LEVEL", "LOUD", "one of CRITICAL, ERROR, WARNING, INFO, DEBUG"),
         ("SPARSEWATCH_METRICS_PORT", "99999", "in 0..65535"),
+        ("SPARSEWATCH_GC_THRESHOLD", "-1", ">= 0 (0: Python's default)"),
         ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
         ("SPARSEWATCH_WINDOWS_SIZE", "banana", "a positive duration (500ms, 30s, 15m, 1h, 2d)"),
         ("SPARSEWATCH_WINDOWS_SIZE", "0s", "a positive duration (500ms, 30s, 15m, 1h, 2d)"),

@@ -1,7 +1,8 @@
 """The write-behind writers (``consumers/writer.py``) against a real broker and real databases.
 
 The process writer and the thread writer store the same job identically and deliver its messages;
-a failing job commits nothing and its error reaches the caller; the writer process dies with its
+a job's checkpoint is the models' arrays as they were when it was handed over; a failing job
+commits nothing and its error reaches the caller; the writer process dies with its
 parent (``kill -9``), so a dead worker's transaction can never commit behind its successor.
 """
 
@@ -11,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -27,7 +29,6 @@ from sparsewatch.consumers.writer import (
     WriterError,
     make_writer,
 )
-from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
@@ -70,7 +71,7 @@ def _job(n: int = 50, bad_row: bool = False) -> WriteJob:
         dead=[
             {"topic": "t", "partition": 0, "offset": 7, "reason": "invalid JSON", "payload": b"{"}
         ],
-        checkpoints={"s": (arrays_to_npz({"A": np.eye(3, dtype=np.float32)}), {"w": 0})},
+        checkpoints={"s": ({"A": np.eye(3, dtype=np.float32)}, {"w": 0})},
         offsets={0: 51},
     )
 
@@ -120,6 +121,35 @@ def test_process_and_thread_writers_store_the_same_job(kafka_bootstrap, database
     docs, windows, meta, offsets = results[0]
     assert len(docs) == 50 and windows == [("s", 0, 50)] and meta == {"w": 0}
     assert offsets == {0: 51}
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_a_checkpoint_is_the_arrays_as_handed_over(kafka_bootstrap, tmp_path, kind):
+    """The loop hands over its models' own arrays and moves on at once; what is stored must be
+    the arrays at hand-over, however late the writer gets to the job."""
+    store = Store.open(f"sqlite:///{tmp_path / 'c.db'}")
+    writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
+    release = threading.Event()
+    try:
+        if isinstance(writer, ThreadWriter):  # hold the writer's thread until the model moved on
+            writer._pool.submit(release.wait)
+        dictionary = np.arange(12, dtype=np.float32).reshape(3, 4)
+        job = WriteJob(checkpoints={"s": ({"A": dictionary}, {"w": 3})}, offsets={0: 9})
+        pending = writer.submit(job)
+        dictionary *= -1.0  # the next window's update, in place
+        release.set()
+        pending.result()
+    finally:
+        release.set()
+        writer.close()
+    try:
+        checkpoint = store.load_checkpoint("g", "s")
+    finally:
+        store.dispose()
+    assert checkpoint is not None and checkpoint.meta == {"w": 3}
+    np.testing.assert_array_equal(
+        checkpoint.state["A"], np.arange(12, dtype=np.float32).reshape(3, 4)
+    )
 
 
 @pytest.mark.parametrize("kind", ["process", "thread"])
