@@ -16,11 +16,11 @@ a thread) while the loop computes the next window (write-behind, at most one tra
 flight, in order): producing, flushing and the SQL round trips overlap with the numerical work
 instead of adding to it. What the writer gets is plain data (result rows, and checkpoints as
 copies of the models' arrays taken when the job is handed over; the writer serialises them to
-npz), never live model state; its error, if any, is raised on the loop's
-thread before the next transaction is handed over, and every rebalance callback, the clean
-shutdown and the synchronous checkpoint wait for the transaction in flight first. A crash with a
-transaction in flight is a crash before its commit: the stored resume offsets still point before
-its messages (and a writer process dies with its worker).
+npz), never live model state; its error, if any, is raised on the loop's thread before the next
+transaction is handed over, and every rebalance callback, the clean shutdown and the synchronous
+checkpoint wait for the transaction in flight first. A crash with a transaction in flight is a
+crash before its commit: the stored resume offsets still point before its messages (and a writer
+process dies with its worker).
 
 Checkpoints are written every ``checkpoint_every`` windows of a stream (and always after a window
 closed by the idle timer, on revocation and on a clean shutdown), not after every window: a stream's

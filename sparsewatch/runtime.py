@@ -9,9 +9,10 @@ they compare against, so the comparison is of the transport alone.
 * Garbage collector: a window allocates hundreds of thousands of short-lived containers (token
   lists, sparse-matrix bookkeeping, result rows), almost all freed by reference counting. At
   Python's default threshold (a young collection every 700 net allocations) the cyclic collector
-  ran about 1,000 times per 24,000 documents and took 0.37 s of a 13 s core, 0.69 s in the worker
+  ran about 700 times per 24,000 documents and took 0.17 s of a 13 s core, 0.43 s in the worker
   (whose process holds more objects: Kafka clients, the SQL engine, messages in flight); older
-  generations are walked each time anything survives long enough. The workers therefore freeze
+  generations are walked each time anything survives long enough. With these settings: 0.02 s
+  and 0.11 s. The workers therefore freeze
   what exists once they are built (:func:`gc.freeze`: imported modules, the engine, ... are never
   walked again) and collect the young generation every ``gc_threshold`` allocations instead
   (measured in ``benchmarks/pipeline.md``). Cyclic garbage is still collected, only later.
