@@ -35,6 +35,9 @@ from sparsewatch.storage.store import Checkpoint
 from sparsewatch.config import AnomalyConfig, Config
 
 N_FEATURES = 6
+# A scores message claiming a larger window is corrupt: its window could never complete and
+# would hold back every later window of its stream.
+MAX_WINDOW_DOCUMENTS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,18 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
             int(msg["timestamp"]),
             representation(msg),
         )
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise InvalidMessageError(f"bad scores message: {type(exc).__name__}: {exc}") from None
-    if not 0 <= doc.index < doc.n or not all(math.isfinite(v) for v in doc.features):
-        raise InvalidMessageError("bad scores message: index out of range or non-finite values")
+    except (ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
+        # (ValueError covers UnicodeDecodeError and ints of too many digits; ArithmeticError
+        # covers floats out of range, e.g. 1e400 -> int)
+        reason = f"bad scores message: {type(exc).__name__}: {str(exc)[:200]}"
+        raise InvalidMessageError(reason) from None
+    if not 0 <= doc.index < doc.n <= MAX_WINDOW_DOCUMENTS:
+        raise InvalidMessageError(
+            f"bad scores message: index {doc.index} of a window of {doc.n} documents "
+            f"(at most {MAX_WINDOW_DOCUMENTS})"
+        )
+    if not all(math.isfinite(v) for v in doc.features):
+        raise InvalidMessageError("bad scores message: non-finite values")
     return doc
 
 
@@ -124,6 +135,12 @@ class AnomalyStreamState:
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
         if item.window_seq <= self.last_seq:
             return []  # re-sent after a detector restart: already processed
+        pending = self._pending.get(item.window_seq)
+        if pending and (n := next(iter(pending.values()))[0].n) != item.n:
+            # Refused before it changes anything: the worker sends it to the dead letters.
+            raise InvalidMessageError(
+                f"bad scores message: window {item.window_seq} of {n} documents, not {item.n}"
+            )
         window = self._pending.setdefault(item.window_seq, {})
         window.setdefault(item.index, (item, partition, offset))
         outputs = []

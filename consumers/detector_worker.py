@@ -115,17 +115,24 @@ class DetectorStreamState:
         self, item: Document | EndOfStream, partition: int, offset: int, now: float
     ) -> list[Output]:
         if isinstance(item, EndOfStream):
-            closed = self.windows.close_all("end_of_stream")
-            return [self._output(w) for w in closed] + self._late_output()
+            return self._late_output() + self._outputs(self.windows.close_all("end_of_stream"))
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
-        return [self._output(w) for w in closed]
+        return self._outputs(closed)
 
     def close_idle(self, now: float, caught_up: bool) -> list[Output]:
         if not caught_up:
             self.windows.last_activity = now
-        return [self._output(w) for w in self.windows.close_if_idle(now)] + self._late_output()
+        return self._late_output() + self._outputs(self.windows.close_if_idle(now))
+
+    def _outputs(self, closed: list[ClosedWindow]) -> list[Output]:
+        """The late documents waiting, then the windows that ``closed``: a late document is scored
+        by the model as it was when it arrived, whatever the batch boundaries (determinism on
+        replay), and goes into the same transaction as the first window closed after it."""
+        if not closed:
+            return []
+        return self._late_output() + [self._output(w) for w in closed]
 
     def _late_output(self) -> list[Output]:
         """Late documents since the last call, scored against the current model."""
@@ -136,7 +143,13 @@ class DetectorStreamState:
         return [Output([("insert_documents", (rows,))], is_window=False)]
 
     def min_buffered_offset(self, partition: int) -> int | None:
-        return self.windows.min_buffered_offset(partition)
+        """Open windows' documents and late documents not yet handed over: a restart re-reads
+        from here, so neither is lost if the worker dies before they are stored."""
+        offsets = [b.offset for b in self._late if b.partition == partition]
+        buffered = self.windows.min_buffered_offset(partition)
+        if buffered is not None:
+            offsets.append(buffered)
+        return min(offsets) if offsets else None
 
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state = {f"windows.{k}": v for k, v in self.windows.get_state().items()}

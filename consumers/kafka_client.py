@@ -1,9 +1,10 @@
 """Thin, explicit wrappers around confluent-kafka: consumers that commit only when told to.
 
 Offsets are never auto-committed. A worker consumes a batch, makes its effects durable (SQL), and
-only then calls :meth:`BatchConsumer.commit` with the messages (or offsets) it has finished, so a
-crash between the two re-delivers the batch instead of losing it; idempotent writes downstream make
-the re-delivery harmless.
+only then commits the offsets it has finished (:meth:`BatchConsumer.commit_offsets`; the workers
+send them asynchronously, as the SQL store holds the offsets they restart from; :meth:`commit` is
+the synchronous form for a list of messages), so a crash between the two re-delivers the batch
+instead of losing it; idempotent writes downstream make the re-delivery harmless.
 """
 
 from __future__ import annotations

@@ -108,6 +108,20 @@ def _string(obj: dict[str, Any], key: str, max_chars: int, default: str | None =
         raise InvalidMessageError(f"field '{key}' is empty")
     if len(value) > max_chars:
         raise InvalidMessageError(f"field '{key}' is longer than {max_chars} characters")
+    return _storable(value, key)
+
+
+def _storable(value: str, key: str) -> str:
+    """``value`` if it can be stored and re-sent as UTF-8: JSON escapes can smuggle in unpaired
+    surrogates (``"\\ud800"``: no UTF-8 form) and NUL characters (refused by PostgreSQL text)."""
+    if "\x00" in value:
+        raise InvalidMessageError(f"field '{key}' contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(
+            f"field '{key}' contains an unpaired surrogate at character {exc.start}"
+        ) from None
     return value
 
 
@@ -126,6 +140,10 @@ def _decode_object(payload: bytes | None, max_text_bytes: int) -> dict[str, Any]
         raise InvalidMessageError(
             f"invalid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
         ) from None
+    except ValueError as exc:  # e.g. an integer of more digits than int() converts
+        raise InvalidMessageError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidMessageError("invalid JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise InvalidMessageError(f"message must be a JSON object, got {type(obj).__name__}")
     return obj
@@ -153,7 +171,7 @@ def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
     text = obj["text"]
     if not isinstance(text, str):
         raise InvalidMessageError(f"field 'text' must be a string, got {type(text).__name__}")
-    if len(text.encode("utf-8")) > max_text_bytes:
+    if len(_storable(text, "text").encode("utf-8")) > max_text_bytes:
         raise InvalidMessageError(f"text longer than {max_text_bytes} bytes")
     if "timestamp" not in obj:
         raise InvalidMessageError("missing field 'timestamp'")
@@ -164,6 +182,8 @@ def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
         labels = []
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise InvalidMessageError("field 'labels' must be a list of strings")
+    for label in labels:
+        _storable(label, "labels")
     meta = obj.get("meta", {})
     if meta is None:
         meta = {}

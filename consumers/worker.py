@@ -38,7 +38,6 @@ the stored resume offsets; on revocation it checkpoints the partitions' streams,
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections import deque
@@ -87,7 +86,11 @@ class Output:
 class StreamState(Protocol):
     """The per-stream state a processor keeps (windows + models)."""
 
-    def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]: ...
+    def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]:
+        """Take ``item``; the outputs of the windows it closed. Raises
+        :class:`InvalidMessageError`, before changing anything, for an item inconsistent with the
+        stream (it goes to the dead letters)."""
+        ...
 
     def close_idle(self, now: float, caught_up: bool) -> list[Output]: ...
 
@@ -106,6 +109,24 @@ class Processor(Protocol):
     def stream_of(self, item: Any) -> str: ...
 
     def new_state(self, stream: str, checkpoint: Any | None) -> StreamState: ...
+
+
+def _dead_letter(msg: Message, exc: Exception) -> dict[str, Any]:
+    """The dead-letter row of a message its parser refused. Parsers raise
+    :class:`InvalidMessageError` with the reason; anything else is a parser bug, logged, and the
+    message still goes to the dead letters instead of stopping the worker on every restart."""
+    if isinstance(exc, InvalidMessageError):
+        reason = exc.reason
+    else:
+        log.error("unexpected parser error", exc_info=exc)
+        reason = f"unexpected parser error: {type(exc).__name__}: {str(exc)[:200]}"
+    return {
+        "topic": msg.topic(),
+        "partition": msg.partition(),
+        "offset": msg.offset(),
+        "reason": reason,
+        "payload": msg.value() or b"",
+    }
 
 
 @dataclass
@@ -191,24 +212,23 @@ class WorkerLoop:
         """Ask the loop to finish its current batch and return (thread- and signal-safe)."""
         self._stop.set()
 
-    def install_signal_handlers(self) -> None:
-        """SIGTERM and SIGINT stop the loop after the batch in hand; nothing partial is written."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.stop())
-
     def run(self, until_idle_s: float | None = None) -> None:
         """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``."""
         self._writer = make_writer(
             self.writer_mode, self.store, self.destination, self.processor.name
         )
-        self._consumer = BatchConsumer(
-            self.bootstrap,
-            self.group_id,
-            [self.input_topic],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
-        )
+        try:
+            self._consumer = BatchConsumer(
+                self.bootstrap,
+                self.group_id,
+                [self.input_topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+        except BaseException:
+            self._writer.close()  # (a process writer would otherwise outlive the failed start)
+            raise
         quiet_since = time.monotonic()
         busy = False
         try:
@@ -295,6 +315,14 @@ class WorkerLoop:
 
     # -- one batch -------------------------------------------------------------------------------
     def _state_for(self, stream: str, partition: int, offset: int) -> StreamState:
+        owner = self._stream_partition.get(stream)
+        if owner is not None and owner != partition:
+            # Its windows, offsets and checkpoints follow one partition: a second one would be
+            # dropped as "seen", or replayed from the wrong offset after a restart.
+            raise InvalidMessageError(
+                f"stream {stream!r} arrives on partition {partition} but is read from partition "
+                f"{owner}: a stream's messages must share one partition (key them by stream id)"
+            )
         state = self._states.get(stream)
         if state is None:
             # Everything before this message is in the checkpoint (or precedes the stream).
@@ -304,7 +332,7 @@ class WorkerLoop:
             )
             state = self.processor.new_state(stream, checkpoint)
             self._states[stream] = state
-        if self._stream_partition.get(stream) != partition:
+        if owner is None:
             self._stream_partition[stream] = partition
             self._partitions.setdefault(partition, _Partition()).streams.add(stream)
         return state
@@ -320,19 +348,17 @@ class WorkerLoop:
             pending = True
             try:
                 item = self.processor.parse(msg.value())
-            except InvalidMessageError as exc:
-                dead.append(
-                    {
-                        "topic": msg.topic(),
-                        "partition": partition,
-                        "offset": offset,
-                        "reason": exc.reason,
-                        "payload": msg.value() or b"",
-                    }
-                )
+            except Exception as exc:  # no input may stop the worker
+                dead.append(_dead_letter(msg, exc))
                 continue
             stream = self.processor.stream_of(item)
-            produced = self._state_for(stream, partition, offset).add(item, partition, offset, now)
+            try:
+                produced = self._state_for(stream, partition, offset).add(
+                    item, partition, offset, now
+                )
+            except InvalidMessageError as exc:  # well-formed, but inconsistent with its stream
+                dead.append(_dead_letter(msg, exc))
+                continue
             if produced:
                 # Commit a closed window at once, not after the rest of the batch: its latency
                 # is then its own computation plus one transaction.

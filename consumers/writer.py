@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 
 WRITER_MODES = ("process", "thread")
 
+# The copy of a dead letter on the DLQ topic keeps at most this much of the original bytes: the
+# original may be as large as the broker accepts, and the copy (a longer key, two headers) must
+# not exceed the producer's 1,000,000-byte message limit. The SQL row keeps every byte.
+DLQ_MAX_PAYLOAD_BYTES = 512 * 1024
+
 StoreCall = tuple[str, tuple[Any, ...]]
 """A :class:`StoreTx` method name and its positional arguments."""
 
@@ -144,12 +149,12 @@ class ResultWriter:
         d = self.destination
         for row in job.dead:
             source = f"{row['topic']}:{row['partition']}:{row['offset']}"
-            self._produce(
-                d.dlq_topic,
-                source.encode(),
-                row["payload"],
-                headers=[("reason", row["reason"].encode()), ("source", source.encode())],
-            )
+            payload = row["payload"]
+            headers = [("reason", row["reason"].encode()), ("source", source.encode())]
+            if len(payload) > DLQ_MAX_PAYLOAD_BYTES:
+                headers.append(("truncated_from_bytes", str(len(payload)).encode()))
+                payload = payload[:DLQ_MAX_PAYLOAD_BYTES]
+            self._produce(d.dlq_topic, source.encode(), payload, headers=headers)
         if d.output_topic:
             for key, value in job.messages:
                 self._produce(d.output_topic, key.encode(), value)

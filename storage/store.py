@@ -9,7 +9,8 @@ A worker does, per closed window::
         tx.set_partition_offsets(group, topic, {partition: next_offset})  # consumed offsets
     consumer.commit_offsets(...)  # only after the commit above
 
-and on start ``store.load_checkpoints(group)`` / ``store.partition_offsets(group, topic)``.
+and on start ``store.partition_offsets(group, topic)`` (where to seek), then, as each stream
+is first seen, ``store.load_checkpoint(group, stream)``.
 
 Idempotency (re-writing a window changes nothing):
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
+import pytest
+from sparsewatch.consumers.anomaly_worker import (
+    MAX_WINDOW_DOCUMENTS,
+    AnomalyStreamState,
+    parse_scored,
+)
+from sparsewatch.consumers.messages import InvalidMessageError
 
 from sparsewatch.config import load_config
 
@@ -74,3 +80,35 @@ def test_constant_features_are_left_out():
         restored.model.decision_function(restored._standardise(x)),
         state.model.decision_function(state._standardise(x)),
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"timestamp": 1e400}, "OverflowError"),  # json reads 1e400 as inf; int(inf) overflows
+        ({"window_seq": 1e400}, "OverflowError"),
+        ({"n_terms": 10**400}, "OverflowError"),  # log1p of an int beyond float range
+        ({"n": MAX_WINDOW_DOCUMENTS + 1, "index": 0}, "at most"),
+        ({"index": 3, "n": 3}, "index 3 of a window of 3"),
+        ({"score": float("nan")}, "non-finite"),
+    ],
+)
+def test_malformed_scores_messages_are_refused_with_a_reason(change, reason):
+    msg = {**json.loads(_msg(0, 0, 2, 0.5, 2)), **change}
+    with pytest.raises(InvalidMessageError, match=reason):
+        parse_scored(json.dumps(msg).encode())
+
+
+def test_deeply_nested_scores_message_is_refused():
+    with pytest.raises(InvalidMessageError, match="RecursionError"):
+        parse_scored(b'{"stream": "s", "code_value": ' + b"[" * 20_000 + b"}")
+
+
+def test_a_message_disagreeing_with_its_window_size_is_refused_before_it_counts():
+    state = AnomalyStreamState("s", _config(), None)
+    assert state.add(parse_scored(_msg(0, 0, 2, 0.5, 2)), 0, 0, now=0.0) == []
+    with pytest.raises(InvalidMessageError, match="window 0 of 2 documents, not 10"):
+        state.add(parse_scored(_msg(0, 5, 10, 0.5, 2)), 0, 1, now=0.0)
+    # the window still completes with its own second message
+    [out] = state.add(parse_scored(_msg(0, 1, 2, 0.5, 2)), 0, 2, now=0.0)
+    assert out.n_documents == 2

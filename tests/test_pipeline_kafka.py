@@ -49,7 +49,16 @@ BAD = [
     b'{"id": "x", "text": "t"}',
     b'{"id": "x", "text": 7, "timestamp": 1}',
     b'{"id": "x", "text": "t", "timestamp": "soon"}',
+    # valid UTF-8 JSON whose strings cannot be stored (no UTF-8 form; NUL refused by PostgreSQL)
+    b'{"id": "x", "text": "t\\ud800", "timestamp": 1}',
+    b'{"id": "x", "text": "t", "timestamp": 1, "stream": "alpha\\udc00"}',
+    b'{"id": "x\\u0000", "text": "t", "timestamp": 1}',
+    # json.loads raises ValueError / RecursionError, not JSONDecodeError
+    b'{"id": "x", "text": "t", "timestamp": 1' + b"0" * 5000 + b"}",
+    b'{"id": "x", "text": "t", "meta": ' + b"[" * 20_000 + b"}",
 ]
+# Refused for its size; its dead-letter copy would exceed the producer's message limit uncut.
+HUGE = b'{"id": "x", "text": "' + b"a" * 1_040_000 + b'", "timestamp": 1}'
 
 
 # The 20,000-document recovery tests exercise the pipeline's mechanics; a fixed 100-atom dictionary
@@ -154,6 +163,10 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
     docs = _streams(1200)
     n_bad = _produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=2)
     assert n_bad >= 1000
+    big = make_producer(kafka_bootstrap, **{"message.max.bytes": 2_000_000})
+    big.produce(config.kafka.topic("docs"), key=b"alpha", value=HUGE)
+    assert big.flush(60) == 0
+    n_bad += 1
     store = Store.open(database_url)
     try:
         workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
@@ -173,12 +186,17 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
             from sqlalchemy import text
 
             n_dead = conn.execute(text("select count(*) from dead_letters")).scalar()
+            huge = conn.execute(text("select payload from dead_letters where reason like '%size%'"))
+            assert [bytes(row[0]) for row in huge] == [HUGE]  # the SQL row keeps every byte
         assert n_dead == n_bad
     finally:
         store.dispose()
     dead = _dlq(kafka_bootstrap, config.kafka.topic("dlq"), n_bad)
     assert len({m.key() for m in dead}) == n_bad
     assert all(dict(m.headers())["reason"] for m in dead)
+    cut = [m for m in dead if "truncated_from_bytes" in dict(m.headers())]
+    assert len(cut) == 1 and cut[0].value() == HUGE[: len(cut[0].value())]
+    assert int(dict(cut[0].headers())["truncated_from_bytes"]) == len(HUGE) > len(cut[0].value())
 
 
 def _spawn(env: dict[str, str], log: Path, role: str = "detector") -> subprocess.Popen:
@@ -402,6 +420,43 @@ def test_a_worker_runs_again_after_it_returned(kafka_bootstrap, tmp_path):
         assert len(_stored(store)) == len(docs)
     finally:
         store.dispose()
+
+
+def test_a_stream_split_over_two_partitions_keeps_one_and_dead_letters_the_other(
+    kafka_bootstrap, tmp_path
+):
+    """Messages of one stream must share a partition (the producer keys them by stream id). When
+    an outside producer spreads a stream over two, the worker reads it from the partition it met
+    first and sends the other partition's messages to the dead letters with the reason, instead
+    of mixing two offset sequences in one stream's windows and checkpoints."""
+    url = f"sqlite:///{tmp_path / 'split.db'}"
+    config = _quick_detector_config(kafka_bootstrap, "split", url)
+    docs = generate_stream(600, kind="tweet", stream="alpha", seed=13)
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    producer = make_producer(kafka_bootstrap)
+    on = {0: set(), 1: set()}
+    for i, doc in enumerate(docs):
+        p = int(i % 7 == 0)  # every seventh document on partition 1
+        producer.produce(topic, value=json.dumps(doc).encode(), partition=p)
+        on[p].add(doc["id"])
+    assert producer.flush(60) == 0
+    store = Store.open(url)
+    try:
+        build_worker("detector", config, store).run(until_idle_s=4.0)
+        stored = {doc_id for _, doc_id in _stored(store)}
+        with store.reading() as conn:
+            from sqlalchemy import text
+
+            dead = conn.execute(text("select partition, reason, payload from dead_letters"))
+            dead = [(p, reason, json.loads(payload)["id"]) for p, reason, payload in dead]
+    finally:
+        store.dispose()
+    kept = 0 if stored & on[0] else 1
+    assert stored == on[kept]
+    assert {doc_id for _, _, doc_id in dead} == on[1 - kept]
+    assert {p for p, _, _ in dead} == {1 - kept}
+    assert all("must share one partition" in reason for _, reason, _ in dead)
 
 
 def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path):

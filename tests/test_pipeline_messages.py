@@ -52,11 +52,26 @@ def test_good_document_with_iso_and_epoch_times():
         (b'{"id": "x", "text": "a", "timestamp": 1, "stream": ""}', "'stream' is empty"),
         (b'{"id": "x", "text": "a", "timestamp": 1, "labels": "acq"}', "'labels'"),
         (b'{"id": "x", "text": "a", "timestamp": 1, "meta": []}', "'meta'"),
+        # JSON escapes that decode to strings with no UTF-8 form, or that PostgreSQL refuses
+        (b'{"id": "x", "text": "a\\ud800b", "timestamp": 1}', "'text' contains an unpaired"),
+        (b'{"id": "\\udfff", "text": "a", "timestamp": 1}', "'id' contains an unpaired"),
+        (b'{"id": "x", "text": "a", "timestamp": 1, "stream": "s\\ud83d"}', "'stream'"),
+        (b'{"id": "x", "text": "a", "timestamp": 1, "labels": ["\\udc00"]}', "'labels'"),
+        (b'{"id": "x", "text": "a\\u0000b", "timestamp": 1}', "'text' contains a NUL"),
+        (b'{"id": "x\\u0000", "text": "a", "timestamp": 1}', "'id' contains a NUL"),
+        # inputs on which json.loads raises something other than JSONDecodeError
+        (b'{"id": "x", "text": "a", "timestamp": 1' + b"9" * 5000 + b"}", "invalid JSON"),
+        (b'{"id": "x", "text": "a", "meta": ' + b"[" * 100_000 + b"}", "nested too deeply"),
     ],
 )
 def test_bad_messages_have_reasons(payload, reason):
     with pytest.raises(InvalidMessageError, match=reason):
         parse_document(payload)
+
+
+def test_paired_surrogate_escapes_are_text_not_errors():
+    doc = parse_document(b'{"id": "x", "text": "\\ud83d\\ude00 ok", "timestamp": 1}')
+    assert doc.text == "\U0001f600 ok" and parse_document(doc.to_json()) == doc
 
 
 def test_oversized_text_is_refused():

@@ -1,0 +1,80 @@
+"""One stream's windows and models in the detector worker: late documents are neither lost on a
+crash nor scored differently depending on where the consumer's batches happen to end."""
+
+from __future__ import annotations
+
+import json
+
+from sparsewatch.consumers.detector_worker import DetectorStreamState
+from sparsewatch.consumers.messages import parse_document
+from sparsewatch.replay.synthetic import generate_stream
+
+from sparsewatch.config import load_config
+
+HOUR_MS = 3_600_000
+
+
+def _config():
+    return load_config(
+        env={
+            "SPARSEWATCH_WINDOWS_SIZE": "1h",
+            "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "120",
+        }
+    )
+
+
+def _stream() -> tuple[list, object, list]:
+    """Documents spread over three hours, one late document of the first hour, then one document
+    of a later hour that closes the open window."""
+    raw = generate_stream(600, kind="tweet", stream="s", seed=5)
+    t0 = 1_767_225_600_000  # 2026-01-01T00:00Z, epoch ms
+    docs = []
+    for i, d in enumerate(raw[:480]):
+        d = {**d, "timestamp": t0 + (i // 160) * HOUR_MS + i}  # 160 documents an hour
+        docs.append(parse_document(json.dumps(d).encode()))
+    late = parse_document(json.dumps({**raw[500], "id": "late", "timestamp": t0 + 5}).encode())
+    closer = parse_document(json.dumps({**raw[501], "timestamp": t0 + 4 * HOUR_MS}).encode())
+    return docs, late, [closer]
+
+
+def _run(batch_boundary_after_late: bool) -> tuple[list, DetectorStreamState]:
+    docs, late, closer = _stream()
+    state = DetectorStreamState("s", _config(), None)
+    outputs = []
+    for offset, doc in enumerate(docs):
+        outputs += state.add(doc, 0, offset, now=0.0)
+    n = len(docs)
+    assert state.min_buffered_offset(0) == 2 * 160  # the third hour is still open
+    # (On a partition of its own, so that the open window's earlier offsets do not hide it.)
+    outputs += state.add(late, 1, 0, now=0.0)
+    # Until it is handed over, the late document is where a restart must re-read from.
+    assert state.min_buffered_offset(1) == 0
+    if batch_boundary_after_late:
+        outputs += state.close_idle(now=0.0, caught_up=True)  # a poll batch ends here
+        assert state.min_buffered_offset(1) is None
+    outputs += state.add(closer[0], 0, n, now=0.0)
+    return outputs, state
+
+
+def _late_rows(outputs: list) -> list[dict]:
+    return [
+        row
+        for out in outputs
+        for name, args in out.calls
+        if name == "insert_documents"
+        for row in args[0]
+        if row["late"]
+    ]
+
+
+def test_late_document_is_scored_by_the_model_it_arrived_to_whatever_the_batches():
+    plain, state = _run(batch_boundary_after_late=False)
+    split, _ = _run(batch_boundary_after_late=True)
+    [a], [b] = _late_rows(plain), _late_rows(split)
+    assert a["doc_id"] == b["doc_id"] == "late"
+    assert a["novelty_score"] == b["novelty_score"] and a["novel"] == b["novel"]
+    # Handed over before the window that closed after it: the same transaction or an earlier one.
+    kinds = [bool(_late_rows([o])) for o in plain[-2:]]
+    assert kinds == [True, False] and plain[-1].is_window
+    # Once handed over it no longer holds back the resume offset.
+    assert state.min_buffered_offset(1) is None
