@@ -108,11 +108,12 @@ def _string(obj: dict[str, Any], key: str, max_chars: int, default: str | None =
         raise InvalidMessageError(f"field '{key}' is empty")
     if len(value) > max_chars:
         raise InvalidMessageError(f"field '{key}' is longer than {max_chars} characters")
-    return _storable(value, key)
+    return storable_string(value, key)
 
 
-def _storable(value: str, key: str) -> str:
-    """``value`` if it can be stored and re-sent as UTF-8: JSON escapes can smuggle in unpaired
+def storable_string(value: str, key: str) -> str:
+    """``value`` (field ``key``) if it can be stored and re-sent as UTF-8, else
+    :class:`InvalidMessageError` with the reason: JSON escapes can smuggle in unpaired
     surrogates (``"\\ud800"``: no UTF-8 form) and NUL characters (refused by PostgreSQL text)."""
     if "\x00" in value:
         raise InvalidMessageError(f"field '{key}' contains a NUL character")
@@ -171,7 +172,7 @@ def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
     text = obj["text"]
     if not isinstance(text, str):
         raise InvalidMessageError(f"field 'text' must be a string, got {type(text).__name__}")
-    if len(_storable(text, "text").encode("utf-8")) > max_text_bytes:
+    if len(storable_string(text, "text").encode("utf-8")) > max_text_bytes:
         raise InvalidMessageError(f"text longer than {max_text_bytes} bytes")
     if "timestamp" not in obj:
         raise InvalidMessageError("missing field 'timestamp'")
@@ -183,7 +184,7 @@ def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise InvalidMessageError("field 'labels' must be a list of strings")
     for label in labels:
-        _storable(label, "labels")
+        storable_string(label, "labels")
     meta = obj.get("meta", {})
     if meta is None:
         meta = {}

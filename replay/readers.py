@@ -23,6 +23,7 @@ import html
 import json
 import math
 import re
+import sys
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
+
+from sparsewatch.consumers.messages import InvalidMessageError, storable_string
 
 InputFormat = Literal["jsonl", "csv", "reuters"]
 
@@ -158,6 +161,13 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
                 source, number, f"invalid JSON: {exc.msg} (column {exc.colno})", _raw(line)
             )
             continue
+        except ValueError as exc:  # e.g. an integer of more digits than int() converts
+            reason = str(exc).split(";")[0]  # without advice on Python's own settings
+            yield Rejected(source, number, f"invalid JSON: {reason}", _raw(line))
+            continue
+        except RecursionError:
+            yield Rejected(source, number, "invalid JSON: nested too deeply", _raw(line))
+            continue
         if not isinstance(obj, dict):
             yield Rejected(
                 source, number, f"not a JSON object but {type(obj).__name__}", _raw(line)
@@ -224,10 +234,18 @@ def _tag(block: str, name: str) -> str | None:
     return None if match is None else match.group(1)
 
 
+def _char(reference: re.Match[str]) -> str:
+    """The character of a numeric reference ``&#N;``; a RecordError when N is no code point."""
+    digits = reference.group(1).lstrip("0") or "0"
+    if len(digits) > 7 or int(digits) > sys.maxunicode:
+        raise RecordError(f"character reference &#{digits[:20]};: not a Unicode character")
+    return chr(int(digits))
+
+
 def _sgml_text(text: str | None) -> str:
     if text is None:
         return ""
-    text = html.unescape(re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), text))
+    text = html.unescape(re.sub(r"&#(\d+);", _char, text))
     return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "", text).strip()
 
 
@@ -256,10 +274,8 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
         if "NEWID" not in attrs:
             yield Rejected(source, number, "REUTERS element without NEWID", block[:_RAW_CHARS])
             continue
-        yield SourceRecord(
-            source,
-            number,
-            {
+        try:
+            fields = {
                 "id": attrs["NEWID"],
                 "date": _sgml_text(_tag(block, "DATE")),
                 "title": _sgml_text(_tag(block, "TITLE")),
@@ -270,8 +286,11 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
                 "lewissplit": attrs.get("LEWISSPLIT", ""),
                 "cgisplit": attrs.get("CGISPLIT", ""),
                 "topics_attr": attrs.get("TOPICS", ""),
-            },
-        )
+            }
+        except RecordError as exc:
+            yield Rejected(source, number, str(exc), block[:_RAW_CHARS])
+            continue
+        yield SourceRecord(source, number, fields)
     tail = text.find("<REUTERS", end)
     if tail >= 0:
         reason = "unterminated REUTERS element (truncated file?)"
@@ -307,9 +326,11 @@ def parse_timestamp_ms(value: Any) -> int:
     if isinstance(value, bool) or value is None:
         raise RecordError(f"bad timestamp {value!r}")
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        if len(value.strip().lstrip("-").lstrip("0")) > len(str(_MAX_MS)):
+            raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
         value = int(value)
     if isinstance(value, int | float):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise RecordError(f"bad timestamp {value!r}")
         ms = int(value)
     elif isinstance(value, str):
@@ -317,8 +338,16 @@ def parse_timestamp_ms(value: Any) -> int:
     else:
         raise RecordError(f"bad timestamp of type {type(value).__name__}")
     if not _MIN_MS <= ms < _MAX_MS:
-        raise RecordError(f"timestamp {value!r} is outside 1970..2200")
+        raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
     return ms
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: its repr cut to 40 characters, a huge integer by its size."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"of about {math.ceil(value.bit_length() * math.log10(2))} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _parse_date_text(value: str) -> int:
@@ -395,7 +424,7 @@ def to_document(fields: dict[str, Any], mapping: FieldMapping = FieldMapping()) 
     labels_name, labels = _pick(fields, mapping.labels, "labels")
     if labels_name is not None:
         used.add(labels_name)
-    return {
+    document = {
         "id": str(doc_id),
         "text": "\n\n".join(p for p in parts if p) if len(parts) > 1 else parts[0],
         "timestamp": parse_timestamp_ms(timestamp),
@@ -403,6 +432,24 @@ def to_document(fields: dict[str, Any], mapping: FieldMapping = FieldMapping()) 
         "labels": _labels(labels),
         "meta": {k: v for k, v in fields.items() if k not in used},
     }
+    _check_encodable(document)
+    return document
+
+
+def _check_encodable(document: dict[str, Any]) -> None:
+    """A RecordError for a string the detector refuses (a NUL character or an unpaired surrogate,
+    which a JSON escape such as ``"\\ud800"`` can make) or that has no UTF-8 form in ``meta``."""
+    try:
+        for key in ("id", "text", "stream"):
+            storable_string(document[key], key)
+        for label in document["labels"]:
+            storable_string(label, "labels")
+    except InvalidMessageError as exc:
+        raise RecordError(exc.reason) from None
+    try:
+        json.dumps(document["meta"], ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError("field 'meta' contains an unpaired surrogate") from None
 
 
 class ErrorFile:
@@ -421,7 +468,8 @@ class ErrorFile:
             return
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("w", encoding="utf-8")
+            # An unpaired surrogate in ``raw`` is written as its JSON escape (``\\ud800``).
+            self._fh = self.path.open("w", encoding="utf-8", errors="backslashreplace")
         entry = {
             "source": rejected.source,
             "line": rejected.line,

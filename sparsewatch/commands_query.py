@@ -29,6 +29,9 @@ from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.store import Store
 
 FORMATS = ("table", "json", "csv")
+# Window numbers and row limits are stored or sent as 64-bit integers: larger ones are refused.
+_MAX_INT64 = 2**63 - 1
+WINDOW = click.IntRange(0, _MAX_INT64)
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*(?:ago)?\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -40,17 +43,19 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     if text.strip().lower() == "now":
         return now
     match = _RELATIVE.match(text)
-    if match:
-        amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
-        return now - timedelta(**{unit: amount})
     value = text.strip()
     if value.endswith(("Z", "z")):
         value = value[:-1] + "+00:00"
     try:
+        if match:
+            amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+            return now - timedelta(**{unit: amount})
         parsed = datetime.fromisoformat(value)
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"'{text}' is outside the dates from year 1 to 9999 (UTC)") from None
     except ValueError:
         raise ValueError(f"'{text}' is neither ISO-8601 nor relative like 2h, 30m, 7d") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 class TimeParam(click.ParamType):
@@ -177,7 +182,11 @@ _db = click.option(
     help="Database URL (default: the configuration's database_url or DATA_DIR/sparsewatch.db).",
 )
 _limit = click.option(
-    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="At most N rows."
+    "--limit",
+    type=click.IntRange(0, _MAX_INT64),
+    default=50,
+    show_default=True,
+    help="At most N rows.",
 )
 _streams = click.option("--stream", "streams", multiple=True, help="Only this stream (repeatable).")
 
@@ -270,7 +279,7 @@ DOCUMENT_COLUMNS = (
 
 @click.command()
 @_streams
-@click.option("--window", "window_seq", type=int, default=None, help="Only this window number.")
+@click.option("--window", "window_seq", type=WINDOW, default=None, help="Only this window number.")
 @click.option("--novel", "novel_only", is_flag=True, help="Only documents flagged novel.")
 @click.option("--anomalies", "anomalies_only", is_flag=True, help="Only anomalous documents.")
 @click.option("--since", type=TIME, default=None, help="Event time from (ISO-8601 or relative).")
@@ -324,9 +333,9 @@ TOPIC_COLUMNS = ("stream", "window_seq", "topic_id", "strength", "emerging", "te
 
 @click.command()
 @_streams
-@click.option("--window", "window_seq", type=int, default=None, help="Only this window.")
-@click.option("--from-window", type=int, default=None, help="Windows from this number.")
-@click.option("--to-window", type=int, default=None, help="Windows up to this number.")
+@click.option("--window", "window_seq", type=WINDOW, default=None, help="Only this window.")
+@click.option("--from-window", type=WINDOW, default=None, help="Windows from this number.")
+@click.option("--to-window", type=WINDOW, default=None, help="Windows up to this number.")
 @click.option("--emerging", "emerging_only", is_flag=True, help="Only emerging topics.")
 @click.option(
     "--terms",
@@ -431,7 +440,7 @@ def list_snapshots(
 @snapshots.command("export")
 @click.argument("stream")
 @click.argument("model_kind")
-@click.option("--window", "window_seq", type=int, default=None, help="Window (default: newest).")
+@click.option("--window", "window_seq", type=WINDOW, default=None, help="Window (default: newest).")
 @click.option(
     "--output",
     "-o",

@@ -69,7 +69,10 @@ def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: i
 )
 @click.pass_context
 def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
-    """Replay a generated stream through Kafka and both workers; print alerts and topics."""
+    """Replay a generated stream through Kafka and the workers; print alerts and topics.
+
+    The anomaly worker runs unless ``anomaly.enabled`` is false.
+    """
     from sparsewatch.demo import run_demo
     from sparsewatch.storage.store import Store
 
@@ -80,14 +83,21 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
     _setup_logging("WARNING")
     click.echo(f"replaying {documents} generated documents through Kafka ...")
     result = run_demo(config, documents, Path(out) if out else None)
+    kinds = ["novel_document", "emerging_topic"]
+    if config.anomaly.enabled:
+        kinds.append("anomaly")
     with Store.open(result.database_url) as store:
-        for kind in ("novel_document", "emerging_topic", "anomaly"):
+        for kind in kinds:
             alerts = store.alerts(kinds=[kind], limit=None)
             alerts.sort(key=lambda a: -(a["score"] or 0.0))
             click.echo(f"\n== top {kind} alerts ({len(alerts)} in total)")
             for a in alerts[:top]:
                 click.echo(f"  {a['score']:8.4f}  {a['subject_id']:<28} {a['summary'][:90]}")
         n_docs = len(store.documents(limit=None))
+    if not config.anomaly.enabled:
+        click.echo(
+            "\n== no anomaly alerts: the anomaly worker is disabled (anomaly.enabled = false)"
+        )
     click.echo(
         f"\n{n_docs} documents stored, {result.n_malformed} malformed messages sent to the "
         f"dead-letter topic, {result.seconds:.0f}s in all"

@@ -114,6 +114,9 @@ class Config:
         return f"sqlite:///{Path(self.data_dir).resolve() / 'sparsewatch.db'}"
 
 
+# The span of event times a document may have (1970..2200): a window this long holds them all.
+_MAX_DURATION_MS = 7_258_118_400_000
+_MAX_DAYS = _MAX_DURATION_MS // 86_400_000
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 
 
@@ -127,10 +130,12 @@ def parse_duration_ms(text: str) -> int:
                 amount = float(number)
             except ValueError:
                 break
-            if amount < 0:
+            if not 0 <= amount <= _MAX_DURATION_MS / _UNITS_MS[unit]:  # also refuses nan, inf
                 break
             return round(amount * _UNITS_MS[unit])
-    raise SparsewatchError(f"{text!r} is not a duration (examples: 500ms, 30s, 15m, 1h, 2d)")
+    raise SparsewatchError(
+        f"{text!r} is not a duration of at most {_MAX_DAYS}d (examples: 500ms, 30s, 15m, 1h, 2d)"
+    )
 
 
 def _coerce(value: str, typ: Any, name: str) -> Any:
@@ -224,11 +229,11 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
     ("windows", "size"): (
         lambda v: (_duration_ms(v) or 0) > 0,
-        "a positive duration (500ms, 30s, 15m, 1h, 2d)",
+        f"a positive duration of at most {_MAX_DAYS}d (500ms, 30s, 15m, 1h, 2d)",
     ),
     ("windows", "allowed_lateness"): (
         lambda v: _duration_ms(v) is not None,
-        "a duration (0s, 30s, 15m, ...)",
+        f"a duration of at most {_MAX_DAYS}d (0s, 30s, 15m, ...)",
     ),
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
     ("windows", "idle_timeout_s"): (lambda v: v > 0, "> 0"),

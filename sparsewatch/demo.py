@@ -4,7 +4,8 @@
 2. creates fresh topics (``demo-<time>.docs`` / ``.scores`` / ``.dlq``) and a fresh SQLite database;
 3. replays a seeded synthetic tweet stream with stories emerging over time (no network, no licence)
    with the replay tool, then a few malformed messages that must land in the dead-letter topic;
-4. runs the detector and anomaly workers until the stream is drained;
+4. runs the detector and anomaly workers until the stream is drained (the detector alone when
+   ``anomaly.enabled`` is false);
 5. prints the top alerts and emerging topics from the database and writes a PNG of novelty scores
    over time (novel-flagged documents and the birth of each new story marked).
 """
@@ -124,11 +125,11 @@ def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = Non
         store = Store.open(config.database_url)
         # Drained this long: done (no detector window waits for the idle timeout). The anomaly
         # worker's input stays empty until the detector's first window is committed.
-        idle = 5.0
+        idle_s = {"detector": 5.0, "anomaly": 30.0}
         roles = ["detector", "anomaly"] if config.anomaly.enabled else ["detector"]
         run_loops(
             [build_worker(role, config, store) for role in roles],
-            [idle, 30.0],
+            [idle_s[role] for role in roles],
             blas_threads=config.blas_threads,
             gc_threshold=config.gc_threshold,
         )

@@ -112,9 +112,15 @@ def run_loops(
 
 
 def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
-    """Run the workers of ``roles`` against the configured broker and database."""
+    """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
+    only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError)."""
     if not config.anomaly.enabled:
         roles = [r for r in roles if r != "anomaly"]
+        if not roles:
+            raise SparsewatchError(
+                "the anomaly worker is disabled in the configuration "
+                "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
+            )
     store = Store.open(config.resolved_database_url)
     serve(config.metrics_port)
     try:

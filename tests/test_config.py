@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 from sparsewatch.consumers.detector_core import build_models
 
-from sparsewatch.config import Config, describe, load_config
+from sparsewatch.config import Config, describe, load_config, parse_duration_ms
 from sparsewatch.errors import SparsewatchError
+
+_SIZE = "a positive duration of at most 84006d (500ms, 30s, 15m, 1h, 2d)"
+_LATENESS = "a duration of at most 84006d (0s, 30s, 15m, ...)"
 
 
 def test_defaults_load_and_every_option_is_described() -> None:
@@ -48,9 +51,15 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_METRICS_PORT", "99999", "in 0..65535"),
         ("SPARSEWATCH_GC_THRESHOLD", "-1", ">= 0 (0: Python's default)"),
         ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
-        ("SPARSEWATCH_WINDOWS_SIZE", "banana", "a positive duration (500ms, 30s, 15m, 1h, 2d)"),
-        ("SPARSEWATCH_WINDOWS_SIZE", "0s", "a positive duration (500ms, 30s, 15m, 1h, 2d)"),
-        ("SPARSEWATCH_WINDOWS_ALLOWED_LATENESS", "-5s", "a duration (0s, 30s, 15m, ...)"),
+        ("SPARSEWATCH_WINDOWS_SIZE", "banana", _SIZE),
+        ("SPARSEWATCH_WINDOWS_SIZE", "0s", _SIZE),
+        ("SPARSEWATCH_WINDOWS_ALLOWED_LATENESS", "-5s", _LATENESS),
+        ("SPARSEWATCH_WINDOWS_SIZE", "nanh", _SIZE),
+        ("SPARSEWATCH_WINDOWS_SIZE", "1e400d", _SIZE),
+        ("SPARSEWATCH_WINDOWS_SIZE", "infms", _SIZE),
+        ("SPARSEWATCH_WINDOWS_SIZE", "84007d", _SIZE),
+        ("SPARSEWATCH_WINDOWS_ALLOWED_LATENESS", "nans", _LATENESS),
+        ("SPARSEWATCH_WINDOWS_ALLOWED_LATENESS", "1e300w", _LATENESS),
     ],
 )
 def test_out_of_range_values_are_refused_naming_the_option(
@@ -62,6 +71,16 @@ def test_out_of_range_values_are_refused_naming_the_option(
     assert "\n" not in message
     assert variable in message and f"must be {expected}, got " in message
     assert message.endswith(repr(_parsed(value)))
+
+
+def test_durations_up_to_the_event_time_range_are_accepted() -> None:
+    day = 86_400_000
+    assert parse_duration_ms("84006d") == 84006 * day  # 1970..2200, the accepted event times
+    assert parse_duration_ms("12000w") == 12000 * 7 * day
+    assert parse_duration_ms("1.5h") == 5_400_000
+    for text in ("84006.5d", "12001w", "nanh", "-0.5s", "1e400d"):
+        with pytest.raises(SparsewatchError, match="at most 84006d"):
+            parse_duration_ms(text)
 
 
 def _parsed(text: str) -> int | float | str:

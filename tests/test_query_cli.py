@@ -319,6 +319,13 @@ def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
         (("alerts", "--since", "1h", "--until", "2h"), "--since must be before --until"),
         (("alerts", "--kind", "spam"), "'spam' is not one of"),
         (("documents", "--limit", "-1"), "--limit"),
+        (("alerts", "--since", "99999999999d"), "'--since': '99999999999d' is outside the dates"),
+        (("alerts", "--since", "0001-01-01T00:00:00+01:00"), "is outside the dates"),
+        (("documents", "--until", "9999-12-31T23:59:59-01:00"), "'--until'"),
+        (("documents", "--window", str(10**24)), "'--window'"),
+        (("topics", "--from-window", str(2**63)), "'--from-window'"),
+        (("alerts", "--limit", str(10**24)), "'--limit'"),
+        (("snapshots", "export", "s", "k", "-o", "x.npz", "--window", str(2**63)), "'--window'"),
         (("alerts", "--format", "xml"), "'xml' is not one of"),
         (("topics", "--database-url", "nosuchdb://x"), "cannot open database"),
         (
@@ -336,6 +343,14 @@ def test_bad_arguments_and_unreachable_database_are_one_line_errors(
     assert "secret" not in err
 
 
+def test_the_largest_window_and_limit_are_valid_queries(populated, monkeypatch, capsys):
+    url, _ = populated
+    top = str(2**63 - 1)
+    assert query(monkeypatch, capsys, url, "documents", "--window", top)["json"] == []
+    assert query(monkeypatch, capsys, url, "topics", "--from-window", top)["json"] == []
+    assert len(query(monkeypatch, capsys, url, "alerts", "--limit", top)["json"]) > 0
+
+
 def test_relative_and_absolute_times():
     now = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
     assert parse_time("2h", now) == now - timedelta(hours=2)
@@ -346,3 +361,7 @@ def test_relative_and_absolute_times():
     assert parse_time("2024-05-01 12:00", now) == now
     with pytest.raises(ValueError):
         parse_time("2 fortnights", now)
+    assert parse_time("0001-01-01T00:00:00Z", now) == datetime(1, 1, 1, tzinfo=UTC)
+    for text in ("0001-01-01T00:59:59+01:00", "9999-12-31T23:00:00-01:00", "3000000d"):
+        with pytest.raises(ValueError, match="outside the dates"):
+            parse_time(text, now)

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sparsewatch.replay.producer import Pacer, as_message
+from sparsewatch.consumers.messages import parse_document
+from sparsewatch.replay.producer import Pacer, as_message, encode
 from sparsewatch.replay.readers import (
     ErrorFile,
     FieldMapping,
@@ -177,6 +178,79 @@ def test_malformed_jsonl_lines_go_to_the_error_file_with_their_line(tmp_path):
     assert stats.read == 11 and stats.rejected == 9
 
 
+def _detector_accepts(doc: dict) -> bool:
+    """Whether the producer can encode ``doc`` and the detector's parser accepts the bytes."""
+    parse_document(encode(as_message(doc)))
+    return True
+
+
+def test_records_that_cannot_be_sent_are_rejected_and_the_rest_still_read(tmp_path):
+    good = {"id": "g", "text": "ok", "timestamp": MS_2024}
+    lines = [
+        json.dumps(good).encode(),  # 1 good
+        b'{"id": "s", "text": "\\ud800", "timestamp": 1}',  # 2 lone surrogate (JSON escape)
+        b'{"id": "d", "text": "t", "timestamp": ' + b"7" * 5000 + b"}",  # 3 5,000 digits
+        json.dumps({"id": "e", "text": "t", "timestamp": "7" * 5000}).encode(),  # 4 as a string
+        json.dumps({"id": "n", "text": "a\u0000b", "timestamp": 1}).encode(),  # 5 NUL
+        b'{"id": "m", "text": "t", "timestamp": 1, "k": ["\\udc00"]}',  # 6 surrogate in meta
+        b'{"id": "l", "text": "t", "timestamp": 1, "labels": ["\\udbff"]}',  # 7 in a label
+        b'{"id": "\\ud800x", "text": "t", "timestamp": 1}',  # 8 in the id
+        b"[" * 100_000 + b"]" * 100_000,  # 9 nested too deeply for the parser
+        json.dumps({**good, "id": "g2"}).encode(),  # 10 good
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    docs, errors, stats = _read([path], tmp_path)
+    assert [d["id"] for d in docs] == ["g", "g2"]
+    assert all(_detector_accepts(d) for d in docs)
+    assert [e["line"] for e in errors] == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert stats.read == 10 and stats.rejected == 8
+    reasons = dict((e["line"], e["reason"]) for e in errors)
+    assert "field 'text' contains an unpaired surrogate" in reasons[2]
+    assert "invalid JSON" in reasons[3] and "5000 digits" in reasons[3] and "sys." not in reasons[3]
+    assert "outside 1970..2200" in reasons[4]
+    assert "NUL" in reasons[5] and "'meta'" in reasons[6] and "'labels'" in reasons[7]
+    assert "field 'id'" in reasons[8] and "invalid JSON" in reasons[9]
+    # The raw record keeps the surrogate, written as its JSON escape.
+    assert json.loads(errors[0]["raw"])["text"] == "\ud800"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(codec=None, exclude_categories=())), st.text(max_size=5))
+def test_a_read_document_is_one_the_detector_accepts(text, stream):
+    doc = {"id": "x", "text": text, "timestamp": MS_2024, "stream": stream, "labels": [text]}
+    try:
+        message = as_message(doc)
+    except RecordError:
+        assert any(c == "\x00" or "\ud800" <= c <= "\udfff" for c in text + stream)
+        return
+    assert _detector_accepts(message)
+
+
+def test_reuters_character_references_that_are_no_characters_reject_the_story(tmp_path):
+    story = {"date": "26-FEB-1987 15:02:20.00", "topics": [], "title": "T"}
+    stories = [
+        {**story, "id": 1, "body": "fine &#38; dandy"},
+        {**story, "id": 2, "body": "x &#99999999; y"},
+        {**story, "id": 3, "body": "x &#" + "9" * 5000 + "; y"},
+        {**story, "id": 4, "body": "x &#55296; y"},  # a surrogate code point
+        {**story, "id": 5, "body": "also fine &#00065;"},
+    ]
+    path = tmp_path / "reut2-000.sgm"
+    path.write_bytes(_sgml(stories).encode("latin-1"))
+    docs, errors, stats = _read([path], tmp_path)
+    assert [d["id"] for d in docs] == ["1", "5"]
+    assert docs[0]["text"].startswith("T\n\nfine & dandy") and "also fine A" in docs[1]["text"]
+    assert all(_detector_accepts(d) for d in docs)
+    assert stats.rejected == 3
+    assert "&#99999999;: not a Unicode character" in errors[0]["reason"]
+    assert "not a Unicode character" in errors[1]["reason"]
+    assert "unpaired surrogate" in errors[2]["reason"]
+    text = _sgml(stories)
+    starts = [i for i in range(len(text)) if text.startswith("<REUTERS", i)]
+    assert [e["line"] for e in errors] == [text.count("\n", 0, i) + 1 for i in starts[1:4]]
+
+
 def test_truncated_gzip_keeps_the_good_records_and_reports_the_cut(tmp_path):
     records = [{"id": i, "text": "word " * 50, "timestamp": MS_2024 + i} for i in range(2000)]
     blob = gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode())
@@ -227,7 +301,18 @@ def test_timestamps(value, expected):
 
 
 @pytest.mark.parametrize(
-    "value", [None, True, "soon", float("nan"), -5, [1], "32-JAN-2024 00:00:00"]
+    "value",
+    [
+        None,
+        True,
+        "soon",
+        float("nan"),
+        -5,
+        [1],
+        "32-JAN-2024 00:00:00",
+        pytest.param("9" * 5000, id="5000-digit-string"),
+        pytest.param(10**5000, id="5001-digit-int"),
+    ],
 )
 def test_bad_timestamps(value):
     with pytest.raises(RecordError):
