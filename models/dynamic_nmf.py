@@ -25,6 +25,11 @@ weights ``W >= 0`` (``N x K``):
   ``a`` the mean l1 mass and ``b`` the mean squared l2 norm of a window document. So ``margin``
   is a rise of the smoothed volume in *average documents* per time point, and ``mu = 1`` prices
   a unit hinge gap like the squared norm of one average document.
+* Empty documents (all-zero rows, e.g. no vocabulary term): their residual is ``-w_i h_i``, so
+  the quadratic keeps their weights at 0 and only the hinge, rewarding any rise of ``S w``, would
+  give them weight on an emerging topic (they were then labelled with it and counted in its
+  ``n_documents``). They are left out of the problem: zero weights, their columns of ``S``
+  zeroed (no volume), not counted in the averages ``a`` and ``b``, label -1.
 * Rank-one cyclic updates (HALS order, one topic at a time, residual ``R_i = X - sum_{j != i}
   w_j h_j``): evolving ``w_i = max(0, R_i h_i) / ||h_i||^2`` in closed form; emerging ``w_i`` by
   projected gradient on problem (9) (the quadratic plus ``mu L``); ``h_i`` by projecting
@@ -145,14 +150,16 @@ class DynamicNMF(BaseEstimator):
     ) -> DynamicNMF:
         """Process one time point: its documents ``X`` (documents x terms).
 
-        Until a first non-empty time point arrives nothing is learned (empty outputs).
+        Until a first time point with documents and terms arrives nothing is learned (labels
+        -1, no events): with no terms (an empty vocabulary) there is nothing to factorise.
 
-        Sets ``labels_`` (dominant topic id of every row of ``X``) and ``events_`` (the emerging
-        topics of this time point). ``vocabulary[j]`` names column ``j`` in the events.
+        Sets ``labels_`` (dominant topic id of every row of ``X``; -1 for a row without weight,
+        e.g. an empty document) and ``events_`` (the emerging topics of this time point).
+        ``vocabulary[j]`` names column ``j`` in the events.
         """
         X = sp.csr_matrix(X, dtype=np.float64)
-        if not hasattr(self, "components_") and X.shape[0] == 0:
-            self.labels_, self.events_ = np.zeros(0, dtype=np.int64), []
+        if not hasattr(self, "components_") and 0 in X.shape:
+            self.labels_, self.events_ = np.full(X.shape[0], -1, dtype=np.int64), []
             return self
         if not hasattr(self, "components_"):
             self._first_time_point(X)
@@ -343,10 +350,13 @@ class DynamicNMF(BaseEstimator):
         XT = X.T.tocsr()
         W, H = self.weights_, self.components_
         M, c, _ = self._hinge_parts()
+        empty = np.asarray(X.sum(axis=1)).ravel() <= 0  # zero-mass documents: out of the problem
+        W[empty] = 0.0
         sq = float(X.multiply(X).sum())
-        n_docs = max(X.shape[0], 1)
+        n_docs = max(int(np.count_nonzero(~empty)), 1)
         mass = max(float(X.sum()) / n_docs, 1e-300)
         M = M / mass
+        M[:, empty] = 0.0  # S w counts no empty document, so the hinge cannot move its weights
         mu = self.mu * sq / n_docs
         lip_hinge = 2.0 * mu * (float(np.linalg.norm(M, 2)) ** 2 if M.size else 0.0)
         emerging = self.topic_kinds_ == EMERGING

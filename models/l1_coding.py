@@ -268,7 +268,15 @@ def l1_sparse_code(
     doc_of_var = np.repeat(np.arange(n), n_act)
     q = Pc.data[rows_used]
     const = pnorm - np.bincount(doc_of_row, weights=weighted_l1_loss(q, w), minlength=n)
-    c = (lam + w * (colnorm[var_atom] - mass[doc_of_var, var_atom])).astype(dt)
+    # c_j = lam + w (||a_j||_1 - m_j) >= lam: m_j summed in float64 from the block's own entries
+    # (the float32 product of the screening can exceed ||a_j||_1 by ~1e-8 when an atom lies
+    # entirely on the document's terms), and clamped at 0 against the remaining rounding: with
+    # lam = 0 a c_j of -1e-8 once left the dual point unscaled and certified a gap of 0 at an
+    # objective 10 % above the optimum.
+    off_mass = np.maximum(
+        colnorm[var_atom] - np.bincount(ent_var, weights=ent_val, minlength=var_atom.size), 0.0
+    )
+    c = (lam + w * off_mass).astype(dt)
     B = sp.csr_matrix((ent_val, (ent_row, ent_var)), shape=(n_rows, n_vars), dtype=dt)
 
     solve_docs = np.flatnonzero(n_act > 0)
@@ -334,8 +342,12 @@ def l1_sparse_code(
         )
         th = np.clip(theta, -w, 1).astype(np.float64)
         s_var = Bwt @ th
+        # dual feasibility B^T theta <= c: scale theta by alpha = min(1, min_j c_j / s_j) over
+        # s_j > 0; an atom with c_j = 0 (lam = 0) and s_j > 0 forces alpha = 0 (theta = 0 is
+        # feasible since c >= 0), so the bound stays valid and no 0 / 0 arises
+        ratio = np.divide(s_var, cw, out=np.where(s_var > 0, np.inf, 0.0), where=cw > 0)
         over = np.zeros(n)
-        np.maximum.at(over, dv, s_var / cw)
+        np.maximum.at(over, dv, ratio)
         alpha = np.where(over > 1, 1 / np.maximum(over, 1e-300), 1.0)
         dual_blk = alpha * np.bincount(dr, weights=qw * th, minlength=n)
         g_blk = np.maximum(f_blk - dual_blk, 0)
@@ -388,9 +400,7 @@ def l1_sparse_code(
     fit = weighted_l1_loss((q - B @ x).astype(np.float64), w)
     lx = np.bincount(doc_of_var, weights=x, minlength=n)
     rec = const + np.bincount(doc_of_row, weights=fit, minlength=n)
-    rec += np.bincount(
-        doc_of_var, weights=w * (colnorm[var_atom] - mass[doc_of_var, var_atom]) * x, minlength=n
-    )
+    rec += np.bincount(doc_of_var, weights=w * off_mass * x, minlength=n)
     objective = rec + lam * lx
     codes = sp.csr_matrix((x, var_atom, active.indptr), shape=(n, k), dtype=dt)
     codes.eliminate_zeros()

@@ -157,11 +157,15 @@ class ORNMF(TransformerMixin, BaseEstimator):
         """Process ``X`` (documents x terms) as consecutive steps of ``batch_size`` samples.
 
         A wider ``X`` than seen so far means the vocabulary grew: the term dimension is
-        extended with :meth:`resize_features` (new terms appended) first.
+        extended with :meth:`resize_features` (new terms appended) first. Until a first ``X``
+        with samples and features arrives nothing is learned (the bases need both; an empty
+        vocabulary has no simplex to put them on).
         """
         X = _as_float(X)
         self._check_loss(X)
         if not hasattr(self, "components_"):
+            if 0 in X.shape:
+                return self
             self._initialise(X)
         elif X.shape[1] > self.n_features_in_:
             self.resize_features(X.shape[1])

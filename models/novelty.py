@@ -46,11 +46,13 @@ With these defaults the :class:`Detector` scores pooled AUC 0.943 on the synthet
 (exact nearest-neighbour first-story detection 0.934; the previous defaults 0.62) and beats
 nearest neighbour on Reuters-21578 under both novelty rules.
 ``flag="top_q"`` flags every document scoring at or above the ``ceil(q n)``-th largest score
-(ties at the cut are all flagged).
+(ties at the cut are all flagged), ``n`` counting the documents with at least one term: a document
+without any (no token, or only numbers) scores 0 and is never flagged.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,6 +75,25 @@ DEFAULT_FEATURES: dict[str, object] = {
     "past_idf": True,
     "bigrams": False,
 }
+
+
+def _pack_texts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Variable-length strings as npz-safe arrays (no pickle): their UTF-8 bytes concatenated
+    (``uint8``) and ``n + 1`` ``int64`` offsets. A fixed-width unicode array pads every entry to
+    the longest at 4 bytes a character: one 100 kB text among 1,000 made a 400 MB array. Lone
+    surrogates (valid in JSON strings) pass through (``surrogatepass``), so the round trip of
+    :func:`_unpack_texts` is exact."""
+    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _unpack_texts(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """The strings :func:`_pack_texts` packed."""
+    blob = np.asarray(data, dtype=np.uint8).tobytes()
+    bounds = np.asarray(offsets, dtype=np.int64).tolist()
+    return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(bounds)]
 
 
 def _truncate_columns(M: np.ndarray, t: int | None) -> np.ndarray:
@@ -305,6 +326,8 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         re-coded in between; ``codes``/``scores`` reuse a scoring pass."""
         if not hasattr(self, "oiadmm_"):
             return self.fit(X)
+        if self.update_passes < 1:
+            raise ValueError(f"update_passes must be >= 1, got {self.update_passes}")
         P = self._docs_as_columns(X)
         if codes is None or scores is None:
             res = self._code(P, self.components_)
@@ -312,8 +335,6 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         codes = sp.csr_matrix(codes)
         self.n_windows_ += 1
         self.atom_last_used_[np.unique(codes.indices)] = self.n_windows_
-        if self.update_passes < 1:
-            raise ValueError(f"update_passes must be >= 1, got {self.update_passes}")
         Xt = codes.T
         if self.grow_first:
             k = self.components_.shape[1]
@@ -385,21 +406,32 @@ class OnlineL1NoveltyDetector(BaseEstimator):
             return res.objective + res.screening_margin
         return res.objective
 
-    def flag_novel(self, scores: np.ndarray) -> tuple[np.ndarray, float]:
-        """Novel flags and the threshold used (``threshold`` mode or top-``q`` of the window)."""
+    def flag_novel(
+        self, scores: np.ndarray, eligible: np.ndarray | None = None
+    ) -> tuple[np.ndarray, float]:
+        """Novel flags and the threshold used (``threshold`` mode or top-``q`` of the window).
+
+        ``eligible`` (bool per document, default all) marks the documents that can be novel: the
+        others are never flagged and the top-``q`` cut is taken among the eligible ones only.
+        :class:`Detector` passes the documents with a term: one without any has score 0 (nothing
+        to explain) and, when fewer than ``ceil(q n)`` documents had terms, a cut at 0 flagged
+        every empty one.
+        """
         scores = np.asarray(scores, dtype=np.float64)
+        ok = np.ones(scores.size, dtype=bool) if eligible is None else np.asarray(eligible, bool)
         if self.flag == "threshold":
             thr = float(self.threshold)
         elif self.flag == "top_q":
-            n_top = int(np.ceil(self.top_q * scores.size))
+            pool = scores[ok]
+            n_top = int(np.ceil(self.top_q * pool.size))
             if n_top == 0:
                 return np.zeros(scores.size, dtype=bool), np.inf
-            thr = float(np.partition(scores, scores.size - n_top)[scores.size - n_top])
+            thr = float(np.partition(pool, pool.size - n_top)[pool.size - n_top])
             thr = np.nextafter(thr, -np.inf)
         else:
             raise ValueError(f"flag must be 'top_q' or 'threshold', got {self.flag!r}")
         self.threshold_ = thr
-        return scores > thr, thr
+        return (scores > thr) & ok, thr
 
     # ----------------------------------------------------------------- state
     def get_state(self) -> dict[str, np.ndarray]:
@@ -484,7 +516,23 @@ class Detector:
     def fitted(self) -> bool:
         return hasattr(self.model, "oiadmm_")
 
-    def _result(self, texts: Sequence[str], learn: bool) -> tuple[WindowResult, sp.csc_matrix]:
+    def _warmup_result(self, n: int) -> WindowResult:
+        """Result for ``n`` documents while the dictionary does not exist yet (no scores)."""
+        return WindowResult(
+            np.full(n, np.nan),
+            np.full(n, np.nan),
+            np.zeros(n, dtype=bool),
+            np.inf,
+            sp.csr_matrix((n, 0)),
+            np.full((n, self.n_top_atoms), -1),
+            True,
+            self.features.n_features_ if hasattr(self.features, "terms_") else 0,
+            0,
+        )
+
+    def _result(self, texts: Sequence[str], learn: bool) -> tuple[WindowResult, np.ndarray]:
+        """Scored window (no flags yet) and which documents have any term (in the vocabulary or
+        not): only those can be novel (:meth:`OnlineL1NoveltyDetector.flag_novel`)."""
         if learn:  # vocabulary and IDF update, then the row map applied to the model state
             P, oov = self.features.partial_fit_transform(texts, return_oov=True)
             self.model.remap_features(self.features.kept_rows_, self.features.n_new_)
@@ -503,7 +551,7 @@ class Detector:
             n_terms=self.features.n_features_,
             n_atoms=self.model.components_.shape[1],
             features=P,
-        ), P
+        ), np.asarray(P.sum(axis=0)).ravel() + oov > 0
 
     def process_window(self, texts: Sequence[str]) -> WindowResult:
         """Score, flag and learn from one closed window (Algorithm 3, one time step)."""
@@ -511,38 +559,33 @@ class Detector:
         if not self.fitted:
             self._warmup.extend(texts)
             if len(self._warmup) < self.warmup_docs:
-                n = len(texts)
-                return WindowResult(
-                    np.full(n, np.nan),
-                    np.full(n, np.nan),
-                    np.zeros(n, dtype=bool),
-                    np.inf,
-                    sp.csr_matrix((n, 0)),
-                    np.full((n, self.n_top_atoms), -1),
-                    True,
-                    self.features.n_features_ if hasattr(self.features, "terms_") else 0,
-                    0,
-                )
-            self.features.partial_fit(self._warmup)
-            self.model.fit(self.features.transform(self._warmup).T)
-            self._warmup = []
+                return self._warmup_result(len(texts))
+            warmup, self._warmup = self._warmup, []
+            self.features.partial_fit(warmup)
+            if self.features.n_features_ == 0:
+                # no warm-up text had a term (empty texts, numbers only): there is nothing to
+                # build a dictionary on, so the warm-up starts over (those documents stay counted
+                # in the document frequencies, as every processed document is)
+                return self._warmup_result(len(texts))
+            self.model.fit(self.features.transform(warmup).T)
             result, _ = self._result(texts, learn=False)
             return WindowResult(**{**result.__dict__, "warmup": True})
-        result, P = self._result(texts, learn=True)
-        novel, thr = self.model.flag_novel(result.scores)
-        self.model.partial_fit(P.T, codes=result.codes, scores=result.scores)
+        result, has_terms = self._result(texts, learn=True)
+        novel, thr = self.model.flag_novel(result.scores, eligible=has_terms)
+        self.model.partial_fit(result.features.T, codes=result.codes, scores=result.scores)
         return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
 
     def score(self, texts: Sequence[str]) -> WindowResult:
         """Score (late) documents against the current dictionary; learns nothing, changes no state.
 
-        Flags use the threshold of the last processed window."""
+        Flags use the threshold of the last processed window (never a document without terms)."""
         texts = list(texts)
         if not self.fitted:
             raise RuntimeError("the detector has not finished its warm-up")
-        result, _ = self._result(texts, learn=False)
+        result, has_terms = self._result(texts, learn=False)
         thr = float(self.model.threshold_)
-        return WindowResult(**{**result.__dict__, "novel": result.scores > thr, "threshold": thr})
+        novel = (result.scores > thr) & has_terms
+        return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
 
     def top_terms(self, atom: int, n: int = 10) -> list[str]:
         """The ``n`` heaviest terms of dictionary atom ``atom``."""
@@ -556,7 +599,7 @@ class Detector:
         st = {f"features.{k}": v for k, v in self.features.get_state().items()}
         if self.fitted:
             st.update({f"model.{k}": v for k, v in self.model.get_state().items()})
-        st["warmup_texts"] = np.array(self._warmup, dtype=str)
+        st["warmup_utf8"], st["warmup_offsets"] = _pack_texts(self._warmup)
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> Detector:
@@ -564,5 +607,8 @@ class Detector:
         model = {k[6:]: v for k, v in state.items() if k.startswith("model.")}
         if model:
             self.model.set_state(model)
-        self._warmup = [str(t) for t in np.asarray(state["warmup_texts"]).tolist()]
+        if "warmup_texts" in state:  # checkpoints written before the packed layout
+            self._warmup = [str(t) for t in np.asarray(state["warmup_texts"]).tolist()]
+        else:
+            self._warmup = _unpack_texts(state["warmup_utf8"], state["warmup_offsets"])
         return self

@@ -223,3 +223,37 @@ def test_empty_and_tiny_time_points() -> None:
     assert model.topic_ids_.size == 6
     assert len(model.events_) == 1
     np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
+
+
+def test_empty_documents_get_no_weight_label_or_event_share() -> None:
+    """All-zero rows: only the hinge (which rewards any rise of ``S w``) could give them weight,
+    on an emerging topic; they were labelled with it and counted in its ``n_documents``."""
+    rng = np.random.default_rng(9)
+    model = _model()
+    for _ in range(2):
+        model.partial_fit(sp.csr_matrix(rng.random((20, 30)) * (rng.random((20, 30)) < 0.3)))
+    model.partial_fit(sp.csr_matrix((4, 30)))
+    np.testing.assert_array_equal(model.labels_, -1)
+    np.testing.assert_array_equal(model.weights_[-4:], 0.0)
+    assert [e.n_documents for e in model.events_] == [0] * len(model.events_)
+    assert all(e.strength == 0.0 for e in model.events_)
+    X = rng.random((12, 30)) * (rng.random((12, 30)) < 0.3)
+    X[[2, 5, 11]] = 0.0  # empty documents among normal ones
+    model.partial_fit(sp.csr_matrix(X))
+    assert np.all(model.labels_[[2, 5, 11]] == -1)
+    assert np.all(np.delete(model.labels_, [2, 5, 11]) >= 0)
+    empty = np.asarray(model._window_matrix().sum(axis=1)).ravel() == 0
+    np.testing.assert_array_equal(model.weights_[empty], 0.0)  # the whole window's
+    counted = sum(e.n_documents for e in model.events_)
+    assert counted == sum(np.sum(model.labels_ == e.topic_id) for e in model.events_)
+
+
+def test_no_terms_learns_nothing_until_a_vocabulary_exists() -> None:
+    """An empty vocabulary (0 columns) has nothing to factorise: no error, labels -1."""
+    rng = np.random.default_rng(10)
+    model = _model()
+    model.partial_fit(sp.csr_matrix((6, 0)))
+    np.testing.assert_array_equal(model.labels_, [-1] * 6)
+    assert model.events_ == [] and not hasattr(model, "components_")
+    model.partial_fit(sp.csr_matrix(rng.random((10, 25))))
+    assert model.components_.shape == (3, 25) and model.labels_.shape == (10,)

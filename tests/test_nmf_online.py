@@ -242,3 +242,17 @@ def test_sparse_and_dense_input_learn_the_same_bases() -> None:
     np.testing.assert_allclose(
         sparse.transform(sp.csr_matrix(X[600:700])), dense.transform(X[600:700]), atol=1e-9
     )
+
+
+@pytest.mark.parametrize("model", [ORNMF(3), WORNMF(3), MORNMF(3)])
+def test_nothing_is_learned_before_samples_with_features(model: ORNMF) -> None:
+    """An empty vocabulary (0 features) or no samples: no bases can be built (0.01 / m raised
+    ZeroDivisionError), so the model stays unfitted until a usable batch arrives."""
+    model = clone(model)
+    for shape in ((5, 0), (0, 0), (0, 12)):
+        assert model.partial_fit(sp.csr_matrix(shape)) is model
+        assert not hasattr(model, "components_")
+    X, _ = _planted(m=12, r=3, n=40)
+    model.partial_fit(X)
+    assert model.components_.shape == (3, 12) and model.n_features_in_ == 12
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)

@@ -341,3 +341,90 @@ def test_initial_atoms_are_capped_and_validated() -> None:
     assert fixed.components_.shape[1] == 30  # the cap is about growth only
     with pytest.raises(ValueError, match="n_components must be >= 1"):
         OnlineL1NoveltyDetector(n_components=0).fit(X)
+
+
+def test_documents_without_terms_are_never_flagged() -> None:
+    """A document with no term (empty, numbers only) scores 0: nothing to explain. With fewer
+    than ``ceil(q n)`` documents with terms the top-``q`` cut fell to 0 and flagged them all."""
+    rng = np.random.default_rng(13)
+    d = make_detector(top_q=0.5)
+    warm(rng, d)
+    res = d.process_window(["123 456", "789", "42 42", "1"])
+    np.testing.assert_array_equal(res.scores, 0.0)
+    assert not res.novel.any() and res.threshold == np.inf
+    # the cut is the top q of the documents with terms: one of the two here, never an empty one
+    texts = ["", *topic_docs(rng, 0, 1), "2024", *topic_docs(rng, 8, 1), "!!", "7 8 9"]
+    res = d.process_window(texts)
+    has_terms = np.array([False, True, False, True, False, False])
+    assert not res.novel[~has_terms].any()
+    np.testing.assert_array_equal(res.novel, has_terms & (res.scores == res.scores.max()))
+    late = d.score(["", "0 0", "entirely unseen words"])  # late documents: the same rule
+    np.testing.assert_array_equal(late.novel, [False, False, True])
+    d.model.set_params(flag="threshold", threshold=-1.0)  # even a threshold below every score
+    res = d.process_window(["", *topic_docs(rng, 1, 2), "123"])
+    np.testing.assert_array_equal(res.novel, [False, True, True, False])
+
+
+def test_update_passes_are_validated_before_any_state_changes() -> None:
+    rng = np.random.default_rng(14)
+    f = StreamingTfidf(idf_power=0.0)
+    texts = mix(rng, range(3), 20)
+    X = f.partial_fit(texts).transform(texts).T
+    est = OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X)
+    est.partial_fit(X)
+    before = est.get_state()
+    with pytest.raises(ValueError, match="update_passes"):
+        est.set_params(update_passes=0).partial_fit(X)
+    after = est.get_state()
+    assert before.keys() == after.keys()
+    for key in before:
+        np.testing.assert_array_equal(before[key], after[key])
+
+
+def test_warmup_on_texts_without_terms_starts_over_then_fits() -> None:
+    """When no warm-up text has a term the vocabulary is empty: no dictionary can be built (an
+    empty one crashed the topic models downstream), so the warm-up starts over."""
+    rng = np.random.default_rng(15)
+    d = make_detector()
+    for _ in range(3):
+        res = d.process_window(["", "123 456", "!!! ???", "42"] * 50)
+        assert res.warmup and not d.fitted and not res.novel.any() and res.n_terms == 0
+        assert np.isnan(res.scores).all()
+        assert d.get_state()["warmup_offsets"].size == 1  # the buffer does not grow
+    warm(rng, d)
+    res = d.process_window([*mix(rng, range(4), 10), "", "123"])
+    assert np.isfinite(res.scores).all() and not res.novel[-2:].any()
+    assert d.features.n_docs_ == 3 * 200 + 200 + 42
+
+
+def test_warmup_buffer_state_is_compact_and_exact() -> None:
+    """The warm-up texts are stored as UTF-8 bytes plus offsets: one long text no longer pads
+    every entry (a fixed-width unicode array of 1,000 texts with one of 100 kB was 400 MB),
+    and any text, odd characters included, comes back exactly."""
+    rng = np.random.default_rng(16)
+    odd = ["", "trailing nul\x00", "emoji 🌍 zürich 東京", "lone \ud800 surrogate", "x" * 100_000]
+    texts = topic_docs(rng, 0, 995) + odd
+    d = make_detector()
+    d.warmup_docs = 2000
+    d.process_window(texts)
+    state = d.get_state()
+    assert not any(v.dtype.kind in "OU" and v.size > 1 for k, v in state.items() if "warmup" in k)
+    total = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    assert state["warmup_utf8"].nbytes + state["warmup_offsets"].nbytes == total + 8 * 1001
+    buf = io.BytesIO()
+    np.savez(buf, **state)
+    buf.seek(0)
+    e = make_detector()
+    e.warmup_docs = 2000
+    e.set_state(dict(np.load(buf, allow_pickle=False)))
+    assert e._warmup == texts
+    nxt = topic_docs(rng, 1, 1000)
+    np.testing.assert_array_equal(e.process_window(nxt).scores, d.process_window(nxt).scores)
+
+
+def test_set_state_reads_the_former_unicode_warmup_layout() -> None:
+    d = make_detector()
+    d.process_window(["first text", "second text"])
+    state = {k: v for k, v in d.get_state().items() if not k.startswith("warmup_")}
+    state["warmup_texts"] = np.array(["first text", "second text"])
+    assert make_detector().set_state(state)._warmup == ["first text", "second text"]

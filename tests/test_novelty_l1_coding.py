@@ -257,3 +257,27 @@ def test_stalled_blocks_are_polished_not_declared_converged() -> None:
     assert res.converged.all()
     np.testing.assert_array_less(res.objective, exact * (1 + tol) + 1e-6)
     assert np.all(res.gap <= tol * res.objective + 1e-6)
+
+
+@pytest.mark.parametrize("lam", [0.0, 1e-9, 1e-6])
+def test_atoms_inside_the_support_at_tiny_lam_match_lp(lam: float) -> None:
+    """float32 dictionary, ``lam`` at or near 0, atoms lying entirely on a document's terms: their
+    reduced cost ``c_j = lam + w (||a_j||_1 - m_j)`` is ``lam`` up to rounding and must never be
+    negative (a negative one left the dual point unscaled: an infeasible dual certified a zero
+    gap at an objective 10 % above the LP optimum). Every document must reach the exact LP
+    optimum, with a finite, non-negative certified gap."""
+    rng = np.random.default_rng(15)
+    m, k, n, w = 15, 6, 40, 0.1
+    A = rng.random((m, k)) * (rng.random((m, k)) < 0.4)
+    A[rng.integers(0, m, k), np.arange(k)] += 0.5  # no empty atom
+    A = (A / A.sum(axis=0)).astype(np.float32)
+    P = np.zeros((m, n))
+    for j in range(n):  # the terms of two atoms plus a few random ones
+        atoms = rng.choice(k, 2, replace=False)
+        support = (A[:, atoms].sum(axis=1) > 0) | (rng.random(m) < 0.2)
+        P[support, j] = rng.random(support.sum())
+    P /= P.sum(axis=0)
+    res = l1_sparse_code(sp.csc_matrix(P), A, lam, over_weight=w)
+    ref = np.array([weighted_lp_optimum(P[:, j], A.astype(float), lam, w) for j in range(n)])
+    assert np.all(np.isfinite(res.gap)) and np.all(res.gap >= 0) and res.converged.all()
+    np.testing.assert_allclose(res.objective, ref, rtol=1e-4, atol=1e-6)

@@ -87,3 +87,35 @@ def test_dynamic_nmf_topics_stay_within_the_configured_cap():
         sizes.append(models.emerging.topic_ids_.size)
     assert max(sizes) == 9 and sizes[-1] == 9
     assert sizes.index(9) < len(sizes) - 5  # reached well before the end, and held
+
+
+def test_windows_without_any_term_process_cleanly_before_and_after_the_warmup():
+    """Texts with no token at all (numbers, punctuation, empty): during the warm-up they give an
+    empty vocabulary, which used to fit the detector with 0 terms and crash MOR-NMF on every
+    retry of that window (0.01 / m); after it, their documents score 0 and are neither novel,
+    nor dominated by a topic, nor counted in an emerging topic."""
+    config = _config()
+    blank = [
+        {"id": f"b{i}", "text": ["", "123 456", "!!! ???", "42 42", "#1 @2"][i % 5]}
+        for i in range(600)
+    ]
+    docs = blank[:300] + generate_stream(450, kind="tweet", seed=6) + blank[300:]
+    windows = _windows(docs, 150)
+    models = build_models(config.detector)
+    for w in windows[:2]:
+        comp = process_window(models, w, config.detector)
+        assert not models.detector.fitted and comp.alerts == [] and comp.topics == []
+        assert [r["novelty_score"] for r in comp.documents] == [None] * 150
+    buf = io.BytesIO()
+    np.savez(buf, **models.get_state())
+    buf.seek(0)
+    with np.load(buf, allow_pickle=False) as z:
+        models = build_models(config.detector).set_state({k: z[k] for k in z.files})
+    for w in windows[2:5]:
+        comp = process_window(models, w, config.detector)
+        assert models.detector.fitted and comp.topics
+    for w in windows[5:]:
+        comp = process_window(models, w, config.detector)
+        assert [r["novelty_score"] for r in comp.documents] == [0.0] * 150
+        assert not any(r["novel"] or r["dominant_topic"] is not None for r in comp.documents)
+        assert comp.alerts == [] and len(comp.messages) == 150
