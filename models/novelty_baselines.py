@@ -344,8 +344,8 @@ class BatchL1Novelty(BaseEstimator):
     def code(self, X: sp.spmatrix | np.ndarray):
         """Algorithm 5 result (codes, objective, reconstruction error) for the rows of ``X``."""
         P = self._columns(X, self.components_.shape[0])
-        self._pad(P.shape[0])
-        return self._code(P, self.components_)
+        # new vocabulary rows are zero in the dictionary; padded here, the model is left as fitted
+        return self._code(P, _pad_rows(self.components_, P.shape[0]))
 
     def transform(self, X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
         """Non-negative l1 codes (``n x k``)."""

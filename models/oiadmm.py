@@ -363,9 +363,11 @@ class OIADMM(BaseEstimator):
         m, n = P.shape
         if self.components_.shape[0] < m:  # vocabulary grew without an explicit remap
             self.remap_rows(np.arange(self.components_.shape[0]), m - self.components_.shape[0])
+        if n == 0:  # an empty window: no step, and the dual stays as the last window left it
+            return self
         D = _resize_columns(self.dual_, n)
         psi = psi_max(X)
-        if psi <= 0:  # no document used any atom: nothing moves A; keep the dual
+        if psi <= 0:  # no document used any atom: nothing moves A; the dual, resized, stays
             self.dual_ = D
             self.n_steps_ += 1
             return self

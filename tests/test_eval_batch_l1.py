@@ -78,3 +78,13 @@ def test_partial_fit_grows_history_dictionary_and_vocabulary() -> None:
     A = model.components_
     assert A.min() >= 0 and A.sum(axis=0).max() <= 1 + 1e-5
     assert model.get_params()["eta"] == 3
+
+
+def test_scoring_a_wider_vocabulary_leaves_the_fitted_model_as_it_was() -> None:
+    model = BatchL1Novelty(**PARAMS).fit(_docs(2, 50))
+    A, history = model.components_.copy(), model.P_.shape
+    wider = sp.hstack([_docs(3, 20), sp.random(20, 7, density=0.2, random_state=0)]).tocsr()
+    scores = model.score_samples(wider)
+    assert scores.shape == (20,) and np.all(np.isfinite(scores))
+    np.testing.assert_array_equal(model.components_, A)
+    assert model.P_.shape == history

@@ -149,6 +149,12 @@ def test_dual_follows_window_sizes_and_vocabulary(
     P = sp.vstack([_window(rng, A_true, 30)[kept], sp.random(5, 30, density=0.1)]).tocsc()
     o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
     assert np.all(o.components_ >= 0) and np.all(o.components_.sum(axis=0) <= 1 + 1e-5)
+    # an empty window takes no step and keeps the dual the last window left
+    dual, A, steps = _dense(o.dual_).copy(), _dense(o.components_).copy(), o.n_steps_
+    o.partial_fit(sp.csc_matrix((M + 2, 0)), sp.csr_matrix((K, 0)))
+    np.testing.assert_array_equal(_dense(o.dual_), dual)
+    np.testing.assert_array_equal(_dense(o.components_), A)
+    assert o.n_steps_ == steps
 
 
 @pytest.mark.parametrize("dual", ["sparse", "dense"])
