@@ -127,10 +127,10 @@ class LSHFirstStory(BaseEstimator):
         """Hyperplanes for ``n_features`` columns, growing deterministically with the vocabulary."""
         if not hasattr(self, "planes_"):
             self.planes_ = np.zeros((0, self.n_bits * self.n_tables))
-            self._rng = np.random.default_rng(self.random_state)
+            self.rng_ = np.random.default_rng(self.random_state)
         extra = n_features - self.planes_.shape[0]
         if extra > 0:
-            new = self._rng.standard_normal((extra, self.planes_.shape[1]))
+            new = self.rng_.standard_normal((extra, self.planes_.shape[1]))
             self.planes_ = np.vstack([self.planes_, new])
         return self.planes_
 
@@ -203,7 +203,8 @@ class LSHFirstStory(BaseEstimator):
         return self
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> LSHFirstStory:
-        """Forget the memory and tables, then store ``X``."""
+        """Forget the memory and tables, then store ``X`` (the hyperplanes stay: they depend only
+        on ``random_state`` and the number of columns, whatever the order of growth)."""
         for name in ("memory_", "table_keys_", "table_docs_"):
             if hasattr(self, name):
                 delattr(self, name)
