@@ -113,17 +113,22 @@ def _string(obj: dict[str, Any], key: str, max_chars: int, default: str | None =
 
 def storable_string(value: str, key: str) -> str:
     """``value`` (field ``key``) if it can be stored and re-sent as UTF-8, else
-    :class:`InvalidMessageError` with the reason: JSON escapes can smuggle in unpaired
-    surrogates (``"\\ud800"``: no UTF-8 form) and NUL characters (refused by PostgreSQL text)."""
+    :class:`InvalidMessageError` with the reason (see :func:`_utf8`)."""
+    _utf8(value, key)
+    return value
+
+
+def _utf8(value: str, key: str) -> bytes:
+    """The UTF-8 bytes of a storable ``value``: JSON escapes can smuggle in unpaired surrogates
+    (``"\\ud800"``: no UTF-8 form) and NUL characters (refused by PostgreSQL text)."""
     if "\x00" in value:
         raise InvalidMessageError(f"field '{key}' contains a NUL character")
     try:
-        value.encode("utf-8")
+        return value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidMessageError(
             f"field '{key}' contains an unpaired surrogate at character {exc.start}"
         ) from None
-    return value
 
 
 def _decode_object(payload: bytes | None, max_text_bytes: int) -> dict[str, Any]:
@@ -172,7 +177,7 @@ def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
     text = obj["text"]
     if not isinstance(text, str):
         raise InvalidMessageError(f"field 'text' must be a string, got {type(text).__name__}")
-    if len(storable_string(text, "text").encode("utf-8")) > max_text_bytes:
+    if len(_utf8(text, "text")) > max_text_bytes:
         raise InvalidMessageError(f"text longer than {max_text_bytes} bytes")
     if "timestamp" not in obj:
         raise InvalidMessageError("missing field 'timestamp'")
