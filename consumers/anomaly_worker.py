@@ -1,8 +1,15 @@
 """The anomaly worker: ``<prefix>.scores`` -> DL-OCSVM -> anomaly scores and alerts in SQL.
 
 The detector publishes one message per document of every processed window (see
-:func:`~sparsewatch.consumers.detector_core.process_window`). This worker reassembles each
-(stream, window) — deduplicating re-sent messages by their index — and processes windows in order:
+:func:`~sparsewatch.consumers.detector_core.process_window`), all of a window's messages flushed
+before the next window's are produced. This worker reassembles each (stream, window) —
+deduplicating re-sent messages by their index — and processes a window as soon as one *version*
+of it (its messages claiming the same window size ``n``) is complete. A window has a second
+version when the detector crashed while flushing it and recomputed it differently on restart (a
+window closed by the idle timer may close later, with more documents); the complete version is
+processed and the rest dropped. Because a stream's windows are flushed in order, a window still
+incomplete when a later one completes can never complete: it is dropped with a warning rather
+than holding back its stream, and the resume offset, for ever. Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
@@ -19,6 +26,7 @@ standard deviation (features constant over the reference set are left out).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -35,9 +43,14 @@ from sparsewatch.storage.store import Checkpoint
 from sparsewatch.config import AnomalyConfig, Config
 
 N_FEATURES = 6
-# A scores message claiming a larger window is corrupt: its window could never complete and
-# would hold back every later window of its stream.
+# A scores message claiming a larger window is corrupt (no detector window is that large): refused
+# at once instead of being kept, with its offset, until a later window completes.
 MAX_WINDOW_DOCUMENTS = 10_000_000
+
+log = logging.getLogger(__name__)
+
+# Per window sequence number, per claimed window size n: the messages received, by index.
+_Versions = dict[int, dict[int, tuple["ScoredDocument", int, int]]]
 
 
 @dataclass(frozen=True)
@@ -119,7 +132,7 @@ class AnomalyStreamState:
         self.since_fit = 0
         self.center = np.zeros(N_FEATURES)
         self.scale = np.zeros(N_FEATURES)
-        self._pending: dict[int, dict[int, tuple[ScoredDocument, int, int]]] = {}
+        self._pending: dict[int, _Versions] = {}
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
@@ -135,25 +148,30 @@ class AnomalyStreamState:
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
         if item.window_seq <= self.last_seq:
             return []  # re-sent after a detector restart: already processed
-        pending = self._pending.get(item.window_seq)
-        if pending and (n := next(iter(pending.values()))[0].n) != item.n:
-            # Refused before it changes anything: the worker sends it to the dead letters.
-            raise InvalidMessageError(
-                f"bad scores message: window {item.window_seq} of {n} documents, not {item.n}"
-            )
-        window = self._pending.setdefault(item.window_seq, {})
-        window.setdefault(item.index, (item, partition, offset))
-        outputs = []
-        # Windows of a stream arrive in order; process every complete one at the head.
-        while self._pending:
-            seq = min(self._pending)
-            docs = self._pending[seq]
-            first = next(iter(docs.values()))[0]
-            if len(docs) < first.n:
-                break
-            del self._pending[seq]
-            outputs.append(self._process(seq, [docs[i][0] for i in range(first.n)]))
-        return outputs
+        version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
+        version.setdefault(item.index, (item, partition, offset))
+        if len(version) < item.n:
+            return []
+        for seq in sorted(s for s in self._pending if s < item.window_seq):
+            self._drop(seq, f"window {item.window_seq} completed first")
+        del self._pending[item.window_seq]
+        return [self._process(item.window_seq, [version[i][0] for i in range(item.n)])]
+
+    def _drop(self, seq: int, why: str) -> None:
+        """Forget an incomplete window that can no longer complete (see the module docstring)."""
+        versions = self._pending.pop(seq)
+        offsets = [o for docs in versions.values() for (_, _, o) in docs.values()]
+        log.warning(
+            "anomaly: stream %s window %d dropped incomplete (%s): %s of %s documents, "
+            "offsets %d-%d",
+            self.stream,
+            seq,
+            why,
+            "/".join(str(len(docs)) for docs in versions.values()),
+            "/".join(str(n) for n in versions),
+            min(offsets),
+            max(offsets),
+        )
 
     def _fit(self) -> None:
         """Fit on the standardised reference set; constant features are left out (DL-OCSVM
@@ -220,7 +238,11 @@ class AnomalyStreamState:
 
     def min_buffered_offset(self, partition: int) -> int | None:
         offsets = [
-            o for docs in self._pending.values() for (_, p, o) in docs.values() if p == partition
+            o
+            for versions in self._pending.values()
+            for docs in versions.values()
+            for (_, p, o) in docs.values()
+            if p == partition
         ]
         return min(offsets) if offsets else None
 

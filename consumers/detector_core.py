@@ -28,7 +28,13 @@ from sparsewatch.consumers.messages import json_bytes
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.dynamic_nmf import DynamicNMF
 from sparsewatch.models.nmf_online import MORNMF
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector, WindowResult
+from sparsewatch.models.novelty import (
+    DEFAULT_FEATURES,
+    Detector,
+    OnlineL1NoveltyDetector,
+    WindowResult,
+)
+from sparsewatch.models.text_features import StreamingTfidf
 
 from sparsewatch.config import DetectorConfig
 
@@ -83,7 +89,14 @@ def build_models(config: DetectorConfig) -> StreamModels:
         score_margin=config.score_margin,
         **growth,
     )
-    detector = Detector(model=model, warmup_docs=config.warmup_documents)
+    features = StreamingTfidf(
+        **{
+            **DEFAULT_FEATURES,
+            "max_features": config.max_vocabulary,
+            "max_token_chars": config.max_token_chars,
+        }
+    )
+    detector = Detector(features=features, model=model, warmup_docs=config.warmup_documents)
     topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None
     emerging = (
         DynamicNMF(

@@ -345,7 +345,7 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
         """Fit the ``normalize`` statistics on training rows and return the normalised rows."""
         mean, scale, lift = fit_normalizer(X, self.normalize)
         self.normalize_mean_, self.normalize_scale_ = mean, scale
-        self.normalize_lift_ = np.asarray(lift)
+        self.normalize_lift_ = float(lift)
         return self._normalize(X)
 
     def _normalize(self, X: FloatArray) -> FloatArray:
@@ -377,14 +377,14 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
         """Learn the model on rows of ``X`` (unsupervised; ``y`` is ignored)."""
         self._check_contamination()
         X = check_training_data(X, self._sparsity())
-        self.n_features_in_ = np.asarray(X.shape[1])
+        self.n_features_in_ = int(X.shape[1])
         self._fit(X)
         self.decision_scores_ = self.decision_function(X)
         if self.contamination is None:
-            self.threshold_ = np.asarray(0.0)
+            self.threshold_ = 0.0
         else:
             q = 100.0 * (1.0 - float(self.contamination))
-            self.threshold_ = np.asarray(np.percentile(self.decision_scores_, q))
+            self.threshold_ = float(np.percentile(self.decision_scores_, q))
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
         return self
 
@@ -397,7 +397,7 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
     def _store_ocsvm(self, svm: LinearOCSVM) -> None:
         self.ocsvm_support_vectors_ = svm.support_vectors
         self.ocsvm_dual_coef_ = svm.dual_coef
-        self.ocsvm_intercept_ = np.asarray(svm.intercept)
+        self.ocsvm_intercept_ = float(svm.intercept)
 
     def decision_function(self, X: object) -> FloatArray:
         """Anomaly scores, higher = more anomalous: ``rho - w^T x`` on the codes of the rows.
@@ -429,5 +429,6 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
         if missing:
             raise ValueError(f"state is missing {missing}")
         for k in keys:
-            setattr(self, k, np.array(state[k]))
+            value = np.array(state[k])
+            setattr(self, k, value.item() if value.ndim == 0 else value)  # scalars as in fit
         return self

@@ -85,7 +85,7 @@ class _KernelMapMixin:
             if float(self.gamma_scale) <= 0.0:
                 raise ValueError(f"gamma_scale must be > 0, got {self.gamma_scale}")
             gamma = float(self.gamma_scale) / (X.shape[1] * float(X.var()))
-        self.gamma_ = np.asarray(gamma)
+        self.gamma_ = float(gamma)
         K = self._kernel(self.landmarks_, self.landmarks_)
         self.kernel_map_ = kernel_sqrt_inverse(K, float(self.eig_floor))
         return self._kernel(X, self.landmarks_) @ self.kernel_map_

@@ -66,6 +66,8 @@ class DetectorConfig:
     max_atoms: int = 1500
     new_atoms_per_window: int = 1000
     warmup_documents: int = 200
+    max_vocabulary: int = 20000
+    max_token_chars: int = 40
     snapshot_every: int = 10
     topics: bool = True
     n_topics: int = 10
@@ -244,6 +246,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "max_atoms"): (lambda v: v >= 1, ">= 1"),
     ("detector", "new_atoms_per_window"): (lambda v: v >= 0, ">= 0"),
     ("detector", "warmup_documents"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "max_vocabulary"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "max_token_chars"): (lambda v: v >= 1, ">= 1"),
     ("detector", "snapshot_every"): (lambda v: v >= 1, ">= 1"),
     ("detector", "n_topics"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),

@@ -219,6 +219,10 @@ def test_state_round_trip_is_bit_identical(proto, small: np.ndarray) -> None:
     np.testing.assert_array_equal(restored.decision_function(rows), model.decision_function(rows))
     np.testing.assert_array_equal(restored.predict(rows), model.predict(rows))
     np.testing.assert_array_equal(restored.labels_, model.labels_)
+    # scalars are plain Python numbers, fitted or restored (scikit-learn's convention)
+    for fitted in (model, restored):
+        assert type(fitted.n_features_in_) is int and fitted.n_features_in_ == small.shape[1]
+        assert type(fitted.threshold_) is float and type(fitted.ocsvm_intercept_) is float
 
 
 @pytest.mark.parametrize("proto", ALL_MODELS, ids=lambda m: type(m).__name__)

@@ -30,6 +30,22 @@ def test_initial_atoms_reach_the_detector_model() -> None:
     assert build_models(Config().detector).detector.model.n_components == 200
 
 
+def test_vocabulary_cap_and_token_length_reach_the_detector_features() -> None:
+    config = load_config(
+        env={
+            "SPARSEWATCH_DETECTOR_MAX_VOCABULARY": "5",
+            "SPARSEWATCH_DETECTOR_MAX_TOKEN_CHARS": "4",
+        }
+    )
+    features = build_models(config.detector).detector.features
+    assert (features.max_features, features.max_token_chars) == (5, 4)
+    features.partial_fit(["alpha beta gamma delta epsilon", "one two six ten red tan"])
+    assert features.n_features_ <= 5
+    assert all(len(str(term)) <= 4 for term in features.terms_)
+    default = build_models(Config().detector).detector.features
+    assert (default.max_features, default.max_token_chars) == (20000, 40)
+
+
 def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
     config = load_config(env={"SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW": "2"})
     assert build_models(config.detector).emerging.n_emerging == 2
@@ -41,6 +57,8 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
     [
         ("SPARSEWATCH_DETECTOR_INITIAL_ATOMS", "0", ">= 1"),
         ("SPARSEWATCH_DETECTOR_MAX_ATOMS", "-3", ">= 1"),
+        ("SPARSEWATCH_DETECTOR_MAX_VOCABULARY", "0", ">= 1"),
+        ("SPARSEWATCH_DETECTOR_MAX_TOKEN_CHARS", "0", ">= 1"),
         ("SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW", "0", ">= 1"),
         ("SPARSEWATCH_DETECTOR_EMERGING_MIN_DOCUMENTS", "-1", ">= 0"),
         ("SPARSEWATCH_DETECTOR_NOVEL_MODE", "loudest", "'top_q' or 'threshold'"),

@@ -104,11 +104,45 @@ def test_deeply_nested_scores_message_is_refused():
         parse_scored(b'{"stream": "s", "code_value": ' + b"[" * 20_000 + b"}")
 
 
-def test_a_message_disagreeing_with_its_window_size_is_refused_before_it_counts():
+def _window(state, seq, n, offset0, indices=None):
+    """Messages ``indices`` (default all) of window ``seq`` of ``n`` documents, added in order."""
+    outs = []
+    for k, i in enumerate(range(n) if indices is None else indices):
+        outs += state.add(parse_scored(_msg(seq, i, n, 0.5 + 0.01 * i, 2)), 0, offset0 + k, 0.0)
+    return outs
+
+
+def test_a_message_claiming_another_window_size_does_not_hold_the_window_back():
     state = AnomalyStreamState("s", _config(), None)
-    assert state.add(parse_scored(_msg(0, 0, 2, 0.5, 2)), 0, 0, now=0.0) == []
-    with pytest.raises(InvalidMessageError, match="window 0 of 2 documents, not 10"):
-        state.add(parse_scored(_msg(0, 5, 10, 0.5, 2)), 0, 1, now=0.0)
-    # the window still completes with its own second message
-    [out] = state.add(parse_scored(_msg(0, 1, 2, 0.5, 2)), 0, 2, now=0.0)
-    assert out.n_documents == 2
+    # a stray message claims window 0 has 10 documents; its real 2 messages still complete it
+    assert state.add(parse_scored(_msg(0, 5, 10, 0.5, 2)), 0, 0, now=0.0) == []
+    [out] = _window(state, 0, 2, offset0=1)
+    assert out.n_documents == 2 and state.last_seq == 0
+    assert state.min_buffered_offset(0) is None  # the stray version is forgotten with its window
+    [out] = _window(state, 1, 3, offset0=3)
+    assert out.n_documents == 3
+
+
+def test_a_window_recomputed_with_another_size_after_a_detector_crash_is_processed():
+    state = AnomalyStreamState("s", _config(), None)
+    # the detector died flushing window 0 (3 of 5 sent) and closed it with 7 documents on restart
+    assert _window(state, 0, 5, offset0=0, indices=[0, 1, 2]) == []
+    assert state.min_buffered_offset(0) == 0
+    [out] = _window(state, 0, 7, offset0=3)
+    assert out.n_documents == 7 and state.last_seq == 0
+    assert state.min_buffered_offset(0) is None
+    # messages of either version re-sent later are recognised as done
+    assert _window(state, 0, 5, offset0=10) == []
+
+
+def test_an_incomplete_window_is_dropped_when_a_later_window_completes(caplog):
+    state = AnomalyStreamState("s", _config(), None)
+    assert _window(state, 0, 4, offset0=0, indices=[0, 1]) == []
+    assert _window(state, 1, 3, offset0=2, indices=[0, 1]) == []
+    assert state.min_buffered_offset(0) == 0  # both wait, holding back the resume offset
+    with caplog.at_level("WARNING"):
+        [out] = _window(state, 1, 3, offset0=4, indices=[2])
+    assert out.n_documents == 3 and state.last_seq == 1
+    assert "window 0 dropped incomplete (window 1 completed first): 2 of 4" in caplog.text
+    assert state.min_buffered_offset(0) is None
+    assert _window(state, 0, 4, offset0=5, indices=[2, 3]) == []  # too late: never processed
