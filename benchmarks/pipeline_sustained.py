@@ -41,6 +41,7 @@ from pipeline_throughput import (
     run_pipeline,
 )
 from sparsewatch.consumers.detector_worker import window_spec
+from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config
 from sparsewatch.runtime import worker_process
@@ -69,6 +70,24 @@ def _split_warm(docs: list[dict], n_warm: int) -> tuple[list[dict], list[dict]]:
     cut = (ms(docs[n_warm - 1]) // size_ms + 1) * size_ms
     n = sum(1 for d in docs if ms(d) < cut)
     return docs[:n], docs[n:]
+
+
+def core_times(db_url: str, n_windows: int) -> dict[str, list[float]]:
+    """Per window of the measured run (its last ``n_windows`` windows, by event time), the
+    seconds ``process_window`` spent on novelty and on topics, as the worker stored them."""
+    store = Store.open(db_url)
+    try:
+        rows = sorted(store.windows(limit=None), key=lambda w: (w["end_time"], w["stream"]))
+    finally:
+        store.dispose()
+    rows = rows[-n_windows:]
+    novelty = [float(w["timings"]["novelty_s"]) for w in rows]
+    topics = [float(w["timings"]["topics_s"]) for w in rows]
+    return {
+        "core": [a + b for a, b in zip(novelty, topics, strict=True)],
+        "novelty": novelty,
+        "topics": topics,
+    }
 
 
 def main() -> None:
@@ -125,6 +144,7 @@ def main() -> None:
     rss = [m for t, m in run.pop("rss_samples_mb") if 0 <= t <= run["seconds"]]
     lat = run.pop("window_latencies_s")
     rss5, lat5 = fifths(rss), fifths(lat)
+    parts = core_times(db_url, len(lat))
     result = {
         "documents": len(docs),
         "warm_documents": len(warm),
@@ -137,6 +157,9 @@ def main() -> None:
         "rss_last_vs_second_fifth": rss5[-1] / rss5[1] - 1.0,
         "latency_last_vs_first_fifth": lat5[-1] / lat5[0] - 1.0,
         "latency_last_vs_second_fifth": lat5[-1] / lat5[1] - 1.0,
+        # the per-window core's share of the latency (process_window: novelty, then topics)
+        **{f"{name}_median_per_fifth_s": fifths(values) for name, values in parts.items()},
+        "core_last_vs_first_fifth": fifths(parts["core"])[-1] / fifths(parts["core"])[0] - 1.0,
     }
     RESULTS.mkdir(exist_ok=True)
     name = "pipeline_sustained" + ("_warm" if warm else "")

@@ -69,13 +69,24 @@ def _process_rss_mb(pid: int | str) -> float:
     return float("nan")
 
 
+def _same_program(pid: str) -> bool:
+    """Whether child ``pid`` runs this interpreter (the worker's writer process), not the Kafka
+    broker's JVM that :func:`broker_bootstrap` starts when no broker is configured."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == os.readlink("/proc/self/exe")
+    except OSError:  # a child that just exited
+        return False
+
+
 def _rss_mb() -> float:
-    """Resident memory of this process plus its live child processes (the worker's writer)."""
+    """Resident memory of this process plus its live Python child processes (the writer)."""
     children = []
     for task in Path("/proc/self/task").iterdir():
         with contextlib.suppress(FileNotFoundError):  # a thread that just ended
             children += (task / "children").read_text().split()
-    return _process_rss_mb("self") + sum(_process_rss_mb(pid) for pid in children)
+    return _process_rss_mb("self") + sum(
+        _process_rss_mb(pid) for pid in children if _same_program(pid)
+    )
 
 
 def _children_cpu_s() -> float:

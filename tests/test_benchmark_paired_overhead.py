@@ -54,3 +54,25 @@ def test_paired_overhead_pairs_runs_of_the_same_repeat(bench):
     # unpaired medians would read 12 / 10 - 1 = +20%: pairing removes the slow repeat's drift
     with pytest.raises(ValueError):
         bench.paired_overhead(path[:2], core)
+
+
+def test_memory_counts_the_writer_process_but_not_a_broker_child(bench):
+    """Resident memory is the worker's and its writer's: a child running another program (the
+    Kafka broker's JVM, when the benchmark starts one) is not counted."""
+    import multiprocessing
+    import subprocess
+
+    other = subprocess.Popen(["sleep", "30"])
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    writer_like = ctx.Process(target=stop.wait)
+    writer_like.start()
+    try:
+        assert not bench._same_program(str(other.pid))
+        assert bench._same_program(str(writer_like.pid))
+    finally:
+        other.kill()
+        other.wait()
+        stop.set()
+        writer_like.join()
+    assert not bench._same_program(str(other.pid))  # exited: nothing to count
