@@ -222,7 +222,7 @@ class AnomalyStreamState:
                 "window_seq": seq,
                 "event_time": datetime.fromtimestamp(d.timestamp_ms / 1000, tz=UTC),
                 "summary": f"anomalous detector output (novelty {d.features[0]:.3f}, "
-                f"{int(d.features[3])} atoms)",
+                f"{int(d.features[3])} atom{'' if int(d.features[3]) == 1 else 's'})",
             }
             for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
             if f
