@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.kafka_local import LocalKafka, fetch_broker_jars
 
@@ -42,7 +43,7 @@ def kafka() -> None:
 @_run_dir
 @click.option(
     "--timeout",
-    type=float,
+    type=FiniteFloatRange(min=0, min_open=True),
     default=90.0,
     show_default=True,
     help="Seconds to wait for the broker to answer.",

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
+from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.storage.engine import mask_url
@@ -215,7 +216,9 @@ ALERT_COLUMNS = (
 )
 @click.option("--kind", "kinds", type=click.Choice(ALERT_KINDS), multiple=True, help="Repeatable.")
 @_streams
-@click.option("--min-score", type=float, default=None, help="Only alerts scoring at least this.")
+@click.option(
+    "--min-score", type=FiniteFloatRange(), default=None, help="Only alerts scoring at least this."
+)
 @_limit
 @_fmt
 @_db
@@ -284,7 +287,9 @@ DOCUMENT_COLUMNS = (
 @click.option("--anomalies", "anomalies_only", is_flag=True, help="Only anomalous documents.")
 @click.option("--since", type=TIME, default=None, help="Event time from (ISO-8601 or relative).")
 @click.option("--until", type=TIME, default=None, help="Event time before.")
-@click.option("--min-score", type=float, default=None, help="Novelty score at least this.")
+@click.option(
+    "--min-score", type=FiniteFloatRange(), default=None, help="Novelty score at least this."
+)
 @_limit
 @_fmt
 @_db

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.errors import SparsewatchError
@@ -48,19 +49,19 @@ from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=None,
     help="Documents per second (default: as fast as possible).",
 )
 @click.option(
     "--speedup",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=None,
     help="Replay at X times event time (the gaps between timestamps, scaled).",
 )
 @click.option(
     "--max-wait",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=None,
     help="With --speedup: longest single pause in seconds.",
 )
@@ -100,7 +101,7 @@ from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_
 )
 @click.option(
     "--connect-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True),
     default=15.0,
     show_default=True,
     help="Seconds to wait for the broker before giving up.",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 
 
@@ -23,7 +24,7 @@ def _setup_logging(level: str) -> None:
 @click.argument("role", type=click.Choice(["detector", "anomaly", "all"]))
 @click.option(
     "--until-idle",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1),
     default=None,
     help="Stop after this many seconds without input (default: run until signalled).",
 )

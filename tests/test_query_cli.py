@@ -327,6 +327,16 @@ def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
         (("alerts", "--limit", str(10**24)), "'--limit'"),
         (("snapshots", "export", "s", "k", "-o", "x.npz", "--window", str(2**63)), "'--window'"),
         (("alerts", "--format", "xml"), "'xml' is not one of"),
+        # nan passes every range comparison: it used to be accepted and mean "no bound"
+        (("alerts", "--min-score", "nan"), "'--min-score': 'nan' is not a finite number"),
+        (("documents", "--min-score", "-inf"), "'--min-score': '-inf' is not a finite number"),
+        (("replay", "x.jsonl", "--rate", "nan"), "'--rate': 'nan' is not a finite number"),
+        (("replay", "x.jsonl", "--speedup", "inf"), "'--speedup': 'inf' is not a finite number"),
+        (("replay", "x.jsonl", "--max-wait", "nan"), "'--max-wait'"),
+        (("replay", "x.jsonl", "--connect-timeout", "nan"), "'--connect-timeout'"),
+        (("replay", "x.jsonl", "--rate", "0"), "'--rate'"),
+        (("run", "detector", "--until-idle", "nan"), "'--until-idle'"),
+        (("kafka", "up", "--timeout", "nan"), "'--timeout'"),
         (("topics", "--database-url", "nosuchdb://x"), "cannot open database"),
         (
             ("alerts", "--database-url", "postgresql+psycopg://u:secret@127.0.0.1:1/x"),
