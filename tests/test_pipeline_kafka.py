@@ -36,6 +36,7 @@ from sparsewatch.consumers.writer import WriterError
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
+from sqlalchemy import text
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
@@ -183,8 +184,6 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
         assert len(scored) > len(docs) // 2
         assert store.snapshots() and store.windows()
         with store.reading() as conn:
-            from sqlalchemy import text
-
             n_dead = conn.execute(text("select count(*) from dead_letters")).scalar()
             huge = conn.execute(text("select payload from dead_letters where reason like '%size%'"))
             assert [bytes(row[0]) for row in huge] == [HUGE]  # the SQL row keeps every byte
@@ -446,8 +445,6 @@ def test_a_stream_split_over_two_partitions_keeps_one_and_dead_letters_the_other
         build_worker("detector", config, store).run(until_idle_s=4.0)
         stored = {doc_id for _, doc_id in _stored(store)}
         with store.reading() as conn:
-            from sqlalchemy import text
-
             dead = conn.execute(text("select partition, reason, payload from dead_letters"))
             dead = [(p, reason, json.loads(payload)["id"]) for p, reason, payload in dead]
     finally:
@@ -521,6 +518,59 @@ def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
     assert reference and crashed.keys() == reference.keys()
     for key, (score, flag) in reference.items():
         assert crashed[key][1] == flag and abs(crashed[key][0] - score) <= 1e-6
+
+
+def _scores_message(stream: str, seq: int, i: int, n: int, tag: str) -> bytes:
+    """A message of ``<prefix>.scores`` as the detector sends it (document ``i`` of ``n``)."""
+    rng = random.Random(f"{stream}{seq}{i}{tag}")
+    atoms = rng.randrange(1, 5)
+    return json.dumps(
+        {
+            "stream": stream,
+            "doc_id": f"{seq}-{tag}-{i}",
+            "window_seq": seq,
+            "index": i,
+            "n": n,
+            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
+            "score": rng.uniform(0.2, 1.0),
+            "reconstruction_error": rng.uniform(0.1, 0.9),
+            "novel": False,
+            "code_index": list(range(atoms)),
+            "code_value": [rng.uniform(0.05, 0.5) for _ in range(atoms)],
+            "n_terms": rng.randrange(5, 20),
+        }
+    ).encode()
+
+
+def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_bootstrap, tmp_path):
+    """A detector that died while sending window 1 (4 of its 10 messages out) and closed it with
+    12 documents after its restart: the anomaly worker scores the complete version, drops the
+    other, and neither stalls the stream nor holds back the resume offset."""
+    prefix = f"aversion-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
+    env = _env(kafka_bootstrap, prefix, url, SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS="10")
+    topic = f"{prefix}.scores"
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    sent = [_scores_message("s", 0, i, 10, "a") for i in range(10)]
+    sent += [_scores_message("s", 1, i, 10, "cut") for i in range(4)]
+    sent += [_scores_message("s", 1, i, 12, "b") for i in range(12)]
+    sent += [_scores_message("s", 2, i, 10, "c") for i in range(10)]
+    producer = make_producer(kafka_bootstrap)
+    for raw in sent:
+        producer.produce(topic, key=b"s", value=raw)
+    producer.flush(30)
+    store = Store.open(url)
+    try:
+        run_loops([build_worker("anomaly", load_config(env=env), store)], [6.0], False)
+        rows = _anomaly_rows(store)
+        offsets = store.partition_offsets("sparsewatch.anomaly", topic)
+        with store.reading() as conn:
+            n_dead = conn.execute(text("select count(*) from dead_letters")).scalar()
+    finally:
+        store.dispose()
+    expected = {f"0-a-{i}" for i in range(10)} | {f"1-b-{i}" for i in range(12)}
+    assert {doc for _, doc in rows} == expected | {f"2-c-{i}" for i in range(10)}
+    assert offsets == {0: len(sent)} and n_dead == 0
 
 
 def test_detector_survives_a_broker_restart(tmp_path):
