@@ -8,8 +8,10 @@ of it (its messages claiming the same window size ``n``) is complete. A window h
 version when the detector crashed while flushing it and recomputed it differently on restart (a
 window closed by the idle timer may close later, with more documents); the complete version is
 processed and the rest dropped. Because a stream's windows are flushed in order, a window still
-incomplete when a later one completes can never complete: it is dropped with a warning rather
-than holding back its stream, and the resume offset, for ever. Windows are then processed in order:
+incomplete when a later window, all of whose messages came after it, completes can never complete:
+it is dropped with a warning rather than holding back its stream, and the resume offset, for ever
+(while their messages interleave, as when a detector that lost its partition still sends while
+the new owner re-sends, the later window waits). Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
@@ -152,15 +154,36 @@ class AnomalyStreamState:
         version.setdefault(item.index, (item, partition, offset))
         if len(version) < item.n:
             return []
-        for seq in sorted(s for s in self._pending if s < item.window_seq):
-            self._drop(seq, f"window {item.window_seq} completed first")
-        del self._pending[item.window_seq]
-        return [self._process(item.window_seq, [version[i][0] for i in range(item.n)])]
+        outputs = []
+        while self._pending:  # windows in order, from the oldest pending
+            head = min(self._pending)
+            docs = self._complete(head)
+            if docs is not None:
+                del self._pending[head]
+                outputs.append(self._process(head, docs))
+                continue
+            later = [s for s in self._pending if s > head and self._complete(s) is not None]
+            if not later or self._offsets(head)[1] > self._offsets(min(later))[0]:
+                break  # the head may still complete (its messages interleave with the later's)
+            self._drop(head, f"window {min(later)} was sent after it and completed")
+        return outputs
+
+    def _complete(self, seq: int) -> list[ScoredDocument] | None:
+        """The documents of a complete version of window ``seq``, in order; None if none is."""
+        for n, docs in self._pending[seq].items():
+            if len(docs) == n:
+                return [docs[i][0] for i in range(n)]
+        return None
+
+    def _offsets(self, seq: int) -> tuple[int, int]:
+        """The first and last offsets of window ``seq``'s messages (one partition per stream)."""
+        offsets = [o for docs in self._pending[seq].values() for (_, _, o) in docs.values()]
+        return min(offsets), max(offsets)
 
     def _drop(self, seq: int, why: str) -> None:
         """Forget an incomplete window that can no longer complete (see the module docstring)."""
+        first, last = self._offsets(seq)
         versions = self._pending.pop(seq)
-        offsets = [o for docs in versions.values() for (_, _, o) in docs.values()]
         log.warning(
             "anomaly: stream %s window %d dropped incomplete (%s): %s of %s documents, "
             "offsets %d-%d",
@@ -169,8 +192,8 @@ class AnomalyStreamState:
             why,
             "/".join(str(len(docs)) for docs in versions.values()),
             "/".join(str(n) for n in versions),
-            min(offsets),
-            max(offsets),
+            first,
+            last,
         )
 
     def _fit(self) -> None:

@@ -143,6 +143,23 @@ def test_an_incomplete_window_is_dropped_when_a_later_window_completes(caplog):
     with caplog.at_level("WARNING"):
         [out] = _window(state, 1, 3, offset0=4, indices=[2])
     assert out.n_documents == 3 and state.last_seq == 1
-    assert "window 0 dropped incomplete (window 1 completed first): 2 of 4" in caplog.text
+    assert "window 0 dropped incomplete (window 1 was sent after it and completed): 2 of 4" in (
+        caplog.text
+    )
     assert state.min_buffered_offset(0) is None
     assert _window(state, 0, 4, offset0=5, indices=[2, 3]) == []  # too late: never processed
+
+
+def test_a_later_window_interleaved_with_an_incomplete_one_waits_for_it():
+    """A detector that lost its partition may still send window 1 while the new owner re-sends
+    window 0: their messages interleave, so window 0 can still complete and is not dropped."""
+    state = AnomalyStreamState("s", _config(), None)
+    order = [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2), (0, 3)]  # (window, index); n 4 / 3
+    outputs = []
+    for offset, (seq, i) in enumerate(order):
+        n = 4 if seq == 0 else 3
+        outputs += state.add(parse_scored(_msg(seq, i, n, 0.5 + 0.01 * i, 2)), 0, offset, 0.0)
+        if offset == 5:  # window 1 is complete, window 0 is not: both wait
+            assert outputs == [] and state.min_buffered_offset(0) == 0
+    assert [out.n_documents for out in outputs] == [4, 3] and state.last_seq == 1
+    assert state.min_buffered_offset(0) is None
