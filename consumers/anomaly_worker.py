@@ -7,11 +7,12 @@ deduplicating re-sent messages by their index — and processes a window as soon
 of it (its messages claiming the same window size ``n``) is complete. A window has a second
 version when the detector crashed while flushing it and recomputed it differently on restart (a
 window closed by the idle timer may close later, with more documents); the complete version is
-processed and the rest dropped. Because a stream's windows are flushed in order, a window still
-incomplete when a later window, all of whose messages came after it, completes can never complete:
-it is dropped with a warning rather than holding back its stream, and the resume offset, for ever
-(while their messages interleave, as when a detector that lost its partition still sends while
-the new owner re-sends, the later window waits). Windows are then processed in order:
+processed and the other versions' messages go to the dead letters with the reason. Because a
+stream's windows are flushed in order, a window still incomplete when a later window, all of whose
+messages came after it, completes can never complete: its messages go to the dead letters rather
+than holding back the stream, and the resume offset, for ever (while their messages interleave, as
+when a detector that lost its partition still sends while the new owner re-sends, the later window
+waits). Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
@@ -31,7 +32,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,6 +67,7 @@ class ScoredDocument:
     n: int
     timestamp_ms: int
     features: tuple[float, ...]
+    raw: bytes = field(default=b"", repr=False, compare=False)  # for a dead letter, if dropped
 
 
 def representation(msg: dict[str, Any]) -> tuple[float, ...]:
@@ -93,6 +95,7 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
             int(msg["n"]),
             int(msg["timestamp"]),
             representation(msg),
+            payload or b"",
         )
     except (ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
         # (ValueError covers UnicodeDecodeError and ints of too many digits; ArithmeticError
@@ -154,47 +157,55 @@ class AnomalyStreamState:
         version.setdefault(item.index, (item, partition, offset))
         if len(version) < item.n:
             return []
-        outputs = []
+        outputs, dead = [], []
         while self._pending:  # windows in order, from the oldest pending
             head = min(self._pending)
-            docs = self._complete(head)
-            if docs is not None:
-                del self._pending[head]
-                outputs.append(self._process(head, docs))
+            n = self._complete_size(head)
+            if n is not None:
+                docs = self._pending[head].pop(n)
+                dead += self._drop(head, f"superseded by its complete version of {n} documents")
+                outputs.append(self._process(head, [docs[i][0] for i in range(n)]))
                 continue
-            later = [s for s in self._pending if s > head and self._complete(s) is not None]
+            later = [s for s in self._pending if s > head and self._complete_size(s) is not None]
             if not later or self._offsets(head)[1] > self._offsets(min(later))[0]:
                 break  # the head may still complete (its messages interleave with the later's)
-            self._drop(head, f"window {min(later)} was sent after it and completed")
+            dead += self._drop(head, f"incomplete; window {min(later)}, sent after it, completed")
+        if dead:
+            outputs.insert(0, Output(dead=dead, is_window=False))
         return outputs
 
-    def _complete(self, seq: int) -> list[ScoredDocument] | None:
-        """The documents of a complete version of window ``seq``, in order; None if none is."""
-        for n, docs in self._pending[seq].items():
-            if len(docs) == n:
-                return [docs[i][0] for i in range(n)]
-        return None
+    def _complete_size(self, seq: int) -> int | None:
+        """The size ``n`` of a complete version of window ``seq``; None if none is complete."""
+        return next((n for n, docs in self._pending[seq].items() if len(docs) == n), None)
 
     def _offsets(self, seq: int) -> tuple[int, int]:
         """The first and last offsets of window ``seq``'s messages (one partition per stream)."""
         offsets = [o for docs in self._pending[seq].values() for (_, _, o) in docs.values()]
         return min(offsets), max(offsets)
 
-    def _drop(self, seq: int, why: str) -> None:
-        """Forget an incomplete window that can no longer complete (see the module docstring)."""
-        first, last = self._offsets(seq)
+    def _drop(self, seq: int, why: str) -> list[dict[str, Any]]:
+        """Forget what is left pending of window ``seq`` (see the module docstring): its
+        messages become dead letters with the reason."""
         versions = self._pending.pop(seq)
-        log.warning(
-            "anomaly: stream %s window %d dropped incomplete (%s): %s of %s documents, "
-            "offsets %d-%d",
-            self.stream,
-            seq,
-            why,
-            "/".join(str(len(docs)) for docs in versions.values()),
-            "/".join(str(n) for n in versions),
-            first,
-            last,
-        )
+        rows = [
+            {
+                "partition": p,
+                "offset": o,
+                "reason": f"scores message of window {seq} ({item.n} documents) not used: {why}",
+                "payload": item.raw,
+            }
+            for docs in versions.values()
+            for (item, p, o) in docs.values()
+        ]
+        if rows:
+            log.warning(
+                "anomaly: stream %s window %d: %d messages dead-lettered (%s)",
+                self.stream,
+                seq,
+                len(rows),
+                why,
+            )
+        return rows
 
     def _fit(self) -> None:
         """Fit on the standardised reference set; constant features are left out (DL-OCSVM

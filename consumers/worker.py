@@ -73,10 +73,14 @@ class Output:
 
     ``calls`` are the :class:`~sparsewatch.storage.store.StoreTx` writes of its results, as data
     (they run on the writer while the next window is computed, possibly in another process).
+    ``dead`` are dead letters the state found only now (messages it had accepted and can no longer
+    use), as rows with ``partition``, ``offset``, ``reason`` and ``payload``; the loop adds the
+    input topic.
     """
 
     calls: list[StoreCall] = field(default_factory=list)
     messages: list[tuple[str, bytes]] = field(default_factory=list)
+    dead: list[dict[str, Any]] = field(default_factory=list)
     n_documents: int = 0
     closed_at: float = field(default_factory=time.perf_counter)
     novel: int = 0
@@ -437,6 +441,7 @@ class WorkerLoop:
     def _commit(self, outputs: list[Output], dead: list[dict[str, Any]]) -> None:
         """Hand the transaction of ``outputs``, the dead letters, the due checkpoints and the
         resume offsets to the writer (after the one in flight is stored)."""
+        dead = dead + [{**row, "topic": self.input_topic} for out in outputs for row in out.dead]
         due = {s for s, n in self._dirty.items() if n >= self.checkpoint_every or s in self._forced}
         offsets = self._resume_offsets(clean=due)
         if not (outputs or dead or due) and offsets == self._submitted_offsets:

@@ -105,49 +105,68 @@ def test_deeply_nested_scores_message_is_refused():
 
 
 def _window(state, seq, n, offset0, indices=None):
-    """Messages ``indices`` (default all) of window ``seq`` of ``n`` documents, added in order."""
+    """Messages ``indices`` (default all) of window ``seq`` of ``n`` documents, added in order:
+    the sizes of the windows processed and the dead letters, as (offset, reason, payload)."""
     outs = []
     for k, i in enumerate(range(n) if indices is None else indices):
         outs += state.add(parse_scored(_msg(seq, i, n, 0.5 + 0.01 * i, 2)), 0, offset0 + k, 0.0)
-    return outs
+    windows = [out.n_documents for out in outs if out.is_window]
+    dead = [(r["offset"], r["reason"], r["payload"]) for out in outs for r in out.dead]
+    assert all(out.dead == [] for out in outs if out.is_window)
+    return windows, dead
 
 
 def test_a_message_claiming_another_window_size_does_not_hold_the_window_back():
     state = AnomalyStreamState("s", _config(), None)
     # a stray message claims window 0 has 10 documents; its real 2 messages still complete it
-    assert state.add(parse_scored(_msg(0, 5, 10, 0.5, 2)), 0, 0, now=0.0) == []
-    [out] = _window(state, 0, 2, offset0=1)
-    assert out.n_documents == 2 and state.last_seq == 0
-    assert state.min_buffered_offset(0) is None  # the stray version is forgotten with its window
-    [out] = _window(state, 1, 3, offset0=3)
-    assert out.n_documents == 3
+    stray = _msg(0, 5, 10, 0.5, 2)
+    assert state.add(parse_scored(stray), 0, 0, now=0.0) == []
+    windows, dead = _window(state, 0, 2, offset0=1)
+    assert windows == [2] and state.last_seq == 0
+    assert dead == [
+        (
+            0,
+            "scores message of window 0 (10 documents) not used: superseded by its complete "
+            "version of 2 documents",
+            stray,
+        )
+    ]
+    assert state.min_buffered_offset(0) is None
+    assert _window(state, 1, 3, offset0=3) == ([3], [])
 
 
 def test_a_window_recomputed_with_another_size_after_a_detector_crash_is_processed():
     state = AnomalyStreamState("s", _config(), None)
     # the detector died flushing window 0 (3 of 5 sent) and closed it with 7 documents on restart
-    assert _window(state, 0, 5, offset0=0, indices=[0, 1, 2]) == []
+    assert _window(state, 0, 5, offset0=0, indices=[0, 1, 2]) == ([], [])
     assert state.min_buffered_offset(0) == 0
-    [out] = _window(state, 0, 7, offset0=3)
-    assert out.n_documents == 7 and state.last_seq == 0
+    windows, dead = _window(state, 0, 7, offset0=3)
+    assert windows == [7] and state.last_seq == 0
+    assert [offset for offset, _, _ in dead] == [0, 1, 2]
     assert state.min_buffered_offset(0) is None
     # messages of either version re-sent later are recognised as done
-    assert _window(state, 0, 5, offset0=10) == []
+    assert _window(state, 0, 5, offset0=10) == ([], [])
 
 
-def test_an_incomplete_window_is_dropped_when_a_later_window_completes(caplog):
+def test_an_incomplete_window_is_dead_lettered_when_a_later_window_completes(caplog):
     state = AnomalyStreamState("s", _config(), None)
-    assert _window(state, 0, 4, offset0=0, indices=[0, 1]) == []
-    assert _window(state, 1, 3, offset0=2, indices=[0, 1]) == []
+    assert _window(state, 0, 4, offset0=0, indices=[0, 1]) == ([], [])
+    assert _window(state, 1, 3, offset0=2, indices=[0, 1]) == ([], [])
     assert state.min_buffered_offset(0) == 0  # both wait, holding back the resume offset
     with caplog.at_level("WARNING"):
-        [out] = _window(state, 1, 3, offset0=4, indices=[2])
-    assert out.n_documents == 3 and state.last_seq == 1
-    assert "window 0 dropped incomplete (window 1 was sent after it and completed): 2 of 4" in (
-        caplog.text
-    )
+        windows, dead = _window(state, 1, 3, offset0=4, indices=[2])
+    assert windows == [3] and state.last_seq == 1
+    assert [(offset, reason) for offset, reason, _ in dead] == [
+        (
+            o,
+            "scores message of window 0 (4 documents) not used: incomplete; window 1, sent "
+            "after it, completed",
+        )
+        for o in (0, 1)
+    ]
+    assert "window 0: 2 messages dead-lettered" in caplog.text
     assert state.min_buffered_offset(0) is None
-    assert _window(state, 0, 4, offset0=5, indices=[2, 3]) == []  # too late: never processed
+    assert _window(state, 0, 4, offset0=5, indices=[2, 3]) == ([], [])  # too late: never used
 
 
 def test_a_later_window_interleaved_with_an_incomplete_one_waits_for_it():
@@ -161,5 +180,6 @@ def test_a_later_window_interleaved_with_an_incomplete_one_waits_for_it():
         outputs += state.add(parse_scored(_msg(seq, i, n, 0.5 + 0.01 * i, 2)), 0, offset, 0.0)
         if offset == 5:  # window 1 is complete, window 0 is not: both wait
             assert outputs == [] and state.min_buffered_offset(0) == 0
-    assert [out.n_documents for out in outputs] == [4, 3] and state.last_seq == 1
+    assert [(out.n_documents, out.dead) for out in outputs] == [(4, []), (3, [])]
+    assert state.last_seq == 1
     assert state.min_buffered_offset(0) is None

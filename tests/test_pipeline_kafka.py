@@ -544,8 +544,9 @@ def _scores_message(stream: str, seq: int, i: int, n: int, tag: str) -> bytes:
 
 def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_bootstrap, tmp_path):
     """A detector that died while sending window 1 (4 of its 10 messages out) and closed it with
-    12 documents after its restart: the anomaly worker scores the complete version, drops the
-    other, and neither stalls the stream nor holds back the resume offset."""
+    12 documents after its restart: the anomaly worker scores the complete version, sends the
+    other's messages to the dead letters, and neither stalls the stream nor holds back the
+    resume offset."""
     prefix = f"aversion-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path / 'anomaly.db'}"
     env = _env(kafka_bootstrap, prefix, url, SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS="10")
@@ -565,12 +566,22 @@ def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_b
         rows = _anomaly_rows(store)
         offsets = store.partition_offsets("sparsewatch.anomaly", topic)
         with store.reading() as conn:
-            n_dead = conn.execute(text("select count(*) from dead_letters")).scalar()
+            dead = conn.execute(text("select offset, reason, payload from dead_letters"))
+            dead = sorted((o, reason, bytes(payload)) for o, reason, payload in dead)
     finally:
         store.dispose()
     expected = {f"0-a-{i}" for i in range(10)} | {f"1-b-{i}" for i in range(12)}
     assert {doc for _, doc in rows} == expected | {f"2-c-{i}" for i in range(10)}
-    assert offsets == {0: len(sent)} and n_dead == 0
+    assert offsets == {0: len(sent)}
+    # the cut version's messages: in the dead letters with the reason, in SQL and on the topic
+    reason = (
+        "scores message of window 1 (10 documents) not used: superseded by its complete "
+        "version of 12 documents"
+    )
+    assert dead == [(10 + i, reason, sent[10 + i]) for i in range(4)]
+    dlq = _dlq(kafka_bootstrap, f"{prefix}.dlq", 4)
+    assert sorted(m.value() for m in dlq) == sent[10:14]
+    assert {dict(m.headers())["reason"].decode() for m in dlq} == {reason}
 
 
 def test_detector_survives_a_broker_restart(tmp_path):
