@@ -12,7 +12,9 @@ stream's windows are flushed in order, a window still incomplete when a later wi
 messages came after it, completes can never complete: its messages go to the dead letters rather
 than holding back the stream, and the resume offset, for ever (while their messages interleave, as
 when a detector that lost its partition still sends while the new owner re-sends, the later window
-waits). Windows are then processed in order:
+waits). Likewise for a later window all of whose messages came before a window that completes
+(such as a stray message with a window number far ahead): the detector sends a window only after
+the earlier ones. Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
@@ -164,6 +166,10 @@ class AnomalyStreamState:
             if n is not None:
                 docs = self._pending[head].pop(n)
                 dead += self._drop(head, f"superseded by its complete version of {n} documents")
+                first = min(o for (_, _, o) in docs.values())
+                for seq in [s for s in self._pending if self._offsets(s)[1] < first]:
+                    # a later window sent entirely before this one: not the detector's
+                    dead += self._drop(seq, f"sent before window {head}, which completed")
                 outputs.append(self._process(head, [docs[i][0] for i in range(n)]))
                 continue
             later = [s for s in self._pending if s > head and self._complete_size(s) is not None]

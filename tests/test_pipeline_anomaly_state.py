@@ -183,3 +183,19 @@ def test_a_later_window_interleaved_with_an_incomplete_one_waits_for_it():
     assert [(out.n_documents, out.dead) for out in outputs] == [(4, []), (3, [])]
     assert state.last_seq == 1
     assert state.min_buffered_offset(0) is None
+
+
+def test_a_stray_window_far_ahead_is_dead_lettered_once_a_window_sent_after_it_completes():
+    state = AnomalyStreamState("s", _config(), None)
+    stray = _msg(10**9, 0, 5, 0.5, 2)  # an outside producer's message, window number far ahead
+    assert state.add(parse_scored(stray), 0, 0, now=0.0) == []
+    windows, dead = _window(state, 0, 3, offset0=1)
+    assert windows == [3] and [(o, p) for o, _, p in dead] == [(0, stray)]
+    assert "sent before window 0, which completed" in dead[0][1]
+    assert state.min_buffered_offset(0) is None  # it no longer holds back the resume offset
+    # a later window's messages interleaved with the one completing are kept
+    assert _window(state, 1, 2, offset0=4, indices=[0]) == ([], [])
+    assert _window(state, 2, 2, offset0=5, indices=[0]) == ([], [])
+    assert _window(state, 1, 2, offset0=6, indices=[1]) == ([2], [])
+    assert _window(state, 2, 2, offset0=7, indices=[1]) == ([2], [])
+    assert state.last_seq == 2 and state.min_buffered_offset(0) is None
