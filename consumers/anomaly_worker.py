@@ -39,7 +39,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sparsewatch.consumers.messages import InvalidMessageError
+from sparsewatch.consumers.messages import (
+    MAX_EPOCH_MS,
+    MAX_ID_CHARS,
+    MAX_STREAM_CHARS,
+    MIN_EPOCH_MS,
+    InvalidMessageError,
+    string_field,
+)
 from sparsewatch.consumers.worker import Output
 from sparsewatch.consumers.writer import StoreCall
 from sparsewatch.models.dl_ocsvm import DLOCSVM
@@ -51,6 +58,8 @@ N_FEATURES = 6
 # A scores message claiming a larger window is corrupt (no detector window is that large): refused
 # at once instead of being kept, with its offset, until a later window completes.
 MAX_WINDOW_DOCUMENTS = 10_000_000
+# Window numbers are stored as int64 (the checkpoint's ``last_seq``).
+MAX_WINDOW_SEQ = 2**63 - 1
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +95,17 @@ def representation(msg: dict[str, Any]) -> tuple[float, ...]:
 
 
 def parse_scored(payload: bytes | None) -> ScoredDocument:
-    """Validate one scores message; :class:`InvalidMessageError` otherwise."""
+    """Validate one scores message; :class:`InvalidMessageError` otherwise. The stream and the
+    document id obey the detector's rules for its input (:func:`string_field`), the event time
+    its range, and the window number fits the checkpoint's int64: a value that passed here and
+    failed later, when stored, would stop the worker on every restart."""
     try:
         msg = json.loads(payload or b"")
+        if not isinstance(msg, dict):
+            raise TypeError(f"a JSON {type(msg).__name__}, not an object")
         doc = ScoredDocument(
-            str(msg["stream"]),
-            str(msg["doc_id"]),
+            string_field(msg, "stream", MAX_STREAM_CHARS),
+            string_field(msg, "doc_id", MAX_ID_CHARS),
             int(msg["window_seq"]),
             int(msg["index"]),
             int(msg["n"]),
@@ -99,15 +113,23 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
             representation(msg),
             payload or b"",
         )
+    except InvalidMessageError as exc:
+        raise InvalidMessageError(f"bad scores message: {exc.reason}") from None
     except (ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
         # (ValueError covers UnicodeDecodeError and ints of too many digits; ArithmeticError
         # covers floats out of range, e.g. 1e400 -> int)
         reason = f"bad scores message: {type(exc).__name__}: {str(exc)[:200]}"
         raise InvalidMessageError(reason) from None
+    if not 0 <= doc.window_seq <= MAX_WINDOW_SEQ:
+        raise InvalidMessageError(f"bad scores message: window number {doc.window_seq}"[:240])
     if not 0 <= doc.index < doc.n <= MAX_WINDOW_DOCUMENTS:
         raise InvalidMessageError(
             f"bad scores message: index {doc.index} of a window of {doc.n} documents "
-            f"(at most {MAX_WINDOW_DOCUMENTS})"
+            f"(at most {MAX_WINDOW_DOCUMENTS})"[:240]
+        )
+    if not MIN_EPOCH_MS <= doc.timestamp_ms < MAX_EPOCH_MS:
+        raise InvalidMessageError(
+            f"bad scores message: timestamp {doc.timestamp_ms} ms is outside 1970..2200"[:240]
         )
     if not all(math.isfinite(v) for v in doc.features):
         raise InvalidMessageError("bad scores message: non-finite values")

@@ -98,7 +98,8 @@ def parse_timestamp(value: Any) -> int:
     return ms
 
 
-def _string(obj: dict[str, Any], key: str, max_chars: int, default: str | None = None) -> str:
+def string_field(obj: dict[str, Any], key: str, max_chars: int, default: str | None = None) -> str:
+    """Field ``key`` of a message: a non-empty, storable string of at most ``max_chars``."""
     value = obj.get(key, default)
     if value is None:
         raise InvalidMessageError(f"missing field '{key}'")
@@ -167,11 +168,11 @@ def parse_message(payload: bytes | None, max_text_bytes: int = 100_000) -> Docum
         return _document(obj, max_text_bytes)
     if obj["end_of_stream"] is not True:
         raise InvalidMessageError("field 'end_of_stream' must be true")
-    return EndOfStream(_string(obj, "stream", MAX_STREAM_CHARS, default="default"))
+    return EndOfStream(string_field(obj, "stream", MAX_STREAM_CHARS, default="default"))
 
 
 def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
-    doc_id = _string(obj, "id", MAX_ID_CHARS)
+    doc_id = string_field(obj, "id", MAX_ID_CHARS)
     if "text" not in obj:
         raise InvalidMessageError("missing field 'text'")
     text = obj["text"]
@@ -182,7 +183,7 @@ def _document(obj: dict[str, Any], max_text_bytes: int) -> Document:
     if "timestamp" not in obj:
         raise InvalidMessageError("missing field 'timestamp'")
     timestamp_ms = parse_timestamp(obj["timestamp"])
-    stream = _string(obj, "stream", MAX_STREAM_CHARS, default="default")
+    stream = string_field(obj, "stream", MAX_STREAM_CHARS, default="default")
     labels = obj.get("labels", [])
     if labels is None:
         labels = []

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sparsewatch.consumers.anomaly_worker import (
     MAX_WINDOW_DOCUMENTS,
+    MAX_WINDOW_SEQ,
     AnomalyStreamState,
     parse_scored,
 )
@@ -91,12 +92,40 @@ def test_constant_features_are_left_out():
         ({"n": MAX_WINDOW_DOCUMENTS + 1, "index": 0}, "at most"),
         ({"index": 3, "n": 3}, "index 3 of a window of 3"),
         ({"score": float("nan")}, "non-finite"),
+        # each of these passed and then stopped the worker when stored, on every restart
+        ({"window_seq": 2**63}, "window number"),  # beyond the checkpoint's int64
+        ({"window_seq": -1}, "window number"),
+        ({"timestamp": 10**17}, "outside 1970..2200"),  # flagged -> datetime out of range
+        ({"stream": "s" * 129}, "'stream' is longer than 128"),  # VARCHAR(200) on PostgreSQL
+        ({"stream": "s\ud800"}, "'stream' contains an unpaired surrogate"),
+        ({"doc_id": "d\x00"}, "'doc_id' contains a NUL"),
+        ({"doc_id": "d" * 513}, "'doc_id' is longer than 512"),
+        ({"doc_id": 5}, "'doc_id' must be a string"),
+        ({"stream": " "}, "'stream' is empty"),
     ],
 )
 def test_malformed_scores_messages_are_refused_with_a_reason(change, reason):
     msg = {**json.loads(_msg(0, 0, 2, 0.5, 2)), **change}
     with pytest.raises(InvalidMessageError, match=reason):
         parse_scored(json.dumps(msg).encode())
+
+
+def test_a_scores_message_that_is_not_an_object_is_refused():
+    with pytest.raises(InvalidMessageError, match="not an object"):
+        parse_scored(b"[1, 2]")
+
+
+def test_the_largest_window_number_is_processed_and_checkpointed():
+    state = AnomalyStreamState("s", _config(), None)
+    top = MAX_WINDOW_SEQ
+    outputs = []
+    for seq in (top - 2, top - 1, top):
+        for i in range(20):
+            msg = {**json.loads(_msg(0, i, 20, 0.5 + 0.01 * i, 2)), "window_seq": seq}
+            outputs += state.add(parse_scored(json.dumps(msg).encode()), 0, 0, now=0.0)
+    assert len(outputs) == 3 and state.last_seq == top
+    st, meta = state.checkpoint()
+    assert int(st["last_seq"]) == top and meta["last_seq"] == top
 
 
 def test_deeply_nested_scores_message_is_refused():
