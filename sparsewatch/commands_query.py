@@ -21,6 +21,7 @@ import click
 import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
@@ -141,7 +142,9 @@ def emit(
         for header, _, _ in table_columns:
             table.add_column(header, overflow="fold")
         for row in rows:
-            table.add_row(*(show(row[key]) for _, key, show in table_columns))
+            # Text, not str: a cell is data, never Rich markup ("[/b]" in a tweet raised
+            # MarkupError; "[bold]" restyled the cell)
+            table.add_row(*(Text(show(row[key])) for _, key, show in table_columns))
         Console(width=max(Console().width, 120)).print(table)
 
 
@@ -472,6 +475,10 @@ def export_snapshot(
         where = "newest" if window_seq is None else f"window {window_seq}"
         raise SparsewatchError(f"no {model_kind} snapshot of stream '{stream}' ({where})")
     path = Path(output)
+    # the metadata beside the arrays: snap.npz -> snap.json, but snap.json -> snap.json.json
+    meta_path = (
+        path.with_suffix(".json") if path.suffix == ".npz" else path.with_name(path.name + ".json")
+    )
     meta = {
         "stream": snap.stream,
         "window_seq": snap.window_seq,
@@ -483,10 +490,10 @@ def export_snapshot(
     try:
         with path.open("wb") as fh:
             np.savez(fh, **snap.arrays)
-        path.with_suffix(".json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     except OSError as exc:
         raise SparsewatchError(f"cannot write {path}: {exc.strerror or exc}") from None
-    click.echo(f"wrote {path} ({', '.join(sorted(snap.arrays))}) and {path.with_suffix('.json')}")
+    click.echo(f"wrote {path} ({', '.join(sorted(snap.arrays))}) and {meta_path}")
 
 
 @click.group()

@@ -7,6 +7,7 @@ import io
 import json
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -290,11 +291,49 @@ def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
     assert code == 0
     with np.load(out, allow_pickle=False) as npz:  # newest by default
         assert npz["D"].tobytes() == arrays[("news", 2)]["D"].tobytes()
+    named_json = tmp_path / "snap.json"  # the metadata must not overwrite the arrays
+    code, text, err = run(
+        monkeypatch, capsys, "snapshots", "export", "news", "dictionary", "-o", str(named_json),
+        "--database-url", url,
+    )  # fmt: skip
+    assert code == 0, err
+    assert text.rstrip().endswith(f"and {named_json}.json")
+    with np.load(named_json, allow_pickle=False) as npz:
+        assert npz["D"].tobytes() == arrays[("news", 2)]["D"].tobytes()
+    assert json.loads(Path(f"{named_json}.json").read_text())["window_seq"] == 2
     code, _, err = run(
         monkeypatch, capsys, "snapshots", "export", "news", "topics", "-o", str(out),
         "--database-url", url,
     )  # fmt: skip
     assert code == 2 and err == "error: no topics snapshot of stream 'news' (newest)\n"
+
+
+def test_table_cells_are_shown_as_written_not_as_markup(database_url, monkeypatch, capsys):
+    text = "x [/b] [bold]y[/bold] [red]"  # short: a folded cell would split it
+    with Store.open(database_url) as store, store.transaction() as tx:
+        tx.upsert_window("s", 0, T0, T0 + timedelta(hours=1), 1, 0.9, {}, "watermark")
+        tx.insert_documents(
+            [
+                {
+                    "stream": "s", "doc_id": "d0", "event_time": T0, "window_seq": 0,
+                    "novelty_score": 0.9, "reconstruction_error": 0.9, "novel": True,
+                    "late": False, "dominant_topic": 0, "top_atoms": [], "labels": [],
+                    "text": text,
+                }
+            ]
+        )  # fmt: skip
+        tx.insert_alerts(
+            [
+                {
+                    "kind": "novel_document", "stream": "s", "subject_id": "d0", "score": 0.9,
+                    "window_seq": 0, "event_time": T0, "summary": text,
+                }
+            ]
+        )  # fmt: skip
+    for command in ("documents", "alerts"):
+        code, out, err = run(monkeypatch, capsys, command, "--database-url", database_url)
+        assert code == 0, err
+        assert text in out
 
 
 def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
