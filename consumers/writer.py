@@ -46,9 +46,10 @@ from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
+from sparsewatch.config import WRITER_MODES
+
 log = logging.getLogger(__name__)
 
-WRITER_MODES = ("process", "thread")
 
 # The copy of a dead letter on the DLQ topic keeps at most this much of the original bytes: the
 # original may be as large as the broker accepts, and the copy (a longer key, two headers) must

@@ -80,9 +80,9 @@ TIME = TimeParam()
 @contextmanager
 def open_store(ctx: click.Context, database_url: str | None) -> Iterator[Store]:
     """The configured database (or ``--database-url``), migrated; errors become one line."""
-    if not database_url:
-        database_url = load_config(ctx.obj.get("config_path") if ctx.obj else None)
-        database_url = database_url.resolved_database_url
+    # the configuration is read (and a bad one refused) even when --database-url replaces its URL
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    database_url = database_url or config.resolved_database_url
     try:
         store = Store.open(database_url)
     except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:

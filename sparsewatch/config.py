@@ -17,6 +17,7 @@ is generated from :func:`describe`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from typing import Any, get_type_hints
 from sparsewatch.errors import SparsewatchError
 
 ENV_PREFIX = "SPARSEWATCH_"
+# Where a worker's SQL transactions run (consumers/writer.py): a child process or a thread.
+WRITER_MODES = ("process", "thread")
 
 
 @dataclass
@@ -152,7 +155,10 @@ def _coerce(value: str, typ: Any, name: str) -> Any:
         if typ is int:
             return int(value)
         if typ is float:
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise SparsewatchError(f"{name}={value!r} is not a finite number")
+            return number
         return value
     except ValueError:
         raise SparsewatchError(f"{name}={value!r} is not a valid {typ.__name__}") from None
@@ -177,6 +183,8 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
             raise SparsewatchError(
                 f"'{where}{key}' must be {typ.__name__}, got {type(value).__name__}"
             )
+        if typ is float and not math.isfinite(value):  # TOML has nan and inf
+            raise SparsewatchError(f"'{where}{key}' must be a finite number, got {value!r}")
         setattr(obj, key, value)
 
 
@@ -227,7 +235,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "metrics_port"): (lambda v: 0 <= v <= 65535, "in 0..65535"),
     ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
     ("", "blas_threads"): (lambda v: v >= 0, ">= 0 (0: the library's default)"),
-    ("", "gc_threshold"): (lambda v: v >= 0, ">= 0 (0: Python's default)"),
+    ("", "gc_threshold"): (lambda v: 0 <= v < 2**31, "in 0..2147483647 (0: Python's default)"),
+    ("", "writer"): (lambda v: v in WRITER_MODES, " or ".join(map(repr, WRITER_MODES))),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
     ("windows", "size"): (
         lambda v: (_duration_ms(v) or 0) > 0,

@@ -8,7 +8,6 @@ import threading
 from sparsewatch.config import Config
 from sparsewatch.consumers.metrics import serve
 from sparsewatch.consumers.worker import WorkerLoop
-from sparsewatch.consumers.writer import WRITER_MODES
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.runtime import worker_process
 from sparsewatch.storage.store import Store
@@ -18,10 +17,6 @@ log = logging.getLogger(__name__)
 
 def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
     """The detector or anomaly worker loop for ``config``."""
-    if config.writer not in WRITER_MODES:
-        raise SparsewatchError(
-            f"writer must be one of {', '.join(WRITER_MODES)}, not {config.writer!r}"
-        )
     k = config.kafka
     # Wake at least four times per idle timeout, so a quiet stream's window closes on time.
     poll_timeout_s = min(0.5, config.windows.idle_timeout_s / 4)

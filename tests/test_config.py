@@ -67,7 +67,9 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_ANOMALY_CONTAMINATION", "1.5", "in (0, 1)"),
         ("SPARSEWATCH_LOG_LEVEL", "LOUD", "one of CRITICAL, ERROR, WARNING, INFO, DEBUG"),
         ("SPARSEWATCH_METRICS_PORT", "99999", "in 0..65535"),
-        ("SPARSEWATCH_GC_THRESHOLD", "-1", ">= 0 (0: Python's default)"),
+        ("SPARSEWATCH_GC_THRESHOLD", "-1", "in 0..2147483647 (0: Python's default)"),
+        ("SPARSEWATCH_GC_THRESHOLD", "99999999999999", "in 0..2147483647 (0: Python's default)"),
+        ("SPARSEWATCH_WRITER", "bogus", "'process' or 'thread'"),
         ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
         ("SPARSEWATCH_WINDOWS_SIZE", "banana", _SIZE),
         ("SPARSEWATCH_WINDOWS_SIZE", "0s", _SIZE),
@@ -89,6 +91,30 @@ def test_out_of_range_values_are_refused_naming_the_option(
     assert "\n" not in message
     assert variable in message and f"must be {expected}, got " in message
     assert message.endswith(repr(_parsed(value)))
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "SPARSEWATCH_HEAP_FREE_LIMIT_MB",
+        "SPARSEWATCH_DETECTOR_NOVEL_THRESHOLD",
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S",
+    ],
+)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_float_options_must_be_finite(variable: str, value: str, tmp_path: Path) -> None:
+    """nan passes every range check and flagged nothing (novel_threshold), or stopped ``run``
+    with a bare ValueError (heap_free_limit_mb)."""
+    with pytest.raises(SparsewatchError, match=f"^{variable}='{value}' is not a finite number$"):
+        load_config(env={variable: value})
+    section, _, key = variable.removeprefix("SPARSEWATCH_").lower().partition("_")
+    if section not in ("detector", "windows"):
+        section, key = "", variable.removeprefix("SPARSEWATCH_").lower()
+    path = tmp_path / "sparsewatch.toml"
+    line = f"{key} = {value}\n"
+    path.write_text(f"[{section}]\n{line}" if section else line)
+    with pytest.raises(SparsewatchError, match="must be a finite number, got "):
+        load_config(path, env={})
 
 
 def test_durations_up_to_the_event_time_range_are_accepted() -> None:

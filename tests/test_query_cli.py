@@ -377,6 +377,11 @@ def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
         (("run", "detector", "--until-idle", "nan"), "'--until-idle'"),
         (("kafka", "up", "--timeout", "nan"), "'--timeout'"),
         (("topics", "--database-url", "nosuchdb://x"), "cannot open database"),
+        # --database-url replaces the configured URL, not the check of the configuration
+        (
+            ("--config", "/nonexistent/sw.toml", "alerts", "--database-url", "sqlite://"),
+            "configuration file /nonexistent/sw.toml does not exist",
+        ),
         (
             ("alerts", "--database-url", "postgresql+psycopg://u:secret@127.0.0.1:1/x"),
             "cannot open database postgresql+psycopg://u:***@127.0.0.1:1/x",
