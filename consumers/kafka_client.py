@@ -78,7 +78,9 @@ def ensure_topics(
     bootstrap: str, partitions: dict[str, int], timeout: float = 30.0, **topic_config: str
 ) -> None:
     """Create the missing topics of ``partitions`` (name -> partition count); existing ones stay."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    # librdkafka's own logging off: an unreachable broker is the caller's one error, not a
+    # "connection refused" line per attempt until the timeout
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [
         NewTopic(name, num_partitions=n, replication_factor=1, config=dict(topic_config))

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from sparsewatch.errors import SparsewatchError
+from sparsewatch.errors import SparsewatchError, first_line
 
 
 @click.group()
@@ -73,7 +73,8 @@ def main() -> None:
     except Exception as exc:
         if debug:
             raise
-        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        # one line (SPARSEWATCH_DEBUG=1 or --debug for the traceback)
+        click.echo(f"error: {type(exc).__name__}: {first_line(exc)}", err=True)
         sys.exit(1)
     # click returns the exit code of ``ctx.exit(n)`` instead of raising in this mode.
     sys.exit(result if isinstance(result, int) else 0)

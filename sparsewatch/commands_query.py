@@ -25,7 +25,7 @@ from rich.text import Text
 
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
-from sparsewatch.errors import SparsewatchError
+from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.store import Store
@@ -86,19 +86,14 @@ def open_store(ctx: click.Context, database_url: str | None) -> Iterator[Store]:
     try:
         store = Store.open(database_url)
     except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
-        message = f"cannot open database {mask_url(database_url)}: {_first_line(exc)}"
+        message = f"cannot open database {mask_url(database_url)}: {first_line(exc)}"
         raise SparsewatchError(message) from None
     try:
         yield store
     except sa.exc.SQLAlchemyError as exc:
-        raise SparsewatchError(f"database error: {_first_line(exc)}") from None
+        raise SparsewatchError(f"database error: {first_line(exc)}") from None
     finally:
         store.dispose()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _jsonable(value: Any) -> Any:

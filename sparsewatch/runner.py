@@ -5,14 +5,22 @@ from __future__ import annotations
 import logging
 import threading
 
+import sqlalchemy as sa
+from confluent_kafka import KafkaException
+
 from sparsewatch.config import Config
 from sparsewatch.consumers.metrics import serve
 from sparsewatch.consumers.worker import WorkerLoop
-from sparsewatch.errors import SparsewatchError
+from sparsewatch.consumers.writer import WriterError
+from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.runtime import worker_process
+from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
+
+# A database or broker that stayed unavailable longer than the retries (consumers/retry.py).
+_OPERATIONAL_ERRORS = (WriterError, sa.exc.OperationalError, sa.exc.InterfaceError, KafkaException)
 
 
 def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
@@ -88,7 +96,11 @@ def run_loops(
             worker.run(until_idle_s=idle)
         except BaseException as exc:
             errors.append(exc)
-            log.exception("%s worker failed", worker.processor.name)
+            if isinstance(exc, _OPERATIONAL_ERRORS):  # the environment's, not a bug: one line
+                name = worker.processor.name
+                log.error("%s worker failed: %s: %s", name, type(exc).__name__, first_line(exc))
+            else:
+                log.exception("%s worker failed", worker.processor.name)
             for w in workers:
                 w.stop()
 
@@ -116,11 +128,26 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
                 "the anomaly worker is disabled in the configuration "
                 "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
             )
-    store = Store.open(config.resolved_database_url)
-    serve(config.metrics_port)
+    url = config.resolved_database_url
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise SparsewatchError(
+            f"database_url {url!r} is an in-memory SQLite database, which lives and dies with "
+            "one connection: the workers need a file (sqlite:///path.db) or PostgreSQL"
+        )
     try:
+        store = Store.open(url)
+    except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
+        raise SparsewatchError(f"cannot open database {mask_url(url)}: {first_line(exc)}") from None
+    try:
+        try:
+            workers = [build_worker(role, config, store) for role in roles]
+        except KafkaException as exc:  # creating the topics is the first contact with the broker
+            bootstrap = config.kafka.bootstrap_servers
+            raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+        serve(config.metrics_port)
         run_loops(
-            [build_worker(role, config, store) for role in roles],
+            workers,
             [until_idle_s] * len(roles),
             blas_threads=config.blas_threads,
             gc_threshold=config.gc_threshold,

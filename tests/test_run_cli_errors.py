@@ -1,0 +1,50 @@
+"""``sparsewatch run`` against an unusable database or broker: one line on stderr, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "SPARSEWATCH_DATA_DIR": str(tmp_path), **env}
+    full.pop("SPARSEWATCH_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "run", "detector"],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return lines[0]
+
+
+def test_an_in_memory_sqlite_database_is_refused(tmp_path: Path) -> None:
+    """Each thread got its own empty database: the workers retried 'no such table' for two
+    minutes, then failed."""
+    proc = _run(tmp_path, SPARSEWATCH_DATABASE_URL="sqlite://")
+    assert proc.returncode == 2
+    assert "in-memory SQLite database" in _one_line(proc)
+
+
+def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://u:secret@127.0.0.1:1/x"
+    proc = _run(tmp_path, SPARSEWATCH_DATABASE_URL=url)
+    assert proc.returncode == 2
+    line = _one_line(proc)
+    assert line.startswith("error: cannot open database postgresql+psycopg://u:***@127.0.0.1:1/x")
+    assert "secret" not in proc.stderr
+
+
+def test_an_unreachable_broker_is_one_line(tmp_path: Path) -> None:
+    """librdkafka logged one line per connection attempt (hundreds) before a bare error."""
+    proc = _run(tmp_path, SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
+    assert proc.returncode == 2
+    assert _one_line(proc).startswith("error: cannot reach Kafka at 127.0.0.1:1: ")
