@@ -213,8 +213,12 @@ class WorkerLoop:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Ask the loop to finish its current batch and return (thread- and signal-safe)."""
+        """Ask the loop to finish its current batch and return (thread- and signal-safe). An
+        operation waiting to be retried (the database or broker down) is abandoned instead:
+        nothing of it is committed, and the next start resumes from the last commit."""
         self._stop.set()
+        if self._writer is not None:
+            self._writer.abandon_retries()
 
     def run(self, until_idle_s: float | None = None) -> None:
         """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``."""
@@ -265,6 +269,7 @@ class WorkerLoop:
         stored = with_backoff(
             lambda: self.store.partition_offsets(self.group_id, self.input_topic),
             "reading resume offsets",
+            stop=self._stop,
         )
         for _, p in partitions:
             self._partitions.setdefault(p, _Partition())
@@ -314,7 +319,7 @@ class WorkerLoop:
                 if offsets:
                     tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
 
-        with_backoff(transaction, "writing checkpoints")
+        with_backoff(transaction, "writing checkpoints", stop=self._stop)
         self._mark_checkpointed(due)
 
     # -- one batch -------------------------------------------------------------------------------
@@ -332,7 +337,9 @@ class WorkerLoop:
             # Everything before this message is in the checkpoint (or precedes the stream).
             self._anchor[stream] = offset
             checkpoint = with_backoff(
-                lambda: self.store.load_checkpoint(self.group_id, stream), "reading a checkpoint"
+                lambda: self.store.load_checkpoint(self.group_id, stream),
+                "reading a checkpoint",
+                stop=self._stop,
             )
             state = self.processor.new_state(stream, checkpoint)
             self._states[stream] = state

@@ -13,7 +13,8 @@ errors). Two places to run it, at most one job in flight either way:
   ``benchmarks/pipeline.md``). In a child it runs on another core. The child dies with its parent
   (``PR_SET_PDEATHSIG``: a ``kill -9`` of the worker kills it too, so no transaction of a dead
   worker can commit after its successor started), ignores SIGINT/SIGTERM (the parent finishes the
-  job in flight, then closes the socket) and stops when the socket closes.
+  job in flight, then closes the socket) and stops when the socket closes. SIGUSR1 (the parent
+  shutting down) makes it abandon a transaction waiting to be retried through a database outage.
 * :class:`ThreadWriter` (``writer = "thread"``, and always for an in-memory SQLite database, which
   another process cannot open): a thread of the worker's process.
 
@@ -32,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,7 +44,7 @@ import numpy as np
 from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
-from sparsewatch.consumers.retry import with_backoff
+from sparsewatch.consumers.retry import Stop, StopFlag, with_backoff
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
@@ -108,6 +110,8 @@ class Writer(Protocol):
 
     def submit(self, job: WriteJob) -> Pending: ...
 
+    def abandon_retries(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -118,10 +122,13 @@ class WriterError(RuntimeError):
 class ResultWriter:
     """Performs jobs against one store and one producer."""
 
-    def __init__(self, store: Store, producer: Producer, destination: Destination) -> None:
+    def __init__(
+        self, store: Store, producer: Producer, destination: Destination, stop: Stop
+    ) -> None:
         self.store = store
         self.producer = producer
         self.destination = destination
+        self.stop = stop  # set: a transaction waiting to be retried is abandoned
         self._delivery_errors: list[str] = []
 
     def write(self, job: WriteJob) -> float:
@@ -131,7 +138,7 @@ class ResultWriter:
         # Serialised once, outside the transaction (which may be retried).
         blobs = {s: (arrays_to_npz(state), meta) for s, (state, meta) in job.checkpoints.items()}
         self._publish(job)
-        with_backoff(lambda: self._transaction(job, blobs), "writing results")
+        with_backoff(lambda: self._transaction(job, blobs), "writing results", stop=self.stop)
         return time.perf_counter()
 
     def _transaction(self, job: WriteJob, blobs: dict[str, tuple[bytes, dict[str, Any]]]) -> None:
@@ -187,7 +194,9 @@ class ThreadWriter:
     """Runs jobs on one thread of this process (the loop's store, a producer of its own)."""
 
     def __init__(self, store: Store, destination: Destination, name: str) -> None:
-        self._writer = ResultWriter(store, make_producer(destination.bootstrap), destination)
+        self._stop = threading.Event()
+        producer = make_producer(destination.bootstrap)
+        self._writer = ResultWriter(store, producer, destination, self._stop)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-writer")
 
     def submit(self, job: WriteJob) -> Pending:
@@ -198,6 +207,9 @@ class ThreadWriter:
         }
         job = dataclasses.replace(job, checkpoints=checkpoints)
         return _ThreadPending(self._pool.submit(self._writer.write, job))
+
+    def abandon_retries(self) -> None:
+        self._stop.set()
 
     def close(self) -> None:
         """Wait for the job in flight (its error, if any, is left to its ``result``)."""
@@ -262,6 +274,13 @@ class ProcessWriter:
         self._pending = _ProcessPending(self)
         return self._pending
 
+    def abandon_retries(self) -> None:
+        """Tell the child to abandon a transaction waiting to be retried (SIGUSR1; sent only
+        with a job in flight: the child handles it once it reads jobs, and it has)."""
+        if self._pending is not None and self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGUSR1)
+
     def _receive(self) -> tuple[str, Any]:
         self._pending = None
         while not self._conn.poll(1.0):
@@ -314,9 +333,11 @@ def serve(fd: int) -> None:
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    stop = StopFlag()
+    signal.signal(signal.SIGUSR1, stop.request)  # ProcessWriter.abandon_retries
     logging.basicConfig(level=log_level)
     store = Store.open(database_url, upgrade=False)
-    writer = ResultWriter(store, make_producer(destination.bootstrap), destination)
+    writer = ResultWriter(store, make_producer(destination.bootstrap), destination, stop)
     try:
         while True:
             try:

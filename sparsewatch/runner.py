@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException
 
 from sparsewatch.config import Config
 from sparsewatch.consumers.metrics import serve
+from sparsewatch.consumers.retry import RetryAbandonedError
 from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.errors import SparsewatchError, first_line
@@ -20,7 +21,13 @@ from sparsewatch.storage.store import Store
 log = logging.getLogger(__name__)
 
 # A database or broker that stayed unavailable longer than the retries (consumers/retry.py).
-_OPERATIONAL_ERRORS = (WriterError, sa.exc.OperationalError, sa.exc.InterfaceError, KafkaException)
+_OPERATIONAL_ERRORS = (
+    WriterError,
+    RetryAbandonedError,
+    sa.exc.OperationalError,
+    sa.exc.InterfaceError,
+    KafkaException,
+)
 
 
 def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 import sqlalchemy as sa
-from sparsewatch.consumers.retry import with_backoff
+from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 
 
 def test_transaction_retried_after_database_outage(tmp_path):
@@ -39,3 +44,33 @@ def test_persistent_failure_is_raised():
 
     with pytest.raises(sa.exc.OperationalError):
         with_backoff(fail, "test", max_wait_s=1.0, sleep=lambda _: None)
+
+
+def _down() -> None:
+    raise sa.exc.OperationalError("stmt", {}, Exception("connection refused\nDETAIL: more"))
+
+
+def test_a_stop_abandons_the_retries_at_once():
+    """A worker told to stop during an outage used to retry for max_wait_s (two minutes) first."""
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(RetryAbandonedError, match=r"^writing abandoned on shutdown \(Operat"):
+        with_backoff(_down, "writing", max_wait_s=120.0, stop=stop)
+    assert time.monotonic() - t0 < 3.0
+    with pytest.raises(RetryAbandonedError):  # already stopped: one attempt, no wait
+        with_backoff(_down, "writing", stop=stop)
+    assert with_backoff(lambda: 7, "reading", stop=stop) == 7  # a stop does not refuse work
+
+
+def test_a_stop_flag_raised_by_a_signal_ends_the_wait():
+    flag = StopFlag()
+    previous = signal.signal(signal.SIGUSR1, flag.request)
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        t0 = time.monotonic()
+        assert flag.wait(30.0) is True
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert StopFlag().wait(0.05) is False

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from confluent_kafka import Consumer
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.writer import (
@@ -240,3 +241,48 @@ def test_writer_process_imports_no_migration_machinery(tmp_path):
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["False", "True"]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"), reason="the outage is made on PostgreSQL"
+)
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(kafka_bootstrap, kind):
+    """SIGTERM during an outage: the job in flight retried for two minutes before the worker
+    could exit; now it is abandoned at once, with nothing committed."""
+    admin_url = os.environ["SPARSEWATCH_TEST_DATABASE_URL"]
+    name = f"sw_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    store = Store.open(url)
+    writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
+    try:
+        with admin.connect() as conn:  # the outage: no new connections, the open ones ended
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": name},
+            )
+        pending = writer.submit(_job())
+        time.sleep(2.0)  # failed, waiting to retry
+        t0 = time.monotonic()
+        writer.abandon_retries()
+        with pytest.raises(WriterError, match="RetryAbandonedError: writing results abandoned"):
+            pending.result()
+        assert time.monotonic() - t0 < 5.0
+    finally:
+        writer.close()
+        store.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+    restored = Store.open(url)
+    try:
+        assert restored.documents(limit=None) == [] and restored.windows() == []
+    finally:
+        restored.dispose()
+        admin.dispose()
