@@ -3,7 +3,8 @@
 Irofti, Hîji, Pătraşcu, Cleju (2024), "Fusing Dictionary Learning and Support Vector Machines for
 Unsupervised Anomaly Detection". This module holds what the four models share:
 
-* input validation (NaN/inf, constant features, too few samples for the sparsity ``s``);
+* input validation (NaN/inf, constant features, too few samples for the sparsity ``s``;
+  scipy.sparse input is densified);
 * the sphere sub-problem of Theorem 1, ``max_{||d|| = 1} ||B^T d + g||^2``, solved exactly as a
   trust-region sub-problem through the SVD of ``B`` (the paper's remark after Theorem 1) or by the
   power-method approximation;
@@ -31,6 +32,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import brentq
 from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.linear_model import orthogonal_mp_gram
@@ -74,7 +76,9 @@ def check_scoring_data(X: object, n_features: int) -> FloatArray:
 
 
 def _as_matrix(X: object) -> FloatArray:
-    X = np.asarray(X, dtype=np.float64)
+    """``X`` as a float64 ndarray; scipy.sparse input is densified (these models work on dense,
+    low-dimensional signals: ``np.asarray`` would wrap the sparse object itself)."""
+    X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D array (samples x features), got shape {X.shape}")
     if X.shape[0] == 0 or X.shape[1] == 0:

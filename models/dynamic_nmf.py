@@ -57,7 +57,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.decomposition import NMF
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils.validation import assert_all_finite
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
@@ -83,6 +84,13 @@ class EmergingTopicEvent:
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-able dictionary."""
         return asdict(self)
+
+
+def _as_documents(X: np.ndarray | sp.spmatrix) -> sp.csr_matrix:
+    """``X`` as float64 CSR; ``ValueError`` for NaN or infinite entries."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    assert_all_finite(X, input_name="X")
+    return X
 
 
 def hp_smoother(n: int, lam: float) -> np.ndarray:
@@ -155,9 +163,10 @@ class DynamicNMF(BaseEstimator):
 
         Sets ``labels_`` (dominant topic id of every row of ``X``; -1 for a row without weight,
         e.g. an empty document) and ``events_`` (the emerging topics of this time point).
-        ``vocabulary[j]`` names column ``j`` in the events.
+        ``vocabulary[j]`` names column ``j`` in the events. ``X`` with NaN or infinite entries
+        raises ``ValueError`` before anything changes.
         """
-        X = sp.csr_matrix(X, dtype=np.float64)
+        X = _as_documents(X)
         if not hasattr(self, "components_") and 0 in X.shape:
             self.labels_, self.events_ = np.full(X.shape[0], -1, dtype=np.int64), []
             return self
@@ -176,7 +185,11 @@ class DynamicNMF(BaseEstimator):
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
         """Non-negative topic weights of ``X`` on the current topics (``n_samples x K``)."""
-        X = sp.csr_matrix(X, dtype=np.float64)
+        if not hasattr(self, "components_"):  # no fit method: check_is_fitted would refuse it
+            raise NotFittedError(
+                "This DynamicNMF has no topics yet: call partial_fit with a first time point"
+            )
+        X = _as_documents(X)
         H = self._pad_topics(X.shape[1])
         return solve_nnls(H.T, np.asarray(X @ H.T).T).T
 

@@ -135,8 +135,13 @@ class LSHFirstStory(BaseEstimator):
         return self.planes_
 
     def _keys(self, Q: sp.csr_matrix) -> np.ndarray:
-        """Integer bucket key of each row in each table, shape ``(n_rows, n_tables)``."""
-        H = np.asarray(Q @ self._planes(Q.shape[1])) > 0
+        """Integer bucket key of each row in each table, shape ``(n_rows, n_tables)``.
+
+        Only the first ``Q.shape[1]`` hyperplane rows are used: ``planes_`` may have grown wider
+        (a wider batch scored, or a re-fit on fewer columns), and zero-padded columns would add
+        nothing to the products, so a row's keys do not depend on how wide ``planes_`` is.
+        """
+        H = np.asarray(Q @ self._planes(Q.shape[1])[: Q.shape[1]]) > 0
         H = H.reshape(Q.shape[0], self.n_tables, self.n_bits)
         weights = 1 << np.arange(self.n_bits, dtype=np.int64)
         return (H * weights).sum(axis=2)

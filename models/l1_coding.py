@@ -177,8 +177,10 @@ def l1_sparse_code(
 
     Parameters
     ----------
-    P : (m, n) sparse or dense, documents as columns (any sign; TF-IDF columns are ``>= 0``).
-    A : (m, k) dictionary with ``A >= 0`` (required by the exact row reduction), dense or sparse.
+    P : (m, n) sparse or dense, documents as columns (any sign; TF-IDF columns are ``>= 0``),
+        finite; duplicate sparse entries are summed (scipy's meaning).
+    A : (m, k) finite dictionary with ``A >= 0`` (required by the exact row reduction), dense or
+        sparse.
     lam : the l1 penalty ``lambda`` of Eq. (3).
     phi, gamma : Algorithm 5's penalty and dual step (paper defaults 5 and 1.89).
     phi_scale : Algorithm 5 assumes unit-scale entries; a block of ``s`` rows of a unit-l1
@@ -210,9 +212,14 @@ def l1_sparse_code(
     )
     A = sp.csc_matrix(A, dtype=dt) if sp.issparse(A) else A.astype(dt, copy=False)
     values = A.data if sp.issparse(A) else A
-    if values.size and values.min() < 0:
-        raise ValueError("the dictionary must be non-negative")
-    Pc = sp.csc_matrix(P, dtype=dt)
+    # min and max propagate NaN (which fails ``>= 0``): two reductions, no temporaries
+    if values.size and not (values.min() >= 0 and np.isfinite(values.max())):
+        raise ValueError("the dictionary must be finite and non-negative")
+    Pc = sp.csc_matrix(P, dtype=dt, copy=True)  # the clean-up below works in place
+    if not np.isfinite(Pc.data).all():
+        raise ValueError("P contains NaN or infinite values")
+    if not Pc.has_canonical_format:  # duplicate entries of a term: one row, their sum
+        Pc.sum_duplicates()
     Pc.eliminate_zeros()
     Pc.sort_indices()
     m, n = Pc.shape

@@ -63,6 +63,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import assert_all_finite, check_is_fitted
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
 
@@ -72,9 +73,10 @@ _IS = "itakura-saito"
 
 
 def _as_float(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=np.float64)
-    return np.asarray(X, dtype=np.float64)
+    """``X`` as float64 (CSR when sparse); ``ValueError`` for NaN or infinite entries."""
+    X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    assert_all_finite(X, input_name="X")
+    return X
 
 
 def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:
@@ -147,7 +149,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ public API
     def fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> ORNMF:
-        """Forget any state and run ``max_epochs`` passes of :meth:`partial_fit` over ``X``."""
+        """Forget any state and run ``max_epochs`` passes of :meth:`partial_fit` over ``X``.
+
+        Invalid ``X`` raises ``ValueError`` before the state is forgotten."""
+        X = _as_float(X)
+        self._check_loss(X)
         self._reset()
         for _ in range(self.max_epochs):
             self.partial_fit(X)
@@ -159,7 +165,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
         A wider ``X`` than seen so far means the vocabulary grew: the term dimension is
         extended with :meth:`resize_features` (new terms appended) first. Until a first ``X``
         with samples and features arrives nothing is learned (the bases need both; an empty
-        vocabulary has no simplex to put them on).
+        vocabulary has no simplex to put them on). ``X`` with NaN or infinite entries raises
+        ``ValueError`` before anything changes (they would poison ``B_`` for good).
         """
         X = _as_float(X)
         self._check_loss(X)
@@ -178,6 +185,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
         """Coefficients ``H`` (``n_samples x r``) of ``X`` for the current bases."""
+        check_is_fitted(self, "components_")
         X = _as_float(X)
         self._check_loss(X)
         return self._codes(X, self._bases_for(X.shape[1]))

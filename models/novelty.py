@@ -60,6 +60,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import assert_all_finite, check_is_fitted
 from sparsewatch.models.l1_coding import L1CodingResult, l1_sparse_code
 from sparsewatch.models.oiadmm import OIADMM, l1_dictionary_update
 from sparsewatch.models.text_features import StreamingTfidf
@@ -94,6 +95,14 @@ def _unpack_texts(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     blob = np.asarray(data, dtype=np.uint8).tobytes()
     bounds = np.asarray(offsets, dtype=np.int64).tolist()
     return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(bounds)]
+
+
+def _as_columns(X: sp.spmatrix | np.ndarray, dtype: type) -> sp.csc_matrix:
+    """Documents (rows of ``X``) as the columns of a CSC ``P``; ``ValueError`` for NaN or
+    infinite entries (checked before any model state changes)."""
+    P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=dtype)
+    assert_all_finite(P, input_name="X")
+    return P
 
 
 def _truncate_columns(M: np.ndarray, t: int | None) -> np.ndarray:
@@ -239,14 +248,24 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         return int(self.oiadmm_.components_.shape[0])
 
     def _docs_as_columns(self, X: sp.spmatrix | np.ndarray) -> sp.csc_matrix:
-        """Documents as columns, padded to the dictionary's rows (new terms have zero atoms)."""
-        P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=self.dtype)
+        """Documents as columns, padded with zero rows to at least the dictionary's rows (more
+        rows than the dictionary's are terms new to it; the model is left as it is)."""
+        P = _as_columns(X, self.dtype)
         m = self.components_.shape[0]
-        if P.shape[0] > m:
-            self.oiadmm_.remap_rows(np.arange(m), P.shape[0] - m)
-        elif P.shape[0] < m:
+        if P.shape[0] < m:
             P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
         return P
+
+    def _dictionary_for(self, m: int) -> np.ndarray | sp.csc_matrix:
+        """The dictionary with zero rows appended up to ``m`` terms (new terms: no atom has
+        mass on them), as a padded copy for scoring: only :meth:`partial_fit` and
+        :meth:`remap_features` grow the model."""
+        A = self.components_
+        if A.shape[0] >= m:
+            return A
+        if sp.issparse(A):
+            return sp.csc_matrix((A.data, A.indices, A.indptr), shape=(m, A.shape[1]))
+        return np.vstack([A, np.zeros((m - A.shape[0], A.shape[1]), dtype=A.dtype)])
 
     def _code(
         self, P: sp.csc_matrix, A: np.ndarray | sp.spmatrix, x0: sp.spmatrix | None = None
@@ -291,7 +310,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         """Initialise on a warm-up window by alternating minimisation (Algorithms 5 and 6)."""
         if self.n_components < 1:
             raise ValueError(f"n_components must be >= 1, got {self.n_components}")
-        P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=self.dtype)
+        P = _as_columns(X, self.dtype)
         rng = check_random_state(self.random_state)
         n = P.shape[1]
         k = min(self.n_components, n)
@@ -323,12 +342,17 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         scores: np.ndarray | None = None,
     ) -> OnlineL1NoveltyDetector:
         """OIADMM step(s) (Algorithm 2) on a window, ``update_passes`` times with the window
-        re-coded in between; ``codes``/``scores`` reuse a scoring pass."""
+        re-coded in between; ``codes``/``scores`` reuse a scoring pass. A wider ``X`` than the
+        dictionary means new terms: zero rows are appended to it and the dual first
+        (:meth:`remap_features`). Invalid input raises ``ValueError`` before any change."""
         if not hasattr(self, "oiadmm_"):
             return self.fit(X)
         if self.update_passes < 1:
             raise ValueError(f"update_passes must be >= 1, got {self.update_passes}")
         P = self._docs_as_columns(X)
+        m = self.n_features_in_
+        if P.shape[0] > m:
+            self.remap_features(np.arange(m), P.shape[0] - m)
         if codes is None or scores is None:
             res = self._code(P, self.components_)
             codes, scores = res.codes, self.novelty_scores(res)
@@ -389,8 +413,13 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     # ----------------------------------------------------------------- scoring
     def code(self, X: sp.spmatrix | np.ndarray) -> L1CodingResult:
-        """Full Algorithm 5 result (codes, scores, reconstruction errors) for documents ``X``."""
-        return self._code(self._docs_as_columns(X), self.components_)
+        """Full Algorithm 5 result (codes, scores, reconstruction errors) for documents ``X``.
+
+        Read-only: terms beyond the dictionary's rows are scored against zero rows (they are
+        unexplained mass) without growing the model."""
+        check_is_fitted(self, "oiadmm_")
+        P = self._docs_as_columns(X)
+        return self._code(P, self._dictionary_for(P.shape[0]))
 
     def transform(self, X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
         """Sparse codes (``n_docs x k``)."""

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import normalize
+from sklearn.utils.validation import assert_all_finite, check_is_fitted
 from sparsewatch.models.l1_coding import l1_sparse_code, weighted_l1_loss
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.oiadmm import l1_dictionary_update
@@ -170,11 +171,13 @@ class L2BatchNovelty(BaseEstimator):
 
     def transform(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Non-negative lasso codes of the rows of ``X`` (shape ``n x k``)."""
+        check_is_fitted(self, "components_")
         P = self._columns(X)
         return self._code(P, self._atoms(P.shape[0])).T
 
     def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Novelty score: the l2 objective value of each row of ``X`` (higher is more novel)."""
+        check_is_fitted(self, "components_")
         P = self._columns(X)
         A = self._atoms(P.shape[0])
         return l2_objective(P, A, self._code(P, A), self.alpha)
@@ -290,7 +293,10 @@ class BatchL1Novelty(BaseEstimator):
         self.random_state = random_state
 
     def _columns(self, X: sp.spmatrix | np.ndarray, m: int | None = None) -> sp.csc_matrix:
+        """Documents as columns (rows padded to ``m``); ``ValueError`` for NaN or infinite
+        entries, before any state changes."""
         P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=self.dtype)
+        assert_all_finite(P, input_name="X")
         if m is not None and P.shape[0] < m:
             P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
         return P
@@ -343,6 +349,7 @@ class BatchL1Novelty(BaseEstimator):
 
     def code(self, X: sp.spmatrix | np.ndarray):
         """Algorithm 5 result (codes, objective, reconstruction error) for the rows of ``X``."""
+        check_is_fitted(self, "components_")
         P = self._columns(X, self.components_.shape[0])
         # new vocabulary rows are zero in the dictionary; padded here, the model is left as fitted
         return self._code(P, _pad_rows(self.components_, P.shape[0]))

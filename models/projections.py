@@ -36,8 +36,13 @@ def _as_float(V: np.ndarray) -> np.ndarray:
 
 
 def _simplex_rows(W: np.ndarray, z: float) -> np.ndarray:
-    """Project every row of the 2-d array ``W`` onto ``{w >= 0, sum w = z}``."""
+    """Project every row of the 2-d array ``W`` onto ``{w >= 0, sum w = z}``.
+
+    The rows are first shifted to a largest entry of 0 (the projection is unchanged by a shift,
+    :func:`_shift_to_max`), so the threshold lies in ``[-z, 0)`` whatever the entries' size.
+    """
     n = W.shape[1]
+    W = _shift_to_max(W)
     U = -np.sort(-W, axis=1)
     css = np.cumsum(U, axis=1, dtype=np.float64) - z
     ind = np.arange(1, n + 1, dtype=np.float64)
@@ -45,6 +50,21 @@ def _simplex_rows(W: np.ndarray, z: float) -> np.ndarray:
     rho = n - np.argmax(cond[:, ::-1], axis=1)  # last index where cond holds, 1-based
     theta = css[np.arange(W.shape[0]), rho - 1] / rho
     return np.maximum(W - theta[:, None].astype(W.dtype), 0)
+
+
+def _shift_to_max(rows: np.ndarray) -> np.ndarray:
+    """``rows`` minus each row's largest entry (a new array; rows of length 0 stay empty).
+
+    Projections onto a simplex depend only on the differences of a slice's entries
+    (``max(v - theta, 0)`` with ``v + c`` takes the threshold ``theta + c``). On the raw entries
+    ``v - theta`` cancels once the entries are large next to ``z``: at ``1e8`` in float32 or
+    ``1e17`` in float64 the exact threshold is not representable and rounds onto the entries, so
+    the sort returned zeros and the pivot returned the slice unprojected. Shifted, the largest
+    entry is 0 and the threshold lies in ``[-z, 0)``; the entries that can stay positive are
+    within ``z`` of the maximum, where the subtraction is exact (Sterbenz) once the maximum
+    exceeds ``2 z``.
+    """
+    return rows - rows.max(axis=1, initial=-np.inf)[:, None]
 
 
 def project_simplex(
@@ -78,19 +98,22 @@ def _simplex_pivot(V: np.ndarray, z: float, axis: int, max_passes: int = 50) -> 
     and once ``S`` stops changing ``theta`` is the exact threshold of the projection
     ``max(v - theta, 0)``. The first pass runs on the dense slices; the entries it keeps (on long
     slices such as a dictionary's term columns, a few percent) go on as compact arrays
-    (:func:`_pivot_thresholds`), so later passes cost what is left, not ``O(m)`` each.
+    (:func:`_pivot_thresholds`), so later passes cost what is left, not ``O(m)`` each. The slices
+    are shifted to a largest entry of 0 first (:func:`_shift_to_max`): exact at any magnitude,
+    and the largest entry, above every threshold, is always a candidate.
     """
     Vm = np.moveaxis(V, axis, -1)
     shape = Vm.shape
-    rows = np.ascontiguousarray(Vm).reshape(-1, shape[-1])
+    rows = _shift_to_max(np.ascontiguousarray(Vm).reshape(-1, shape[-1]))
     m = rows.shape[1]
     theta = (rows.sum(axis=1, dtype=np.float64) - z) / m
     idx = np.flatnonzero(rows > theta.astype(rows.dtype)[:, None])
     theta = _pivot_thresholds(
         rows.ravel()[idx].astype(np.float64), idx // m, rows.shape[0], z, max_passes
     )
-    out = np.maximum(rows - theta.astype(rows.dtype)[:, None], 0)
-    return np.moveaxis(out.reshape(shape), -1, axis)
+    rows -= theta.astype(rows.dtype)[:, None]
+    np.maximum(rows, 0, out=rows)
+    return np.moveaxis(rows.reshape(shape), -1, axis)
 
 
 def _pivot_thresholds(
@@ -101,7 +124,10 @@ def _pivot_thresholds(
     entries ``<= theta`` cannot be in the final support (``theta`` only grows towards the exact
     threshold) and are dropped; a slice whose active set no longer changes has its exact
     ``theta``. Slices still unsettled after ``max_passes`` are finished by the segmented sort, so
-    the worst case stays ``O(n log n)``. Slices without candidates get ``theta = 0``."""
+    the worst case stays ``O(n log n)``. Slices without candidates get ``theta = 0``: callers
+    shift the slices they project to a largest entry of 0 (:func:`_shift_to_max`), which every
+    threshold ``(sum - z) / count`` of non-positive entries lies below, so it is never dropped and
+    each of them gets its threshold."""
     theta = np.zeros(n_slices)
     c = slice_of
     for _ in range(max_passes):
@@ -280,7 +306,9 @@ def project_l1_ball_nonneg_csc(
     Implicit zeros stay zero (the projection is ``max(v - theta, 0)`` with ``theta >= 0``), so only
     the stored entries are touched. ``theta`` comes from Michelot's pivoting (no sort,
     :func:`_pivot_thresholds`): all columns advance together, each pass over the entries still
-    active (a few passes in practice; the worst case stays ``O(nnz log nnz)``).
+    active (a few passes in practice; the worst case stays ``O(nnz log nnz)``). The columns over
+    the radius are shifted to a largest entry of 0 first (exact at any magnitude,
+    :func:`_shift_to_max`); the others are only clipped at 0.
     Memory is a few arrays of the stored entries (the sort alone needed ~130 bytes per entry).
     """
     C = sp.csc_matrix(A, copy=True)
@@ -291,11 +319,15 @@ def project_l1_ball_nonneg_csc(
     col = np.repeat(np.arange(k, dtype=np.int32), counts)
     over = np.bincount(col, weights=C.data, minlength=k) > radius
     if over.any():
+        top = np.zeros(k, dtype=C.data.dtype)
+        stored = counts > 0
+        top[stored] = np.maximum.reduceat(C.data, C.indptr[:-1][stored])
+        shifted = C.data - np.repeat(np.where(over, top, 0), counts)
         active = over[col]
         theta = _pivot_thresholds(
-            C.data[active].astype(np.float64), col[active], k, radius, max_passes
+            shifted[active].astype(np.float64), col[active], k, radius, max_passes
         )
         del active
-        C.data = np.maximum(C.data - np.repeat(theta.astype(C.data.dtype), counts), 0)
+        C.data = np.maximum(shifted - np.repeat(theta.astype(C.data.dtype), counts), 0)
     C.eliminate_zeros()
     return C

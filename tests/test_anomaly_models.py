@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.io import loadmat
 from sklearn.base import clone
 from sklearn.linear_model import orthogonal_mp_gram
@@ -262,6 +263,22 @@ def test_input_validation(cls, small: np.ndarray) -> None:
         model.decision_function(small[:, :5])
     with pytest.raises(ValueError, match="NaN or infinite"):
         model.predict(bad)
+
+
+@pytest.mark.parametrize("proto", ALL_MODELS, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_sparse_input_is_densified(proto, fmt: str, small: np.ndarray) -> None:
+    """scipy.sparse input (fit, scores, predictions) gives exactly the dense input's results."""
+    dense = clone(proto).set_params(random_state=3, contamination=0.1).fit(small)
+    model = clone(proto).set_params(random_state=3, contamination=0.1).fit(sp.coo_matrix(small))
+    rows = sp.coo_matrix(small[::4] + 0.05).asformat(fmt)
+    np.testing.assert_array_equal(model.decision_scores_, dense.decision_scores_)
+    np.testing.assert_array_equal(model.decision_function(rows), dense.decision_function(rows))
+    np.testing.assert_array_equal(model.predict(rows), dense.predict(rows.toarray()))
+    bad = sp.csr_matrix(small)
+    bad.data[0] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        clone(proto).fit(bad)
 
 
 def test_too_few_samples_for_sparsity(small: np.ndarray) -> None:

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sparsewatch.models.dynamic_nmf import EMERGING, EVOLVING, DynamicNMF, hp_smoother
 from sparsewatch.replay.topic_simulation import (
     evaluate_dynamic_nmf,
@@ -257,3 +258,55 @@ def test_no_terms_learns_nothing_until_a_vocabulary_exists() -> None:
     assert model.events_ == [] and not hasattr(model, "components_")
     model.partial_fit(sp.csr_matrix(rng.random((10, 25))))
     assert model.components_.shape == (3, 25) and model.labels_.shape == (10,)
+
+
+def _snapshot(model: DynamicNMF) -> dict[str, object]:
+    state = {k: v.copy() for k, v in model.get_state().items()}
+    return {**state, "labels_": model.labels_.copy(), "events_": list(model.events_)}
+
+
+def _assert_same(a: dict[str, object], b: dict[str, object]) -> None:
+    assert a.keys() == b.keys()
+    for name, value in a.items():
+        if name == "events_":
+            assert value == b[name]
+        else:
+            np.testing.assert_array_equal(value, b[name], err_msg=name)
+
+
+def test_non_finite_time_point_is_rejected_before_any_state_changes() -> None:
+    """A NaN/inf window raises a clear ValueError and leaves the model exactly as it was (it was
+    stored and counted, then the solver failed, and every later clean window failed too)."""
+    rng = np.random.default_rng(11)
+    X = rng.random((30, 12)) * (rng.random((30, 12)) < 0.4)
+    X[:, 0] += 0.1
+    model, twin = _model(), _model()
+    model.partial_fit(X)
+    twin.partial_fit(X)
+    before = _snapshot(model)
+    nan_sparse = sp.csr_matrix(X[:5])
+    nan_sparse.data[3] = np.nan
+    inf_wide = np.hstack([X[:5], np.zeros((5, 2))])  # wider: would have resized the topics
+    inf_wide[1, 13] = np.inf
+    for bad in (nan_sparse, inf_wide):
+        with pytest.raises(ValueError, match=r"NaN|infinity"):
+            model.partial_fit(bad)
+        _assert_same(_snapshot(model), before)
+        with pytest.raises(ValueError, match=r"NaN|infinity"):
+            model.transform(bad)
+    model.partial_fit(X[:10])
+    twin.partial_fit(X[:10])
+    _assert_same(_snapshot(model), _snapshot(twin))
+    first = _model()
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        first.partial_fit(nan_sparse)
+    assert not hasattr(first, "components_")
+
+
+def test_transform_before_any_topic_raises_not_fitted() -> None:
+    model = _model()
+    with pytest.raises(NotFittedError):
+        model.transform(np.ones((2, 5)))
+    model.partial_fit(sp.csr_matrix((3, 0)))  # no vocabulary yet: still no topics
+    with pytest.raises(NotFittedError):
+        model.predict(np.ones((2, 5)))

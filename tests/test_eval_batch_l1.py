@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError
 from sparsewatch.models.l1_coding import l1_objective
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.novelty_baselines import BatchL1Novelty
@@ -88,3 +90,26 @@ def test_scoring_a_wider_vocabulary_leaves_the_fitted_model_as_it_was() -> None:
     assert scores.shape == (20,) and np.all(np.isfinite(scores))
     np.testing.assert_array_equal(model.components_, A)
     assert model.P_.shape == history
+
+
+def test_non_finite_documents_are_rejected_before_any_state_changes() -> None:
+    """A NaN/inf step raises ``ValueError`` first: with ``eta = 0`` it joined the history (and
+    with a wider vocabulary padded the dictionary) before the coding failed."""
+    for eta in (0, 3):
+        model = BatchL1Novelty(**{**PARAMS, "eta": eta}).fit(_docs(6, 30))
+        before = (model.components_.copy(), model.P_.copy(), model.codes_.copy())
+        bad = sp.hstack([_docs(7, 5), sp.csr_matrix(np.ones((5, 2)))]).tocsr()
+        bad.data[0] = np.nan
+        for call in (model.partial_fit, model.score_samples, model.transform, model.code):
+            with pytest.raises(ValueError, match=r"NaN|infinity"):
+                call(bad)
+        np.testing.assert_array_equal(model.components_, before[0])
+        np.testing.assert_array_equal(model.P_.toarray(), before[1].toarray())
+        np.testing.assert_array_equal(model.codes_.toarray(), before[2].toarray())
+
+
+def test_scoring_before_fit_raises_not_fitted() -> None:
+    model = BatchL1Novelty(**PARAMS)
+    for call in (model.score_samples, model.transform, model.code):
+        with pytest.raises(NotFittedError):
+            call(_docs(8, 3))

@@ -94,3 +94,24 @@ def test_lsh_with_every_document_recent_is_exact() -> None:
     np.testing.assert_allclose(
         lsh.score_samples(new), ExactFirstStory().fit(old).score_samples(new)
     )
+
+
+def test_lsh_scoring_a_wider_batch_leaves_the_memory_width_usable() -> None:
+    """Scoring a batch wider than the memory grows the hyperplanes only; calls at the memory's
+    width (scores, updates) and a re-fit on fewer columns keep working, with the same keys: the
+    zero-padded columns of a query change no signature."""
+    rng = np.random.default_rng(5)
+    old, wide = _random_docs(rng, 40, 10, 0.3), _random_docs(rng, 3, 12, 0.3)
+    model = LSHFirstStory(n_bits=4, n_tables=2, n_recent=0).fit(old)
+    keys = model._keys(old)
+    reference = model.score_samples(old[:5])
+    model.score_samples(wide)
+    assert model.memory_.shape == (40, 10)
+    np.testing.assert_array_equal(model._keys(old), keys)
+    np.testing.assert_array_equal(model.score_samples(old[:5]), reference)
+    model.partial_fit(old[:3])
+    assert model.memory_.shape == (43, 10)
+    refit = LSHFirstStory(n_bits=4, n_tables=2, n_recent=0).fit(_random_docs(rng, 20, 12, 0.3))
+    refit.fit(old)
+    assert refit.memory_.shape == (40, 10)
+    np.testing.assert_array_equal(refit._keys(old), keys)  # hyperplanes: random_state only

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize, nnls
+from sklearn.exceptions import NotFittedError
 from sparsewatch.models.novelty_baselines import (
     L2BatchNovelty,
     l2_objective,
@@ -90,3 +92,11 @@ def test_partial_fit_grows_dictionary_and_vocabulary() -> None:
     codes = model.transform(new)
     assert codes.shape == (30, 8) and codes.min() >= 0
     assert model.get_params()["eta"] == 3
+
+
+def test_scoring_before_fit_raises_not_fitted() -> None:
+    model = L2BatchNovelty(n_components=3)
+    X = np.random.default_rng(0).random((4, 6))
+    for call in (model.score_samples, model.transform):
+        with pytest.raises(NotFittedError):
+            call(X)

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sparsewatch.models.nmf_online import MORNMF, ORNMF, WORNMF
 
 
@@ -256,3 +257,45 @@ def test_nothing_is_learned_before_samples_with_features(model: ORNMF) -> None:
     model.partial_fit(X)
     assert model.components_.shape == (3, 12) and model.n_features_in_ == 12
     np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [ORNMF(3, batch_size=None, random_state=0), MORNMF(3, buffer_size=3, random_state=0)],
+    ids=["ORNMF", "MORNMF"],
+)
+def test_non_finite_input_is_rejected_before_any_state_changes(model: ORNMF) -> None:
+    """NaN/inf (dense or stored sparse entries) raise ``ValueError`` and change nothing: they
+    were accumulated into ``B_``/``sq_`` and froze the bases for good. ``fit`` on bad data keeps
+    the fitted state it would have reset."""
+    rng = np.random.default_rng(0)
+    X = rng.random((30, 12))
+    fitted, twin = clone(model).fit(X), clone(model).fit(X)
+    before = {k: v.copy() for k, v in fitted.get_state().items()}
+    nan_dense = X[:4].copy()
+    nan_dense[0, 3] = np.nan
+    inf_sparse = sp.csr_matrix(np.hstack([X[:4], X[:4, :2]]))  # wider: would grow the terms
+    inf_sparse.data[5] = -np.inf
+    for bad in (nan_dense, inf_sparse):
+        for call in (fitted.partial_fit, fitted.fit, fitted.transform):
+            with pytest.raises(ValueError, match=r"NaN|infinity"):
+                call(bad)
+        after = fitted.get_state()
+        assert after.keys() == before.keys()
+        for name, value in before.items():
+            np.testing.assert_array_equal(after[name], value, err_msg=name)
+    batch = rng.random((30, 12))
+    fitted.partial_fit(batch)
+    twin.partial_fit(batch)
+    np.testing.assert_array_equal(fitted.components_, twin.components_)
+    assert np.isfinite(fitted.B_).all()
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        clone(model).partial_fit(nan_dense)
+
+
+@pytest.mark.parametrize("model", [ORNMF(2), WORNMF(2), MORNMF(2)], ids=lambda m: type(m).__name__)
+def test_transform_before_fit_raises_not_fitted(model: ORNMF) -> None:
+    X = np.random.default_rng(0).random((5, 4))
+    for call in (model.transform, model.predict, model.objective):
+        with pytest.raises(NotFittedError):
+            call(X)

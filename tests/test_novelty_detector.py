@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector, WindowResult
 from sparsewatch.models.text_features import StreamingTfidf
 
@@ -428,3 +429,69 @@ def test_set_state_reads_the_former_unicode_warmup_layout() -> None:
     state = {k: v for k, v in d.get_state().items() if not k.startswith("warmup_")}
     state["warmup_texts"] = np.array(["first text", "second text"])
     assert make_detector().set_state(state)._warmup == ["first text", "second text"]
+
+
+def _fitted_estimator(seed: int) -> tuple[OnlineL1NoveltyDetector, sp.csr_matrix]:
+    rng = np.random.default_rng(seed)
+    f = StreamingTfidf(idf_power=0.0)
+    texts = mix(rng, range(3), 20)
+    X = sp.csr_matrix(f.partial_fit(texts).transform(texts).T)
+    return OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X), X
+
+
+def _assert_same_state(est: OnlineL1NoveltyDetector, before: dict[str, np.ndarray]) -> None:
+    after = est.get_state()
+    assert before.keys() == after.keys()
+    for key in before:
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+
+
+def test_non_finite_documents_are_rejected_before_any_state_changes() -> None:
+    """NaN/inf gave NaN scores, and ``partial_fit`` failed deep in the solver after counting the
+    window (``n_windows_``, ``atom_last_used_``) and growing the vocabulary."""
+    est, X = _fitted_estimator(16)
+    est.partial_fit(X)
+    before = est.get_state()
+    nan_rows = X[:4].copy()
+    nan_rows.data[0] = np.nan
+    inf_wide = sp.hstack([X[:4], sp.csr_matrix(np.ones((4, 3)))]).tocsr()  # wider, with an inf
+    inf_wide.data[-1] = np.inf
+    for bad in (nan_rows, inf_wide, nan_rows.toarray()):
+        for call in (est.partial_fit, est.fit, est.score_samples, est.transform, est.code):
+            with pytest.raises(ValueError, match=r"NaN|infinity"):
+                call(bad)
+        _assert_same_state(est, before)
+        assert est.n_features_in_ == X.shape[1]
+    with pytest.raises(ValueError, match=r"NaN|infinity"):
+        OnlineL1NoveltyDetector(n_components=10).partial_fit(nan_rows)  # the first call fits
+
+
+def test_scoring_a_wider_vocabulary_leaves_the_model_as_it_was() -> None:
+    """Read-only calls on documents with new terms score against the dictionary padded with zero
+    rows (new terms are unexplained mass), in a copy: they grew ``components_``, the dual and
+    ``n_features_in_``. Only ``partial_fit`` (or ``remap_features``) grows the model."""
+    for grow in (0.7, None):  # sparse (growing) and dense dictionaries
+        est, X = _fitted_estimator(17)
+        est.set_params(grow_threshold=grow).fit(X)
+        est.partial_fit(X)
+        m = X.shape[1]
+        wider = sp.hstack([X[:6], sp.random(6, 5, density=0.5, random_state=1)]).tocsr()
+        before = est.get_state()
+        scores, codes, result = est.score_samples(wider), est.transform(wider), est.code(wider)
+        _assert_same_state(est, before)
+        assert est.n_features_in_ == m and est.oiadmm_.dual_.shape[0] == m
+        grown = clone(est).set_state(before).remap_features(np.arange(m), 5)
+        np.testing.assert_array_equal(scores, grown.score_samples(wider))
+        np.testing.assert_array_equal(codes.toarray(), grown.transform(wider).toarray())
+        np.testing.assert_array_equal(result.objective, grown.code(wider).objective)
+        assert np.all(scores[:6] >= est.score_samples(X[:6]))  # new terms are never explained
+        est.partial_fit(wider)
+        assert est.n_features_in_ == m + 5 and est.oiadmm_.dual_.shape[0] == m + 5
+
+
+def test_scoring_before_fit_raises_not_fitted() -> None:
+    est = OnlineL1NoveltyDetector()
+    X = sp.csr_matrix(np.ones((2, 4)))
+    for call in (est.score_samples, est.transform, est.code):
+        with pytest.raises(NotFittedError):
+            call(X)

@@ -161,3 +161,30 @@ def test_float32_is_kept_and_axis_one(method: str) -> None:
     W = project_l1_ball_nonneg(V, axis=1, method=method)
     assert W.dtype == np.float32
     np.testing.assert_allclose(W, project_l1_ball_nonneg(V.T.astype(np.float64)).T, atol=1e-6)
+
+
+@pytest.mark.parametrize(("dtype", "level"), [(np.float32, 1e8), (np.float64, 1e17)])
+def test_huge_nearly_equal_entries_are_projected_exactly(dtype: type, level: float) -> None:
+    """Entries so large that ``v - theta`` cancels (theta differs from them by less than their
+    spacing) are still projected exactly: the projection only depends on the differences of the
+    entries, which are exact. Every method and layout returns the projection onto the ball."""
+    spacing = float(np.spacing(dtype(level)))
+    V = np.zeros((4, 3), dtype=dtype)
+    V[:, 0] = level  # all equal: a quarter each
+    V[:, 1] = level + spacing * np.array([0, 1, 0, 0])  # one entry a spacing above the others
+    V[:, 2] = level * np.array([1, 1, 0.5, 0])  # two entries far below: zero in the projection
+    assert spacing > 1.0  # the gap exceeds the mass: all of it goes to the larger entry
+    expected = np.array([[0.25, 0.0, 0.5], [0.25, 1.0, 0.5], [0.25, 0.0, 0.0], [0.25, 0.0, 0.0]])
+    outputs = {
+        "simplex sort": project_simplex(V),
+        "simplex pivot": project_simplex(V, method="pivot"),
+        "simplex pivot axis 1": project_simplex(V.T, axis=1, method="pivot").T,
+        "ball sort": project_l1_ball_nonneg(V),
+        "ball pivot": project_l1_ball_nonneg(V, method="pivot"),
+        "ball sparse": project_l1_ball_nonneg_csc(sp.csc_matrix(V)).toarray(),
+        "1-d simplex": np.column_stack([project_simplex(V[:, j]) for j in range(3)]),
+        "1-d ball": np.column_stack([project_l1_ball_nonneg(V[:, j]) for j in range(3)]),
+    }
+    for name, W in outputs.items():
+        assert W.dtype == dtype, name
+        np.testing.assert_allclose(W, expected, atol=1e-6, err_msg=name)
