@@ -11,7 +11,8 @@ replay resumes with ``skip`` = documents produced so far. With ``end_of_stream``
 replay ends with an end-of-stream marker per stream it produced (same key, so the same partition,
 after the stream's last document): the detector then closes the stream's last windows at once
 instead of after its idle timeout. Only for a corpus that nothing of the same streams follows: a
-later document of a closed window is late.
+later document of a closed window is late. A document the detector would refuse (``max_text_bytes``:
+its configured text limit) is rejected here instead of landing in the dead-letter topic.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from sparsewatch.consumers.kafka_client import make_producer, produce
 from sparsewatch.consumers.messages import EndOfStream
 from sparsewatch.replay.readers import (
+    DEFAULT_MAX_TEXT_BYTES,
     ErrorFile,
     FieldMapping,
     RecordError,
@@ -68,13 +70,14 @@ class ReplaySummary:
         return {**asdict(self), "rate": self.rate}
 
 
-def as_message(doc: dict[str, Any]) -> dict[str, Any]:
-    """The canonical message for a document dict; a RecordError says what is wrong.
+def as_message(doc: dict[str, Any], max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> dict[str, Any]:
+    """The canonical message for a document dict; a RecordError says what is wrong, including
+    why the detector (whose text limit is ``max_text_bytes``) would refuse it.
 
     ``timestamp`` may be ISO-8601 or epoch ms and becomes epoch ms; ``stream`` defaults to
     ``"default"``; keys other than the message's own are folded into ``meta``.
     """
-    message = to_document(doc, _MESSAGE_MAPPING)
+    message = to_document(doc, _MESSAGE_MAPPING, max_text_bytes)
     extra = message["meta"]
     meta = extra.pop("meta", None)
     if meta is None:
@@ -134,11 +137,11 @@ class Pacer:
 
 
 def _messages(
-    docs: Iterable[dict[str, Any]], errors: ErrorFile, summary: ReplaySummary
+    docs: Iterable[dict[str, Any]], errors: ErrorFile, summary: ReplaySummary, max_text_bytes: int
 ) -> Iterator[dict[str, Any]]:
     for position, doc in enumerate(docs):
         try:
-            yield as_message(doc)
+            yield as_message(doc, max_text_bytes)
         except (RecordError, TypeError, AttributeError) as exc:
             summary.rejected += 1
             raw = json.dumps(doc, ensure_ascii=False, default=str)[:2000]
@@ -160,11 +163,13 @@ def replay_documents(
     progress: Callable[[ReplaySummary], None] | None = None,
     flush_timeout_s: float = 60.0,
     end_of_stream: bool = False,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     **producer_overrides: Any,
 ) -> ReplaySummary:
     """Produce ``docs`` (document dicts) to ``topic`` in event-time order; see the module doc.
 
-    Invalid documents are counted as rejected and written to ``errors``. ``progress`` is called
+    Invalid documents, and those the detector would refuse (``max_text_bytes``: its configured
+    text limit), are counted as rejected and written to ``errors``. ``progress`` is called
     with the running summary after every document. On KeyboardInterrupt the documents already
     handed to the producer are flushed and the summary says ``interrupted`` (and no end-of-stream
     marker is sent).
@@ -184,7 +189,7 @@ def replay_documents(
 
     started = time.monotonic()
     streams: dict[str, None] = {}  # produced to, in order of first appearance
-    messages = _messages(docs, errors, summary)
+    messages = _messages(docs, errors, summary, max_text_bytes)
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
     try:
         for message in ordered:

@@ -7,7 +7,10 @@ and the line where the record starts) or a :class:`Rejected` (why it could not b
     {"id": str, "text": str, "timestamp": epoch ms, "stream": str, "labels": [str], "meta": {}}
 
 and :func:`read_documents` chains both over many files, sending every rejected record to an
-:class:`ErrorFile` (source file, line, reason, raw text) so nothing is silently dropped.
+:class:`ErrorFile` (source file, line, reason, raw text) so nothing is silently dropped. A document
+is only made when the detector will accept it: :func:`to_document` applies the detector's limits
+(``max_text_bytes`` as configured), so a record it would dead-letter is rejected here, with its
+file and line.
 :func:`sort_by_event_time` orders documents by event time with bounded memory: sorted runs of at
 most ``chunk_size`` documents are spilled to temporary files and merged lazily.
 """
@@ -22,9 +25,11 @@ import heapq
 import html
 import json
 import math
+import os
 import re
 import sys
 import tempfile
+import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +37,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from sparsewatch.consumers.messages import InvalidMessageError, storable_string
+from sparsewatch.consumers.messages import (
+    MAX_ID_CHARS,
+    MAX_STREAM_CHARS,
+    InvalidMessageError,
+    parse_document,
+    storable_string,
+)
+
+from sparsewatch.config import Config
 
 InputFormat = Literal["jsonl", "csv", "reuters"]
 
@@ -46,6 +59,7 @@ _EXTENSIONS: dict[str, InputFormat] = {
 }
 _MIN_MS, _MAX_MS = 0, 7_258_118_400_000  # 1970 .. 2200, as the consumer accepts
 _RAW_CHARS = 2000  # raw text kept per rejected record in the error file
+DEFAULT_MAX_TEXT_BYTES = Config.max_text_bytes  # the detector's text limit unless configured
 
 
 @dataclass(frozen=True)
@@ -177,50 +191,77 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
 
 
 def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
-    """A CSV file with a header row; a quoted field may span lines."""
+    """A CSV file with a header row; a quoted field may span lines.
+
+    A line that is not UTF-8 stays in the text the csv parser reads (its stray bytes as surrogate
+    escapes), so records end where they would in a clean file, and the record it belongs to is
+    rejected whole; so is a record the file ends inside (an unclosed quote, or a truncated gzip).
+    When the header row is rejected, so is every record after it.
+    """
     source = str(path)
-    lines = _lines(path)
-    pending: list[Rejected] = []
-    state = {"line": 0}
+    damage: list[Rejected] = []  # where a damaged gzip stops
+    lines: list[tuple[int, bytes]] = []  # the lines of the record being parsed
+    not_utf8: list[str] = []  # where those lines are not UTF-8
+    ended = False  # the file's lines are all read
 
     def text_lines() -> Iterator[str]:
-        for number, line, error in lines:
-            state["line"] = number
+        nonlocal ended
+        for number, line, error in _lines(path):
             if line is None:
-                pending.append(Rejected(source, number, error))
-                return
+                damage.append(Rejected(source, number, error))
+                break
+            lines.append((number, line))
             try:
-                yield _decode(line)
-            except RecordError as exc:
-                pending.append(Rejected(source, number, str(exc), _raw(line)))
+                yield line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                not_utf8.append(f"line {number}, byte {exc.start}")
+                yield line.decode("utf-8", "surrogateescape")
+        ended = True
+
+    def what_is_wrong(error: str) -> str:
+        """What is wrong with the record just parsed (``error``: the parser's complaint), if
+        anything."""
+        problems = [error] if error else []
+        if not_utf8:
+            problems.append(f"not UTF-8 ({'; '.join(not_utf8)})")
+        if ended:  # the parser returns a record at the end of the file only inside quotes
+            problems.append("the file ends inside a quoted field (a missing closing quote?)")
+        return "; ".join(problems)
+
+    def raw() -> str:
+        """The record just parsed as it is in the file."""
+        return _raw(b"".join(line for _, line in lines))
 
     reader = csv.reader(text_lines())
     header: list[str] | None = None
-    start = 1
+    header_rejected = ""
     while True:
+        lines.clear()
+        not_utf8.clear()
         try:
-            row = next(reader)
+            row, error = next(reader), ""
         except StopIteration:
             break
         except csv.Error as exc:
-            yield Rejected(source, start, f"invalid CSV: {exc}")
-            start = state["line"] + 1
-            continue
-        yield from pending
-        pending.clear()
-        if header is None:
+            row, error = [], f"invalid CSV: {exc}"
+        number, reason = lines[0][0], what_is_wrong(error)
+        if reason:
+            yield Rejected(source, number, reason, raw())
+            if header is None and not header_rejected:
+                header_rejected = f"header row (line {number}) rejected: {reason}"
+        elif not any(cell.strip() for cell in row):
+            continue  # a blank line
+        elif header_rejected:
+            yield Rejected(source, number, header_rejected, raw())
+        elif header is None:
             header = [h.strip() for h in row]
-            start = state["line"] + 1
-            continue
-        if row and any(cell.strip() for cell in row):
-            if len(row) != len(header):
-                reason = f"{len(row)} fields where the header has {len(header)}"
-                yield Rejected(source, start, reason, _raw(",".join(row)))
-            else:
-                yield SourceRecord(source, start, dict(zip(header, row, strict=True)))
-        start = state["line"] + 1
-    yield from pending
-    if header is None and not pending:
+        elif len(row) != len(header):
+            reason = f"{len(row)} fields where the header has {len(header)}"
+            yield Rejected(source, number, reason, raw())
+        else:
+            yield SourceRecord(source, number, dict(zip(header, row, strict=True)))
+    yield from damage
+    if header is None and not header_rejected and not damage:
         yield Rejected(source, 1, "empty CSV file (no header row)")
 
 
@@ -392,8 +433,13 @@ def _labels(value: Any) -> list[str]:
     raise RecordError("labels must be a list of strings or a ';'-separated string")
 
 
-def to_document(fields: dict[str, Any], mapping: FieldMapping = FieldMapping()) -> dict[str, Any]:
-    """The document message for one record's raw fields; a RecordError says what is wrong."""
+def to_document(
+    fields: dict[str, Any],
+    mapping: FieldMapping = FieldMapping(),
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+) -> dict[str, Any]:
+    """The document message for one record's raw fields; a RecordError says what is wrong,
+    including why the detector (whose text limit is ``max_text_bytes``) would refuse it."""
     used: set[str] = set()
     id_name, doc_id = _pick(fields, mapping.id, "id")
     if id_name is None or doc_id is None or str(doc_id).strip() == "":
@@ -432,13 +478,17 @@ def to_document(fields: dict[str, Any], mapping: FieldMapping = FieldMapping()) 
         "labels": _labels(labels),
         "meta": {k: v for k, v in fields.items() if k not in used},
     }
-    _check_encodable(document)
+    _check_deliverable(document, max_text_bytes)
     return document
 
 
-def _check_encodable(document: dict[str, Any]) -> None:
-    """A RecordError for a string the detector refuses (a NUL character or an unpaired surrogate,
-    which a JSON escape such as ``"\\ud800"`` can make) or that has no UTF-8 form in ``meta``."""
+def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
+    """A RecordError for a document the detector would dead-letter: a string it refuses (a NUL
+    character or an unpaired surrogate, which a JSON escape such as ``"\\ud800"`` can make), an id
+    or stream over its length limits or a blank stream, more than ``max_text_bytes`` of text, a
+    ``meta`` without a UTF-8 JSON form, or a message too large. The size limit is the detector's
+    parser's to apply: it only concerns messages over ``max_text_bytes`` (a message that long
+    must pass it, or no text of ``max_text_bytes`` would), so only those pay for the parse."""
     try:
         for key in ("id", "text", "stream"):
             storable_string(document[key], key)
@@ -446,20 +496,40 @@ def _check_encodable(document: dict[str, Any]) -> None:
             storable_string(label, "labels")
     except InvalidMessageError as exc:
         raise RecordError(exc.reason) from None
+    for key, limit in (("id", MAX_ID_CHARS), ("stream", MAX_STREAM_CHARS)):
+        if len(document[key]) > limit:
+            raise RecordError(f"field '{key}' is longer than {limit} characters")
+    if not document["stream"].strip():
+        raise RecordError("field 'stream' is empty")
+    if len(document["text"].encode("utf-8")) > max_text_bytes:
+        raise RecordError(f"text longer than {max_text_bytes} bytes")
     try:
-        json.dumps(document["meta"], ensure_ascii=False, default=str).encode("utf-8")
+        payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:
         raise RecordError("field 'meta' contains an unpaired surrogate") from None
+    except (TypeError, ValueError) as exc:  # a value JSON has no form for, a circular reference
+        raise RecordError(f"field 'meta' cannot be written as JSON ({exc})") from None
+    if len(payload) > max_text_bytes:
+        try:
+            parse_document(payload, max_text_bytes)
+        except InvalidMessageError as exc:
+            raise RecordError(exc.reason) from None
 
 
 class ErrorFile:
-    """Rejected records as JSON lines ``{"source", "line", "reason", "raw"}``; the file is only
-    created when the first error arrives. Counts every error."""
+    """Rejected records as JSON lines ``{"source", "line", "reason", "raw"}``; counts every error.
+
+    The lines go to a temporary file beside ``path`` that replaces ``path`` atomically when the
+    file is closed, so a file already at ``path`` stays whole until then, and stays as it was when
+    the ``with`` block ends with an exception (the new lines are dropped). Nothing is written
+    until the first error arrives.
+    """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.count = 0
         self._fh: IO[str] | None = None
+        self._partial: Path | None = None
 
     def write(self, rejected: Rejected) -> None:
         """Record one rejected record."""
@@ -468,8 +538,9 @@ class ErrorFile:
             return
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._partial = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp")
             # An unpaired surrogate in ``raw`` is written as its JSON escape (``\\ud800``).
-            self._fh = self.path.open("w", encoding="utf-8", errors="backslashreplace")
+            self._fh = self._partial.open("x", encoding="utf-8", errors="backslashreplace")
         entry = {
             "source": rejected.source,
             "line": rejected.line,
@@ -479,16 +550,33 @@ class ErrorFile:
         self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def close(self) -> None:
-        """Flush and close the file."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Flush the file and move it to ``path`` (when an error was written)."""
+        if self._fh is None or self._partial is None or self.path is None:
+            return
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh = None
+        os.replace(self._partial, self.path)
+        self._partial = None
+
+    def discard(self) -> None:
+        """Drop what was written; a file at ``path`` stays as it was."""
+        if self._fh is None or self._partial is None:
+            return
+        self._fh.close()
+        self._fh = None
+        self._partial.unlink(missing_ok=True)
+        self._partial = None
 
     def __enter__(self) -> ErrorFile:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
 
 
 @dataclass
@@ -507,8 +595,10 @@ def read_documents(
     errors: ErrorFile | None = None,
     fmt: InputFormat | None = None,
     stats: ReadStats | None = None,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> Iterator[dict[str, Any]]:
-    """Document messages from every file in turn (input order); rejects go to ``errors``."""
+    """Document messages from every file in turn (input order); rejects go to ``errors``.
+    ``max_text_bytes`` is the detector's text limit (its configured ``max_text_bytes``)."""
     errors = errors or ErrorFile(None)
     stats = stats if stats is not None else ReadStats()
     for path in paths:
@@ -523,7 +613,7 @@ def read_documents(
                     errors.write(record)
                     continue
                 try:
-                    document = to_document(record.fields, mapping)
+                    document = to_document(record.fields, mapping, max_text_bytes)
                 except RecordError as exc:
                     stats.rejected += 1
                     raw = json.dumps(record.fields, ensure_ascii=False, default=str)

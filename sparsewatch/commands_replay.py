@@ -14,9 +14,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
 from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_documents
+
+
+def _stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--stream``: a stream id the detector accepts (not blank, at most ``MAX_STREAM_CHARS``
+    characters, no NUL character); a usage error otherwise."""
+    if not value.strip():
+        raise click.BadParameter("a stream id cannot be blank")
+    if len(value) > MAX_STREAM_CHARS:
+        raise click.BadParameter(f"a stream id has at most {MAX_STREAM_CHARS} characters")
+    try:
+        return storable_string(value, "stream")
+    except InvalidMessageError as exc:
+        raise click.BadParameter(exc.reason) from None
 
 
 @click.command()
@@ -45,6 +59,7 @@ from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_
     "default_stream",
     default="default",
     show_default=True,
+    callback=_stream_id,
     help="Stream id for records without one.",
 )
 @click.option(
@@ -86,7 +101,8 @@ from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_
     "errors_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Where rejected records go (default: DATA_DIR/replay-errors.jsonl).",
+    help="Where rejected records go (default: DATA_DIR/replay-errors.jsonl); replaced when the "
+    "replay completes, removed when nothing was rejected.",
 )
 @click.option(
     "--partitions",
@@ -144,8 +160,9 @@ def replay(
     """Read JSONL, CSV or Reuters-21578 SGML files (plain or gzip) and produce their documents,
     in event-time order, to a Kafka topic keyed by stream id.
 
-    Records that cannot be read or mapped are written, with their file and line, to the error file
-    and counted; the summary says how many were read, produced and rejected.
+    Records that cannot be read or mapped, or that the detector would refuse, are written, with
+    their file and line, to the error file and counted; the summary says how many were read,
+    produced and rejected.
     """
     if rate is not None and speedup is not None:
         raise click.UsageError("give --rate or --speedup, not both")
@@ -155,7 +172,8 @@ def replay(
     errors_file = (
         Path(errors_path) if errors_path else Path(config.data_dir) / "replay-errors.jsonl"
     )
-    errors_file.unlink(missing_ok=True)
+    inputs = [Path(p) for p in paths]
+    _refuse_input_as_errors_file(errors_file, inputs)
     mapping = FieldMapping(
         id=id_field,
         text=text_fields,
@@ -169,7 +187,7 @@ def replay(
     console = Console(stderr=True)
     show = console.is_terminal if progress is None else progress
     with ErrorFile(errors_file) as errors:
-        docs = read_documents([Path(p) for p in paths], mapping, errors, fmt, stats)
+        docs = read_documents(inputs, mapping, errors, fmt, stats, config.max_text_bytes)
         bar = Progress(
             TextColumn("replay"),
             BarColumn(),
@@ -206,8 +224,11 @@ def replay(
                 errors=errors,
                 progress=advance,
                 end_of_stream=end_of_stream,
+                max_text_bytes=config.max_text_bytes,
             )
             bar.update(task, completed=summary.read, total=summary.read)
+    if not errors.count:
+        errors_file.unlink(missing_ok=True)  # an earlier replay's errors would mislead
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)
     if summary.interrupted:
         ctx.exit(130)
@@ -215,6 +236,19 @@ def replay(
         raise SparsewatchError(
             f"{summary.failed} documents were not delivered: {'; '.join(summary.errors[:3])}"
         )
+
+
+def _refuse_input_as_errors_file(errors_file: Path, inputs: list[Path]) -> None:
+    """A usage error when ``errors_file`` is one of the ``inputs`` (by any path or link to it):
+    the replay would overwrite or remove its own corpus."""
+    if not errors_file.exists():
+        return
+    for path in inputs:
+        if errors_file.samefile(path):
+            raise click.UsageError(
+                f"the errors file {errors_file} is the input file {path}: give --errors another "
+                "path"
+            )
 
 
 def _ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:

@@ -247,8 +247,11 @@ def test_unproducible_and_invalid_documents_are_rejected_not_dropped(
     docs = [{"id": f"d{i}", "text": "fine", "timestamp": 1_700_000_000_000 + i} for i in range(5)]
     docs.insert(2, {"id": "huge", "text": "x" * 3_000_000, "timestamp": 1_700_000_000_001})
     docs.insert(4, {"id": "no-time", "text": "t"})
+    # A text limit above the broker's message limit, so that the producer itself fails.
     with ErrorFile(tmp_path / "errors.jsonl") as errors:
-        summary = replay_documents(docs, kafka_bootstrap, topic_name, errors=errors)
+        summary = replay_documents(
+            docs, kafka_bootstrap, topic_name, errors=errors, max_text_bytes=4_000_000
+        )
     assert (summary.produced, summary.rejected, summary.failed) == (5, 2, 0)
     entries = [json.loads(x) for x in (tmp_path / "errors.jsonl").read_text().splitlines()]
     assert [e["reason"].split(":")[0] for e in entries] == [
@@ -295,3 +298,132 @@ def test_cli_field_mapping_skip_and_limit(
         "meta": {},
     }
     assert all(key == v["stream"] for _, key, v in got)
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "symlink", "hardlink"])
+def test_an_errors_path_that_is_an_input_is_refused_and_the_input_kept(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys, spelling
+):
+    corpus = tmp_path / "corpus.jsonl"
+    body = json.dumps({"id": "1", "text": "precious", "timestamp": 1_700_000_000_000}) + "\n"
+    corpus.write_text(body)
+    (tmp_path / "sub").mkdir()
+    errors = {
+        "same": corpus,
+        "dotted": tmp_path / "sub" / ".." / "corpus.jsonl",
+        "symlink": tmp_path / "sub" / "link.jsonl",
+        "hardlink": tmp_path / "sub" / "hard.jsonl",
+    }[spelling]
+    if spelling == "symlink":
+        errors.symlink_to(corpus)
+    elif spelling == "hardlink":
+        errors.hardlink_to(corpus)
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "replay",
+        str(corpus),
+        "--topic",
+        topic_name,
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--errors",
+        str(errors),
+    )
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: ") and "--errors" in err and str(corpus) in err
+    assert corpus.read_text() == body
+
+
+def test_an_existing_errors_file_is_replaced_only_when_a_run_completes(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+):
+    corpus = tmp_path / "corpus.jsonl"
+    good = json.dumps({"id": "1", "text": "t", "timestamp": 1_700_000_000_000})
+    corpus.write_text(good + "\n{not json\n")
+    errors = tmp_path / "errors.jsonl"
+    earlier = '{"source": "old.jsonl", "line": 1, "reason": "r", "raw": ""}\n'
+    errors.write_text(earlier)
+    common = ["replay", str(corpus), "--topic", topic_name, "--errors", str(errors), "--json"]
+    unreachable = ["--bootstrap-servers", "127.0.0.1:1", "--connect-timeout", "2"]
+    code, _, err = run_cli(monkeypatch, capsys, *common, *unreachable)
+    assert code == 2 and err.startswith("error: cannot reach Kafka")
+    assert errors.read_text() == earlier  # a failed run leaves the earlier errors alone
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--bootstrap-servers", kafka_bootstrap)
+    assert code == 0, err
+    assert json.loads(out)["errors_file"] == str(errors)
+    entries = [json.loads(x) for x in errors.read_text().splitlines()]
+    assert [(e["source"], e["line"]) for e in entries] == [(str(corpus), 2)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "errors.jsonl"]
+    corpus.write_text(good + "\n")
+    code, out, err = run_cli(monkeypatch, capsys, *common, "--bootstrap-servers", kafka_bootstrap)
+    assert code == 0, err
+    assert json.loads(out)["errors_file"] is None and not errors.exists()
+
+
+def test_configured_text_limit_and_detector_limits_reject_records_with_their_line(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("SPARSEWATCH_MAX_TEXT_BYTES", "1000")
+    base = {"timestamp": 1_700_000_000_000, "stream": "s"}
+    rows = [
+        {**base, "id": "fits", "text": "x" * 1000},
+        {**base, "id": "long-text", "text": "x" * 1001},
+        {**base, "id": "long-stream", "text": "t", "stream": "s" * 129},
+        {**base, "id": "i" * 513, "text": "t"},
+        {**base, "id": "short", "text": "t"},
+    ]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    errors = tmp_path / "errors.jsonl"
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "replay",
+        str(corpus),
+        "--topic",
+        topic_name,
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--partitions",
+        "1",
+        "--errors",
+        str(errors),
+        "--json",
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["read"], summary["produced"], summary["rejected"]) == (5, 2, 3)
+    entries = [json.loads(x) for x in errors.read_text().splitlines()]
+    assert [(e["source"], e["line"]) for e in entries] == [(str(corpus), n) for n in (2, 3, 4)]
+    assert "text longer than 1000 bytes" in entries[0]["reason"]
+    assert "'stream' is longer than 128" in entries[1]["reason"]
+    assert "'id' is longer than 512" in entries[2]["reason"]
+    assert sorted(v["id"] for _, _, v in consume_all(kafka_bootstrap, topic_name)) == [
+        "fits",
+        "short",
+    ]
+
+
+@pytest.mark.parametrize("stream", ["", "  ", "s" * 129])
+def test_a_default_stream_the_detector_refuses_is_a_usage_error(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys, stream
+):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "1", "text": "t", "timestamp": 1_700_000_000_000}) + "\n")
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "replay",
+        str(corpus),
+        "--topic",
+        topic_name,
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--errors",
+        str(tmp_path / "errors.jsonl"),
+        "--stream",
+        stream,
+    )
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: ") and "--stream" in err

@@ -9,13 +9,19 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.messages import (
+    MAX_ID_CHARS,
+    MAX_STREAM_CHARS,
+    InvalidMessageError,
+    parse_document,
+)
 from sparsewatch.replay.producer import Pacer, as_message, encode
 from sparsewatch.replay.readers import (
     ErrorFile,
     FieldMapping,
     ReadStats,
     RecordError,
+    Rejected,
     parse_timestamp_ms,
     read_documents,
     sort_by_event_time,
@@ -215,16 +221,79 @@ def test_records_that_cannot_be_sent_are_rejected_and_the_rest_still_read(tmp_pa
     assert json.loads(errors[0]["raw"])["text"] == "\ud800"
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(st.characters(codec=None, exclude_categories=())), st.text(max_size=5))
-def test_a_read_document_is_one_the_detector_accepts(text, stream):
-    doc = {"id": "x", "text": text, "timestamp": MS_2024, "stream": stream, "labels": [text]}
+def _any_text(min_size: int = 0, max_size: int = 5) -> st.SearchStrategy[str]:
+    """Text of any code points, surrogates and controls included."""
+    alphabet = st.characters(codec=None, exclude_categories=())
+    return st.text(alphabet, min_size=min_size, max_size=max_size)
+
+
+def _short_or_around(limit: int) -> st.SearchStrategy[str]:
+    """A short string, or one within two characters of ``limit``."""
+    return st.one_of(_any_text(), _any_text(limit - 2, limit + 2))
+
+
+def _detector_accepts_as_sent(doc: dict, max_text_bytes: int) -> bool:
+    """Whether the detector accepts ``doc`` sent as it is (a blank stream meaning the default)."""
+    stream = doc["stream"] if doc["stream"].strip() else "default"
     try:
-        message = as_message(doc)
+        payload = json.dumps({**doc, "stream": stream}, ensure_ascii=False).encode()
+        parse_document(payload, max_text_bytes)
+    except (UnicodeEncodeError, InvalidMessageError):
+        return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _short_or_around(MAX_ID_CHARS),
+    _any_text(max_size=40),
+    _short_or_around(MAX_STREAM_CHARS),
+    st.one_of(st.integers(1, 100), st.integers(1000, 200_000)),  # the text's, or an id's, limit
+)
+def test_a_read_document_is_one_the_detector_accepts(doc_id, text, stream, max_text_bytes):
+    doc = {"id": doc_id, "text": text, "timestamp": MS_2024, "stream": stream, "labels": [text]}
+    try:
+        message = as_message(doc, max_text_bytes)
     except RecordError:
-        assert any(c == "\x00" or "\ud800" <= c <= "\udfff" for c in text + stream)
+        assert not _detector_accepts_as_sent(doc, max_text_bytes)
         return
-    assert _detector_accepts(message)
+    parse_document(encode(message), max_text_bytes)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"id": "i" * (MAX_ID_CHARS + 1)}, f"field 'id' is longer than {MAX_ID_CHARS} characters"),
+        (
+            {"stream": "s" * (MAX_STREAM_CHARS + 1)},
+            f"field 'stream' is longer than {MAX_STREAM_CHARS} characters",
+        ),
+        ({"text": "\u00e9" * 51}, "text longer than 100 bytes"),  # 51 characters, 102 bytes
+        ({"source_note": "m" * 64_100}, "exceeds the size limit"),
+    ],
+    ids=["long-id", "long-stream", "long-text", "huge-message"],
+)
+def test_records_the_detector_would_dead_letter_are_rejected_with_their_line(
+    tmp_path, change, reason
+):
+    base = {"id": "a", "text": "t", "timestamp": MS_2024, "stream": "s"}
+    at_the_limits = {
+        "id": "i" * MAX_ID_CHARS,
+        "text": "\u00e9" * 50,
+        "timestamp": MS_2024,
+        "stream": "s" * MAX_STREAM_CHARS,
+    }
+    rows = [base, {**base, "id": "b", **change}, at_the_limits]
+    path = tmp_path / "limits.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    stats = ReadStats()
+    with ErrorFile(tmp_path / "errors.jsonl") as errors:
+        docs = list(read_documents([path], errors=errors, stats=stats, max_text_bytes=100))
+    assert [d["id"] for d in docs] == ["a", "i" * MAX_ID_CHARS]
+    entries = [json.loads(x) for x in (tmp_path / "errors.jsonl").read_text().splitlines()]
+    assert [(e["source"], e["line"]) for e in entries] == [(str(path), 2)]
+    assert reason in entries[0]["reason"] and stats.rejected == 1
+    assert all(parse_document(encode(as_message(d, 100)), 100) for d in docs)
 
 
 def test_reuters_character_references_that_are_no_characters_reject_the_story(tmp_path):
@@ -277,6 +346,82 @@ def test_bad_csv_rows_and_unreadable_files(tmp_path):
         (4, "not"),
         (0, "cannot"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("record", "bad_line"),
+    [
+        (b'1,"first line\n\xe9t\xe9 (Latin-1)\nlast line",2024-01-01\n', 3),
+        (b'1,"first line\nclosing line caf\xe9",2024-01-01\n', 3),
+        (b'1,"caf\xe9 opening line\nlast line",2024-01-01\n', 2),
+    ],
+    ids=["middle-line", "closing-quote-line", "opening-line"],
+)
+def test_a_csv_record_with_a_line_that_is_not_utf8_is_rejected_whole(tmp_path, record, bad_line):
+    later = b'2,second,2024-01-02\n3,"third\nrecord",2024-01-03\n4,x,2024-01-04\n'
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"id,text,timestamp\n" + record + later)
+    docs, errors, stats = _read([path], tmp_path)
+    assert [(d["id"], d["text"]) for d in docs] == [
+        ("2", "second"),
+        ("3", "third\nrecord"),
+        ("4", "x"),
+    ]
+    assert [e["line"] for e in errors] == [2]
+    assert f"not UTF-8 (line {bad_line}, byte " in errors[0]["reason"]
+    assert errors[0]["raw"] == record.decode("utf-8", "backslashreplace").rstrip("\n")
+    assert (stats.read, stats.rejected) == (4, 1)
+
+
+def test_a_csv_record_the_file_ends_inside_is_rejected_not_cut_short(tmp_path):
+    def text(i: int) -> str:
+        return f"line one of {i} " + "w" * 150 + f"\nline two of {i} " + "v" * 150
+
+    body = "id,timestamp,text\n" + "".join(f'{i},2024-01-01,"{text(i)}"\n' for i in range(400))
+    unclosed = tmp_path / "unclosed.csv"  # a closing quote missing: the rest is one field
+    tail = "398,2024-01-02,plain\n399,2024-01-03,plain\n"
+    unclosed.write_text(body.split("397,")[0] + f'397,2024-01-01,"{text(397)}\n' + tail)
+    docs, errors, _ = _read([unclosed], tmp_path)
+    assert [d["id"] for d in docs] == [str(i) for i in range(397)]
+    assert [e["line"] for e in errors] == [2 + 2 * 397]
+    assert "the file ends inside a quoted field" in errors[0]["reason"]
+    assert errors[0]["raw"] == f'397,2024-01-01,"{text(397)}\n' + tail.rstrip("\n")
+    cut = tmp_path / "cut.csv.gz"  # a gzip cut off between the two lines of a record
+    blob = gzip.compress(body.encode(), mtime=0)
+    cut.write_bytes(blob[: len(blob) * 2 // 3])
+    docs, errors, _ = _read([cut], tmp_path)
+    assert [d["text"] for d in docs] == [text(i) for i in range(len(docs))]
+    assert errors[-1]["reason"].startswith("truncated gzip")
+    assert [e["line"] for e in errors[:-1]] == [2 + 2 * len(docs)]
+    assert "the file ends inside a quoted field" in errors[0]["reason"]
+    assert errors[0]["raw"] == f'{len(docs)},2024-01-01,"{text(len(docs)).splitlines()[0]}'
+
+
+def test_a_csv_header_that_is_not_utf8_rejects_every_record(tmp_path):
+    path = tmp_path / "latin1-header.csv"
+    path.write_bytes(b'id,t\xe9xt,timestamp\n1,a,2024-01-01\n2,"b\nc",2024-01-02\n')
+    docs, errors, stats = _read([path], tmp_path)
+    assert docs == [] and [e["line"] for e in errors] == [1, 2, 3]
+    assert "not UTF-8" in errors[0]["reason"]
+    assert all("header row (line 1) rejected: not UTF-8" in e["reason"] for e in errors[1:])
+    assert [e["raw"] for e in errors[1:]] == ["1,a,2024-01-01", '2,"b\nc",2024-01-02']
+    assert (stats.read, stats.rejected) == (3, 3)
+
+
+def test_an_error_file_replaces_its_path_only_when_closed_normally(tmp_path):
+    path = tmp_path / "errors.jsonl"
+    path.write_text("earlier run\n")
+    with pytest.raises(RuntimeError), ErrorFile(path) as errors:
+        errors.write(Rejected("a.csv", 2, "bad"))
+        assert path.read_text() == "earlier run\n"
+        raise RuntimeError("crash while reading")
+    assert path.read_text() == "earlier run\n" and list(tmp_path.iterdir()) == [path]
+    with ErrorFile(path) as errors:
+        errors.write(Rejected("a.csv", 2, "bad", "raw"))
+        assert path.read_text() == "earlier run\n"
+    entries = [json.loads(x) for x in path.read_text().splitlines()]
+    assert entries == [{"source": "a.csv", "line": 2, "reason": "bad", "raw": "raw"}]
+    assert list(tmp_path.iterdir()) == [path]
 
 
 def test_unknown_extension_is_a_clear_error(tmp_path):
