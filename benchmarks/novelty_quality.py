@@ -153,14 +153,7 @@ class GradedOnline(EstimatorMethod):
         est = self.estimator
         res = est.code(X)
         P = sp.csc_matrix(X.T, dtype=np.float64)
-        A = est.components_  # the step's new terms have no rows yet (zero, as in the paper)
-        if A.shape[0] < P.shape[0]:
-            pad = (P.shape[0] - A.shape[0], A.shape[1])
-            A = (
-                sp.vstack([A, sp.csr_matrix(pad)])
-                if sp.issparse(A)
-                else np.vstack([A, np.zeros(pad, A.dtype)])
-            )
+        A = est.padded_components(P.shape[0])  # the step's new terms: zero rows
         scores = res.objective + screening_margin(P, A, est.lam)
         est.partial_fit(X, codes=res.codes, scores=res.objective)
         return scores

@@ -45,6 +45,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import Stop, StopFlag, with_backoff
+from sparsewatch.storage.engine import is_in_memory_sqlite
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
@@ -360,8 +361,6 @@ def make_writer(mode: str, store: Store, destination: Destination, name: str) ->
     database always gets the thread (another process cannot open it)."""
     if mode not in WRITER_MODES:
         raise ValueError(f"writer must be one of {', '.join(WRITER_MODES)}, not {mode!r}")
-    url = store.engine.url
-    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-    if mode == "thread" or in_memory:
+    if mode == "thread" or is_in_memory_sqlite(store.engine.url):
         return ThreadWriter(store, destination, name)
-    return ProcessWriter(url.render_as_string(hide_password=False), destination, name)
+    return ProcessWriter(store.engine.url.render_as_string(hide_password=False), destination, name)

@@ -256,7 +256,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
             P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
         return P
 
-    def _dictionary_for(self, m: int) -> np.ndarray | sp.csc_matrix:
+    def padded_components(self, m: int) -> np.ndarray | sp.csc_matrix:
         """The dictionary with zero rows appended up to ``m`` terms (new terms: no atom has
         mass on them), as a padded copy for scoring: only :meth:`partial_fit` and
         :meth:`remap_features` grow the model."""
@@ -419,7 +419,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         unexplained mass) without growing the model."""
         check_is_fitted(self, "oiadmm_")
         P = self._docs_as_columns(X)
-        return self._code(P, self._dictionary_for(P.shape[0]))
+        return self._code(P, self.padded_components(P.shape[0]))
 
     def transform(self, X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
         """Sparse codes (``n_docs x k``)."""

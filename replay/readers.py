@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from sparsewatch.consumers.messages import (
+    MAX_EPOCH_MS,
     MAX_ID_CHARS,
     MAX_STREAM_CHARS,
+    MIN_EPOCH_MS,
     InvalidMessageError,
     parse_document,
     storable_string,
@@ -57,7 +59,6 @@ _EXTENSIONS: dict[str, InputFormat] = {
     ".sgm": "reuters",
     ".sgml": "reuters",
 }
-_MIN_MS, _MAX_MS = 0, 7_258_118_400_000  # 1970 .. 2200, as the consumer accepts
 _RAW_CHARS = 2000  # raw text kept per rejected record in the error file
 DEFAULT_MAX_TEXT_BYTES = Config.max_text_bytes  # the detector's text limit unless configured
 
@@ -367,7 +368,7 @@ def parse_timestamp_ms(value: Any) -> int:
     if isinstance(value, bool) or value is None:
         raise RecordError(f"bad timestamp {value!r}")
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-        if len(value.strip().lstrip("-").lstrip("0")) > len(str(_MAX_MS)):
+        if len(value.strip().lstrip("-").lstrip("0")) > len(str(MAX_EPOCH_MS)):
             raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
         value = int(value)
     if isinstance(value, int | float):
@@ -378,7 +379,7 @@ def parse_timestamp_ms(value: Any) -> int:
         ms = _parse_date_text(value)
     else:
         raise RecordError(f"bad timestamp of type {type(value).__name__}")
-    if not _MIN_MS <= ms < _MAX_MS:
+    if not MIN_EPOCH_MS <= ms < MAX_EPOCH_MS:
         raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
     return ms
 

@@ -15,7 +15,7 @@ from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.runtime import worker_process
-from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -136,8 +136,7 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
                 "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
             )
     url = config.resolved_database_url
-    parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+    if is_in_memory_sqlite(url):
         raise SparsewatchError(
             f"database_url {url!r} is an in-memory SQLite database, which lives and dies with "
             "one connection: the workers need a file (sqlite:///path.db) or PostgreSQL"

@@ -51,6 +51,12 @@ def create_engine(url: str) -> sa.Engine:
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
+def is_in_memory_sqlite(url: str | sa.engine.URL) -> bool:
+    """Whether ``url`` is an in-memory SQLite database (one connection's, invisible to others)."""
+    parsed = sa.engine.make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
 def write_connection(engine: sa.Engine) -> sa.Connection:
     """A connection whose transactions take the write lock at BEGIN (SQLite; a no-op elsewhere)."""
     return engine.connect().execution_options(**{WRITE_OPTION: True})

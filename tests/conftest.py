@@ -40,6 +40,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return _fresh_postgres_database(os.environ["SPARSEWATCH_TEST_DATABASE_URL"])
 
 
+@pytest.fixture
+def postgres_database() -> tuple[str, str]:
+    """A fresh PostgreSQL database and the server's admin URL, for tests that need PostgreSQL
+    itself (an outage made with ALTER DATABASE). Without ``SPARSEWATCH_TEST_DATABASE_URL`` the
+    test fails under CI and is skipped, with the reason, elsewhere."""
+    admin_url = os.environ.get("SPARSEWATCH_TEST_DATABASE_URL")
+    if not admin_url:
+        if os.environ.get("CI"):
+            pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
+        pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL)")
+    return _fresh_postgres_database(admin_url), admin_url
+
+
 def _fresh_postgres_database(admin_url: str) -> str:
     """Create a uniquely named database on the server of ``admin_url`` and return its URL."""
     import uuid

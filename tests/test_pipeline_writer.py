@@ -243,19 +243,15 @@ def test_writer_process_imports_no_migration_machinery(tmp_path):
     assert out == ["False", "True"]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"), reason="the outage is made on PostgreSQL"
-)
 @pytest.mark.parametrize("kind", ["process", "thread"])
-def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(kafka_bootstrap, kind):
+def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
+    kafka_bootstrap, postgres_database, kind
+):
     """SIGTERM during an outage: the job in flight retried for two minutes before the worker
     could exit; now it is abandoned at once, with nothing committed."""
-    admin_url = os.environ["SPARSEWATCH_TEST_DATABASE_URL"]
-    name = f"sw_test_{uuid.uuid4().hex[:12]}"
+    url, admin_url = postgres_database
+    name = sa.engine.make_url(url).database
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     store = Store.open(url)
     writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
     try:
