@@ -458,7 +458,9 @@ def _polish(
     at = np.minimum(np.searchsorted(docs, row_doc), docs.size - 1)
     row_group = np.where(docs[at] == row_doc, group_of_doc[at], -1)  # -1: a document without vars
     var_group = group_of_doc[np.searchsorted(docs, var_doc)]
-    highs = highspy.Highs()
+    # the core solver: the Python ``Highs`` wrapper installs a log callback whose first use
+    # prints HiGHS's banner on the process's stdout (a query's JSON output then starts with it)
+    highs = highspy._Highs()
     for name, value in _POLISH_OPTIONS.items():
         highs.setOptionValue(name, value)
     for g in np.unique(group_of_doc):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -341,3 +343,22 @@ def test_atoms_inside_the_support_at_tiny_lam_match_lp(lam: float) -> None:
     ref = np.array([weighted_lp_optimum(P[:, j], A.astype(float), lam, w) for j in range(n)])
     assert np.all(np.isfinite(res.gap)) and np.all(res.gap >= 0) and res.converged.all()
     np.testing.assert_allclose(res.objective, ref, rtol=1e-4, atol=1e-6)
+
+
+def test_polish_prints_nothing_on_stdout() -> None:
+    """The polishing LP leaves the process's stdout alone: HiGHS's Python wrapper printed its
+    banner there (at the C level, once per process) the first time it was built, which put two
+    lines in front of whatever a command writes on stdout."""
+    code = (
+        "import numpy as np, scipy.sparse as sp\n"
+        "from sparsewatch.models.l1_coding import l1_sparse_code\n"
+        "rng = np.random.default_rng(0)\n"
+        "A = rng.random((30, 5)); A /= A.sum(axis=0)\n"
+        "P = sp.csc_matrix(rng.random((30, 4)))\n"
+        "res = l1_sparse_code(P, A, 0.1, polish_after=0)\n"
+        "assert res.n_polished == 4, res.n_polished\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout == ""
