@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange
-from sparsewatch.config import load_config
+from sparsewatch.config import load_config, topic_name_problem
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
@@ -33,9 +33,20 @@ def _stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
         raise click.BadParameter(exc.reason) from None
 
 
+def _topic(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--topic``: a name Kafka accepts; a usage error otherwise (the broker's refusal used to
+    be reported as an unreachable broker)."""
+    problem = None if value is None else topic_name_problem(value)
+    if problem:
+        raise click.BadParameter(problem)
+    return value
+
+
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--topic", default=None, help="Topic to produce to (default: <prefix>.docs).")
+@click.option(
+    "--topic", default=None, callback=_topic, help="Topic to produce to (default: <prefix>.docs)."
+)
 @click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
 @click.option(
     "--input-format",
@@ -166,6 +177,8 @@ def replay(
     """
     if rate is not None and speedup is not None:
         raise click.UsageError("give --rate or --speedup, not both")
+    if max_wait is not None and speedup is None:
+        raise click.UsageError("--max-wait caps the pauses of --speedup: give --speedup too")
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     topic = topic or config.kafka.topic("docs")
     bootstrap = bootstrap_servers or config.kafka.bootstrap_servers

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,24 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from sparsewatch.errors import SparsewatchError
+
+# Kafka's rule for topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters,
+# not '.' or '..'
+MAX_TOPIC_CHARS = 249
+_TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+# the longest suffix the workers append to the prefix (``<prefix>.scores``)
+_LONGEST_TOPIC_SUFFIX = ".scores"
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name, or ``None`` when it is legal."""
+    if not _TOPIC_CHARS.fullmatch(name):
+        return "a topic name holds only ASCII letters, digits, '.', '_' and '-'"
+    if name in (".", ".."):
+        return "a topic name cannot be '.' or '..'"
+    if len(name) > MAX_TOPIC_CHARS:
+        return f"a topic name has at most {MAX_TOPIC_CHARS} characters"
+    return None
 
 ENV_PREFIX = "SPARSEWATCH_"
 # Where a worker's SQL transactions run (consumers/writer.py): a child process or a thread.
@@ -238,6 +257,11 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "gc_threshold"): (lambda v: 0 <= v < 2**31, "in 0..2147483647 (0: Python's default)"),
     ("", "writer"): (lambda v: v in WRITER_MODES, " or ".join(map(repr, WRITER_MODES))),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
+    ("kafka", "topic_prefix"): (
+        lambda v: topic_name_problem(v + _LONGEST_TOPIC_SUFFIX) is None,
+        "ASCII letters, digits, '.', '_' and '-', at most "
+        f"{MAX_TOPIC_CHARS - len(_LONGEST_TOPIC_SUFFIX)} characters (Kafka's topic names)",
+    ),
     ("windows", "size"): (
         lambda v: (_duration_ms(v) or 0) > 0,
         f"a positive duration of at most {_MAX_DAYS}d (500ms, 30s, 15m, 1h, 2d)",
