@@ -15,7 +15,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sparsewatch.storage.engine import write_connection
+
+from sparsewatch.errors import SparsewatchError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _LOCK_ID = 0x5BA45E
@@ -48,5 +51,24 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     with write_connection(engine) as conn, conn.begin():
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOCK_ID})")
+        _refuse_unknown_revision(conn, config)
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
+
+
+def _refuse_unknown_revision(conn: sa.Connection, config: Config) -> None:
+    """A one-line error when the database is at a revision the packaged migrations do not have
+    (a newer sparsewatch wrote it): Alembic's own message named only the revision."""
+    current = MigrationContext.configure(conn).get_current_revision()
+    if current is None:
+        return
+    script = ScriptDirectory.from_config(config)
+    try:
+        script.get_revision(current)
+    except CommandError:
+        url = conn.engine.url.render_as_string(hide_password=True)
+        raise SparsewatchError(
+            f"the database {url} has schema revision {current!r}, which this version of "
+            f"sparsewatch does not know (its newest is {script.get_current_head()!r}): it was "
+            "written by a newer sparsewatch; use that version or another database"
+        ) from None
