@@ -191,14 +191,23 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
         yield SourceRecord(source, number, obj)
 
 
+# The longest CSV field read (characters): above any document a Kafka message can carry (the
+# csv module's default, 131,072, refused texts a configured max_text_bytes allows)
+_CSV_FIELD_CHARS = 1 << 24
+
+
 def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
     """A CSV file with a header row; a quoted field may span lines.
 
     A line that is not UTF-8 stays in the text the csv parser reads (its stray bytes as surrogate
     escapes), so records end where they would in a clean file, and the record it belongs to is
     rejected whole; so is a record the file ends inside (an unclosed quote, or a truncated gzip).
-    When the header row is rejected, so is every record after it.
+    When the header row is rejected, so is every record after it. A field over
+    :data:`_CSV_FIELD_CHARS` characters rejects its record, and reading resumes after the record's
+    closing quote (the parser alone resumed inside the field and read its rest as records).
     """
+    if csv.field_size_limit() < _CSV_FIELD_CHARS:  # process-wide; only ever raised
+        csv.field_size_limit(_CSV_FIELD_CHARS)
     source = str(path)
     damage: list[Rejected] = []  # where a damaged gzip stops
     lines: list[tuple[int, bytes]] = []  # the lines of the record being parsed
@@ -233,7 +242,19 @@ def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
         """The record just parsed as it is in the file."""
         return _raw(b"".join(line for _, line in lines))
 
-    reader = csv.reader(text_lines())
+    def skip_rest_of_record() -> None:
+        """After a field over the limit (the parser dropped the rest of its line): read on to the
+        line where the record's quotes pair up, the end of its quoted field."""
+        quotes = sum(line.count(b'"') for _, line in lines)
+        while quotes % 2:
+            try:
+                next(line_source)
+            except StopIteration:
+                return
+            quotes += lines[-1][1].count(b'"')
+
+    line_source = text_lines()
+    reader = csv.reader(line_source)
     header: list[str] | None = None
     header_rejected = ""
     while True:
@@ -245,6 +266,9 @@ def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
             break
         except csv.Error as exc:
             row, error = [], f"invalid CSV: {exc}"
+            if "field larger than field limit" in str(exc):
+                skip_rest_of_record()
+                reader = csv.reader(line_source)
         number, reason = lines[0][0], what_is_wrong(error)
         if reason:
             yield Rejected(source, number, reason, raw())
