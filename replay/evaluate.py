@@ -34,6 +34,13 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 from scipy.stats import rankdata
+from sparsewatch.replay.readers import (
+    RecordError,
+    Rejected,
+    parse_labels,
+    parse_timestamp_ms,
+    read_jsonl,
+)
 
 from sparsewatch.errors import SparsewatchError
 
@@ -132,37 +139,57 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
     docs = []
     with opener(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            r = json.loads(line)
-            if labelled_only and not r["topics"]:
-                continue
-            docs.append(
-                {
+        for number, line in enumerate(fh, start=1):
+            try:
+                r = json.loads(line)
+                if labelled_only and not r["topics"]:
+                    continue
+                doc = {
                     "id": str(r["id"]),
                     "text": f"{r['title']}\n{r['body']}".strip(),
                     "timestamp": r["date"],
                     "stream": "reuters21578",
                     "labels": list(r["topics"]),
                 }
-            )
-    docs.sort(key=lambda d: (d["timestamp"], int(d["id"])))
-    return docs
+                order = (str(doc["timestamp"]), int(doc["id"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SparsewatchError(
+                    f"{path}: line {number} is not a record of the Reuters-21578 JSONL "
+                    f"(id, title, body, date, topics): {type(exc).__name__}: {exc}"
+                ) from None
+            docs.append((order, doc))
+    docs.sort(key=lambda item: item[0])
+    return [doc for _, doc in docs]
 
 
 def load_jsonl(path: str | Path) -> list[dict]:
-    """Documents ``{"id", "text", "timestamp", "labels", ...}`` from JSONL(.gz), in time order."""
+    """Documents ``{"id", "text", "timestamp", "labels", ...}`` from JSONL(.gz), in time order.
+
+    Timestamps and labels are read as the replay tool reads them: epoch milliseconds, ISO-8601
+    (any offset; naive is UTC) or a Reuters date, and labels as a list or a ``;``/``|``-separated
+    string. A line that is not such a document is an error naming the line.
+    """
     path = Path(path)
     if not path.is_file():
         raise SparsewatchError(f"corpus file not found: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        docs = [json.loads(line) for line in fh if line.strip()]
-    for i, d in enumerate(docs):
-        if "text" not in d or "timestamp" not in d:
-            raise SparsewatchError(f"{path}: line {i + 1} lacks 'text' or 'timestamp'")
-        d.setdefault("labels", [])
-    order = sorted(range(len(docs)), key=lambda i: (str(docs[i]["timestamp"]), i))
-    return [docs[i] for i in order]
+    docs: list[dict] = []
+    times: list[int] = []
+    for record in read_jsonl(path):
+        where = f"{path}: line {record.line}"
+        if isinstance(record, Rejected):
+            raise SparsewatchError(f"{where}: {record.reason}")
+        doc = dict(record.fields)
+        if "text" not in doc or "timestamp" not in doc:
+            raise SparsewatchError(f"{where} lacks 'text' or 'timestamp'")
+        if not isinstance(doc["text"], str):
+            raise SparsewatchError(f"{where}: 'text' is {type(doc['text']).__name__}, not a string")
+        try:
+            times.append(parse_timestamp_ms(doc["timestamp"]))
+            doc["labels"] = parse_labels(doc.get("labels"))
+        except RecordError as exc:
+            raise SparsewatchError(f"{where}: {exc}") from None
+        docs.append(doc)
+    return [docs[i] for i in np.argsort(np.array(times, dtype=np.int64), kind="stable")]
 
 
 def make_corpus(

@@ -448,7 +448,9 @@ def _pick(fields: dict[str, Any], name: str | None, what: str) -> tuple[str | No
     return None, None
 
 
-def _labels(value: Any) -> list[str]:
+def parse_labels(value: Any) -> list[str]:
+    """Labels from a list of strings (or integers) or a string split on ``;`` or ``|``; a
+    RecordError otherwise."""
     if value is None or value == "":
         return []
     if isinstance(value, str):
@@ -500,7 +502,7 @@ def to_document(
         "text": "\n\n".join(p for p in parts if p) if len(parts) > 1 else parts[0],
         "timestamp": parse_timestamp_ms(timestamp),
         "stream": str(stream),
-        "labels": _labels(labels),
+        "labels": parse_labels(labels),
         "meta": {k: v for k, v in fields.items() if k not in used},
     }
     _check_deliverable(document, max_text_bytes)

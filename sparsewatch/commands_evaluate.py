@@ -29,14 +29,34 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
     default=None,
     help="Corpus file (reuters: default ../shared/data/reuters21578.jsonl.gz; jsonl: required).",
 )
-@click.option("--warmup", type=int, default=1000, show_default=True, help="Warm-up documents.")
-@click.option("--step", "step_size", type=int, default=1000, show_default=True, help="Step size.")
-@click.option("--max-steps", type=int, default=7, show_default=True, help="Steps evaluated.")
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Warm-up documents.",
+)
+@click.option(
+    "--step",
+    "step_size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Step size.",
+)
+@click.option(
+    "--max-steps", type=click.IntRange(min=1), default=7, show_default=True, help="Steps evaluated."
+)
 @click.option(
     "--methods", default=DEFAULT_METHODS, show_default=True, help="Comma-separated method names."
 )
 @click.option(
-    "--docs", "n_docs", type=int, default=8000, show_default=True, help="synthetic: stream length."
+    "--docs",
+    "n_docs",
+    type=click.IntRange(min=1),
+    default=8000,
+    show_default=True,
+    help="synthetic: stream length.",
 )
 @click.option(
     "--kind",
@@ -45,7 +65,9 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
     show_default=True,
     help="synthetic: document length.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="synthetic: seed.")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="synthetic: seed."
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -76,6 +98,10 @@ def evaluate(
     )
     from sparsewatch.replay.synthetic import generate_stream
 
+    names = [n.strip() for n in methods.split(",") if n.strip()]
+    if not names:
+        raise click.BadParameter("name at least one method", param_hint="'--methods'")
+    evaluated = build_methods(names)  # unknown names are an error before the corpus is read
     if corpus == "synthetic":
         docs = generate_stream(n_docs, kind=kind, seed=seed)  # type: ignore[arg-type]
     elif corpus == "reuters":
@@ -86,9 +112,8 @@ def evaluate(
             raise SparsewatchError("--corpus jsonl needs --path")
         docs = load_jsonl(path)
     data = make_corpus(corpus, docs, warmup, step_size, max_steps)
-    names = [n.strip() for n in methods.split(",") if n.strip()]
     result = evaluate_corpus(
-        data, build_methods(names), SharedTfidf(), progress=lambda s: click.echo(s, err=True)
+        data, evaluated, SharedTfidf(), progress=lambda s: click.echo(s, err=True)
     )
     payload = to_json(result)
     if out is not None:
