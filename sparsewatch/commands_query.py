@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparsewatch.cli_types import FiniteFloatRange
+from sparsewatch.cli_types import FiniteFloat
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import mask_url
@@ -215,7 +215,7 @@ ALERT_COLUMNS = (
 @click.option("--kind", "kinds", type=click.Choice(ALERT_KINDS), multiple=True, help="Repeatable.")
 @_streams
 @click.option(
-    "--min-score", type=FiniteFloatRange(), default=None, help="Only alerts scoring at least this."
+    "--min-score", type=FiniteFloat(), default=None, help="Only alerts scoring at least this."
 )
 @_limit
 @_fmt
@@ -286,7 +286,7 @@ DOCUMENT_COLUMNS = (
 @click.option("--since", type=TIME, default=None, help="Event time from (ISO-8601 or relative).")
 @click.option("--until", type=TIME, default=None, help="Event time before.")
 @click.option(
-    "--min-score", type=FiniteFloatRange(), default=None, help="Novelty score at least this."
+    "--min-score", type=FiniteFloat(), default=None, help="Novelty score at least this."
 )
 @_limit
 @_fmt

@@ -1,0 +1,35 @@
+"""Every command's ``--help`` renders, and shows no placeholder of an unset bound or default."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from sparsewatch.cli import cli
+
+
+def _command_paths(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = []
+    for name, command in sorted(group.commands.items()):
+        paths.append((*prefix, name))
+        if isinstance(command, click.Group):
+            paths.extend(_command_paths(command, (*prefix, name)))
+    return paths
+
+
+COMMANDS = _command_paths(cli)
+
+
+def test_the_cli_has_its_commands() -> None:
+    names = {path[0] for path in COMMANDS}
+    assert {"alerts", "documents", "evaluate", "replay", "run", "snapshots", "topics"} <= names
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=" ".join)
+def test_help_renders_without_placeholders(path: tuple[str, ...]) -> None:
+    """``--min-score`` showed ``[x<=None]`` (a range type without bounds)."""
+    result = CliRunner().invoke(cli, [*path, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+    assert "None" not in result.output
