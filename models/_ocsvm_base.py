@@ -37,6 +37,7 @@ from scipy.optimize import brentq
 from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.linear_model import orthogonal_mp_gram
 from sklearn.svm import OneClassSVM
+from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 FloatArray = np.ndarray
@@ -77,8 +78,12 @@ def check_scoring_data(X: object, n_features: int) -> FloatArray:
 
 def _as_matrix(X: object) -> FloatArray:
     """``X`` as a float64 ndarray; scipy.sparse input is densified (these models work on dense,
-    low-dimensional signals: ``np.asarray`` would wrap the sparse object itself)."""
-    X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+    low-dimensional signals: ``np.asarray`` would wrap the sparse object itself). Complex input
+    is refused (the cast dropped the imaginary part with only a warning)."""
+    X = np.asarray(X.toarray() if sp.issparse(X) else X)
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported")
+    X = X.astype(np.float64, copy=False)
     if X.ndim != 2:
         raise ValueError(f"expected a 2-D array (samples x features), got shape {X.shape}")
     if X.shape[0] == 0 or X.shape[1] == 0:
@@ -194,17 +199,38 @@ def _sphere_exact(B: FloatArray, g: FloatArray) -> FloatArray:
     def psi(mu: float) -> float:
         return 1.0 / np.sqrt(max(float(np.sum((b / (mu - s2)) ** 2)), 1e-300)) - 1.0
 
+    hard = _sphere_hard_case(b, s2)
     if psi(lo) >= 0.0:
-        # Hard case: b (numerically) orthogonal to the top singular space and the secular
-        # function stays below 1 on (s_1^2, inf): mu = s_1^2, fill up along the top space.
-        top = s2 >= s2[0] * (1.0 - 1e-12)
-        y = np.zeros_like(b)
-        y[~top] = b[~top] / (s2[0] - s2[~top])
-        y[np.flatnonzero(top)[0]] = np.sqrt(max(0.0, 1.0 - float(y @ y)))
-        return U @ (y / np.linalg.norm(y))
+        return U @ hard
     mu = hi if psi(hi) <= 0.0 else brentq(psi, lo, hi, xtol=1e-15 * hi, rtol=1e-15)
     y = b / (mu - s2)
-    return U @ (y / np.linalg.norm(y))
+    y /= np.linalg.norm(y)
+    # Near the hard case (b's top part at rounding level, not exactly 0) the root mu lies within
+    # rounding of s_1^2 and b_1 / (mu - s_1^2) is noise: keep the better of the two unit vectors.
+    if float(hard @ (s2 * hard) + 2.0 * (b @ hard)) > float(y @ (s2 * y) + 2.0 * (b @ y)):
+        y = hard
+    return U @ y
+
+
+def _sphere_hard_case(b: FloatArray, s2: FloatArray) -> FloatArray:
+    """The trust-region hard-case solution ``y`` (unit norm) of ``max y^T S^2 y + 2 b^T y``.
+
+    Off the top singular space ``y_k = b_k / (s_1^2 - s_k^2)`` (the limit ``mu -> s_1^2``); the
+    rest of the unit norm goes along the top space, in the direction of ``b``'s top part (its
+    sign raises ``2 b^T y``; the first top axis when that part is 0). It is the maximiser when
+    the off-top part has norm at most one and ``b``'s top part vanishes.
+    """
+    top = s2 >= s2[0] * (1.0 - 1e-12)
+    y = np.zeros_like(b)
+    y[~top] = b[~top] / (s2[0] - s2[~top])
+    fill = np.sqrt(max(0.0, 1.0 - float(y @ y)))
+    b_top = np.where(top, b, 0.0)
+    norm_top = float(np.linalg.norm(b_top))
+    if norm_top > 0.0:
+        y += fill * b_top / norm_top
+    else:
+        y[np.flatnonzero(top)[0]] = fill
+    return y / np.linalg.norm(y)
 
 
 def _sphere_power(
@@ -377,13 +403,33 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
         if c is not None and not 0.0 < float(c) < 0.5:
             raise ValueError(f"contamination must be None or in (0, 0.5), got {c}")
 
+    def __sklearn_tags__(self) -> Tags:
+        """scipy.sparse input is accepted (densified, :func:`_as_matrix`)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def fit(self, X: object, y: object = None) -> OCSVMDetectorBase:
-        """Learn the model on rows of ``X`` (unsupervised; ``y`` is ignored)."""
+        """Learn the model on rows of ``X`` (unsupervised; ``y`` is ignored).
+
+        A fit that raises (an invalid parameter such as ``nu``, ``tau`` or ``init``, or data the
+        model cannot be built on) leaves the previously learned state as it was: the learned
+        attributes are set as training goes, so they are restored on failure (the
+        normalisation statistics and ``n_features_in_`` of the failed data were kept before,
+        and the old dictionary scored with them).
+        """
         self._check_contamination()
         X = check_training_data(X, self._sparsity())
-        self.n_features_in_ = int(X.shape[1])
-        self._fit(X)
-        self.decision_scores_ = self.decision_function(X)
+        learned = {k: v for k, v in vars(self).items() if k.endswith("_")}
+        try:
+            self.n_features_in_ = int(X.shape[1])
+            self._fit(X)
+            self.decision_scores_ = self.decision_function(X)
+        except BaseException:
+            for k in [k for k in vars(self) if k.endswith("_")]:
+                delattr(self, k)
+            vars(self).update(learned)
+            raise
         if self.contamination is None:
             self.threshold_ = 0.0
         else:

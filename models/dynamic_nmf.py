@@ -58,6 +58,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils import Tags
 from sklearn.utils.validation import assert_all_finite
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
@@ -87,9 +88,31 @@ class EmergingTopicEvent:
 
 
 def _as_documents(X: np.ndarray | sp.spmatrix) -> sp.csr_matrix:
-    """``X`` as float64 CSR; ``ValueError`` for NaN or infinite entries."""
+    """``X`` as float64 CSR.
+
+    ``ValueError`` for input that is not 2-D (a 1-D array became one document), complex (the
+    cast dropped the imaginary part), with NaN or infinite entries, or with negative entries:
+    only the first time point's NMF refused those, a later one overflowed the solver after the
+    window had been stored and counted. Duplicate stored entries are summed and the indices
+    sorted on a copy: storing the window canonicalised the caller's matrix in place.
+    """
+    if not sp.issparse(X):
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(
+                f"expected a 2-D array (documents x terms), got shape {X.shape}. Reshape your data"
+            )
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported")
     X = sp.csr_matrix(X, dtype=np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
     assert_all_finite(X, input_name="X")
+    if X.data.min(initial=0.0) < 0.0:
+        raise ValueError(
+            "Negative values in data passed to DynamicNMF (it needs non-negative data)"
+        )
     return X
 
 
@@ -152,6 +175,13 @@ class DynamicNMF(BaseEstimator):
         self.n_top_terms = n_top_terms
         self.random_state = random_state
 
+    def __sklearn_tags__(self) -> Tags:
+        """Sparse input is accepted (kept CSR) and must be non-negative."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags
+
     # ------------------------------------------------------------------ public API
     def partial_fit(
         self, X: np.ndarray | sp.spmatrix, y: None = None, vocabulary: list[str] | None = None
@@ -164,9 +194,13 @@ class DynamicNMF(BaseEstimator):
         Sets ``labels_`` (dominant topic id of every row of ``X``; -1 for a row without weight,
         e.g. an empty document) and ``events_`` (the emerging topics of this time point).
         ``vocabulary[j]`` names column ``j`` in the events. ``X`` with NaN or infinite entries
-        raises ``ValueError`` before anything changes.
+        raises ``ValueError`` before anything changes, and so do negative entries and a
+        ``vocabulary`` that does not name every column (it raised ``IndexError`` after the time
+        point had been learned).
         """
         X = _as_documents(X)
+        if vocabulary is not None and len(vocabulary) != X.shape[1]:
+            raise ValueError(f"vocabulary has {len(vocabulary)} terms, X has {X.shape[1]} columns")
         if not hasattr(self, "components_") and 0 in X.shape:
             self.labels_, self.events_ = np.full(X.shape[0], -1, dtype=np.int64), []
             return self
@@ -185,10 +219,7 @@ class DynamicNMF(BaseEstimator):
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
         """Non-negative topic weights of ``X`` on the current topics (``n_samples x K``)."""
-        if not hasattr(self, "components_"):  # no fit method: check_is_fitted would refuse it
-            raise NotFittedError(
-                "This DynamicNMF has no topics yet: call partial_fit with a first time point"
-            )
+        self._check_fitted()
         X = _as_documents(X)
         H = self._pad_topics(X.shape[1])
         return solve_nnls(H.T, np.asarray(X @ H.T).T).T
@@ -204,6 +235,7 @@ class DynamicNMF(BaseEstimator):
         Topics that lose mass are rescaled back onto the simplex; the stored window documents are
         re-indexed the same way (evicted terms dropped).
         """
+        self._check_fitted()
         keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
         H = np.zeros((self.components_.shape[0], n_features))
         H[:, : keep.size] = self.components_[:, keep]
@@ -217,16 +249,31 @@ class DynamicNMF(BaseEstimator):
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Learned state as plain numeric arrays (``np.savez``-able, ``allow_pickle=False``)."""
+        self._check_fitted()
         return {name: np.asarray(getattr(self, name)).copy() for name in self._state_names()}
 
     def set_state(self, state: dict[str, np.ndarray]) -> DynamicNMF:
-        """Restore :meth:`get_state` output on an instance built with the same parameters."""
+        """Restore :meth:`get_state` output on an instance built with the same parameters.
+
+        ``ValueError``, with nothing restored, for a state with missing entries (a ``KeyError``
+        left a mix of both states)."""
+        missing = [name for name in self._state_names() if name not in state]
+        if missing:
+            raise ValueError(f"state is missing {missing}")
         for name in self._state_names():
             value = np.array(state[name])
             setattr(self, name, value if value.ndim else value.item())
         return self
 
     # ------------------------------------------------------------------ window bookkeeping
+    def _check_fitted(self) -> None:
+        """``NotFittedError`` before the first time point (there is no ``fit`` method, so
+        ``check_is_fitted`` would refuse the estimator itself)."""
+        if not hasattr(self, "components_"):
+            raise NotFittedError(
+                "This DynamicNMF has no topics yet: call partial_fit with a first time point"
+            )
+
     @staticmethod
     def _state_names() -> list[str]:
         return [

@@ -62,7 +62,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import check_random_state
+from sklearn.utils import Tags, check_random_state
 from sklearn.utils.validation import assert_all_finite, check_is_fitted
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
@@ -73,9 +73,32 @@ _IS = "itakura-saito"
 
 
 def _as_float(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    """``X`` as float64 (CSR when sparse); ``ValueError`` for NaN or infinite entries."""
-    X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    """``X`` as float64 (CSR when sparse).
+
+    ``ValueError`` for input that is not 2-D (a 1-D array raised ``IndexError``), complex (the
+    cast silently dropped the imaginary part), has NaN or infinite entries, or negative ones
+    (NMF factorises non-negative data; they were learned from silently). Duplicate stored
+    entries of a sparse ``X`` are summed, on a copy (the caller's matrix is left as it is):
+    ``1/2 sum ||v||^2`` is taken from the stored entries, which counted ``a + b`` as ``a^2 + b^2``.
+    """
+    if not sp.issparse(X):
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(
+                f"expected a 2-D array (documents x terms), got shape {X.shape}. Reshape your data"
+            )
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported")
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+    else:
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
     assert_all_finite(X, input_name="X")
+    if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0.0:
+        raise ValueError("Negative values in data passed to OR-NMF (it needs non-negative data)")
     return X
 
 
@@ -147,13 +170,23 @@ class ORNMF(TransformerMixin, BaseEstimator):
         self.max_epochs = max_epochs
         self.random_state = random_state
 
+    def __sklearn_tags__(self) -> Tags:
+        """Sparse input is accepted (kept CSR) and must be non-negative."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags
+
     # ------------------------------------------------------------------ public API
     def fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> ORNMF:
         """Forget any state and run ``max_epochs`` passes of :meth:`partial_fit` over ``X``.
 
-        Invalid ``X`` raises ``ValueError`` before the state is forgotten."""
+        Invalid ``X`` or ``init`` raises ``ValueError`` before the state is forgotten."""
         X = _as_float(X)
         self._check_loss(X)
+        self._check_params()
+        if 0 not in X.shape:
+            self._check_init(X.shape[1])
         self._reset()
         for _ in range(self.max_epochs):
             self.partial_fit(X)
@@ -170,6 +203,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         """
         X = _as_float(X)
         self._check_loss(X)
+        self._check_params()
         if not hasattr(self, "components_"):
             if 0 in X.shape:
                 return self
@@ -203,6 +237,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         new terms with zero weight. Columns of ``W`` that lost mass are rescaled to sum 1 (and
         projected when box bounds apply).
         """
+        check_is_fitted(self, "components_")
         keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
         if keep.size > n_features:
             raise ValueError("keep_index is longer than n_features")
@@ -219,17 +254,29 @@ class ORNMF(TransformerMixin, BaseEstimator):
         return self
 
     def objective(self, X: np.ndarray | sp.spmatrix) -> float:
-        """Mean loss per sample of ``X`` with its optimal coefficients (no regularisers)."""
+        """Mean loss per sample of ``X`` with its optimal coefficients (no regularisers).
+
+        ``ValueError`` for ``X`` without samples (no mean; it raised ``ZeroDivisionError``)."""
         X = _as_float(X)
         H = self.transform(X)
+        if X.shape[0] == 0:
+            raise ValueError("X has no samples: the mean loss per sample is undefined")
         return self._loss(X, H, self._bases_for(X.shape[1])) / X.shape[0]
 
     def get_state(self) -> dict[str, np.ndarray]:
         """Learned state as plain numeric arrays (``np.savez``-able, ``allow_pickle=False``)."""
+        check_is_fitted(self, "components_")
         return {name: np.asarray(getattr(self, name)).copy() for name in self._state_names()}
 
     def set_state(self, state: dict[str, np.ndarray]) -> ORNMF:
-        """Restore :meth:`get_state` output on an instance built with the same parameters."""
+        """Restore :meth:`get_state` output on an instance built with the same parameters.
+
+        ``ValueError``, with nothing restored, for a state with missing entries (a ``KeyError``
+        left a mix of both states).
+        """
+        missing = [name for name in self._state_names() if name not in state]
+        if missing:
+            raise ValueError(f"state is missing {missing}")
         for name in self._state_names():
             value = np.array(state[name])
             setattr(self, name, value if value.ndim else value.item())
@@ -262,6 +309,18 @@ class ORNMF(TransformerMixin, BaseEstimator):
         if self.beta_loss == _IS and (sp.issparse(X) or np.any(X <= 0)):
             raise ValueError("Itakura-Saito OR-NMF needs dense, strictly positive data")
 
+    def _check_params(self) -> None:
+        """``ValueError`` before any state changes for a ``batch_size`` below 1 (0 ran one empty
+        step per sample, so nothing of ``X`` was learned), a ``horizon`` below 1 (the step size
+        raised ``ZeroDivisionError`` after the chunk was accumulated) or an unknown
+        ``nnls_method`` (it ran projected gradient)."""
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be None or >= 1, got {self.batch_size}")
+        if self.horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+        if self.nnls_method not in ("bpp", "pgd"):
+            raise ValueError(f"nnls_method must be 'bpp' or 'pgd', got {self.nnls_method!r}")
+
     def _w_min(self) -> float:
         if self.w_min is not None:
             return self.w_min
@@ -276,8 +335,22 @@ class ORNMF(TransformerMixin, BaseEstimator):
             return project_simplex(W, axis=axis, method="pivot")
         return project_simplex_box(W, self._w_min(), self.w_max, axis=axis)
 
+    def _check_init(self, n_features: int) -> None:
+        """``ValueError`` for an unknown ``init`` or an array not ``n_features x n_components``
+        (it was taken as is: the first step failed in numpy with the bases already set)."""
+        if isinstance(self.init, np.ndarray):
+            shape = (n_features, self.n_components)
+            if self.init.shape != shape:
+                raise ValueError(
+                    f"init has shape {self.init.shape}, expected (n_features, n_components) = "
+                    f"{shape}"
+                )
+        elif self.init not in ("data", "random"):
+            raise ValueError(f"unknown init {self.init!r}")
+
     def _initialise(self, X: np.ndarray | sp.csr_matrix) -> None:
         m, r = X.shape[1], self.n_components
+        self._check_init(m)
         rng = check_random_state(self.random_state)
         if isinstance(self.init, np.ndarray):
             W = np.array(self.init, dtype=np.float64)
@@ -286,10 +359,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
             W = _dense(X[rows]).T.copy()
             W /= np.maximum(W.sum(axis=0), 1e-300)
             W += rng.random((m, r)) * (0.01 / m)
-        elif self.init == "random":
-            W = rng.random((m, r))
         else:
-            raise ValueError(f"unknown init {self.init!r}")
+            W = rng.random((m, r))
         W /= np.maximum(W.sum(axis=0), 1e-300)
         self.components_ = np.ascontiguousarray(self._project(W).T)
         self.n_features_in_ = m
@@ -301,11 +372,19 @@ class ORNMF(TransformerMixin, BaseEstimator):
         self.B_ = np.zeros((m, r))
 
     def _bases_for(self, n_features: int) -> np.ndarray:
+        """Bases (``n_features x r``) for ``X`` of ``n_features`` terms, without changing the model.
+
+        New terms get zero weight, projected onto the box when the feasible set has one: the
+        bases :meth:`resize_features` would make. Under Itakura-Saito the box is ``w >= w_min >
+        0``; zero rows gave ``v / (W h) = inf`` and NaN coefficients.
+        """
         W = self.components_.T
         if n_features < W.shape[0]:
             raise ValueError(f"X has {n_features} features, expected {W.shape[0]}")
         if n_features > W.shape[0]:
             W = np.vstack([W, np.zeros((n_features - W.shape[0], W.shape[1]))])
+            if not self._plain_simplex():
+                W = self._project(W)
         return W
 
     @staticmethod
@@ -567,6 +646,23 @@ class MORNMF(ORNMF):
             random_state=random_state,
         )
         self.buffer_size = buffer_size
+
+    def _check_params(self) -> None:
+        """Also ``ValueError`` for a ``buffer_size`` below 1 (it failed with ``IndexError``)."""
+        super()._check_params()
+        if self.buffer_size < 1:
+            raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
+
+    def set_state(self, state: dict[str, np.ndarray]) -> MORNMF:
+        """Restore :meth:`get_state` output; also ``ValueError``, with nothing restored, when the
+        ring of ``state`` is not ``buffer_size`` slots long (the ring position runs modulo
+        ``buffer_size``: the slots past it were never evicted and kept their statistics)."""
+        if "ring_n_" in state and np.shape(state["ring_n_"]) != (self.buffer_size,):
+            raise ValueError(
+                f"state has a ring of shape {np.shape(state['ring_n_'])}, but buffer_size is "
+                f"{self.buffer_size}"
+            )
+        return super().set_state(state)
 
     def _state_names(self) -> list[str]:
         return [*super()._state_names(), "ring_A_", "ring_B_", "ring_sq_", "ring_n_", "ring_pos_"]

@@ -133,8 +133,11 @@ def solve_nnls(
 
     ``W`` is ``m x r``, ``WtV = W^T V`` is ``r x n``; returns ``H`` (``r x n``) minimising
     ``1/2||V - W H||^2 + alpha_l1 |H|_1 + alpha_l2/2 ||H||^2`` over ``0 <= H <= upper``.
-    Block principal pivoting unless an upper bound is given or ``method="pgd"``.
+    Block principal pivoting unless an upper bound is given or ``method="pgd"``; any other
+    ``method`` raises ``ValueError`` (it ran projected gradient).
     """
+    if method not in ("bpp", "pgd"):
+        raise ValueError(f"method must be 'bpp' or 'pgd', got {method!r}")
     G = W.T @ W
     G = G + (alpha_l2 + 1e-12 * max(float(np.trace(G)), 1.0)) * np.eye(G.shape[0])
     C = WtV - alpha_l1
