@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -22,6 +23,112 @@ def test_defaults_load_and_every_option_is_described() -> None:
     assert config == Config()
     rows = {key: env for key, env, _ in describe()}
     assert rows["detector.initial_atoms"] == "SPARSEWATCH_DETECTOR_INITIAL_ATOMS"
+    # every field of every section is listed, under its TOML key and its variable
+    fields = {f.name for f in dataclasses.fields(Config) if f.name not in _SECTIONS}
+    for section in _SECTIONS:
+        fields |= {f"{section}.{f.name}" for f in dataclasses.fields(getattr(config, section))}
+    assert set(rows) == fields
+    assert all(env == "SPARSEWATCH_" + key.replace(".", "_").upper() for key, env in rows.items())
+
+
+_SECTIONS = ("kafka", "windows", "detector", "anomaly")
+_README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _value(text: str) -> object:
+    """A default as the README writes it (TOML spelling) or as ``describe`` does (``repr``)."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text.strip("'\"")
+
+
+def test_readme_configuration_table_is_the_code() -> None:
+    """The README's table lists every option with its variable and default, and nothing else."""
+    table = {}
+    for line in _README.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].startswith("`SPARSEWATCH_"):
+            table[cells[0].strip("`")] = (cells[1].strip("`"), _value(cells[2].strip("`")))
+    expected = {key: (env, _value(default)) for key, env, default in describe()}
+    assert table == expected
+
+
+def test_the_file_overrides_the_defaults_and_the_environment_overrides_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sparsewatch.toml"
+    path.write_text(
+        'data_dir = "/srv/sw"\nheap_free_limit_mb = 32\n'
+        '[kafka]\nbootstrap_servers = "file:1"\ntopic_prefix = "fromfile"\n'
+        "[detector]\ntopics = false\nnovel_top_q = 0.25\n"
+        '[windows]\nsize = "15m"\n'
+    )
+    env = {
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": "fromenv",
+        "SPARSEWATCH_DETECTOR_TOPICS": "yes",
+        "SPARSEWATCH_WINDOWS_COUNT": "7",
+    }
+    for config in (
+        load_config(path, env=env),
+        load_config(env={**env, "SPARSEWATCH_CONFIG": str(path)}),
+    ):
+        assert config.data_dir == "/srv/sw" and config.heap_free_limit_mb == 32.0
+        assert isinstance(config.heap_free_limit_mb, float)  # a TOML integer for a float option
+        assert config.kafka.bootstrap_servers == "file:1"  # the file, not the default
+        assert config.kafka.topic_prefix == "fromenv"  # the environment wins over the file
+        assert config.detector.topics is True and config.detector.novel_top_q == 0.25
+        assert (config.windows.size, config.windows.count) == ("15m", 7)
+        assert config.kafka.group_id == Config().kafka.group_id  # untouched: the default
+        assert (
+            config.resolved_database_url == f"sqlite:///{Path('/srv/sw').resolve()}/sparsewatch.db"
+        )
+    # an explicit path wins over SPARSEWATCH_CONFIG
+    other = tmp_path / "other.toml"
+    other.write_text('[kafka]\ntopic_prefix = "other"\n')
+    assert load_config(other, env={"SPARSEWATCH_CONFIG": str(path)}).kafka.topic_prefix == "other"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("[kafka]\nnope = 1\n", "unknown configuration key 'kafka.nope'"),
+        ("[nosuchsection]\nx = 1\n", "unknown configuration key 'nosuchsection'"),
+        ("kafka = 3\n", "'kafka' must be a table"),
+        ('[kafka]\npartitions = "4"\n', "'kafka.partitions' must be int, got str"),
+        ("[detector]\ntopics = 1\n", "'detector.topics' must be bool, got int"),
+        ("[detector]\nmax_atoms = true\n", "'detector.max_atoms' must be int, got bool"),
+        ("data_dir = [\n", "is not valid TOML"),
+    ],
+)
+def test_a_malformed_file_is_refused_in_one_line(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "sparsewatch.toml"
+    path.write_text(body)
+    with pytest.raises(SparsewatchError) as err:
+        load_config(path, env={})
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "SPARSEWATCH_DETECTOR_TOPICS",
+            "maybe",
+            "SPARSEWATCH_DETECTOR_TOPICS='maybe' is not a valid bool",
+        ),
+        (
+            "SPARSEWATCH_KAFKA_PARTITIONS",
+            "4.5",
+            "SPARSEWATCH_KAFKA_PARTITIONS='4.5' is not a valid int",
+        ),
+    ],
+)
+def test_a_malformed_variable_is_refused(variable: str, value: str, message: str) -> None:
+    with pytest.raises(SparsewatchError, match=f"^{message}$"):
+        load_config(env={variable: value})
 
 
 def test_initial_atoms_reach_the_detector_model() -> None:
@@ -39,11 +146,15 @@ def test_vocabulary_cap_and_token_length_reach_the_detector_features() -> None:
     )
     features = build_models(config.detector).detector.features
     assert (features.max_features, features.max_token_chars) == (5, 4)
-    features.partial_fit(["alpha beta gamma delta epsilon", "one two six ten red tan"])
-    assert features.n_features_ <= 5
+    texts = ["alpha beta gamma delta epsilon", "red tan fox cat dog owl elk"]
+    features.partial_fit(texts)
+    # 8 distinct tokens of at most 4 characters (beta and 7 three-letter words): 5 are kept
+    assert features.n_features_ == 5
     assert all(len(str(term)) <= 4 for term in features.terms_)
     default = build_models(Config().detector).detector.features
     assert (default.max_features, default.max_token_chars) == (20000, 40)
+    default.partial_fit(texts)
+    assert default.n_features_ == 12  # the defaults keep every one of these tokens
 
 
 def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:

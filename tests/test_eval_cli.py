@@ -34,11 +34,25 @@ def test_evaluate_synthetic_writes_json_and_plots(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     payload = json.loads((tmp_path / "synthetic.json").read_text())
     assert [s["n_docs"] for s in payload["steps"]] == [200, 200]
+    # both classes occur in every step, so every AUC is defined
+    assert all(
+        0 < s["n_novel_none"] <= s["n_novel_any"] < s["n_evaluated"] for s in payload["steps"]
+    )
     assert set(payload["methods"]) == {"nn-exact", "nn-lsh", "l2-batch", "online"}
     for m in payload["methods"].values():
-        assert len(m["time_s"]) == 2
-        assert m["pooled_auc_any"] is None or 0 <= m["pooled_auc_any"] <= 1
-    assert payload["methods"]["online"]["sre"][0] <= 1 + 1e-6
+        assert len(m["time_s"]) == 2 and all(t >= 0 for t in m["time_s"])
+        for rule in ("none", "any"):
+            assert len(m[f"auc_{rule}"]) == 2
+            assert all(0 <= a <= 1 for a in m[f"auc_{rule}"])
+            assert 0 <= m[f"pooled_auc_{rule}"] <= 1
+            assert m[f"pooled_auc_{rule}_se"] > 0
+    # exact nearest neighbour finds the stories the seeded stream brings in after the warm-up
+    assert payload["methods"]["nn-exact"]["pooled_auc_none"] > 0.8
+    # the l1 objective at x = 0 is 1 for a unit-l1 document, so the mean optimum is at most 1
+    assert all(0 <= sre <= 1 + 1e-6 for sre in payload["methods"]["online"]["sre"])
+    assert payload["methods"]["nn-exact"]["sre"] == [None, None]  # no reconstruction
+    printed = json.loads(result.stdout)  # with --out: the summary of what the file holds
+    assert printed["online"]["pooled_auc_any"] == payload["methods"]["online"]["pooled_auc_any"]
     assert (tmp_path / "synthetic_roc.png").stat().st_size > 0
     assert (tmp_path / "synthetic_steps.png").stat().st_size > 0
 
@@ -47,8 +61,13 @@ def test_evaluate_reports_user_errors() -> None:
     runner = CliRunner()
     res = runner.invoke(evaluate, ["--corpus", "jsonl"])
     assert isinstance(res.exception, SparsewatchError)
+    assert str(res.exception) == "--corpus jsonl needs --path"
     res = runner.invoke(evaluate, ["--docs", "50", "--methods", "nope"])
+    assert isinstance(res.exception, SparsewatchError)  # before the too-short corpus is noticed
+    assert str(res.exception).startswith("unknown method(s) ['nope']; choose from ")
+    res = runner.invoke(evaluate, ["--docs", "500", "--methods", "nn-exact"])
     assert isinstance(res.exception, SparsewatchError)
+    assert "need more than the warm-up 1000" in str(res.exception)
 
 
 def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

@@ -53,6 +53,7 @@ def test_a_topic_keywords_separate_it_from_other_topics() -> None:
         if len(d["labels"]) == 1:
             words.setdefault(d["labels"][0], set()).update(d["text"].split())
     topics = sorted(words)
+    assert len(topics) == 6  # every topic has single-topic documents to compare
     vocab_union = set().union(*words.values())
     specific = [words[t] - set().union(*(words[u] for u in topics if u != t)) for t in topics]
     assert all(len(s) >= 5 for s in specific)

@@ -196,7 +196,15 @@ def test_alerts_in_every_format_and_filter(populated, monkeypatch, capsys):
         for r in rows
         if r["kind"] == "novel_document" and r["stream"] == "news" and r["score"] >= 0.5
     ]
+    assert 0 < len(expected) < N_WINDOWS * 4  # the score filter keeps some and drops some
     assert sorted(r["id"] for r in novel) == sorted(r["id"] for r in expected)
+    kinds_two = query(
+        monkeypatch, capsys, url, "alerts", "--kind", "anomaly", "--kind", "emerging_topic",
+        "--limit", "1000",
+    )["json"]  # fmt: skip
+    assert sorted(r["id"] for r in kinds_two) == sorted(
+        r["id"] for r in rows if r["kind"] in ("anomaly", "emerging_topic")
+    )
     assert query(monkeypatch, capsys, url, "alerts", "--limit", "3")["json"] == rows[:3]
 
     recent = query(monkeypatch, capsys, url, "alerts", "--since", "1h", "--limit", "1000")["json"]
@@ -206,10 +214,11 @@ def test_alerts_in_every_format_and_filter(populated, monkeypatch, capsys):
         monkeypatch, capsys, url, "alerts", "--by", "event",
         "--since", "2024-03-01T13:00:00Z", "--until", "2024-03-01T14:00:00", "--limit", "1000",
     )  # fmt: skip
-    assert by_event["json"] and all(
-        r["event_time"].startswith("2024-03-01T13:") for r in by_event["json"]
-    )
+    in_hour = [r for r in rows if r["event_time"].startswith("2024-03-01T13:")]
+    assert in_hour and sorted(r["id"] for r in by_event["json"]) == sorted(r["id"] for r in in_hour)
     assert {r["window_seq"] for r in by_event["json"]} == {1}
+    order = [(r["event_time"], r["score"]) for r in by_event["json"]]  # ordered by event time
+    assert order == sorted(order, reverse=True)
     assert "event time" in by_event["table"]
 
 
@@ -231,12 +240,21 @@ def test_documents_in_every_format_and_filter(populated, monkeypatch, capsys):
     anomalous = query(monkeypatch, capsys, url, "documents", "--anomalies", "--limit", "1000")
     assert all(r["anomaly"] and r["anomaly_score"] is not None for r in anomalous["json"])
     assert len(anomalous["json"]) == N_WINDOWS * len(STREAMS) * 3
+    everything = query(monkeypatch, capsys, url, "documents", "--limit", "1000")["json"]
+    assert len(everything) == N_WINDOWS * len(STREAMS) * N_DOCS
     scored = query(monkeypatch, capsys, url, "documents", "--min-score", "0.9", "--limit", "1000")
-    assert all(r["novelty_score"] >= 0.9 for r in scored["json"])
+    expected = [r for r in everything if r["novelty_score"] >= 0.9]
+    assert 0 < len(expected) < len(everything)
+    assert scored["json"] == expected
     early = query(
         monkeypatch, capsys, url, "documents", "--until", "2024-03-01T12:05:00Z", "--limit", "1000"
     )["json"]
     assert len(early) == 5 * len(STREAMS)
+    late = query(
+        monkeypatch, capsys, url, "documents", "--stream", "news",
+        "--since", "2024-03-01T14:15:00Z", "--limit", "1000",
+    )["json"]  # fmt: skip
+    assert [r["doc_id"] for r in late] == [f"news-2-{i}" for i in range(15, N_DOCS)]
 
 
 def test_topics_in_every_format_and_filter(populated, monkeypatch, capsys):
@@ -262,6 +280,11 @@ def test_topics_in_every_format_and_filter(populated, monkeypatch, capsys):
         "100",
     )["json"]
     assert {r["window_seq"] for r in ranged} == {1, 2} and {r["stream"] for r in ranged} == {"news"}
+    assert len(ranged) == 2 * 3
+    first = query(monkeypatch, capsys, url, "topics", "--to-window", "0", "--limit", "100")["json"]
+    assert len(first) == len(STREAMS) * 3 and {r["window_seq"] for r in first} == {0}
+    strengths = [(r["stream"], r["strength"]) for r in first]  # strongest topic first
+    assert strengths == [(s, float(k)) for s in STREAMS for k in (3, 2, 1)]
 
 
 def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):

@@ -158,8 +158,11 @@ def test_end_of_stream_markers_follow_each_streams_last_document(kafka_bootstrap
 def test_rate_limited_replay_delivers_everything(kafka_bootstrap, topic_name):
     ensure_topics(kafka_bootstrap, {topic_name: 1})
     docs = _generated(n_streams=1, n_docs=20)
-    summary = replay_documents(docs, kafka_bootstrap, topic_name, rate=200.0)
+    summary = replay_documents(docs, kafka_bootstrap, topic_name, rate=20.0)
     assert summary.produced == 20
+    # paced, not sent at once: the 20th document leaves 19 / 20 s after the first (unpaced, the
+    # replay takes 0.05-0.5 s; a lower bound only: a loaded machine may take longer)
+    assert summary.elapsed_s >= 19 / 20
     assert len(consume_all(kafka_bootstrap, topic_name)) == 20
 
 

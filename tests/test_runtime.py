@@ -5,23 +5,29 @@ from __future__ import annotations
 import gc
 import weakref
 
-from threadpoolctl import threadpool_info
+import numpy as np  # loads the BLAS library the workers use, so that there is one to limit
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from sparsewatch.runtime import worker_process
 
 
 def _blas_threads() -> set[int]:
-    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    threads = {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    assert threads, f"no BLAS library loaded (numpy {np.__version__}): nothing was checked"
+    return threads
 
 
 def test_collector_tuned_and_startup_objects_frozen_then_restored() -> None:
     before = gc.get_threshold()
     survivor = [object()]  # exists before: frozen inside, collectable again after
-    with worker_process(blas_threads=1, gc_threshold=12_345):
-        assert gc.get_threshold() == (12_345, *before[1:])
-        assert gc.get_freeze_count() > 0
-        assert not any(obj is survivor for obj in gc.get_objects())  # never walked again
-        assert _blas_threads() <= {1}
+    with threadpool_limits(limits=2, user_api="blas"):  # a known setting to come back to
+        blas_before = _blas_threads()
+        with worker_process(blas_threads=1, gc_threshold=12_345):
+            assert gc.get_threshold() == (12_345, *before[1:])
+            assert gc.get_freeze_count() > 0
+            assert not any(obj is survivor for obj in gc.get_objects())  # never walked again
+            assert _blas_threads() == {1}
+        assert _blas_threads() == blas_before
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
     assert any(obj is survivor for obj in gc.get_objects())
@@ -29,9 +35,11 @@ def test_collector_tuned_and_startup_objects_frozen_then_restored() -> None:
 
 def test_zero_leaves_the_collector_alone() -> None:
     before = gc.get_threshold()
+    blas_before = _blas_threads()
     with worker_process(blas_threads=0, gc_threshold=0):
         assert gc.get_threshold() == before
         assert gc.get_freeze_count() == 0
+        assert _blas_threads() == blas_before  # 0: the library's own setting
     assert gc.get_threshold() == before
 
 

@@ -27,8 +27,8 @@ def dump(store: Store) -> dict[str, list[tuple]]:
     return out
 
 
-def write_window(store: Store, seq: int, n: int = 50, stream: str = "news") -> None:
-    """What the detector worker writes for one window, in one transaction."""
+def write_window(store: Store, seq: int, n: int = 50, stream: str = "news") -> list[dict]:
+    """What the detector worker writes for one window, in one transaction; its documents."""
     rng = np.random.default_rng(seq)
     start = T0 + timedelta(hours=seq)
     docs = [
@@ -97,6 +97,7 @@ def write_window(store: Store, seq: int, n: int = 50, stream: str = "news") -> N
                 }
             ]
         )
+    return docs
 
 
 def test_migrations_from_empty_match_the_schema(database_url):
@@ -300,9 +301,18 @@ def test_snapshot_first_write_wins_and_loads_bit_identical(database_url):
 
 def test_bulk_window_of_a_thousand_documents(database_url):
     with Store.open(database_url) as store:
-        write_window(store, 0, n=1000)
-        assert len(store.documents(limit=None)) == 1000
+        written = write_window(store, 0, n=1000)
+        stored = store.documents(limit=None)
         assert store.windows()[0]["n_documents"] == 1000
+    assert len(stored) == 1000  # every row of the bulk insert, with its own values
+    for got, want in zip(stored, written, strict=True):  # both in event-time order
+        assert got["doc_id"] == want["doc_id"] and got["event_time"] == want["event_time"]
+        assert got["novelty_score"] == float(want["novelty_score"])
+        assert got["reconstruction_error"] == want["reconstruction_error"]
+        assert (got["novel"], got["late"]) == (want["novel"], want["late"])
+        assert got["dominant_topic"] == want["dominant_topic"]
+        assert got["top_atoms"] == want["top_atoms"].tolist()
+        assert (got["labels"], got["text"]) == (want["labels"], want["text"])
 
 
 def test_corrupt_checkpoint_is_detected(database_url):

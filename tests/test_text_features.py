@@ -104,6 +104,7 @@ def test_state_round_trip_is_bit_identical() -> None:
 def test_idf_power(power: float) -> None:
     f = StreamingTfidf(idf_power=power, sublinear_tf=False).partial_fit(["a1 b1", "a1 c1", "a1"])
     P = f.transform(["a1 b1"]).toarray().ravel()
+    assert np.count_nonzero(P) == 2  # a1 and b1
     if power == 0.0:
         np.testing.assert_allclose(P[P > 0], 0.5)
     else:
