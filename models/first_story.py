@@ -25,7 +25,13 @@ from sklearn.preprocessing import normalize
 
 
 def _rows_l2(X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
+    """Rows of ``X`` as unit-l2 CSR rows (zero rows stay zero). Duplicate stored entries of a
+    sparse ``X`` are summed first, on a copy: the norm counted ``a`` and ``b`` as ``a^2 + b^2``
+    instead of ``(a + b)^2``, so cosines exceeded 1 and novelty went negative."""
     X = sp.csr_matrix(X, dtype=np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
     return normalize(X, norm="l2", copy=True) if X.shape[0] else X
 
 
@@ -208,9 +214,12 @@ class LSHFirstStory(BaseEstimator):
         return self
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> LSHFirstStory:
-        """Forget the memory and tables, then store ``X`` (the hyperplanes stay: they depend only
-        on ``random_state`` and the number of columns, whatever the order of growth)."""
-        for name in ("memory_", "table_keys_", "table_docs_"):
+        """Forget everything learned, hyperplanes included, then store ``X``. The hyperplanes are
+        drawn again from ``random_state``: the same ones for the same parameters (they depend only
+        on ``random_state`` and the number of columns, whatever the order of growth), new ones
+        after ``set_params`` changed ``random_state``, ``n_bits`` or ``n_tables`` (kept, they
+        were the old seed's, or of the old width, which failed to reshape into the tables)."""
+        for name in ("memory_", "table_keys_", "table_docs_", "planes_", "rng_"):
             if hasattr(self, name):
                 delattr(self, name)
         return self.partial_fit(X)

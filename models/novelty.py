@@ -53,12 +53,14 @@ without any (no token, or only numbers) scores 0 and is never flagged.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import assert_all_finite, check_is_fitted
 from sparsewatch.models.l1_coding import L1CodingResult, l1_sparse_code
@@ -105,6 +107,13 @@ def _as_columns(X: sp.spmatrix | np.ndarray, dtype: type) -> sp.csc_matrix:
     return P
 
 
+def _nonzero_columns(P: sp.csc_matrix) -> np.ndarray:
+    """Indices of the columns of ``P`` with a non-zero entry (documents with a term): the only
+    ones an atom can be seeded from (a zero column seeds a zero atom, which no document can use
+    and which, at the dictionary's cap, took the place of a real one)."""
+    return np.flatnonzero(np.asarray(abs(P).sum(axis=0)).ravel() > 0)
+
+
 def _truncate_columns(M: np.ndarray, t: int | None) -> np.ndarray:
     """Keep the ``t`` largest entries of every column of a dense matrix (others set to 0)."""
     if t is None or t >= M.shape[0]:
@@ -137,8 +146,8 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     Parameters
     ----------
-    n_components : number of atoms ``k`` at initialisation (at most one per warm-up document, and
-        at most ``max_components`` when the dictionary grows).
+    n_components : number of atoms ``k`` at initialisation (at most one per warm-up document with
+        a term, and at most ``max_components`` when the dictionary grows).
     lam : l1 penalty ``lambda`` of Eq. (3) (coding and scoring).
     beta, tau : OIADMM penalty and step (``None`` = ``1 / (2 Psi_max(X_t))``).
     phi, gamma : Algorithm 5 parameters; coding_tol, coding_max_iter : its stopping rule;
@@ -312,11 +321,13 @@ class OnlineL1NoveltyDetector(BaseEstimator):
             raise ValueError(f"n_components must be >= 1, got {self.n_components}")
         P = _as_columns(X, self.dtype)
         rng = check_random_state(self.random_state)
-        n = P.shape[1]
-        k = min(self.n_components, n)
+        seeds = _nonzero_columns(P)  # atoms come from documents with a term
+        if seeds.size == 0:
+            raise ValueError("no document has a term: there is nothing to seed atoms from")
+        k = min(self.n_components, seeds.size)
         if self.grow_threshold is not None:
             k = min(k, self.max_components)
-        A = self._seed_atoms(P, rng.choice(n, size=k, replace=False))
+        A = self._seed_atoms(P, seeds[rng.choice(seeds.size, size=k, replace=False)])
         codes = None
         for _ in range(self.n_init_iter):
             codes = self._code(P, A, codes).codes
@@ -383,7 +394,10 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         """
         if self.grow_threshold is None:
             return
-        poor = np.flatnonzero(scores > self.grow_threshold)
+        # a document without a term in P (all its terms out of the vocabulary) scores its
+        # out-of-vocabulary mass, but has nothing to seed an atom with
+        poor = _nonzero_columns(P)
+        poor = poor[scores[poor] > self.grow_threshold]
         if poor.size == 0 or poor.size <= self.grow_fraction * scores.size:
             return
         k = self.components_.shape[1]
@@ -408,6 +422,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     def remap_features(self, kept_rows: np.ndarray, n_new: int) -> OnlineL1NoveltyDetector:
         """Apply a vocabulary update (evicted rows dropped, ``n_new`` zero rows appended)."""
+        check_is_fitted(self, "oiadmm_")
         self.oiadmm_.remap_rows(kept_rows, n_new)
         return self
 
@@ -451,9 +466,15 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         if self.flag == "threshold":
             thr = float(self.threshold)
         elif self.flag == "top_q":
+            if not 0 < self.top_q <= 1:
+                raise ValueError(f"top_q must be in (0, 1], got {self.top_q}")
             pool = scores[ok]
-            n_top = int(np.ceil(self.top_q * pool.size))
-            if n_top == 0:
+            # ceil(q n) of the decimal q: in floats q n rounds up (0.07 * 100 = 7.000000000000001
+            # flagged 8 documents), and past n (q > 1) the cut moved down from the top
+            n_top = math.ceil(Fraction(repr(float(self.top_q))) * pool.size)
+            if n_top == 0:  # no document can be novel: the threshold used is inf (and the one
+                # :meth:`Detector.score` applies to late documents until the next window)
+                self.threshold_ = np.inf
                 return np.zeros(scores.size, dtype=bool), np.inf
             thr = float(np.partition(pool, pool.size - n_top)[pool.size - n_top])
             thr = np.nextafter(thr, -np.inf)
@@ -464,6 +485,8 @@ class OnlineL1NoveltyDetector(BaseEstimator):
 
     # ----------------------------------------------------------------- state
     def get_state(self) -> dict[str, np.ndarray]:
+        """Learned state as npz-safe arrays (``NotFittedError`` before :meth:`fit`)."""
+        check_is_fitted(self, "oiadmm_")
         st = self.oiadmm_.get_state()
         st["threshold"] = np.asarray(self.threshold_, dtype=np.float64)
         st["n_windows"] = np.asarray(self.n_windows_, dtype=np.int64)
@@ -632,10 +655,14 @@ class Detector:
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> Detector:
+        """Restore :meth:`get_state` (all of it: a checkpoint of the warm-up, which has no model,
+        leaves the model unfitted even when this detector had already fitted one)."""
         self.features.set_state({k[9:]: v for k, v in state.items() if k.startswith("features.")})
         model = {k[6:]: v for k, v in state.items() if k.startswith("model.")}
         if model:
             self.model.set_state(model)
+        elif self.fitted:
+            self.model = clone(self.model)
         if "warmup_texts" in state:  # checkpoints written before the packed layout
             self._warmup = [str(t) for t in np.asarray(state["warmup_texts"]).tolist()]
         else:

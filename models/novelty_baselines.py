@@ -27,14 +27,16 @@ from sklearn.base import BaseEstimator
 from sklearn.preprocessing import normalize
 from sklearn.utils.validation import assert_all_finite, check_is_fitted
 from sparsewatch.models.l1_coding import l1_sparse_code, weighted_l1_loss
-from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _nonzero_columns
 from sparsewatch.models.oiadmm import l1_dictionary_update
 from sparsewatch.models.projections import project_l1_ball_nonneg
 
 
 def _csc_columns(X: sp.spmatrix | np.ndarray, n_rows: int | None = None) -> sp.csc_matrix:
-    """Documents as l1-normalised columns ``P`` (``m x n``), rows padded to ``n_rows``."""
-    P = normalize(sp.csr_matrix(X, dtype=np.float64), norm="l1").T.tocsc()
+    """Documents as l1-normalised columns ``P`` (``m x n``), rows padded to ``n_rows``; a window
+    without documents gives ``m x 0`` (``normalize`` refuses zero rows)."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    P = (normalize(X, norm="l1") if X.shape[0] else X).T.tocsc()
     if n_rows is not None and P.shape[0] < n_rows:
         P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(n_rows, P.shape[1]))
     return P
@@ -161,7 +163,10 @@ class L2BatchNovelty(BaseEstimator):
         self.P_ = _csc_columns(X)
         rng = np.random.default_rng(self.random_state)
         n = self.P_.shape[1]
-        pick = rng.choice(n, size=min(self.n_components, n), replace=False)
+        seeds = _nonzero_columns(self.P_)
+        if seeds.size == 0:
+            raise ValueError("no document has a term: there is nothing to seed atoms from")
+        pick = seeds[rng.choice(seeds.size, size=min(self.n_components, seeds.size), replace=False)]
         self.components_ = project_l2_ball_nonneg(
             normalize(self.P_[:, pick].T, norm="l2").T.toarray()
         )
@@ -189,8 +194,10 @@ class L2BatchNovelty(BaseEstimator):
         P_new = self._columns(X)
         m = P_new.shape[0]
         A = self._atoms(m)
-        if self.eta > 0:
-            worst = np.argsort(-self.score_samples(X), kind="stable")[: self.eta]
+        seeds = _nonzero_columns(P_new)
+        if self.eta > 0 and seeds.size:
+            scores = self.score_samples(X)[seeds]
+            worst = seeds[np.argsort(-scores, kind="stable")[: self.eta]]
             new_atoms = normalize(P_new[:, worst].T, norm="l2").T.toarray()
             A = np.hstack([A, new_atoms])
         old_p = self.P_
@@ -210,6 +217,7 @@ class L2BatchNovelty(BaseEstimator):
 
     def objective(self) -> float:
         """Sum over stored documents of ``1/2 ||p_i - A x_i||^2 + alpha ||x_i||_1``."""
+        check_is_fitted(self, "components_")
         return float(l2_objective(self.P_, self.components_, self.codes_, self.alpha).sum())
 
     def _columns(self, X: sp.spmatrix | np.ndarray) -> sp.csc_matrix:
@@ -370,9 +378,10 @@ class BatchL1Novelty(BaseEstimator):
         self._pad(P_new.shape[0])
         n_old = self.P_.shape[1]
         codes = self.codes_
-        if self.eta > 0:
+        seeds = _nonzero_columns(P_new)
+        if self.eta > 0 and seeds.size:
             res = self._code(P_new, self.components_)
-            worst = np.argsort(-res.objective, kind="stable")[: self.eta]
+            worst = seeds[np.argsort(-res.objective[seeds], kind="stable")[: self.eta]]
             atoms = project_l1_ball_nonneg(_seed_atoms(P_new, worst, self.atom_terms))
             self.components_ = np.hstack([self.components_, atoms.astype(self.dtype)])
             codes = sp.hstack([codes, sp.csr_matrix((n_old, atoms.shape[1]))], format="csr")
@@ -398,6 +407,7 @@ class BatchL1Novelty(BaseEstimator):
 
     def objective(self) -> float:
         """Eq. (3) summed over the history with the stored codes."""
+        check_is_fitted(self, "components_")
         R = self.P_.toarray() - self.components_ @ self.codes_.T.toarray()
         loss = weighted_l1_loss(R, self.over_weight).sum()
         return float(loss + self.lam * self.codes_.sum())

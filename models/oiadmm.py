@@ -366,12 +366,14 @@ class OIADMM(BaseEstimator):
         if n == 0:  # an empty window: no step, and the dual stays as the last window left it
             return self
         D = _resize_columns(self.dual_, n)
-        psi = psi_max(X)
-        if psi <= 0:  # no document used any atom: nothing moves A; the dual, resized, stays
-            self.dual_ = D
-            self.n_steps_ += 1
-            return self
-        tau = self.tau if self.tau is not None else 1.0 / (2.0 * psi)
+        if self.tau is not None:
+            tau = self.tau
+        else:
+            # X_t = 0 (no document used an atom): tau_t = 1 / (2 Psi_max(X_t)) is undefined, but
+            # the A-update tau_t (Z - E) X_t^T is zero for any tau_t, so tau = 0 takes the same
+            # step; the dual update Delta_{t+1} = Delta_t + beta (P_t - E_{t+1}) still applies
+            psi = psi_max(X)
+            tau = 1.0 / (2.0 * psi) if psi > 0 else 0.0
         self.components_, self.dual_, viol = _oiadmm_step(
             P, X, self.components_, D, self.beta, tau, self.over_weight
         )

@@ -10,12 +10,19 @@ and pad the same rows (:func:`remap_rows`).
 
 Tokenizer (deliberate choices for tweets and news):
 
-* lower case, Unicode-aware words (``\\w`` letters of any script; tokens must contain a letter and
-  have at least two characters; pure numbers are dropped, they are mostly noise in news wires);
-* URLs become one token ``url:<domain>`` (``urls="domain"``), or ``"drop"``;
-* ``#hashtags`` become the bare word (``hashtags="word"``, so ``#quake`` and ``quake`` match), or
-  are kept as ``#tag`` (``"keep"``), or both (``"both"``), or dropped;
+* lower case, Unicode-aware words (``\\w`` letters of any script and the combining marks and
+  zero-width (non-)joiners inside them, so Devanagari, vowelled Arabic or Persian words stay
+  whole; text is NFC-normalised, so a word typed precomposed or decomposed is one token, the dot
+  of a lower-cased Turkish ``İ`` is dropped, and so are soft hyphens; tokens must contain a
+  letter and have at least two characters; pure numbers are dropped, they are mostly noise in
+  news wires);
+* URLs become one token ``url:<domain>`` (``urls="domain"``; the host only: no user, port, query
+  or the sentence's punctuation after it), or ``"drop"``;
+* ``#hashtags`` become the bare word (``hashtags="word"``, so ``#quake`` and ``quake`` match, and a
+  body that would not be a word token, a stop word or one character, is dropped), or are kept as
+  ``#tag`` (``"keep"``), or both (``"both"``), or dropped;
 * ``@mentions`` are kept as ``@user`` (distinct from the word) or dropped (``mentions="drop"``);
+  a ``#`` or ``@`` inside a word (an e-mail address) starts no tag or mention;
 * English stop words (scikit-learn's list) are removed; optional bigrams of adjacent kept tokens;
 * tokens longer than ``max_token_chars`` (default 40) are dropped: a word, the body of a hashtag
   or mention (without ``#``/``@``) or a URL's domain. Such "words" are base64 blobs, hashes or
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,33 +52,72 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 __all__ = ["StreamingTfidf", "remap_rows", "tokenize"]
 
+
+def _combining_marks() -> str:
+    """Character ranges (for a regex class) of the combining marks (Unicode categories Mn, Mc, Me)
+    of the Basic Multilingual Plane that ``\\w`` does not match: Devanagari vowel signs and
+    viramas, Arabic harakat, the accents of decomposed Latin. ``\\w`` alone cut ``हिन्दी`` into
+    nothing and ``समाचार`` into ``सम``. Marks of the supplementary planes (historic scripts such as
+    Brahmi) are left out: a class reaching beyond the BMP is matched by a linear scan of its ranges
+    for every character that is not a word character, which made tokenization 3x slower."""
+    word = re.compile(r"\w")
+    marks = np.array(
+        [
+            c
+            for c in range(0x300, 0x10000)
+            if unicodedata.category(chr(c))[0] == "M" and not word.match(chr(c))
+        ]
+    )
+    runs = np.split(marks, np.flatnonzero(np.diff(marks) != 1) + 1)
+    return "".join(f"{chr(r[0])}-{chr(r[-1])}" for r in runs)
+
+
+# What continues a word without being \w: the combining marks and the zero-width non-joiner and
+# joiner (format characters inside words, UAX #29: Persian writes ``می‌خواهم`` with a non-joiner)
+_MARK = f"[{_combining_marks()}\u200c\u200d]"
+# A word character: \w or one of those (one class: a single-character class repeats fast).
+_WCHAR = rf"[\w{_MARK[1:-1]}]"
 _URL = r"(?:https?://|www\.)[^\s<>\"'\x00]+"
 # two or more word characters, at least one letter; starting only where a run of word characters
-# starts (the lookbehind changes no match: a run whose start fails has no letter, or is a single
-# letter), else the letter lookahead rescans a run of digits from each of its positions: a
-# 20,000-digit blob took 7 s, quadratic in its length
-_WORD = r"(?<!\w)(?=\w*[^\W\d_])\w{2,}(?:'\w+)*"
-_TOKEN = re.compile(rf"({_URL})|([#@]\w+)|({_WORD})|(\x00)", re.UNICODE)
+# starts, after no word character or mark (the lookbehinds change no match: a run whose start
+# fails has no letter, or is a single letter), else the letter lookahead rescans a run of digits
+# from each of its positions: a 20,000-digit blob took 7 s, quadratic in its length
+_WORD = rf"(?<!\w)(?<!{_MARK})(?={_WCHAR}*[^\W\d_]){_WCHAR}{{2,}}(?:'{_WCHAR}+)*"
+# a tag or mention starts where no word does (``bob@example.com`` mentions nobody)
+_TAG = rf"(?<!\w)(?<!{_MARK})[#@]{_WCHAR}+"
+_TOKEN = re.compile(rf"({_URL})|({_TAG})|({_WORD})|(\x00)", re.UNICODE)
 _HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
+# a URL's host: after any user, the run of word characters, dots and hyphens (the path, query,
+# fragment or port end it) up to its last word character, so the sentence's punctuation after it
+# is cut (``(see https://bbc.com).`` names ``bbc.com``); backtracking over the run is linear
+_URL_HOST = re.compile(rf"(?:https?://)?(?:[^/?#@]*@)?(?:www\.)?([\w{_MARK[1:-1]}.-]*{_WCHAR})?")
 _SEP = "\x00"
 
 
 def _special(
-    url: str, tag: str, urls: str, hashtags: str, mentions: str, max_chars: float
+    url: str,
+    tag: str,
+    urls: str,
+    hashtags: str,
+    mentions: str,
+    max_chars: float,
+    stop: frozenset[str],
 ) -> list[str]:
     """Tokens for a URL, a #hashtag or an @mention (none when the domain or tag body is longer
-    than ``max_chars``)."""
+    than ``max_chars``; a hashtag's bare word only when it would be a word token: two characters
+    or more, not in ``stop``)."""
     if url:
         if urls == "drop":
             return []
-        host = re.sub(r"^(?:https?://)?(?:www\.)?", "", url).split("/", 1)[0]
-        return [f"url:{host}"] if len(host) <= max_chars else []
+        host = _URL_HOST.match(url).group(1) or ""
+        return [f"url:{host}"] if host and len(host) <= max_chars else []
     body = tag[1:]
     if len(body) > max_chars or not _HAS_LETTER.search(body):
         return []
     if tag[0] == "@":
         return [] if mentions == "drop" else [tag]
-    return {"word": [body], "keep": [tag], "both": [tag, body], "drop": []}[hashtags]
+    word = [body] if len(body) >= 2 and body not in stop else []
+    return {"word": word, "keep": [tag], "both": [tag, *word], "drop": []}[hashtags]
 
 
 def tokenize(
@@ -91,7 +138,12 @@ def tokenize(
         return []
     stop = frozenset(stop_words or ())
     cap = np.inf if max_token_chars is None else max_token_chars
-    joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower().replace("’", "'")
+    joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower()
+    # NFC after lower-casing (which decomposes ``İ`` into ``i`` + a combining dot, dropped: the
+    # dot of a lower-case ``i``); then ``’`` as ``'``, and soft hyphens (invisible line-break
+    # hints inside words: ``news\u00adpaper`` is ``newspaper``) removed
+    joined = unicodedata.normalize("NFC", joined.replace("i\u0307", "i"))
+    joined = joined.replace("’", "'").replace("\u00ad", "")
     cur: list[str] = []
     docs = [cur]
     for url, tag, word, sep in _TOKEN.findall(joined):
@@ -102,7 +154,7 @@ def tokenize(
             cur = []
             docs.append(cur)
         else:
-            cur.extend(_special(url, tag, urls, hashtags, mentions, cap))
+            cur.extend(_special(url, tag, urls, hashtags, mentions, cap, stop))
     if bigrams:
         docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
     return docs
@@ -277,19 +329,26 @@ class StreamingTfidf(BaseEstimator):
         idf_before = self.idf() if fitted else np.zeros(0)
         n_before = self.n_eff_ if fitted else 0.0
         self._update(docs)
-        idf = None
-        if self.past_idf:  # kept rows keep their past idf; new rows get an unseen term's
-            idf = np.r_[
-                idf_before[self.kept_rows_], np.full(self.n_new_, self._unseen_idf(n_before))
-            ]
-        return self._transform(docs, return_oov, idf)
+        idf = unseen = None
+        if self.past_idf:  # kept rows keep their past idf; new rows get an unseen term's, as do
+            # the window's terms left out of the vocabulary (``min_df_new``, the cap): both are
+            # unseen given the past
+            unseen = self._unseen_idf(n_before)
+            idf = np.r_[idf_before[self.kept_rows_], np.full(self.n_new_, unseen)]
+        return self._transform(docs, return_oov, idf, unseen)
 
     def _unseen_idf(self, n_eff: float) -> float:
         return (np.log(1.0 + n_eff) + 1.0) ** self.idf_power
 
     def _transform(
-        self, docs: list[list[str]], return_oov: bool, idf: np.ndarray | None = None
+        self,
+        docs: list[list[str]],
+        return_oov: bool,
+        idf: np.ndarray | None = None,
+        unseen_idf: float | None = None,
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
+        """Weighted, truncated, l1-normalised columns; ``idf`` per vocabulary row and
+        ``unseen_idf`` for out-of-vocabulary terms (default: the current ones)."""
         if not hasattr(self, "terms_"):
             self._init_state()
         n, m = len(docs), self.terms_.size
@@ -310,7 +369,7 @@ class StreamingTfidf(BaseEstimator):
         C = sp.csc_matrix((np.ones(rows.size), (rows, cols)), shape=(max(n_rows, m), n))
         C.sum_duplicates()
         tf = np.log(C.data) + 1.0 if self.sublinear_tf else C.data
-        idf_new = self._unseen_idf(self.n_eff_)  # an unseen term's idf
+        idf_new = self._unseen_idf(self.n_eff_) if unseen_idf is None else unseen_idf
         idf_known = self.idf() if idf is None else idf
         idf_ext = np.concatenate([idf_known, np.full(C.shape[0] - m, idf_new)])
         C.data = (tf * idf_ext[C.indices]).astype(self.dtype)
