@@ -92,6 +92,9 @@ _HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 # is cut (``(see https://bbc.com).`` names ``bbc.com``); backtracking over the run is linear
 _URL_HOST = re.compile(rf"(?:https?://)?(?:[^/?#@]*@)?(?:www\.)?([\w{_MARK[1:-1]}.-]*{_WCHAR})?")
 _SEP = "\x00"
+_URL_MODES = ("domain", "drop")
+_HASHTAG_MODES = ("word", "keep", "both", "drop")
+_MENTION_MODES = ("keep", "drop")
 
 
 def _special(
@@ -133,7 +136,16 @@ def tokenize(
     """Tokenize many documents with one regular-expression pass over their concatenation.
 
     ``max_token_chars``: longer words, tag bodies and URL domains are dropped (``None``: none).
+    ``urls``, ``hashtags`` and ``mentions`` outside their choices raise ``ValueError`` (they fell
+    back to a default silently, or failed at the first hashtag).
     """
+    for name, value, choices in (
+        ("urls", urls, _URL_MODES),
+        ("hashtags", hashtags, _HASHTAG_MODES),
+        ("mentions", mentions, _MENTION_MODES),
+    ):
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     if not texts:
         return []
     stop = frozenset(stop_words or ())
@@ -179,7 +191,8 @@ class StreamingTfidf(BaseEstimator):
         documents of the window that introduces it (1 = every term).
     max_terms_per_doc : salient-term truncation (keep the largest TF-IDF weights), ``None`` = all.
     idf_power : exponent on the idf (0: plain tf, 1: TF-IDF; between: damped rare terms).
-    sublinear_tf, bigrams, stop_words ("english" or None), urls, hashtags, mentions : see module.
+    stop_words : "english" (scikit-learn's list), None, or a list of words.
+    sublinear_tf, bigrams, urls, hashtags, mentions : see module.
     max_token_chars : longer tokens (words, hashtag/mention bodies, URL domains) are dropped;
         ``None`` keeps them all (see module: they would pad every entry of ``terms_``).
     dtype : float type of the matrices.
@@ -206,7 +219,7 @@ class StreamingTfidf(BaseEstimator):
         sublinear_tf: bool = True,
         idf_power: float = 1.0,
         bigrams: bool = False,
-        stop_words: str | None = "english",
+        stop_words: str | Sequence[str] | None = "english",
         urls: str = "domain",
         hashtags: str = "word",
         mentions: str = "keep",
@@ -230,12 +243,28 @@ class StreamingTfidf(BaseEstimator):
         self.past_idf = past_idf
 
     # ------------------------------------------------------------------ tokens
+    def _stop_words(self) -> frozenset[str] | None:
+        """``"english"`` (scikit-learn's list), ``None``, or the given words (lower-cased, as the
+        tokens are); a list of words was silently ignored before, removing none."""
+        if self.stop_words is None:
+            return None
+        if isinstance(self.stop_words, str):
+            if self.stop_words != "english":
+                raise ValueError(
+                    f"stop_words must be 'english', None or a list of words, got "
+                    f"{self.stop_words!r}"
+                )
+            return ENGLISH_STOP_WORDS
+        words = list(self.stop_words)
+        if not all(isinstance(w, str) for w in words):
+            raise ValueError("stop_words must be 'english', None or a list of words")
+        return frozenset(w.lower() for w in words)
+
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         """Tokens of every text, with this estimator's tokenizer settings."""
-        stop = ENGLISH_STOP_WORDS if self.stop_words == "english" else None
         return tokenize(
             list(texts),
-            stop_words=stop,
+            stop_words=self._stop_words(),
             bigrams=self.bigrams,
             urls=self.urls,
             hashtags=self.hashtags,
