@@ -7,14 +7,14 @@ deduplicating re-sent messages by their index — and processes a window as soon
 of it (its messages claiming the same window size ``n``) is complete. A window has a second
 version when the detector crashed while flushing it and recomputed it differently on restart (a
 window closed by the idle timer may close later, with more documents); the complete version is
-processed and the other versions' messages go to the dead letters with the reason. Because a
-stream's windows are flushed in order, a window still incomplete when a later window, all of whose
-messages came after it, completes can never complete: its messages go to the dead letters rather
-than holding back the stream, and the resume offset, for ever (while their messages interleave, as
-when a detector that lost its partition still sends while the new owner re-sends, the later window
-waits). Likewise for a later window all of whose messages came before a window that completes
-(such as a stray message with a window number far ahead): the detector sends a window only after
-the earlier ones. Windows are then processed in order:
+processed and the other versions' messages (re-sent copies included) go to the dead letters
+with the reason. Because a stream's windows are flushed in order, a window still incomplete when a
+later window, all of whose messages came after it, completes can never complete: its messages go
+to the dead letters rather than holding back the stream, and the resume offset, for ever (while
+their messages interleave, as when a detector that lost its partition still sends while the new
+owner re-sends, the later window waits). Likewise for a later window all of whose messages came
+before a window that completes (such as a stray message with a window number far ahead): the
+detector sends a window only after the earlier ones. Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
@@ -63,8 +63,10 @@ MAX_WINDOW_SEQ = 2**63 - 1
 
 log = logging.getLogger(__name__)
 
+# A message received: the document, its partition and its offset.
+_Received = tuple["ScoredDocument", int, int]
 # Per window sequence number, per claimed window size n: the messages received, by index.
-_Versions = dict[int, dict[int, tuple["ScoredDocument", int, int]]]
+_Versions = dict[int, dict[int, _Received]]
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,10 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
     document id obey the detector's rules for its input (:func:`string_field`), the event time
     its range, and the window number fits the checkpoint's int64: a value that passed here and
     failed later, when stored, would stop the worker on every restart."""
+    if payload is None:  # (its dead letter's payload is empty: the reason tells it from b"")
+        raise InvalidMessageError("bad scores message: empty message (null value)")
     try:
-        msg = json.loads(payload or b"")
+        msg = json.loads(payload)
         if not isinstance(msg, dict):
             raise TypeError(f"a JSON {type(msg).__name__}, not an object")
         doc = ScoredDocument(
@@ -111,7 +115,7 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
             int(msg["n"]),
             int(msg["timestamp"]),
             representation(msg),
-            payload or b"",
+            payload,
         )
     except InvalidMessageError as exc:
         raise InvalidMessageError(f"bad scores message: {exc.reason}") from None
@@ -162,6 +166,9 @@ class AnomalyStreamState:
         self.center = np.zeros(N_FEATURES)
         self.scale = np.zeros(N_FEATURES)
         self._pending: dict[int, _Versions] = {}
+        # Further copies of pending messages (same window, size and index), by (window, size):
+        # ignored if their version is processed, dead letters with it if it is dropped.
+        self._copies: dict[tuple[int, int], list[_Received]] = {}
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
@@ -178,7 +185,10 @@ class AnomalyStreamState:
         if item.window_seq <= self.last_seq:
             return []  # re-sent after a detector restart: already processed
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
-        version.setdefault(item.index, (item, partition, offset))
+        if item.index in version:  # re-sent by a restarted detector: changes no version
+            self._copies.setdefault((item.window_seq, item.n), []).append((item, partition, offset))
+            return []
+        version[item.index] = (item, partition, offset)
         if len(version) < item.n:
             return []
         outputs, dead = [], []
@@ -187,6 +197,7 @@ class AnomalyStreamState:
             n = self._complete_size(head)
             if n is not None:
                 docs = self._pending[head].pop(n)
+                self._copies.pop((head, n), None)
                 dead += self._drop(head, f"superseded by its complete version of {n} documents")
                 first = min(o for (_, _, o) in docs.values())
                 for seq in [s for s in self._pending if self._offsets(s)[1] < first]:
@@ -215,6 +226,7 @@ class AnomalyStreamState:
         """Forget what is left pending of window ``seq`` (see the module docstring): its
         messages become dead letters with the reason."""
         versions = self._pending.pop(seq)
+        received = [r for n, docs in versions.items() for r in self._received(seq, n, docs)]
         rows = [
             {
                 "partition": p,
@@ -222,8 +234,7 @@ class AnomalyStreamState:
                 "reason": f"scores message of window {seq} ({item.n} documents) not used: {why}",
                 "payload": item.raw,
             }
-            for docs in versions.values()
-            for (item, p, o) in docs.values()
+            for (item, p, o) in sorted(received, key=lambda r: r[2])
         ]
         if rows:
             log.warning(
@@ -235,12 +246,21 @@ class AnomalyStreamState:
             )
         return rows
 
+    def _received(self, seq: int, n: int, docs: dict[int, _Received]) -> list[_Received]:
+        """Every message of version ``n`` of window ``seq``, copies included (forgotten here)."""
+        return list(docs.values()) + self._copies.pop((seq, n), [])
+
     def _fit(self) -> None:
         """Fit on the standardised reference set; constant features are left out (DL-OCSVM
-        refuses them), and with no varying feature there is no model yet."""
-        center = self.reference.mean(axis=0)
-        scale = self.reference.std(axis=0)
-        scale[scale < 1e-9] = 0.0
+        refuses them), as are features whose spread overflows (finite values as large as an
+        outside producer may send), and with no usable feature there is no model yet."""
+        # Constant: no spread at all (what DL-OCSVM refuses; the rounding of a large constant's
+        # mean leaves its std above zero) or a tiny one; a spread that overflows is no use either.
+        with np.errstate(over="ignore", invalid="ignore"):
+            center = self.reference.mean(axis=0)
+            scale = self.reference.std(axis=0)
+            usable = (np.ptp(self.reference, axis=0) > 0) & (scale >= 1e-9) & np.isfinite(scale)
+        scale[~usable] = 0.0
         self.since_fit = 0
         if not scale.any():
             self.model = None
@@ -295,17 +315,15 @@ class AnomalyStreamState:
             calls.append(("insert_alerts", (alerts,)))
         return Output(calls, n_documents=len(docs), novel=int(flags.sum()), closed_at=t0)
 
-    def close_idle(self, now: float, caught_up: bool) -> list[Output]:
+    def close_idle(self, silent_until: float) -> list[Output]:
         return []
 
     def min_buffered_offset(self, partition: int) -> int | None:
-        offsets = [
-            o
-            for versions in self._pending.values()
-            for docs in versions.values()
-            for (_, p, o) in docs.values()
-            if p == partition
+        received = [
+            r for versions in self._pending.values() for d in versions.values() for r in d.values()
         ]
+        received += [r for copies in self._copies.values() for r in copies]
+        offsets = [o for (_, p, o) in received if p == partition]
         return min(offsets) if offsets else None
 
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

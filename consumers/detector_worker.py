@@ -100,8 +100,7 @@ class DetectorStreamState:
             self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
             self.models.set_state({k[7:]: v for k, v in state.items() if k.startswith("models.")})
 
-    def _output(self, window: ClosedWindow) -> Output:
-        closed_at = time.perf_counter()
+    def _output(self, window: ClosedWindow, closed_at: float) -> Output:
         comp = process_window(self.models, window, self.config.detector)
         return Output(
             _store_calls(comp),
@@ -121,18 +120,22 @@ class DetectorStreamState:
             self._late.append(Buffered(item, partition, offset))
         return self._outputs(closed)
 
-    def close_idle(self, now: float, caught_up: bool) -> list[Output]:
-        if not caught_up:
-            self.windows.last_activity = now
-        return self._late_output() + self._outputs(self.windows.close_if_idle(now))
+    def close_idle(self, silent_until: float) -> list[Output]:
+        """The late documents waiting, and the windows of a stream silent for the idle timeout
+        from its last document until ``silent_until`` (see
+        :meth:`~sparsewatch.consumers.worker.StreamState.close_idle`)."""
+        return self._late_output() + self._outputs(self.windows.close_if_idle(silent_until))
 
     def _outputs(self, closed: list[ClosedWindow]) -> list[Output]:
         """The late documents waiting, then the windows that ``closed``: a late document is scored
         by the model as it was when it arrived, whatever the batch boundaries (determinism on
-        replay), and goes into the same transaction as the first window closed after it."""
+        replay), and goes into the same transaction as the first window closed after it. The
+        windows closed together share their close time: a window's latency includes the
+        computation of those before it."""
         if not closed:
             return []
-        return self._late_output() + [self._output(w) for w in closed]
+        closed_at = time.perf_counter()
+        return self._late_output() + [self._output(w, closed_at) for w in closed]
 
     def _late_output(self) -> list[Output]:
         """Late documents since the last call, scored against the current model."""

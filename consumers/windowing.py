@@ -8,6 +8,8 @@ closed windows. Two kinds of window:
   minus ``allowed_lateness_ms``; every open window whose end is at or before the watermark closes,
   oldest first. A document whose window has already closed is *late*: it is handed back to be scored
   against the current model and stored with a ``late`` flag, never buffered and never learned from.
+  A window the watermark has passed is closed whether or not a document of it had arrived, so a
+  document of an empty window between two others is late too, not a window of its own.
 * **count** (``count``): consecutive documents of the stream in arrival order, ``count`` at a time.
 
 Either kind also closes every open window when the stream has been idle (no document) for
@@ -99,7 +101,7 @@ class StreamWindower:
             return self._add_count(item), "buffered"
         size = int(self.spec.size_ms or 0)
         seq = item.doc.timestamp_ms // size
-        if seq * size < self.closed_until_ms:
+        if seq * size < self.closed_until_ms or self._passed(seq):
             return [], "late"
         self._open.setdefault(seq, []).append(item)
         self.watermark_ms = max(self.watermark_ms, item.doc.timestamp_ms)
@@ -122,10 +124,14 @@ class StreamWindower:
         self.count_next_offset = max(b.offset for b in items) + 1
         return window
 
-    def _close_passed(self) -> list[ClosedWindow]:
+    def _passed(self, seq: int) -> bool:
+        """Whether the watermark has passed the end of time window ``seq`` (it is closed then,
+        even if no document of it had arrived: a gap between the windows seen)."""
         size = int(self.spec.size_ms or 0)
-        limit = self.watermark_ms - self.spec.allowed_lateness_ms
-        ready = sorted(seq for seq in self._open if (seq + 1) * size <= limit)
+        return (seq + 1) * size <= self.watermark_ms - self.spec.allowed_lateness_ms
+
+    def _close_passed(self) -> list[ClosedWindow]:
+        ready = sorted(seq for seq in self._open if self._passed(seq))
         return [self._pop_time_window(seq, "watermark") for seq in ready]
 
     def _pop_time_window(self, seq: int, closed_by: str) -> ClosedWindow:

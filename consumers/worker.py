@@ -96,7 +96,11 @@ class StreamState(Protocol):
         stream (it goes to the dead letters)."""
         ...
 
-    def close_idle(self, now: float, caught_up: bool) -> list[Output]: ...
+    def close_idle(self, silent_until: float) -> list[Output]:
+        """The outputs of the windows a stream idle (no message of it read) from its last one
+        until ``silent_until`` closes: everything its partition held then has been read (see
+        :meth:`WorkerLoop._lagging_partitions`), so its next message cannot be in a backlog."""
+        ...
 
     def min_buffered_offset(self, partition: int) -> int | None: ...
 
@@ -137,6 +141,23 @@ def _dead_letter(msg: Message, exc: Exception) -> dict[str, Any]:
 class _Partition:
     streams: set[str] = field(default_factory=set)
     next_offset: int | None = None
+    # The latest time at which everything the partition then held has been read since; the
+    # high watermarks seen while behind, with when, until read up to.
+    read_up_to_at: float = float("-inf")
+    highs: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def observe_lag(self, now: float, lag: int) -> None:
+        """Note that ``lag`` messages are left to read at ``now`` (after the batch read)."""
+        while self.highs and self.next_offset is not None and self.highs[0][1] <= self.next_offset:
+            self.read_up_to_at = self.highs.popleft()[0]
+        if lag == 0:
+            self.read_up_to_at = now
+            self.highs.clear()
+        elif self.next_offset is not None:
+            high = self.next_offset + lag
+            while self.highs and self.highs[-1][1] >= high:
+                self.highs.pop()  # it held no more at ``now``: the later time says more
+            self.highs.append((now, high))
 
 
 @dataclass
@@ -249,6 +270,8 @@ class WorkerLoop:
                 if batch or self._lagging_partitions(now) or not self._partitions:
                     quiet_since = now
                 self._process(batch, now)
+                if self._in_flight is not None and self._in_flight.done.ready():
+                    self._wait_written()  # account for it now, not at the next transaction
                 if busy and not batch:  # the input went quiet: give freed heap memory back
                     release_free_heap()
                 busy = bool(batch)
@@ -377,9 +400,10 @@ class WorkerLoop:
                 self._commit(produced, dead)
                 dead, pending = [], False
                 self.heap_bound.check()
-        lagging = self._lagging_partitions(now)
+        self._lagging_partitions(now)
         for stream, state in self._states.items():
-            idle = state.close_idle(now, self._stream_partition.get(stream) not in lagging)
+            part = self._partitions.get(self._stream_partition.get(stream, -1))
+            idle = state.close_idle(part.read_up_to_at if part else float("-inf"))
             self._count_windows(stream, idle, forced=True)
             outputs += idle
         if outputs or dead or pending:
@@ -399,12 +423,18 @@ class WorkerLoop:
             self._forced.discard(stream)
 
     def _lagging_partitions(self, now: float) -> set[int]:
-        """Partitions whose silence is not their streams' idleness.
+        """Partitions whose silence is not their streams' idleness; each partition learns when
+        it was last read up to (:attr:`_Partition.read_up_to_at`).
 
         A partition with a backlog left to read, or any partition while the broker was unreachable
-        within the last ``BROKER_GRACE_S``: idle windows close only on the others, which keeps
-        replays, crash recoveries and broker restarts deterministic. The known lags also go to
-        the consumer-lag metric.
+        within the last ``BROKER_GRACE_S``, is lagging. A stream's windows close by the idle timer
+        only once its partition has been read up to what it held ``idle_timeout_s`` after the
+        stream's last message (known from the high watermarks seen while behind; nothing is
+        learned while the broker is unreachable): the stream's next message is then in no
+        backlog, which keeps replays, crash recoveries and broker restarts deterministic, and a
+        busy stream sharing the partition, whose messages arrive while windows are computed and
+        leave it behind at most checks, cannot keep a quiet stream's windows open. The known lags
+        also go to the consumer-lag metric.
         """
         if self._consumer is None:
             return set()
@@ -412,6 +442,9 @@ class WorkerLoop:
             return set(self._partitions)
         lag = self._consumer.lag()
         self.metrics.set_lag({tp: n for tp, n in lag.items() if n is not None})
+        for (_, p), n in lag.items():
+            if n is not None and p in self._partitions:
+                self._partitions[p].observe_lag(now, n)
         return {p for (_, p), n in lag.items() if n is None or n > 0}
 
     def _resume_offsets(self, clean: AbstractSet[str] = frozenset()) -> dict[int, int]:

@@ -101,9 +101,12 @@ class WriteJob:
 
 class Pending(Protocol):
     """A job handed to a writer; ``result()`` waits for its commit and returns its
-    ``time.perf_counter()`` (CLOCK_MONOTONIC: comparable across the worker's processes)."""
+    ``time.perf_counter()`` (CLOCK_MONOTONIC: comparable across the worker's processes);
+    ``ready()`` says, without waiting, whether ``result()`` would return (or raise) at once."""
 
     def result(self) -> float: ...
+
+    def ready(self) -> bool: ...
 
 
 class Writer(Protocol):
@@ -228,6 +231,9 @@ class _ThreadPending:
         except Exception as exc:  # the same error as from the process writer
             raise WriterError(f"{type(exc).__name__}: {exc}") from exc
 
+    def ready(self) -> bool:
+        return self._future.done()
+
 
 class _ProcessPending:
     def __init__(self, writer: ProcessWriter) -> None:
@@ -241,6 +247,9 @@ class _ProcessPending:
         if status != "ok":
             raise WriterError(value)
         return float(value)
+
+    def ready(self) -> bool:
+        return self._outcome is not None or self._writer._answered()
 
 
 class ProcessWriter:
@@ -281,6 +290,13 @@ class ProcessWriter:
         if self._pending is not None and self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._process.pid, signal.SIGUSR1)
+
+    def _answered(self) -> bool:
+        """Whether the child answered the job in flight, or died (nothing to wait for then)."""
+        try:
+            return self._conn.poll(0) or self._process.poll() is not None
+        except OSError:  # the socket is closed: result() raises at once
+            return True
 
     def _receive(self) -> tuple[str, Any]:
         self._pending = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from sparsewatch.consumers.detector_worker import DetectorStreamState
-from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.messages import EndOfStream, parse_document
 from sparsewatch.replay.synthetic import generate_stream
 
 from sparsewatch.config import load_config
@@ -50,7 +50,7 @@ def _run(batch_boundary_after_late: bool) -> tuple[list, DetectorStreamState]:
     # Until it is handed over, the late document is where a restart must re-read from.
     assert state.min_buffered_offset(1) == 0
     if batch_boundary_after_late:
-        outputs += state.close_idle(now=0.0, caught_up=True)  # a poll batch ends here
+        outputs += state.close_idle(silent_until=0.0)  # a poll batch ends here
         assert state.min_buffered_offset(1) is None
     outputs += state.add(closer[0], 0, n, now=0.0)
     return outputs, state
@@ -78,3 +78,18 @@ def test_late_document_is_scored_by_the_model_it_arrived_to_whatever_the_batches
     assert kinds == [True, False] and plain[-1].is_window
     # Once handed over it no longer holds back the resume offset.
     assert state.min_buffered_offset(1) is None
+
+
+def test_windows_closed_together_share_their_close_time():
+    """One end-of-stream marker closes three windows: each one's latency (close to commit) starts
+    when they closed, not when the worker got round to computing it after the others."""
+    raw = generate_stream(30, kind="tweet", stream="s", seed=3)
+    t0 = 1_767_225_600_000
+    env = {"SPARSEWATCH_WINDOWS_SIZE": "1h", "SPARSEWATCH_WINDOWS_ALLOWED_LATENESS": "1d"}
+    state = DetectorStreamState("s", load_config(env=env), None)
+    for i, d in enumerate(raw):
+        doc = parse_document(json.dumps({**d, "timestamp": t0 + (i // 10) * HOUR_MS}).encode())
+        assert state.add(doc, 0, i, now=0.0) == []  # the lateness keeps all three open
+    outputs = state.add(EndOfStream("s"), 0, len(raw), now=0.0)
+    assert [out.n_documents for out in outputs] == [10, 10, 10]
+    assert len({out.closed_at for out in outputs}) == 1

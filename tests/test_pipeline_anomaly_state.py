@@ -115,6 +115,14 @@ def test_a_scores_message_that_is_not_an_object_is_refused():
         parse_scored(b"[1, 2]")
 
 
+def test_a_null_scores_message_is_refused_as_null_not_as_empty_bytes():
+    """Its dead letter's payload is stored as b"": the reason is what tells the two apart."""
+    with pytest.raises(InvalidMessageError, match=r"empty message \(null value\)"):
+        parse_scored(None)
+    with pytest.raises(InvalidMessageError, match="JSONDecodeError"):
+        parse_scored(b"")
+
+
 def test_the_largest_window_number_is_processed_and_checkpointed():
     state = AnomalyStreamState("s", _config(), None)
     top = MAX_WINDOW_SEQ
@@ -228,3 +236,46 @@ def test_a_stray_window_far_ahead_is_dead_lettered_once_a_window_sent_after_it_c
     assert _window(state, 1, 2, offset0=6, indices=[1]) == ([2], [])
     assert _window(state, 2, 2, offset0=7, indices=[1]) == ([2], [])
     assert state.last_seq == 2 and state.min_buffered_offset(0) is None
+
+
+def test_copies_of_a_dead_lettered_version_are_dead_lettered_with_it():
+    """A detector that crashed twice while sending window 0 re-sent some of its messages before
+    closing it with another size: every copy of the abandoned version is a dead letter, none is
+    lost (consumed past, in neither the DLQ nor SQL)."""
+    state = AnomalyStreamState("s", _config(), None)
+    assert _window(state, 0, 5, offset0=0, indices=[0, 1]) == ([], [])
+    assert _window(state, 0, 5, offset0=2, indices=[0, 1, 2]) == ([], [])  # 0 and 1 again
+    assert state.min_buffered_offset(0) == 0
+    windows, dead = _window(state, 0, 7, offset0=5)
+    assert windows == [7]
+    assert sorted(offset for offset, _, _ in dead) == [0, 1, 2, 3, 4]
+    assert state.min_buffered_offset(0) is None
+    # copies of the version that completes are deduplicated, not dead-lettered
+    assert _window(state, 1, 3, offset0=20, indices=[0, 1, 0, 2]) == ([3], [])
+    # copies of an incomplete window dropped because a later one completed
+    assert _window(state, 2, 4, offset0=30, indices=[0, 0, 1]) == ([], [])
+    windows, dead = _window(state, 3, 2, offset0=40)
+    assert windows == [2] and [offset for offset, _, _ in dead] == [30, 31, 32]
+    assert state.min_buffered_offset(0) is None
+
+
+@pytest.mark.parametrize(
+    "score",
+    [
+        lambda i: 123456789.123,  # constant, but its std rounds to 1.5e-8, above the cut-off
+        lambda i: 1e200 if i % 2 else -1e200,  # finite, but its variance overflows
+    ],
+    ids=["large-constant", "overflowing-spread"],
+)
+def test_a_feature_the_model_cannot_use_is_left_out_instead_of_stopping_the_worker(score):
+    """Finite scores messages whose feature DL-OCSVM refused after the standardisation stopped
+    the worker with a ValueError, on every restart (the same messages are read again)."""
+    state = AnomalyStreamState("s", _config(), None)
+    outputs = []
+    for seq in range(4):
+        for i in range(20):
+            msg = {**json.loads(_msg(seq, i, 20, 0.5, 1 + i % 3)), "score": score(i)}
+            outputs += state.add(parse_scored(json.dumps(msg).encode()), 0, 0, now=0.0)
+    assert len(outputs) == 4 and state.model is not None
+    assert state.scale[0] == 0.0  # the score is left out
+    assert all(np.isfinite(state.scale))

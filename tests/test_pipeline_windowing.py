@@ -23,10 +23,15 @@ def test_time_windows_partition_the_stream(times, size, lateness):
     w = StreamWindower("s", WindowSpec(size_ms=size, allowed_lateness_ms=lateness))
     closed, late, closed_until = [], [], -1
     for i, ts in enumerate(times):
+        watermark = w.watermark_ms
         windows, status = w.add(_item(i, ts), now=0.0)
         if status == "late":
-            assert ts < w.closed_until_ms  # its window had already closed
+            # its window had already closed, or the watermark had passed it
+            end = (ts // size + 1) * size
+            assert ts < w.closed_until_ms or end <= watermark - lateness
             late.append(i)
+        else:
+            assert (ts // size + 1) * size > watermark - lateness  # on time
         for win in windows:
             assert win.start_ms >= closed_until  # closes in order, never reopens
             closed_until = win.end_ms
@@ -38,6 +43,23 @@ def test_time_windows_partition_the_stream(times, size, lateness):
     seen = [b.offset for win in closed for b in win.items]
     assert sorted(seen + late) == list(range(len(times)))
     assert w.n_buffered == 0
+
+
+def test_document_of_a_window_the_watermark_passed_is_late_even_if_none_came_before():
+    w = StreamWindower("s", WindowSpec(size_ms=10))
+    assert w.add(_item(0, 5), now=0.0)[1] == "buffered"
+    closed, _ = w.add(_item(1, 100), now=0.0)  # the watermark passes windows 0..9
+    assert [c.seq for c in closed] == [0]
+    # Windows 1..9 were empty when the watermark passed them: their stragglers are late, like
+    # those of window 0, instead of each becoming a window of one document, learned from.
+    assert w.add(_item(2, 50), now=0.0) == ([], "late")
+    assert w.add(_item(3, 15), now=0.0) == ([], "late")
+    assert w.add(_item(4, 99), now=0.0) == ([], "late")  # window 9 ends at the watermark
+    assert w.add(_item(5, 105), now=0.0) == ([], "buffered")  # window 10, open
+    lenient = StreamWindower("s", WindowSpec(size_ms=10, allowed_lateness_ms=30))
+    lenient.add(_item(0, 100), now=0.0)
+    assert lenient.add(_item(1, 70), now=0.0) == ([], "buffered")  # within the lateness
+    assert lenient.add(_item(2, 69), now=0.0) == ([], "late")  # window 6 ends at 70 = 100 - 30
 
 
 def test_count_windows_and_restart_skip():

@@ -1,0 +1,87 @@
+"""The metrics of a committed transaction are served once it is committed, not at the next one.
+
+The worker accounted for a write-behind transaction (documents, windows, novelty, window latency,
+dead letters; and its offsets committed to Kafka) only when it waited for it, which is before the
+next transaction or at shutdown: after the last window of a burst, or after a lone malformed
+message, the endpoint kept showing the counts from before it for as long as the input stayed quiet.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from prometheus_client import REGISTRY
+from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.messages import EndOfStream
+from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.store import Store
+from sqlalchemy import text
+
+from sparsewatch.config import load_config
+from sparsewatch.runner import build_worker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _metric(name: str) -> float:
+    return REGISTRY.get_sample_value(name, {"worker": "detector"}) or 0.0
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_metrics_count_a_transaction_once_it_is_committed(kafka_bootstrap, tmp_path, writer):
+    prefix = f"metrics-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'metrics.db'}"
+    config = load_config(
+        env={
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+            "SPARSEWATCH_KAFKA_PARTITIONS": "1",
+            "SPARSEWATCH_DATABASE_URL": url,
+            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "600",
+            "SPARSEWATCH_WRITER": writer,
+            "SPARSEWATCH_ANOMALY_ENABLED": "false",
+        }
+    )
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    producer = make_producer(kafka_bootstrap)
+    docs = generate_stream(30, kind="tweet", stream="s", seed=1)
+    for doc in docs:
+        producer.produce(topic, key=b"s", value=json.dumps(doc).encode())
+    producer.produce(topic, key=b"s", value=EndOfStream("s").to_json())  # closes the window
+    producer.produce(topic, key=b"s", value=b"{oops")
+    assert producer.flush(30) == 0
+    before = {
+        name: _metric(name)
+        for name in ("sparsewatch_documents_total", "sparsewatch_dead_letters_total")
+    }
+    store = Store.open(url)
+    worker = build_worker("detector", config, store)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with store.reading() as conn:
+                dead = conn.execute(text("select count(*) from dead_letters")).scalar_one()
+            if dead:
+                break
+            time.sleep(0.2)
+        assert dead == 1 and len(store.documents(limit=None)) == len(docs)
+        time.sleep(3.0)  # six polls of the quiet input
+        assert runner.is_alive()
+        assert _metric("sparsewatch_documents_total") - before[
+            "sparsewatch_documents_total"
+        ] == len(docs)
+        assert (
+            _metric("sparsewatch_dead_letters_total") - before["sparsewatch_dead_letters_total"]
+            == 1
+        )
+    finally:
+        worker.stop()
+        runner.join(60)
+        store.dispose()
