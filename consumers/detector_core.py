@@ -94,6 +94,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
             **DEFAULT_FEATURES,
             "max_features": config.max_vocabulary,
             "max_token_chars": config.max_token_chars,
+            "max_terms_per_doc": config.max_terms_per_doc or None,
         }
     )
     detector = Detector(features=features, model=model, warmup_docs=config.warmup_documents)

@@ -157,6 +157,17 @@ def test_vocabulary_cap_and_token_length_reach_the_detector_features() -> None:
     assert default.n_features_ == 12  # the defaults keep every one of these tokens
 
 
+def test_salient_term_truncation_reaches_the_detector_features() -> None:
+    text = ["alpha beta gamma delta epsilon zeta eta theta"]
+    default = build_models(Config().detector).detector.features
+    assert default.max_terms_per_doc is None  # 0: every term of a document is kept
+    assert default.partial_fit(text).transform(text).nnz == 8
+    config = load_config(env={"SPARSEWATCH_DETECTOR_MAX_TERMS_PER_DOC": "3"})
+    features = build_models(config.detector).detector.features
+    assert features.max_terms_per_doc == 3
+    assert features.partial_fit(text).transform(text).nnz == 3
+
+
 def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
     config = load_config(env={"SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW": "2"})
     assert build_models(config.detector).emerging.n_emerging == 2
