@@ -59,7 +59,7 @@ from sklearn.base import BaseEstimator
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils import Tags
-from sklearn.utils.validation import assert_all_finite
+from sparsewatch.models._validation import nonnegative_matrix
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
@@ -88,32 +88,10 @@ class EmergingTopicEvent:
 
 
 def _as_documents(X: np.ndarray | sp.spmatrix) -> sp.csr_matrix:
-    """``X`` as float64 CSR.
-
-    ``ValueError`` for input that is not 2-D (a 1-D array became one document), complex (the
-    cast dropped the imaginary part), with NaN or infinite entries, or with negative entries:
-    only the first time point's NMF refused those, a later one overflowed the solver after the
-    window had been stored and counted. Duplicate stored entries are summed and the indices
-    sorted on a copy: storing the window canonicalised the caller's matrix in place.
-    """
-    if not sp.issparse(X):
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(
-                f"expected a 2-D array (documents x terms), got shape {X.shape}. Reshape your data"
-            )
-    if np.iscomplexobj(X):
-        raise ValueError("Complex data not supported")
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    assert_all_finite(X, input_name="X")
-    if X.data.min(initial=0.0) < 0.0:
-        raise ValueError(
-            "Negative values in data passed to DynamicNMF (it needs non-negative data)"
-        )
-    return X
+    """``X`` as float64 CSR, checked by :func:`nonnegative_matrix`: only the first time point's
+    NMF refused negative entries, a later one overflowed the solver after the window had been
+    stored and counted; storing the window canonicalised the caller's matrix in place."""
+    return nonnegative_matrix(X, "DynamicNMF", sparse=True)
 
 
 def hp_smoother(n: int, lam: float) -> np.ndarray:

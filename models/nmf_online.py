@@ -63,7 +63,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import Tags, check_random_state
-from sklearn.utils.validation import assert_all_finite, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
+from sparsewatch.models._validation import nonnegative_matrix
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
 
@@ -73,33 +74,9 @@ _IS = "itakura-saito"
 
 
 def _as_float(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    """``X`` as float64 (CSR when sparse).
-
-    ``ValueError`` for input that is not 2-D (a 1-D array raised ``IndexError``), complex (the
-    cast silently dropped the imaginary part), has NaN or infinite entries, or negative ones
-    (NMF factorises non-negative data; they were learned from silently). Duplicate stored
-    entries of a sparse ``X`` are summed, on a copy (the caller's matrix is left as it is):
-    ``1/2 sum ||v||^2`` is taken from the stored entries, which counted ``a + b`` as ``a^2 + b^2``.
-    """
-    if not sp.issparse(X):
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(
-                f"expected a 2-D array (documents x terms), got shape {X.shape}. Reshape your data"
-            )
-    if np.iscomplexobj(X):
-        raise ValueError("Complex data not supported")
-    if not sp.issparse(X):
-        X = np.asarray(X, dtype=np.float64)
-    else:
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if not X.has_canonical_format:
-            X = X.copy()
-            X.sum_duplicates()
-    assert_all_finite(X, input_name="X")
-    if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0.0:
-        raise ValueError("Negative values in data passed to OR-NMF (it needs non-negative data)")
-    return X
+    """``X`` as float64 (CSR when sparse), checked by :func:`nonnegative_matrix` (negative entries
+    were learned from silently; ``1/2 sum ||v||^2`` is taken from the stored entries)."""
+    return nonnegative_matrix(X, "OR-NMF")
 
 
 def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:

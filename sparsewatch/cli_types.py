@@ -8,27 +8,25 @@ from typing import Any
 import click
 
 
-class FiniteFloat(click.types.FloatParamType):
+class _Finite:
+    """Refuses ``nan`` and ``inf`` after the float conversion of the class it is mixed into."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)  # type: ignore[misc]
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)  # type: ignore[attr-defined]
+        return number
+
+
+class FiniteFloat(_Finite, click.types.FloatParamType):
     """A float that is not ``nan`` or ``inf``, without bounds (a bound-less
     :class:`FiniteFloatRange` showed ``[x<=None]`` in the help)."""
 
     name = "finite float"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
 
-
-class FiniteFloatRange(click.FloatRange):
+class FiniteFloatRange(_Finite, click.FloatRange):
     """:class:`click.FloatRange` that also refuses ``nan`` and ``inf``: ``nan`` passes every range
     comparison, so ``--rate nan`` was accepted and silently meant "no rate"."""
 
     name = "finite float range"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number

@@ -1,0 +1,40 @@
+"""Input checks shared by the NMF models (OR-/MOR-/WOR-NMF and dynamic NMF)."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import assert_all_finite
+
+
+def nonnegative_matrix(
+    X: np.ndarray | sp.spmatrix, model: str, sparse: bool = False
+) -> np.ndarray | sp.csr_matrix:
+    """``X`` as float64: CSR when sparse (or when ``sparse`` is set), else an ndarray.
+
+    ``ValueError`` for input that is not 2-D (a 1-D array raised ``IndexError`` or became one
+    document), complex (the cast dropped the imaginary part with only a warning), with NaN or
+    infinite entries, or with negative ones (NMF factorises non-negative data; ``model`` names the
+    caller in the message). Duplicate stored entries of a sparse ``X`` are summed on a copy, so
+    the caller's matrix is left as it is and sums of squares taken from the stored entries are
+    right (``a + b`` stored twice counted as ``a^2 + b^2``).
+    """
+    if not sp.issparse(X):
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(
+                f"expected a 2-D array (documents x terms), got shape {X.shape}. Reshape your data"
+            )
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported")
+    if sp.issparse(X) or sparse:
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+    else:
+        X = np.asarray(X, dtype=np.float64)
+    assert_all_finite(X, input_name="X")
+    if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0.0:
+        raise ValueError(f"Negative values in data passed to {model} (it needs non-negative data)")
+    return X
