@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import clone
 from sparsewatch.consumers.messages import json_bytes
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.dynamic_nmf import DynamicNMF
@@ -60,16 +61,17 @@ class StreamModels:
         return state
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamModels:
-        """Restore :meth:`get_state`."""
+        """Restore :meth:`get_state` (a topic model the checkpoint has no state for starts afresh,
+        as it was when the checkpoint was taken; it was left as it was)."""
 
         def part(prefix: str) -> dict[str, np.ndarray]:
             return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
 
         self.detector.set_state(part("detector."))
-        for name, model in (("topics", self.topics), ("emerging", self.emerging)):
-            sub = part(f"{name}.")
-            if model is not None and sub:
-                model.set_state(sub)
+        for name in ("topics", "emerging"):
+            model, sub = getattr(self, name), part(f"{name}.")
+            if model is not None:  # a checkpoint without the model's state: an unfitted copy
+                setattr(self, name, model.set_state(sub) if sub else clone(model))
         self.windows_done = int(state["windows_done"])
         return self
 

@@ -630,6 +630,18 @@ class MORNMF(ORNMF):
         if self.buffer_size < 1:
             raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
 
+    def partial_fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> MORNMF:
+        """Algorithm 3's step; ``ValueError`` before any state changes when ``buffer_size`` was
+        changed (``set_params``) after the ring was built (the ring position ran modulo the new
+        size over the old ring: slots past it never evicted, or an index past it): ``fit`` starts
+        over with the new size."""
+        if hasattr(self, "ring_n_") and self.ring_n_.shape != (self.buffer_size,):
+            raise ValueError(
+                f"buffer_size is {self.buffer_size} but the ring has {self.ring_n_.shape[0]} "
+                "slots: call fit to start over with the new size"
+            )
+        return super().partial_fit(X, y)
+
     def set_state(self, state: dict[str, np.ndarray]) -> MORNMF:
         """Restore :meth:`get_state` output; also ``ValueError``, with nothing restored, when the
         ring of ``state`` is not ``buffer_size`` slots long (the ring position runs modulo

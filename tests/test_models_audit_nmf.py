@@ -303,3 +303,20 @@ def test_invalid_step_parameters_are_refused_before_any_state_changes(
     _assert_same_state(model, before)
     with pytest.raises(ValueError, match="method"):
         solve_nnls(np.eye(3), np.ones((3, 2)), method="typo")
+
+
+def test_mor_nmf_buffer_size_changed_after_fitting() -> None:
+    """``set_params(buffer_size=...)`` on a fitted MOR-NMF kept the old ring under the new
+    modulo (a smaller size never evicted the slots past it; a larger one indexed past the ring);
+    now a ValueError before any change, and ``fit`` starts over with the new size."""
+    X = np.random.default_rng(1).random((60, 12))
+    model = MORNMF(3, buffer_size=4, batch_size=10, random_state=0).fit(X)
+    before = model.get_state()
+    model.set_params(buffer_size=2)
+    with pytest.raises(ValueError, match="call fit to start over"):
+        model.partial_fit(X[:10])
+    for name, value in before.items():
+        np.testing.assert_array_equal(np.asarray(getattr(model, name)), value)
+    model.fit(X)
+    assert model.ring_n_.shape == (2,)
+    model.partial_fit(X[:10])
