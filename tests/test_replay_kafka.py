@@ -61,21 +61,25 @@ def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return exc.value.code, out.out, out.err
 
 
+def run_replay(monkeypatch, capsys, topic: str, bootstrap: str, *args: str) -> tuple[int, str, str]:
+    """``sparsewatch replay ARGS --topic TOPIC --bootstrap-servers BOOTSTRAP``."""
+    return run_cli(
+        monkeypatch, capsys, "replay", *args, "--topic", topic, "--bootstrap-servers", bootstrap
+    )
+
+
 @pytest.mark.data
 @pytest.mark.slow
 def test_reuters_corpus_through_the_cli(
     kafka_bootstrap, topic_name, shared_data, tmp_path, monkeypatch, capsys
 ):
     corpus = shared_data / "reuters21578.jsonl.gz"
-    code, out, err = run_cli(
+    code, out, err = run_replay(
         monkeypatch,
         capsys,
-        "replay",
-        str(corpus),
-        "--topic",
         topic_name,
-        "--bootstrap-servers",
         kafka_bootstrap,
+        str(corpus),
         "--partitions",
         "1",
         "--chunk-size",
@@ -192,17 +196,14 @@ def test_malformed_files_good_records_still_produced(
         + "x,,\n"
     )
     errors = tmp_path / "errors.jsonl"
-    code, out, err = run_cli(
+    code, out, err = run_replay(
         monkeypatch,
         capsys,
-        "replay",
+        topic_name,
+        kafka_bootstrap,
         str(tmp_path / "cut.jsonl.gz"),
         str(tmp_path / "bad.jsonl"),
         str(tmp_path / "bad.csv"),
-        "--topic",
-        topic_name,
-        "--bootstrap-servers",
-        kafka_bootstrap,
         "--partitions",
         "1",
         "--errors",
@@ -321,15 +322,12 @@ def test_an_errors_path_that_is_an_input_is_refused_and_the_input_kept(
         errors.symlink_to(corpus)
     elif spelling == "hardlink":
         errors.hardlink_to(corpus)
-    code, out, err = run_cli(
+    code, out, err = run_replay(
         monkeypatch,
         capsys,
-        "replay",
-        str(corpus),
-        "--topic",
         topic_name,
-        "--bootstrap-servers",
         kafka_bootstrap,
+        str(corpus),
         "--errors",
         str(errors),
     )
@@ -379,15 +377,12 @@ def test_configured_text_limit_and_detector_limits_reject_records_with_their_lin
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     errors = tmp_path / "errors.jsonl"
-    code, out, err = run_cli(
+    code, out, err = run_replay(
         monkeypatch,
         capsys,
-        "replay",
-        str(corpus),
-        "--topic",
         topic_name,
-        "--bootstrap-servers",
         kafka_bootstrap,
+        str(corpus),
         "--partitions",
         "1",
         "--errors",
@@ -414,15 +409,12 @@ def test_a_default_stream_the_detector_refuses_is_a_usage_error(
 ):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "text": "t", "timestamp": 1_700_000_000_000}) + "\n")
-    code, out, err = run_cli(
+    code, out, err = run_replay(
         monkeypatch,
         capsys,
-        "replay",
-        str(corpus),
-        "--topic",
         topic_name,
-        "--bootstrap-servers",
         kafka_bootstrap,
+        str(corpus),
         "--errors",
         str(tmp_path / "errors.jsonl"),
         "--stream",
