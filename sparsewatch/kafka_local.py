@@ -244,8 +244,9 @@ class LocalKafka:
                     log4j,
                     "kafka.tools.StorageTool",
                     "format",
-                    "-t",
-                    _cluster_id(),
+                    # one argument: a URL-safe base64 id starts with "-" once in 64, which the
+                    # tool's parser then took for an option ("expected one argument")
+                    f"--cluster-id={_cluster_id()}",
                     "-c",
                     str(config),
                     "--ignore-formatted",

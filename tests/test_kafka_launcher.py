@@ -42,6 +42,21 @@ def test_up_serve_down(tmp_path):
     assert not broker.down()
 
 
+def test_a_cluster_id_starting_with_a_dash_formats(tmp_path, monkeypatch):
+    """One id in 64 starts with "-": the storage tool took it for an option and formatting failed
+    with "argument --cluster-id/-t: expected one argument" (seen in a CI run)."""
+    import sparsewatch.kafka_local as kafka_local
+
+    monkeypatch.setattr(kafka_local, "_cluster_id", lambda: "-dashFirstClusterIdAA")
+    broker = LocalKafka(tmp_path / "k", port=0)
+    try:
+        broker.up()
+        meta = (tmp_path / "k" / "data" / "meta.properties").read_text()
+        assert "cluster.id=-dashFirstClusterIdAA" in meta
+    finally:
+        broker.down()
+
+
 def test_missing_java_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SparsewatchError, match="'java' was not found"):
