@@ -2,13 +2,16 @@
 
 Kafka, in this order: ``KAFKA_BOOTSTRAP_SERVERS`` if set; else a testcontainers Kafka when a Docker
 daemon answers; else the project's own local KRaft broker (``sparsewatch kafka``), started for the
-session. Databases: SQLite always; PostgreSQL as well when ``SPARSEWATCH_TEST_DATABASE_URL`` is set.
-There is no mock broker and no mock database.
+session. Databases: SQLite always; PostgreSQL as well: the server of
+``SPARSEWATCH_TEST_DATABASE_URL`` if set, else a testcontainers PostgreSQL when a Docker daemon
+answers. There is no mock broker and no mock database.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,11 +28,43 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@functools.cache
+def _docker_answers() -> bool:
+    """Whether a Docker daemon answers (asked once a session)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def _database_urls() -> list[str]:
     urls = ["sqlite"]
-    if os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"):
+    if os.environ.get("SPARSEWATCH_TEST_DATABASE_URL") or _docker_answers():
         urls.append("postgresql")
     return urls
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str | None]:
+    """Admin URL of a real PostgreSQL server, or None when there is none: the server of
+    ``SPARSEWATCH_TEST_DATABASE_URL`` if set, else a testcontainers PostgreSQL for the session
+    when a Docker daemon answers."""
+    env = os.environ.get("SPARSEWATCH_TEST_DATABASE_URL")
+    if env:
+        yield env
+        return
+    if _docker_answers():
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16", driver="psycopg") as container:
+            yield container.get_connection_url()
+        return
+    yield None
 
 
 @pytest.fixture(params=_database_urls())
@@ -37,20 +72,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty database: a SQLite file, or a new schema-less PostgreSQL database."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'sparsewatch.db'}"
-    return _fresh_postgres_database(os.environ["SPARSEWATCH_TEST_DATABASE_URL"])
+    return _fresh_postgres_database(request.getfixturevalue("postgres_admin_url"))
 
 
 @pytest.fixture
-def postgres_database() -> tuple[str, str]:
+def postgres_database(postgres_admin_url: str | None) -> tuple[str, str]:
     """A fresh PostgreSQL database and the server's admin URL, for tests that need PostgreSQL
-    itself (an outage made with ALTER DATABASE). Without ``SPARSEWATCH_TEST_DATABASE_URL`` the
-    test fails under CI and is skipped, with the reason, elsewhere."""
-    admin_url = os.environ.get("SPARSEWATCH_TEST_DATABASE_URL")
-    if not admin_url:
+    itself (an outage made with ALTER DATABASE). Without a server the test fails under CI and is
+    skipped, with the reason, elsewhere."""
+    if not postgres_admin_url:
         if os.environ.get("CI"):
             pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
-        pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL)")
-    return _fresh_postgres_database(admin_url), admin_url
+        pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL or run Docker)")
+    return _fresh_postgres_database(postgres_admin_url), postgres_admin_url
 
 
 def _fresh_postgres_database(admin_url: str) -> str:
@@ -68,18 +102,6 @@ def _fresh_postgres_database(admin_url: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
-def _docker_answers() -> bool:
-    import shutil
-    import subprocess
-
-    if shutil.which("docker") is None:
-        return False
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory):
     """Bootstrap address of a real broker; never skipped: no broker is an error."""
@@ -91,7 +113,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory):
         yield env
         return
     if _docker_answers():
-        from testcontainers.kafka import KafkaContainer
+        from testcontainers.community.kafka import KafkaContainer
 
         with KafkaContainer().with_kraft() as container:
             yield container.get_bootstrap_server()
