@@ -1,8 +1,9 @@
 """``sparsewatch alerts|documents|topics|snapshots|db``: query the results database.
 
 Every query prints a readable table by default (rich), or stable JSON (an array of objects with
-sorted keys, ISO-8601 UTC times) or CSV for scripts. Problems with the arguments or the database
-are one-line errors with a non-zero exit status.
+sorted keys, ISO-8601 UTC times, ``null`` for an infinite or NaN number, which JSON cannot hold) or
+CSV for scripts, with text as stored (escape sequences included). Problems with the arguments or
+the database are one-line errors with a non-zero exit status.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.schema import ALERT_KINDS
+from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store
 
 FORMATS = ("table", "json", "csv")
@@ -104,12 +107,24 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _json_value(value: Any) -> Any:
+    """``value`` for strict JSON: :func:`_jsonable`, with ``None`` for infinite and NaN numbers
+    at any depth (``json.dumps`` wrote ``Infinity`` and ``NaN``, which JSON parsers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return _jsonable(value)
+
+
 def _cell(value: Any) -> str:
     value = _jsonable(value)
     if value is None:
         return ""
     if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return json.dumps(_json_value(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
     if isinstance(value, float):
         return repr(value)
     return str(value)
@@ -122,16 +137,21 @@ def emit(
     table_columns: Sequence[tuple[str, str, Callable[[Any], str]]],
     title: str,
 ) -> None:
-    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view)."""
+    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view).
+
+    JSON and CSV are echoed with ``color=True``: click otherwise strips what looks like an ANSI
+    escape sequence (``"\\x1b[31m"`` in a document's text) when the output is not a terminal.
+    """
     if fmt == "json":
-        data = [{k: _jsonable(row[k]) for k in columns} for row in rows]
-        click.echo(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+        data = [{k: _json_value(row[k]) for k in columns} for row in rows]
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        click.echo(text, color=True)
     elif fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows([_cell(row[k]) for k in columns] for row in rows)
-        click.echo(buffer.getvalue(), nl=False)
+        click.echo(buffer.getvalue(), nl=False, color=True)
     else:
         table = Table(title=f"{title} ({len(rows)})", title_justify="left")
         for header, _, _ in table_columns:
@@ -165,6 +185,12 @@ def _short(width: int) -> Callable[[Any], str]:
 
 def _terms(value: list[list[Any]]) -> str:
     return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
+
+
+def _check_range(since: datetime | None, until: datetime | None) -> None:
+    """A usage error unless ``--since`` is before ``--until`` (an empty range is a mistake)."""
+    if since is not None and until is not None and since >= until:
+        raise click.BadParameter("--since must be before --until", param_hint="--since")
 
 
 _fmt = click.option(
@@ -234,8 +260,7 @@ def alerts(
     database_url: str | None,
 ) -> None:
     """Alerts (novel documents, anomalies, emerging topics), newest first."""
-    if since is not None and until is not None and since >= until:
-        raise click.BadParameter("--since must be before --until", param_hint="--since")
+    _check_range(since, until)
     with open_store(ctx, database_url) as store:
         rows = store.alerts(
             since=since,
@@ -306,6 +331,7 @@ def documents(
     database_url: str | None,
 ) -> None:
     """Scored documents in event-time order (by window, novel only, anomalies only, ...)."""
+    _check_range(since, until)
     with open_store(ctx, database_url) as store:
         rows = store.documents(
             streams=streams,
@@ -366,7 +392,15 @@ def topics(
 ) -> None:
     """Topics per window with their top terms, newest window and strongest topic first."""
     if window_seq is not None:
+        if (from_window, to_window) != (None, None):
+            raise click.BadParameter(
+                "give --window or --from-window/--to-window, not both", param_hint="--window"
+            )
         from_window = to_window = window_seq
+    if from_window is not None and to_window is not None and from_window > to_window:
+        raise click.BadParameter(
+            "--from-window must not be after --to-window", param_hint="--from-window"
+        )
     with open_store(ctx, database_url) as store:
         rows = store.topics(
             streams=streams,
@@ -462,8 +496,6 @@ def export_snapshot(
     database_url: str | None,
 ) -> None:
     """Write one snapshot's arrays to an .npz file (np.load(allow_pickle=False)) plus .json."""
-    import numpy as np
-
     with open_store(ctx, database_url) as store:
         snap = store.load_snapshot(stream, model_kind, window_seq)
     if snap is None:
@@ -480,12 +512,12 @@ def export_snapshot(
         "model_kind": snap.model_kind,
         "vocabulary_version": snap.vocabulary_version,
         "created_at": _jsonable(snap.created_at),
-        "meta": snap.meta,
+        "meta": _json_value(snap.meta),
     }
     try:
-        with path.open("wb") as fh:
-            np.savez(fh, **snap.arrays)
-        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        # not np.savez(fh, **arrays): an array named "file" or "allow_pickle" is its argument
+        path.write_bytes(arrays_to_npz(snap.arrays))
+        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True, allow_nan=False) + "\n")
     except OSError as exc:
         raise SparsewatchError(f"cannot write {path}: {exc.strerror or exc}") from None
     click.echo(f"wrote {path} ({', '.join(sorted(snap.arrays))}) and {meta_path}")

@@ -37,13 +37,28 @@ def _sqlite_events(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def create_engine(url: str) -> sa.Engine:
-    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``)."""
+def parse_url(url: str | sa.engine.URL) -> sa.engine.URL:
+    """``url`` parsed, with a password that holds an unencoded ``@`` kept whole: the host follows
+    the last ``@``, as in :func:`urllib.parse.urlsplit` (SQLAlchemy alone made ``u:se@cret@db``
+    password ``se`` of host ``cret@db``, which showed half the password in error messages)."""
     parsed = sa.engine.make_url(url)
+    if parsed.password is not None and parsed.host and "@" in parsed.host:
+        rest, host = parsed.host.rsplit("@", 1)
+        parsed = parsed.set(password=f"{parsed.password}@{rest}", host=host)
+    return parsed
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``); a SQLite path
+    may start with ``~`` (the user's home)."""
+    parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if database and database != ":memory:" and not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            # SQLite opens the path as written: "~" is expanded for it too, not only for mkdir
+            path = Path(database).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            parsed = parsed.set(database=str(path))
         engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
         _sqlite_events(engine)
         return engine
@@ -65,6 +80,6 @@ def write_connection(engine: sa.Engine) -> sa.Connection:
 def mask_url(url: str) -> str:
     """``url`` with its password hidden, for messages."""
     try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
+        return parse_url(url).render_as_string(hide_password=True)
     except sa.exc.ArgumentError:
         return "<invalid database URL>"

@@ -1,7 +1,8 @@
 """Read-side queries behind ``sparsewatch alerts|documents|topics|snapshots`` and the demo.
 
 Each function takes an open connection and returns plain dictionaries (JSON-ready apart from
-datetimes), ordered deterministically so that scripts get stable output.
+datetimes), ordered deterministically so that scripts get stable output, and the same on both
+databases: text in code point order (:func:`_text`), rows without a time after those with one.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def _in(column: sa.ColumnElement[Any], values: Sequence[Any] | None) -> list[Any
     return [column.in_(list(values))] if values else []
 
 
+def _text(conn: sa.Connection, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+    """``column`` as a sort key in code point order: SQLite's order, and PostgreSQL's under the
+    "C" collation (a database's own, such as en_US, orders "a" before "B" and skips "-")."""
+    return column.collate("C") if conn.dialect.name == "postgresql" else column
+
+
 def _between(column: Any, since: datetime | None, until: datetime | None) -> list[Any]:
     conditions = []
     if since is not None:
@@ -55,8 +62,12 @@ def fetch_alerts(
     limit: int | None = 100,
     time_field: AlertTime = "created",
 ) -> list[dict[str, Any]]:
-    """Alerts in ``[since, until)`` of creation (or event) time, newest first."""
+    """Alerts in ``[since, until)`` of creation (or event) time, newest first (by event time:
+    alerts without one last)."""
     time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
+    # only event_time can be NULL; NULLS LAST on created_at would stop PostgreSQL from reading
+    # its index backwards
+    newest = time_column.desc() if time_field == "created" else time_column.desc().nulls_last()
     conditions = [
         *_between(time_column, since, until),
         *_in(alerts.c.kind, kinds),
@@ -67,7 +78,7 @@ def fetch_alerts(
     stmt = (
         sa.select(alerts)
         .where(*conditions)
-        .order_by(time_column.desc(), alerts.c.score.desc(), alerts.c.id.desc())
+        .order_by(newest, alerts.c.score.desc(), alerts.c.id.desc())
         .limit(limit)
     )
     return [dict(r) for r in conn.execute(stmt).mappings()]
@@ -85,7 +96,8 @@ def fetch_documents(
     limit: int | None = 100,
     with_text: bool = True,
 ) -> list[dict[str, Any]]:
-    """Documents by event time (then stream, id); filters combine with AND."""
+    """Documents by event time (then stream, id; rows only the anomaly worker wrote, without an
+    event time, last); filters combine with AND."""
     conditions = [
         *_in(documents.c.stream, streams),
         *_between(documents.c.event_time, since, until),
@@ -102,7 +114,11 @@ def fetch_documents(
     stmt = (
         sa.select(*columns)
         .where(*conditions)
-        .order_by(documents.c.event_time, documents.c.stream, documents.c.doc_id)
+        .order_by(
+            documents.c.event_time.nulls_last(),
+            _text(conn, documents.c.stream),
+            _text(conn, documents.c.doc_id),
+        )
         .limit(limit)
     )
     return [dict(r) for r in conn.execute(stmt).mappings()]
@@ -129,7 +145,10 @@ def fetch_topics(
         sa.select(topics)
         .where(*conditions)
         .order_by(
-            topics.c.window_seq.desc(), topics.c.stream, topics.c.strength.desc(), topics.c.topic_id
+            topics.c.window_seq.desc(),
+            _text(conn, topics.c.stream),
+            topics.c.strength.desc(),
+            topics.c.topic_id,
         )
         .limit(limit)
     )
@@ -147,7 +166,7 @@ def fetch_windows(
     stmt = (
         sa.select(windows)
         .where(*_in(windows.c.stream, streams))
-        .order_by(windows.c.window_seq.desc(), windows.c.stream)
+        .order_by(windows.c.window_seq.desc(), _text(conn, windows.c.stream))
         .limit(limit)
     )
     return [dict(r) for r in conn.execute(stmt).mappings()]
@@ -164,7 +183,11 @@ def fetch_snapshots(
     stmt = (
         sa.select(*columns, sa.func.length(snapshots.c.blob).label("size_bytes"))
         .where(*_in(snapshots.c.stream, streams), *_in(snapshots.c.model_kind, model_kinds))
-        .order_by(snapshots.c.window_seq.desc(), snapshots.c.stream, snapshots.c.model_kind)
+        .order_by(
+            snapshots.c.window_seq.desc(),
+            _text(conn, snapshots.c.stream),
+            _text(conn, snapshots.c.model_kind),
+        )
         .limit(limit)
     )
     return [dict(r) for r in conn.execute(stmt).mappings()]

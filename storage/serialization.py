@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from collections.abc import Mapping
 
 import numpy as np
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive
 
 
 def _checked(arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -50,11 +52,17 @@ def arrays_to_npz(arrays: Mapping[str, object], compress: bool = False) -> bytes
 
 def npz_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
     """The arrays of an npz archive, read without pickle; a damaged blob raises ValueError."""
+    if not blob.startswith(_ZIP_MAGIC):  # np.load would read a bare .npy or refuse a "pickle"
+        raise ValueError(f"not a valid npz blob: it starts with {bytes(blob[:8])!r}, not a zip")
     try:
         with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+            arrays = {name: archive[name] for name in archive.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         raise ValueError(f"not a valid npz blob: {exc}") from exc
+    for name, value in arrays.items():
+        if not isinstance(value, np.ndarray):  # a member that is not an .npy file
+            raise ValueError(f"not a valid npz blob: member {name!r} is not an array")
+    return arrays
 
 
 def describe_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:

@@ -27,12 +27,14 @@ Idempotency (re-writing a window changes nothing):
 Every write is one bulk statement per table and call: :mod:`sparsewatch.storage.bulk` for the
 per-document tables (the driver's ``executemany`` without SQLAlchemy's per-row overhead),
 SQLAlchemy's ``executemany`` for the small ones. Values may be numpy scalars (they are converted
-to Python numbers); datetimes must be timezone-aware.
+to Python numbers); a NaN is stored as NULL, or refused where the column is NOT NULL (alert
+scores, topic strengths), alike on both databases; datetimes must be timezone-aware.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -84,7 +86,19 @@ class Checkpoint:
 
 
 def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+    """``value`` as a float for a nullable column; NaN is NULL on both databases (SQLite made it
+    NULL itself, PostgreSQL kept NaN)."""
+    number = None if value is None else float(value)
+    return None if number is None or math.isnan(number) else number
+
+
+def _float(value: Any, what: str) -> float:
+    """``value`` as a float for a NOT NULL column; NaN is refused on both databases (SQLite failed
+    on the NOT NULL constraint, PostgreSQL stored it)."""
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError(f"{what} is NaN")
+    return number
 
 
 def _opt_int(value: Any) -> int | None:
@@ -204,7 +218,7 @@ class StoreTx:
                 {
                     "stream": r["stream"],
                     "doc_id": str(r["doc_id"]),
-                    "anomaly_score": float(r["anomaly_score"]),
+                    "anomaly_score": _opt_float(r["anomaly_score"]),
                     "anomaly": bool(r["anomaly"]),
                 }
             )
@@ -229,7 +243,7 @@ class StoreTx:
                     "kind": r["kind"],
                     "stream": r["stream"],
                     "subject_id": str(r["subject_id"]),
-                    "score": float(r["score"]),
+                    "score": _float(r["score"], f"{r['kind']} alert {r['subject_id']!r}: score"),
                     "window_seq": int(r["window_seq"]),
                     "event_time": r["event_time"],
                     "summary": str(r["summary"]),
@@ -247,13 +261,14 @@ class StoreTx:
         params = []
         for r in rows:
             _require(r, keys, "topic")
+            what = f"topic {r['topic_id']} of {r['stream']!r} window {r['window_seq']}: strength"
             params.append(
                 {
                     "stream": r["stream"],
                     "window_seq": int(r["window_seq"]),
                     "topic_id": int(r["topic_id"]),
                     "terms": [[str(t), float(w)] for t, w in r["terms"]],
-                    "strength": float(r["strength"]),
+                    "strength": _float(r["strength"], what),
                     "emerging": bool(r["emerging"]),
                 }
             )
