@@ -5,9 +5,12 @@ which call it with generated documents). Documents become the message of DESIGN.
 ``id``, ``text``, ``timestamp`` in epoch ms, ``stream``, ``labels``, ``meta``), keyed by stream id,
 through an idempotent producer (``enable.idempotence``, ``acks=all``): broker retries never
 duplicate or reorder a stream's messages. Pace: as fast as possible, ``rate`` documents per
-second, or ``speedup`` times event time (``max_wait_s`` caps one pause, e.g. over a corpus' empty
-months). ``skip``/``limit`` select a slice of the event-time ordered sequence, so an interrupted
-replay resumes with ``skip`` = documents produced so far. With ``end_of_stream``, a completed
+second, or ``speedup`` times event time: each gap between consecutive timestamps, scaled (a
+timestamp earlier than the one before it is sent at once), ``max_wait_s`` capping one pause, e.g.
+over a corpus' empty months. ``skip``/``limit`` select a slice of the event-time ordered sequence,
+so an interrupted or limited replay resumes with ``skip`` = the summary's ``resume_skip``. A
+message the broker did not acknowledge (``failed``) goes to the errors file like a rejected
+document, so none is lost unnoticed. With ``end_of_stream``, a completed
 replay ends with an end-of-stream marker per stream it produced (same key, so the same partition,
 after the stream's last document): the detector then closes the stream's last windows at once
 instead of after its idle timeout. Only for a corpus that nothing of the same streams follows: a
@@ -45,8 +48,12 @@ _POLL_S = 0.1
 @dataclass
 class ReplaySummary:
     """What a replay did. ``read`` counts documents offered (after sorting), ``produced`` those the
-    broker acknowledged, ``rejected`` invalid or unproducible ones, ``failed`` delivery failures,
-    ``skipped`` those left out by ``skip``."""
+    broker acknowledged, ``rejected`` invalid or unproducible ones, ``failed`` messages (documents
+    or end-of-stream markers) the broker did not acknowledge, ``skipped`` those left out by
+    ``skip``, ``end_markers`` the end-of-stream markers acknowledged. ``resume_skip`` is the
+    ``skip`` that resumes the replay where it stopped: the documents of the ordered sequence that
+    were skipped, handed to the producer or rejected by it (one handed over but not delivered is
+    in the errors file, not sent again)."""
 
     read: int = 0
     produced: int = 0
@@ -58,6 +65,7 @@ class ReplaySummary:
     last_timestamp_ms: int | None = None
     interrupted: bool = False
     end_markers: int = 0
+    resume_skip: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -113,24 +121,28 @@ class Pacer:
         self.max_wait_s = max_wait_s
         self._clock = clock
         self._start: float | None = None
-        self._first_ms: int | None = None
-        self._shift = 0.0
+        self._due = 0.0  # when the previous document was due (speedup)
+        self._previous_ms = 0  # the previous document's event time (speedup)
         self._count = 0
 
     def delay(self, timestamp_ms: int) -> float:
-        """Seconds to wait before sending the next document (its event time given)."""
+        """Seconds to wait before sending the next document (its event time given).
+
+        With ``speedup``, a document is due the scaled gap between its timestamp and the previous
+        one after the previous document was due: a timestamp out of order (earlier than the one
+        before it) is due at once and the pace resumes from it, instead of every later document
+        going out unpaced until event time is back past the out-of-order one."""
         now = self._clock()
         if self._start is None:
-            self._start, self._first_ms = now, timestamp_ms
+            self._start, self._due, self._previous_ms = now, now, timestamp_ms
         index, self._count = self._count, self._count + 1
         if self.rate is not None:
             due = self._start + index / self.rate
         elif self.speedup is not None:
-            assert self._first_ms is not None
-            due = self._start + self._shift + (timestamp_ms - self._first_ms) / 1000 / self.speedup
+            due = self._due + max(0, timestamp_ms - self._previous_ms) / 1000 / self.speedup
             if self.max_wait_s is not None and due - now > self.max_wait_s:
-                self._shift -= due - now - self.max_wait_s
                 due = now + self.max_wait_s
+            self._due, self._previous_ms = due, timestamp_ms
         else:
             return 0.0
         return max(0.0, due - now)
@@ -169,23 +181,35 @@ def replay_documents(
     """Produce ``docs`` (document dicts) to ``topic`` in event-time order; see the module doc.
 
     Invalid documents, and those the detector would refuse (``max_text_bytes``: its configured
-    text limit), are counted as rejected and written to ``errors``. ``progress`` is called
-    with the running summary after every document. On KeyboardInterrupt the documents already
-    handed to the producer are flushed and the summary says ``interrupted`` (and no end-of-stream
-    marker is sent).
+    text limit), are counted as rejected and written to ``errors``; so is every message the broker
+    does not acknowledge (counted as failed), including those still queued ``flush_timeout_s``
+    after the last one was handed over. ``progress`` is called with the running summary after
+    every document. On KeyboardInterrupt the documents already handed to the producer are flushed
+    and the summary says ``interrupted`` (and no end-of-stream marker is sent).
     """
     pacer = Pacer(rate, speedup, max_wait_s)
     summary = ReplaySummary()
     errors = errors or ErrorFile(None)
     producer = make_producer(bootstrap, **producer_overrides)
 
-    def delivered(err: KafkaError | None, _msg: Message) -> None:
-        if err is None:
-            summary.produced += 1
-        else:
+    def on_delivery(position: int, raw: str, marker: bool) -> Callable[[Any, Any], None]:
+        """The delivery report of one message: counted, and a failure written to ``errors``
+        (``position`` in the ordered sequence, ``raw`` the document id or the marker)."""
+
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                if marker:
+                    summary.end_markers += 1
+                else:
+                    summary.produced += 1
+                return
             summary.failed += 1
             if len(summary.errors) < 10:
-                summary.errors.append(str(err))
+                summary.errors.append(err.str())
+            what = "end-of-stream marker" if marker else "document"
+            errors.write(Rejected(topic, position, f"{what} not delivered: {err.str()}", raw))
+
+        return report
 
     started = time.monotonic()
     streams: dict[str, None] = {}  # produced to, in order of first appearance
@@ -198,6 +222,7 @@ def replay_documents(
             summary.read += 1
             if summary.read <= skip:
                 summary.skipped += 1
+                summary.resume_skip = summary.read
                 continue
             wait = pacer.delay(message["timestamp"])
             deadline = time.monotonic() + wait
@@ -212,12 +237,13 @@ def replay_documents(
                     message["stream"].encode(),
                     value,
                     _POLL_S,
-                    on_delivery=delivered,
+                    on_delivery=on_delivery(summary.read, message["id"], marker=False),
                 )
             except KafkaException as exc:
                 summary.rejected += 1
                 reason = f"cannot produce: {exc.args[0].str() if exc.args else exc}"
                 errors.write(Rejected(topic, summary.read, reason, message["id"]))
+            summary.resume_skip = summary.read
             if summary.first_timestamp_ms is None:
                 summary.first_timestamp_ms = message["timestamp"]
             summary.last_timestamp_ms = message["timestamp"]
@@ -227,12 +253,14 @@ def replay_documents(
                 progress(summary)
         if end_of_stream:
             for stream in streams:
-                produce(producer, topic, stream.encode(), EndOfStream(stream).to_json(), _POLL_S)
-                summary.end_markers += 1
+                marker = EndOfStream(stream).to_json()
+                report = on_delivery(0, marker.decode(), marker=True)
+                produce(producer, topic, stream.encode(), marker, _POLL_S, on_delivery=report)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
-        undelivered = producer.flush(flush_timeout_s)
-        summary.failed += undelivered
+        if producer.flush(flush_timeout_s):  # still queued: purged, so reported as failed
+            producer.purge()
+            producer.flush(flush_timeout_s)
         summary.elapsed_s = time.monotonic() - started
     return summary

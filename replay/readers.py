@@ -202,7 +202,8 @@ def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
     A line that is not UTF-8 stays in the text the csv parser reads (its stray bytes as surrogate
     escapes), so records end where they would in a clean file, and the record it belongs to is
     rejected whole; so is a record the file ends inside (an unclosed quote, or a truncated gzip).
-    When the header row is rejected, so is every record after it. A field over
+    When the header row is rejected (also for naming a column twice), so is every record after
+    it. A field over
     :data:`_CSV_FIELD_CHARS` characters rejects its record, and reading resumes after the record's
     closing quote (the parser alone resumed inside the field and read its rest as records).
     """
@@ -280,6 +281,10 @@ def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
             yield Rejected(source, number, header_rejected, raw())
         elif header is None:
             header = [h.strip() for h in row]
+            twice = next((h for i, h in enumerate(header) if h and h in header[:i]), None)
+            if twice is not None:  # a record would keep one of its two values, silently
+                header_rejected = f"header row (line {number}) names column '{twice}' twice"
+                yield Rejected(source, number, header_rejected, raw())
         elif len(row) != len(header):
             reason = f"{len(row)} fields where the header has {len(header)}"
             yield Rejected(source, number, reason, raw())
@@ -290,7 +295,9 @@ def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
         yield Rejected(source, 1, "empty CSV file (no header row)")
 
 
-_REUTERS = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.DOTALL)
+# an element's content holds no other REUTERS start tag: one without its end tag stays unmatched
+# (and is reported) instead of swallowing the next story up to that one's end tag
+_REUTERS = re.compile(r"<REUTERS\b([^>]*)>((?:(?!<REUTERS\b).)*?)</REUTERS>", re.DOTALL)
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _D = re.compile(r"<D>(.*?)</D>", re.DOTALL)
 
@@ -333,6 +340,7 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
     line_of = _line_index(text)
     end = 0
     for match in _REUTERS.finditer(text):
+        yield from _unterminated(source, text, end, match.start(), line_of)
         end = match.end()
         number = line_of(match.start())
         attrs = dict(_ATTR.findall(match.group(1)))
@@ -357,12 +365,20 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
             yield Rejected(source, number, str(exc), block[:_RAW_CHARS])
             continue
         yield SourceRecord(source, number, fields)
-    tail = text.find("<REUTERS", end)
-    if tail >= 0:
-        reason = "unterminated REUTERS element (truncated file?)"
-        yield Rejected(source, line_of(tail), reason, text[tail : tail + _RAW_CHARS])
+    yield from _unterminated(source, text, end, len(text), line_of)
     if error is not None:
         yield Rejected(source, error[0], error[1])
+
+
+def _unterminated(
+    source: str, text: str, start: int, stop: int, line_of: Any
+) -> Iterator[Rejected]:
+    """A rejection for every REUTERS start tag between ``start`` and ``stop`` (outside any
+    complete element, so without its end tag)."""
+    reason = "unterminated REUTERS element (truncated file?)"
+    for match in re.finditer(r"<REUTERS\b", text[start:stop]):
+        at = start + match.start()
+        yield Rejected(source, line_of(at), reason, text[at : at + _RAW_CHARS])
 
 
 def _line_index(text: str) -> Any:
@@ -386,15 +402,21 @@ _MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "
 _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
 
 
+_EPOCH_MS_TEXT = re.compile(r"\s*(-?\d+)(?:\.\d*)?\s*")
+
+
 def parse_timestamp_ms(value: Any) -> int:
-    """Epoch milliseconds from epoch ms (number or digit string), ISO-8601 (naive = UTC) or a
-    Reuters date like ``26-FEB-1987 15:01:01.79``; a RecordError otherwise."""
+    """Epoch milliseconds from epoch ms (a number, or its decimal text such as ``1700000000000``
+    or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC) or a
+    Reuters date like ``26-FEB-1987 15:01:01.79``; a RecordError otherwise. A fraction of a
+    millisecond is cut off, from a number and from its text alike."""
     if isinstance(value, bool) or value is None:
         raise RecordError(f"bad timestamp {value!r}")
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-        if len(value.strip().lstrip("-").lstrip("0")) > len(str(MAX_EPOCH_MS)):
+    if isinstance(value, str) and (number := _EPOCH_MS_TEXT.fullmatch(value)):
+        whole = number.group(1)
+        if len(whole.lstrip("-").lstrip("0")) > len(str(MAX_EPOCH_MS)):
             raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
-        value = int(value)
+        value = int(whole)
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
             raise RecordError(f"bad timestamp {value!r}")
@@ -492,6 +514,8 @@ def to_document(
     stream_name, stream = _pick(fields, mapping.stream, "stream")
     if stream_name is not None:
         used.add(stream_name)
+    if stream is not None and (not isinstance(stream, str | int) or isinstance(stream, bool)):
+        raise RecordError(f"stream must be a string or an integer, got {type(stream).__name__}")
     if stream is None or str(stream).strip() == "":
         stream = mapping.default_stream
     labels_name, labels = _pick(fields, mapping.labels, "labels")

@@ -102,7 +102,8 @@ def generate_stream(
     burst_docs, burst_strength : decay length (in documents) and height, relative to the steady
         level, of a topic's popularity burst after its birth.
     seconds_per_doc : mean inter-arrival time (exponential gaps).
-    start : ISO-8601 timestamp of the first document.
+    start : ISO-8601 start of the stream (naive means UTC); the first document comes one
+        inter-arrival gap after it.
     stream : the ``stream`` field; default ``"synthetic-<kind>"``.
     seed : seed of the single random generator.
 
@@ -115,6 +116,27 @@ def generate_stream(
         raise ValueError("need 1 <= n_initial_topics <= n_topics")
     if kind not in ("tweet", "news", "mixed"):
         raise ValueError(f"kind must be 'tweet', 'news' or 'mixed', not {kind!r}")
+    _check_parameters(
+        n_docs=n_docs,
+        sizes={
+            "n_categories": n_categories,
+            "n_background_words": n_background_words,
+            "n_category_words": n_category_words,
+            "n_topic_words": n_topic_words,
+        },
+        fractions={
+            "shared_keyword_frac": shared_keyword_frac,
+            "topic_share": topic_share,
+            "category_share": category_share,
+            "second_topic_prob": second_topic_prob,
+        },
+    )
+    if topic_share + category_share > 1:
+        raise ValueError("topic_share + category_share must be at most 1")
+    if round(shared_keyword_frac * n_topic_words) > n_shared_keywords:
+        raise ValueError("shared_keyword_frac * n_topic_words exceeds n_shared_keywords")
+    if not burst_docs > 0 or not burst_strength >= 0 or not seconds_per_doc >= 0:
+        raise ValueError("need burst_docs > 0, burst_strength >= 0 and seconds_per_doc >= 0")
     rng = np.random.default_rng(seed)
     n_shared_per_topic = round(shared_keyword_frac * n_topic_words)
     n_own = n_topic_words - n_shared_per_topic
@@ -150,8 +172,7 @@ def generate_stream(
     strength = rng.uniform(0.5, 1.5, size=n_topics)
 
     t0 = datetime.fromisoformat(start)
-    if t0.tzinfo is None:
-        t0 = t0.replace(tzinfo=UTC)
+    t0 = t0.replace(tzinfo=UTC) if t0.tzinfo is None else t0.astimezone(UTC)
     seconds = np.cumsum(rng.exponential(seconds_per_doc, size=n_docs))
     doc_kinds = (
         np.full(n_docs, kind)
@@ -208,6 +229,19 @@ def generate_stream(
             }
         )
     return docs
+
+
+def _check_parameters(n_docs: int, sizes: dict[str, int], fractions: dict[str, float]) -> None:
+    """A ValueError naming the first parameter out of its range: ``n_docs`` >= 0, ``sizes`` >= 1,
+    ``fractions`` in [0, 1] (numpy's own errors named none, and a probability above 1 passed)."""
+    if n_docs < 0:
+        raise ValueError(f"n_docs must be >= 0, not {n_docs}")
+    for name, size in sizes.items():
+        if size < 1:
+            raise ValueError(f"{name} must be >= 1, not {size}")
+    for name, value in fractions.items():
+        if not 0 <= value <= 1:
+            raise ValueError(f"{name} must be in [0, 1], not {value}")
 
 
 def write_jsonl(docs: Iterable[dict], path: str | Path) -> int:

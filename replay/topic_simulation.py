@@ -67,7 +67,22 @@ def simulate_topic_stream(
     topics_per_doc: float = 2.5,
     random_state: int | None = 0,
 ) -> SimulatedTopicStream:
-    """Draw the stream (``n_topics * docs_per_topic`` documents; 1,000 with the defaults)."""
+    """Draw the stream (``n_topics * docs_per_topic`` documents; 1,000 with the defaults).
+
+    A ValueError for parameters outside the setting: ``1 <= n_initial <= n_topics <= n_days``
+    (topic ``i`` is born on day ``i``), ``docs_per_topic >= 1``, densities in (0, 1] (noise:
+    [0, 1]), ``0.5 <= dominant_min <= 1`` (below 0.5 another topic could outweigh the dominant
+    one) and ``topics_per_doc >= 1``."""
+    if not 1 <= n_initial <= n_topics <= n_days:
+        raise ValueError("need 1 <= n_initial <= n_topics <= n_days")
+    if docs_per_topic < 1:
+        raise ValueError("docs_per_topic must be >= 1")
+    if not 0 < topic_density <= 1 or not 0 <= noise_density <= 1:
+        raise ValueError("need 0 < topic_density <= 1 and 0 <= noise_density <= 1")
+    if not 0.5 <= dominant_min <= 1:
+        raise ValueError("dominant_min must be in [0.5, 1]")
+    if not topics_per_doc >= 1:
+        raise ValueError("topics_per_doc must be >= 1")
     rng = np.random.default_rng(random_state)
     nnz = max(1, round(topic_density * n_terms))
     topics = np.zeros((n_topics, n_terms))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,13 @@ from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
-from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_documents
+from sparsewatch.replay.readers import (
+    ErrorFile,
+    FieldMapping,
+    ReadStats,
+    detect_format,
+    read_documents,
+)
 
 
 def _stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -187,6 +194,9 @@ def replay(
     )
     inputs = [Path(p) for p in paths]
     _refuse_input_as_errors_file(errors_file, inputs)
+    _refuse_unwritable_errors_file(errors_file)
+    if fmt is None:
+        _refuse_unknown_formats(inputs)
     mapping = FieldMapping(
         id=id_field,
         text=text_fields,
@@ -247,7 +257,8 @@ def replay(
         ctx.exit(130)
     if summary.failed:
         raise SparsewatchError(
-            f"{summary.failed} documents were not delivered: {'; '.join(summary.errors[:3])}"
+            f"{summary.failed} messages were not delivered ({'; '.join(summary.errors[:3])}); "
+            f"they are listed in {errors_file}"
         )
 
 
@@ -262,6 +273,30 @@ def _refuse_input_as_errors_file(errors_file: Path, inputs: list[Path]) -> None:
                 f"the errors file {errors_file} is the input file {path}: give --errors another "
                 "path"
             )
+
+
+def _refuse_unwritable_errors_file(errors_file: Path) -> None:
+    """A usage error when the errors file could not be written (its folder is a file, or not
+    writable), before anything is produced: the replay used to fail at its first rejected record,
+    half done, or after completing, when removing an earlier errors file."""
+    folder = errors_file.parent
+    while not folder.exists() and folder != folder.parent:  # the folders it would make
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise click.UsageError(
+            f"cannot write the errors file {errors_file}: {folder} is not a writable folder; "
+            "give --errors another path"
+        )
+
+
+def _refuse_unknown_formats(inputs: list[Path]) -> None:
+    """A usage error, before anything is read or produced, for an input whose format the name
+    does not tell (the replay used to stop there after producing the files before it)."""
+    for path in inputs:
+        try:
+            detect_format(path)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
 
 
 def _ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
@@ -289,6 +324,7 @@ def _report(
         "elapsed_s": round(summary.elapsed_s, 3),
         "rate": round(summary.rate, 1),
         "interrupted": summary.interrupted,
+        "resume_skip": summary.resume_skip,
         "errors_file": str(errors) if errors else None,
     }
     if as_json:
@@ -300,7 +336,7 @@ def _report(
         f"{summary.elapsed_s:.1f} s ({summary.rate:.0f} docs/s)"
     )
     if summary.interrupted:
-        line += ", interrupted"
+        line += f", interrupted (resume with --skip {summary.resume_skip})"
     click.echo(line)
     if errors:
         click.echo(f"rejected records: {errors}")
