@@ -17,25 +17,38 @@ _pg_bin() {
 }
 
 postgres_up() {
+  # Each step's failure returns (set -e does not apply inside a function called left of &&):
+  # a cluster that did not start (its port taken) no longer passed for one that did, the
+  # connection check then reaching whichever server held the port.
   local bin
   if ! bin=$(_pg_bin); then
     echo "== installing PostgreSQL from Debian's packages"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq postgresql >/dev/null
-    bin=$(_pg_bin)
+    apt-get update -qq && apt-get install -y -qq postgresql >/dev/null \
+      || { echo "error: could not install PostgreSQL (apt-get)" >&2; return 1; }
+    bin=$(_pg_bin) || { echo "error: no pg_ctl after installing PostgreSQL" >&2; return 1; }
   fi
   local data="$SW_SERVICES_DIR/pg" run_as=()
-  mkdir -p "$data"
+  mkdir -p "$data" || return 1
   if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || useradd --system --home "$SW_SERVICES_DIR" postgres
     chown -R postgres "$SW_SERVICES_DIR"
     chmod 755 "$SW_SERVICES_DIR"
     run_as=(runuser -u postgres --)
   fi
-  "${run_as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >/dev/null
-  "${run_as[@]}" "$bin/pg_ctl" -D "$data" -l "$SW_SERVICES_DIR/pg.log" -w -t 60 \
-    -o "-p $SW_PG_PORT -k $SW_SERVICES_DIR -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+  if [ ! -f "$data/PG_VERSION" ]; then  # a cluster from an earlier postgres_up is reused
+    "${run_as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >/dev/null \
+      || { echo "error: initdb failed in $data" >&2; return 1; }
+  fi
+  if ! "${run_as[@]}" "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+    "${run_as[@]}" "$bin/pg_ctl" -D "$data" -l "$SW_SERVICES_DIR/pg.log" -w -t 60 \
+      -o "-p $SW_PG_PORT -k $SW_SERVICES_DIR -c listen_addresses=127.0.0.1 -c fsync=off" \
+      start >/dev/null || {
+      echo "error: PostgreSQL did not start on port $SW_PG_PORT ($SW_SERVICES_DIR/pg.log):" >&2
+      tail -n 3 "$SW_SERVICES_DIR/pg.log" >&2
+      return 1
+    }
+  fi
   export SPARSEWATCH_TEST_DATABASE_URL="postgresql+psycopg://postgres@127.0.0.1:$SW_PG_PORT/postgres"
   python3 - <<'PY'
 import os, sqlalchemy as sa
@@ -56,8 +69,10 @@ postgres_down() {
 }
 
 kafka_up() {
-  export KAFKA_BOOTSTRAP_SERVERS
-  KAFKA_BOOTSTRAP_SERVERS=$(sparsewatch kafka up --port 0 --run-dir "$SW_SERVICES_DIR/kafka")
+  # (a failed start printed "Kafka is up at " and returned 0)
+  local bootstrap
+  bootstrap=$(sparsewatch kafka up --port 0 --run-dir "$SW_SERVICES_DIR/kafka") || return 1
+  export KAFKA_BOOTSTRAP_SERVERS="$bootstrap"
   echo "== Kafka is up at $KAFKA_BOOTSTRAP_SERVERS"
 }
 

@@ -48,9 +48,16 @@ def _register() -> None:
 _register()
 
 
+# What click's ``--debug`` flag reads as true in ``SPARSEWATCH_DEBUG`` (its BOOL type);
+# "false", "no" or "off" showed tracebacks, since only "" and "0" counted as off.
+_TRUE = ("1", "true", "t", "yes", "y", "on")
+
+
 def main() -> None:
     """Console entry point: run the click group, turning errors into one-line messages."""
-    debug = os.environ.get("SPARSEWATCH_DEBUG", "") not in ("", "0") or "--debug" in sys.argv
+    debug = (
+        os.environ.get("SPARSEWATCH_DEBUG", "").strip().lower() in _TRUE or "--debug" in sys.argv
+    )
     try:
         result = cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
+from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka, fetch_broker_jars
+
+# Kafka's port when a bootstrap address names none (librdkafka's default too)
+_DEFAULT_PORT = 9092
+
+
+def _first_port(bootstrap: str) -> int:
+    """The port of the first address in ``kafka.bootstrap_servers`` (``host``, ``host:port``,
+    ``[v6]:port``; Kafka's 9092 when it names none, as the clients read it)."""
+    first = bootstrap.split(",")[0].strip()
+    if ":" not in first or first.endswith("]"):
+        return _DEFAULT_PORT
+    text = first.rsplit(":", 1)[1]
+    if not re.fullmatch(r"[0-9]{1,5}", text) or not 0 < int(text) <= 65535:
+        raise SparsewatchError(
+            f"kafka.bootstrap_servers (SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS) {bootstrap!r}: "
+            f"{text!r} is not a port in 1..65535 (or give --port)"
+        )
+    return int(text)
 
 
 def _broker(ctx: click.Context, port: int | None, run_dir: str | None) -> LocalKafka:
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     if port is None:
-        port = int(config.kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)[-1])
+        port = _first_port(config.kafka.bootstrap_servers)
     folder = Path(run_dir) if run_dir else Path(config.data_dir) / "kafka"
     return LocalKafka(folder.resolve(), port=port)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -11,12 +12,30 @@ from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 
 
+class JsonLines(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, and the traceback if any. A
+    ``%``-format template broke the JSON on a quote or a newline in a message (a database error
+    quotes its host) and put a logged exception's traceback on lines of its own."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line of JSON."""
+        entry = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format='{"time": "%(asctime)s", "level": "%(levelname)s", "logger": "%(name)s", '
-        '"message": "%(message)s"}',
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLines())
+    logging.basicConfig(level=level.upper(), handlers=[handler])
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 

@@ -12,9 +12,14 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from sparsewatch.config import Config
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
@@ -45,12 +50,35 @@ class DemoResult:
 
 
 def _bootstrap(config: Config, run_dir: Path) -> tuple[str, LocalKafka | None]:
+    """The broker to use, and the local broker to stop afterwards: only one this demo started (a
+    broker already running from ``run_dir``, ``sparsewatch kafka up --port 0`` say, was stopped)."""
     try:
         wait_for_broker(config.kafka.bootstrap_servers, timeout=3.0)
         return config.kafka.bootstrap_servers, None
     except SparsewatchError:
         broker = LocalKafka(run_dir, port=0)
-        return broker.up(), broker
+        ours = not broker.status().running
+        return broker.up(), broker if ours else None
+
+
+def _interrupt(*_: object) -> NoReturn:
+    """A signal handler that interrupts the main thread as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the block, as Ctrl-C does, so that cleanup runs: by
+    default it ended the process at once and left the demo's broker running. While the workers
+    run, both signals stop them after their batch instead (:func:`run_loops`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _plot(store: Store, docs: list[dict], path: Path) -> None:
@@ -96,6 +124,12 @@ def _plot(store: Store, docs: list[dict], path: Path) -> None:
 
 def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = None) -> DemoResult:
     """Run the demo (see the module docstring) and return where its results are."""
+    with _sigterm_interrupts():
+        return _run(config, n_documents, out_dir)
+
+
+def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
+    """The demo's steps (:func:`run_demo`)."""
     start = time.perf_counter()
     data_dir = Path(config.data_dir).resolve()
     out = out_dir or data_dir / "demo"

@@ -13,6 +13,7 @@ Used by ``sparsewatch kafka up|down|status|fetch``, by the test fixtures when ne
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -20,6 +21,8 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,36 +91,87 @@ def _require_tool(name: str, purpose: str) -> str:
     return path
 
 
+@contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` for the block; other processes and threads
+    taking the same lock wait for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
 def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSION) -> Path:
-    """Download the broker's runtime class path from Maven Central (once) and return its folder."""
+    """Download the broker's runtime class path from Maven Central (once) and return its folder.
+
+    Launches sharing the cache take turns, and the jars are copied into a staging folder that
+    becomes ``libs`` only once complete: Maven does not overwrite a jar that is newer than its
+    copy in the local repository, so the truncated jar of an interrupted copy used to stay.
+    """
     cache = (cache_dir or default_cache_dir()) / f"kafka_{SCALA_VERSION}-{version}"
     libs = cache / "libs"
     marker = cache / ".complete"
     if marker.exists():
         return libs
     mvn = _require_tool("mvn", "download the Kafka broker from Maven Central")
-    cache.mkdir(parents=True, exist_ok=True)
-    (cache / "pom.xml").write_text(
-        _POM.format(scala=SCALA_VERSION, kafka=version, slf4j=SLF4J_VERSION), encoding="utf-8"
-    )
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-f",
-        str(cache / "pom.xml"),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={libs}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not any(libs.glob(f"kafka_{SCALA_VERSION}-{version}.jar")):
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        raise SparsewatchError(
-            f"could not fetch Kafka {version} from Maven Central: {' | '.join(tail) or 'no jars'}"
+    with _exclusive(cache / ".lock"):
+        if marker.exists():  # fetched by another launch while this one waited
+            return libs
+        staging = cache / "libs.partial"
+        for leftover in (staging, libs):  # an interrupted fetch's files are never trusted
+            shutil.rmtree(leftover, ignore_errors=True)
+        (cache / "pom.xml").write_text(
+            _POM.format(scala=SCALA_VERSION, kafka=version, slf4j=SLF4J_VERSION), encoding="utf-8"
         )
-    marker.write_text(version, encoding="utf-8")
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(cache / "pom.xml"),
+            f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not any(staging.glob(f"kafka_{SCALA_VERSION}-{version}.jar")):
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise SparsewatchError(
+                f"could not fetch Kafka {version} from Maven Central: "
+                f"{' | '.join(tail) or 'no jars'}"
+            )
+        staging.rename(libs)
+        marker.write_text(version, encoding="utf-8")
     return libs
+
+
+def _property_value(text: str) -> str:
+    """``text`` as a value in a Java properties file, which the broker reads as ISO-8859-1 with
+    backslash escapes: a backslash doubled, anything outside printable ASCII as ``\\uXXXX``
+    (UTF-16 code units). A folder named in UTF-8 was read as another folder (``é`` as ``Ã©``)."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            units = ch.encode("utf-16-be")
+            out += [f"\\u{units[i : i + 2].hex()}" for i in range(0, len(units), 2)]
+    return "".join(out)
+
+
+def _start_failure(log_text: str) -> str:
+    """What a broker that stopped while starting said: its first ERROR record and the exception
+    lines after it, without stack frames (the log's last lines were often only frames), else its
+    last lines."""
+    lines = [
+        line.strip()
+        for line in log_text.splitlines()
+        if line.strip() and not line.strip().startswith(("at ", "... "))
+    ]
+    first = next((i for i, line in enumerate(lines) if " ERROR " in line), None)
+    return " | ".join(lines[first : first + 3] if first is not None else lines[-5:])
 
 
 @dataclass(frozen=True)
@@ -134,7 +188,8 @@ class LocalKafka:
     """One local KRaft broker whose files live in ``run_dir``.
 
     ``port`` is the client listener (0 picks a free one); the controller listener takes another
-    free port. ``up`` is idempotent: a broker already running from this folder is reused.
+    free port. ``up`` is idempotent: a broker already running from this folder is reused, and
+    launches from the same folder take turns.
     """
 
     def __init__(
@@ -145,7 +200,7 @@ class LocalKafka:
         version: str = KAFKA_VERSION,
         cache_dir: Path | None = None,
     ) -> None:
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir).absolute()  # the broker's command line names its config
         self.port = port
         self.heap = heap
         self.version = version
@@ -159,6 +214,10 @@ class LocalKafka:
     @property
     def _bootstrap_file(self) -> Path:
         return self.run_dir / "bootstrap"
+
+    @property
+    def _config_file(self) -> Path:
+        return self.run_dir / "server.properties"
 
     @property
     def log_file(self) -> Path:
@@ -187,8 +246,9 @@ class LocalKafka:
             "log.retention.hours": "-1",
             "log.segment.bytes": str(64 * 1024 * 1024),
         }
-        path = self.run_dir / "server.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+        path = self._config_file
+        lines = "".join(f"{k}={_property_value(v)}\n" for k, v in props.items())
+        path.write_text(lines, encoding="ascii")
         (self.run_dir / "log4j.properties").write_text(_LOG4J, encoding="utf-8")
         return path
 
@@ -202,8 +262,20 @@ class LocalKafka:
         except ProcessLookupError:
             return None
         except PermissionError:
-            return pid
-        return pid
+            pass
+        return pid if self._runs_this_broker(pid) else None
+
+    def _runs_this_broker(self, pid: int) -> bool:
+        """Whether process ``pid`` is this folder's broker. A pid file outlives its broker (a
+        crash, a reboot), and its number may since belong to any process, which ``down`` then
+        killed; a broker that died unreaped (a zombie) has no command line either."""
+        if not Path("/proc/self/cmdline").exists():  # no procfs here: the pid is all there is
+            return True
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return b"kafka.Kafka" in args and os.fsencode(self._config_file) in args
 
     # -- lifecycle ---------------------------------------------------------------------------
     def status(self) -> BrokerStatus:
@@ -217,11 +289,21 @@ class LocalKafka:
         return BrokerStatus(pid is not None, pid, bootstrap, self.run_dir)
 
     def up(self, timeout: float = 90.0) -> str:
-        """Start the broker (fetching jars and formatting storage when needed); return bootstrap."""
-        current = self.status()
-        if current.running:
-            wait_for_broker(current.bootstrap, timeout)
-            return current.bootstrap
+        """Start the broker (fetching jars and formatting storage when needed); return bootstrap.
+
+        An interrupted start (Ctrl-C, or an exception raised by a signal handler) stops the
+        broker it launched: that broker runs in its own session, so the terminal's signal never
+        reaches it, and it outlived the command.
+        """
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with _exclusive(self.run_dir / ".launch.lock"):
+            current = self.status()
+            if current.running:
+                wait_for_broker(current.bootstrap, timeout)
+                return current.bootstrap
+            return self._launch(timeout)
+
+    def _launch(self, timeout: float) -> str:
         java = _require_tool("java", "run the Kafka broker")
         libs = fetch_broker_jars(self.cache_dir, self.version)
         port = self.port or free_port()
@@ -231,7 +313,6 @@ class LocalKafka:
                 "or point KAFKA_BOOTSTRAP_SERVERS at the broker that owns it"
             )
         controller_port = free_port()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config(port, controller_port)
         classpath = f"{libs}{os.sep}*"
         log4j = f"-Dlog4j.configuration=file:{self.run_dir / 'log4j.properties'}"
@@ -259,6 +340,7 @@ class LocalKafka:
                 detail = fmt.stderr.strip()[-300:]
                 raise SparsewatchError(f"formatting Kafka storage failed: {detail}")
         with self.log_file.open("ab") as log:
+            log_start = log.tell()  # the log is appended to: this start's part begins here
             proc = subprocess.Popen(
                 [
                     java,
@@ -277,15 +359,20 @@ class LocalKafka:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        self._pid_file.write_text(str(proc.pid), encoding="utf-8")
-        bootstrap = f"127.0.0.1:{port}"
-        self._bootstrap_file.write_text(bootstrap, encoding="utf-8")
         try:
+            self._pid_file.write_text(str(proc.pid), encoding="utf-8")
+            bootstrap = f"127.0.0.1:{port}"
+            self._bootstrap_file.write_text(bootstrap, encoding="utf-8")
             wait_for_broker(bootstrap, timeout, process=proc)
         except SparsewatchError as exc:
-            self.down()
-            tail = self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
-            raise SparsewatchError(f"{exc}; broker log: {' | '.join(tail)}") from None
+            self._stop(proc.pid)
+            with self.log_file.open("rb") as log:
+                log.seek(log_start)
+                said = _start_failure(log.read().decode("utf-8", errors="replace"))
+            raise SparsewatchError(f"{exc}; broker log: {said}") from None
+        except BaseException:
+            self._stop(proc.pid)
+            raise
         return bootstrap
 
     def down(self, timeout: float = 30.0) -> bool:
@@ -294,7 +381,13 @@ class LocalKafka:
         if pid is None:
             self._pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)
+        self._stop(pid, timeout)
+        return True
+
+    def _stop(self, pid: int, timeout: float = 30.0) -> None:
+        """SIGTERM the broker ``pid``, SIGKILL it after ``timeout``; forget its pid file."""
+        with suppress(ProcessLookupError):  # it exited (and was reaped) already
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not _alive(pid):
@@ -305,7 +398,6 @@ class LocalKafka:
             while _alive(pid):
                 time.sleep(0.1)
         self._pid_file.unlink(missing_ok=True)
-        return True
 
     def kill(self) -> None:
         """Kill the broker abruptly (SIGKILL), as a crash would; the log directory survives."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+from typing import Any
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
@@ -83,19 +85,35 @@ def run_loops(
 
     SIGTERM/SIGINT stop every worker after its current batch; results of a batch are committed
     whole or not at all, so an interrupted window is simply re-read on the next start. When one
-    worker fails, the others are stopped too. BLAS runs ``blas_threads`` threads and the
+    worker fails, the others are stopped too. The previous signal handlers are back once the
+    workers have returned (Ctrl-C was swallowed for the rest of the process: the demo's plot and
+    broker shutdown, a test session). BLAS runs ``blas_threads`` threads and the
     garbage collector's young generation is collected every ``gc_threshold`` allocations, with
     what exists now frozen (:func:`sparsewatch.runtime.worker_process`).
     """
+    previous: dict[signal.Signals, Any] = {}
     if install_signals and threading.current_thread() is threading.main_thread():
-        import signal
 
         def stop_all(*_: object) -> None:
             for w in workers:
                 w.stop()
 
-        signal.signal(signal.SIGTERM, stop_all)
-        signal.signal(signal.SIGINT, stop_all)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, stop_all)
+    try:
+        _run_threads(workers, until_idle_s, blas_threads, gc_threshold)
+    finally:
+        for sig, handler in previous.items():  # None: not set from Python, the default then
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def _run_threads(
+    workers: list[WorkerLoop],
+    until_idle_s: list[float | None],
+    blas_threads: int,
+    gc_threshold: int,
+) -> None:
+    """The body of :func:`run_loops`, with its signal handlers in place."""
     errors: list[BaseException] = []
 
     def target(worker: WorkerLoop, idle: float | None) -> None:
