@@ -89,6 +89,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
         top_q=config.novel_top_q,
         threshold=config.novel_threshold,
         score_margin=config.score_margin,
+        max_step_documents=config.max_step_documents or None,
         **growth,
     )
     features = StreamingTfidf(

@@ -91,6 +91,7 @@ class DetectorConfig:
     max_vocabulary: int = 20000
     max_token_chars: int = 40
     max_terms_per_doc: int = 0
+    max_step_documents: int = 1000
     snapshot_every: int = 10
     topics: bool = True
     n_topics: int = 10
@@ -283,6 +284,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "max_vocabulary"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_token_chars"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_terms_per_doc"): (lambda v: v >= 0, ">= 0 (0: all terms)"),
+    ("detector", "max_step_documents"): (lambda v: v >= 0, ">= 0 (0: no bound)"),
     ("detector", "snapshot_every"): (lambda v: v >= 1, ">= 1"),
     ("detector", "n_topics"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),
