@@ -346,6 +346,8 @@ class AnomalyProcessor:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        # A stream quiet this long is checkpointed and may leave memory (consumers/worker.py).
+        self.idle_timeout_s = config.windows.idle_timeout_s
 
     def parse(self, payload: bytes | None) -> ScoredDocument:
         return parse_scored(payload)

@@ -171,6 +171,8 @@ class DetectorProcessor:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        # A stream quiet this long is checkpointed and may leave memory (consumers/worker.py).
+        self.idle_timeout_s = config.windows.idle_timeout_s
 
     def parse(self, payload: bytes | None) -> Document | EndOfStream:
         return parse_message(payload, self.config.max_text_bytes)

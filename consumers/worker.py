@@ -33,6 +33,22 @@ watermark or count are deterministic), recognise what they already consumed, and
 keyed by a natural key, so nothing is lost or duplicated. On partition assignment the loop seeks to
 the stored resume offsets; on revocation it checkpoints the partitions' streams, then drops them
 (their open windows will be re-read by the new owner).
+
+Bounds in the number of streams and the length of the stream. A stream that has gone quiet
+(nothing of it read for ``idle_checkpoint_s`` while its partition was read up to date: the
+processor's idle timeout) with windows since its checkpoint and nothing buffered is checkpointed
+at once: otherwise its replay anchor held its partition's resume offset back until its next
+``checkpoint_every`` windows, possibly for ever (a count window that ended on the stream's last
+message, the windows an end-of-stream marker closed, any quiet stream of the anomaly worker), and
+a crash replayed everything its partition had carried since. A quiet stream's state, once
+checkpointed and with nothing buffered, is only a cache of its checkpoint: at most
+``max_idle_states`` of them (the most recently active) stay in memory, the others are dropped and
+restored from their checkpoint when the stream speaks again (after the transaction holding that
+checkpoint is stored). Without that every stream ever seen kept its models resident until its
+partition was revoked: measured, a detector stream holds 10-250 MB (its dictionary, the MOR-NMF
+ring of 16 MB at 20,000 terms, the dynamic NMF window), so a worker's memory grew with the number
+of streams. What stays per stream seen is its partition (a dictionary entry, needed to refuse a
+stream spread over two partitions).
 """
 
 from __future__ import annotations
@@ -108,9 +124,12 @@ class StreamState(Protocol):
 
 
 class Processor(Protocol):
-    """Turns raw messages into items and owns the construction of per-stream states."""
+    """Turns raw messages into items and owns the construction of per-stream states.
+    ``idle_timeout_s``: how long a stream must be quiet to count as idle (see the module
+    docstring)."""
 
     name: str
+    idle_timeout_s: float
 
     def parse(self, payload: bytes | None) -> Any: ...
 
@@ -168,6 +187,7 @@ class _InFlight:
     outputs: list[Output]
     offsets: dict[int, int]
     n_dead: int
+    checkpointed: frozenset[str] = frozenset()
 
 
 class WorkerLoop:
@@ -189,6 +209,8 @@ class WorkerLoop:
         poll_timeout_s: float = 0.5,
         writer: str = "process",
         heap_free_limit_mb: float = 64.0,
+        max_idle_states: int = 16,
+        idle_checkpoint_s: float | None = None,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -205,6 +227,11 @@ class WorkerLoop:
         self.writer_mode = writer
         # Free heap memory kept for reuse between windows of a backlog (see consumers/memory.py).
         self.heap_bound = FreeHeapBound(int(heap_free_limit_mb * (1 << 20)))
+        # Quiet streams: checkpointed after this silence, at most this many kept in memory.
+        self.max_idle_states = max(int(max_idle_states), 0)
+        self.idle_checkpoint_s = (
+            processor.idle_timeout_s if idle_checkpoint_s is None else idle_checkpoint_s
+        )
         self.destination = Destination(bootstrap, group_id, input_topic, output_topic, dlq_topic)
         topics = {input_topic: partitions, dlq_topic: 1}
         if output_topic:
@@ -221,6 +248,8 @@ class WorkerLoop:
         self._anchor: dict[str, int] = {}
         self._dirty: dict[str, int] = {}
         self._forced: set[str] = set()
+        # When a message of each stream in memory was last read (the batch's monotonic time).
+        self._last_read: dict[str, float] = {}
         # False while in-memory states are ahead of the store (a batch not yet committed): no
         # checkpoint may then be written by a revocation or a shutdown.
         self._consistent = True
@@ -231,6 +260,11 @@ class WorkerLoop:
         # The resume offsets of the last transaction handed to the writer: a batch that closes
         # nothing and leaves them unchanged needs no transaction.
         self._submitted_offsets: dict[int, int] | None = None
+
+    @property
+    def streams_in_memory(self) -> frozenset[str]:
+        """The streams whose state is in memory now (see the module docstring)."""
+        return frozenset(self._states)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -322,6 +356,7 @@ class WorkerLoop:
                 self._anchor.pop(stream, None)
                 self._dirty.pop(stream, None)
                 self._forced.discard(stream)
+                self._last_read.pop(stream, None)
 
     def _checkpoint_dirty(self, partitions: set[int]) -> None:
         """Checkpoint every stream of ``partitions`` with windows since its last checkpoint, and
@@ -357,6 +392,8 @@ class WorkerLoop:
             )
         state = self._states.get(stream)
         if state is None:
+            if self._in_flight is not None and stream in self._in_flight.checkpointed:
+                self._wait_written()  # a stream dropped for quiet: its checkpoint is in flight
             # Everything before this message is in the checkpoint (or precedes the stream).
             self._anchor[stream] = offset
             checkpoint = with_backoff(
@@ -393,6 +430,7 @@ class WorkerLoop:
             except InvalidMessageError as exc:  # well-formed, but inconsistent with its stream
                 dead.append(_dead_letter(msg, exc))
                 continue
+            self._last_read[stream] = now
             if produced:
                 # Commit a closed window at once, not after the rest of the batch: its latency
                 # is then its own computation plus one transaction.
@@ -406,9 +444,39 @@ class WorkerLoop:
             idle = state.close_idle(part.read_up_to_at if part else float("-inf"))
             self._count_windows(stream, idle, forced=True)
             outputs += idle
-        if outputs or dead or pending:
+        quiet = self._quiet_streams()
+        checkpoint_quiet = bool({s for s in quiet if s in self._dirty} - self._forced)
+        self._forced |= {s for s in quiet if s in self._dirty}
+        if outputs or dead or pending or checkpoint_quiet:
             self._commit(outputs, dead)
+        self._drop_quiet_states(quiet)
         self._consistent = True
+
+    def _quiet_streams(self) -> list[str]:
+        """Streams in memory with nothing buffered whose last message was read at least
+        ``idle_checkpoint_s`` before their partition was last read up to date (see the module
+        docstring), least recently read first."""
+        quiet = []
+        for stream, state in self._states.items():
+            p = self._stream_partition[stream]
+            part = self._partitions.get(p)
+            last = self._last_read.get(stream, float("-inf"))
+            if (
+                part is not None
+                and part.read_up_to_at - last >= self.idle_checkpoint_s
+                and state.min_buffered_offset(p) is None
+            ):
+                quiet.append(stream)
+        return sorted(quiet, key=lambda s: self._last_read.get(s, float("-inf")))
+
+    def _drop_quiet_states(self, quiet: list[str]) -> None:
+        """Drop the states of the quiet streams already checkpointed, all but the
+        ``max_idle_states`` most recently read (their checkpoint restores them)."""
+        clean = [s for s in quiet if s not in self._dirty]
+        for stream in clean[: max(len(clean) - self.max_idle_states, 0)]:
+            del self._states[stream]
+            self._anchor.pop(stream, None)
+            self._last_read.pop(stream, None)
 
     def _count_windows(self, stream: str, outputs: list[Output], forced: bool) -> None:
         n = sum(out.is_window for out in outputs)
@@ -498,7 +566,9 @@ class WorkerLoop:
             checkpoints=checkpoints,
             offsets=offsets,
         )
-        self._in_flight = _InFlight(self._writer.submit(job), outputs, offsets, len(dead))
+        self._in_flight = _InFlight(
+            self._writer.submit(job), outputs, offsets, len(dead), frozenset(checkpoints)
+        )
         self._submitted_offsets = offsets
         self._mark_checkpointed(due)
         self._refresh_anchors()
