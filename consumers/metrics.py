@@ -51,6 +51,7 @@ class WorkerMetrics:
 
 
 def serve(port: int) -> None:
-    """Expose /metrics on ``port`` (0 = do not serve)."""
+    """Expose /metrics on 127.0.0.1:``port`` (0 = do not serve); OSError when the port cannot be
+    bound."""
     if port:
         start_http_server(port, addr="127.0.0.1")

@@ -123,4 +123,5 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
         f"dead-letter topic, {result.seconds:.0f}s in all"
     )
     click.echo(f"database: {result.database_url}")
+    click.echo(f"topics:   {result.topic_prefix}.docs / .scores / .dlq")
     click.echo(f"plot:     {result.plot}")

@@ -1,7 +1,10 @@
 """``sparsewatch demo``: the whole product end to end on a generated stream, in a few minutes.
 
 1. uses the configured Kafka broker when one answers, else starts the local KRaft broker;
-2. creates fresh topics (``demo-<time>.docs`` / ``.scores`` / ``.dlq``) and a fresh SQLite database;
+2. creates fresh topics (``demo-<time>-<random>.docs`` / ``.scores`` / ``.dlq``), read by fresh
+   consumer groups (``demo-<time>-<random>.detector`` / ``.anomaly``, never the configured
+   ``group_id``'s: on a shared broker those would rebalance a running deployment), and a fresh
+   SQLite database;
 3. replays a seeded synthetic tweet stream with stories emerging over time (no network, no licence)
    with the replay tool, then a few malformed messages that must land in the dead-letter topic;
 4. runs the detector and anomaly workers until the stream is drained (the detector alone when
@@ -12,6 +15,7 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
 import threading
 import time
@@ -44,9 +48,17 @@ class DemoResult:
 
     database_url: str
     plot: Path
+    topic_prefix: str
     n_documents: int
     n_malformed: int
     seconds: float
+
+
+def demo_prefix() -> str:
+    """The topic prefix and consumer group id of one demo: ``demo-<seconds>-<random>``. The start
+    time tells demos apart; the random part keeps two demos started in the same second off each
+    other's topics and groups."""
+    return f"demo-{int(time.time())}-{secrets.token_hex(4)}"
 
 
 def _bootstrap(config: Config, run_dir: Path) -> tuple[str, LocalKafka | None]:
@@ -123,7 +135,8 @@ def _plot(store: Store, docs: list[dict], path: Path) -> None:
 
 
 def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = None) -> DemoResult:
-    """Run the demo (see the module docstring) and return where its results are."""
+    """Run the demo (see the module docstring) and return where its results are. ``config`` is
+    changed to the demo's broker, topic prefix, consumer group and database."""
     with _sigterm_interrupts():
         return _run(config, n_documents, out_dir)
 
@@ -136,9 +149,10 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
     out.mkdir(parents=True, exist_ok=True)
     bootstrap, broker = _bootstrap(config, data_dir / "kafka")
     try:
-        prefix = f"demo-{int(time.time())}"
+        prefix = demo_prefix()
         config.kafka.bootstrap_servers = bootstrap
         config.kafka.topic_prefix = prefix
+        config.kafka.group_id = prefix
         db_path = out / "demo.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db_path}{suffix}").unlink(missing_ok=True)
@@ -171,7 +185,7 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
         _plot(store, docs, plot)
         store.dispose()
         return DemoResult(
-            config.database_url, plot, len(docs), n_malformed, time.perf_counter() - start
+            config.database_url, plot, prefix, len(docs), n_malformed, time.perf_counter() - start
         )
     finally:
         if broker is not None:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,8 @@ KAFKA_VERSION = "3.9.1"
 SCALA_VERSION = "2.13"
 SLF4J_VERSION = "1.7.36"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+# Starts tried, with new ports each time, when a port picked automatically was taken meanwhile.
+START_ATTEMPTS = 3
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -68,11 +71,18 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "sparsewatch"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that are free right now. The sockets are all bound
+    before any is released, so the system cannot hand out one port twice (two separate picks
+    could: the client and controller listeners then collided)."""
+    with ExitStack() as stack:
+        socks = [
+            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            for _ in range(count)
+        ]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def _port_in_use(port: int) -> bool:
@@ -127,6 +137,7 @@ def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSIO
             mvn,
             "-B",
             "-q",
+            "--strict-checksums",  # a mismatch fails the fetch (Maven's default only warns)
             "-f",
             str(cache / "pom.xml"),
             f"{DEPENDENCY_PLUGIN}:copy-dependencies",
@@ -135,14 +146,21 @@ def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSIO
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not any(staging.glob(f"kafka_{SCALA_VERSION}-{version}.jar")):
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
             raise SparsewatchError(
                 f"could not fetch Kafka {version} from Maven Central: "
-                f"{' | '.join(tail) or 'no jars'}"
+                f"{_maven_failure(proc.stdout + proc.stderr)}"
             )
         staging.rename(libs)
         marker.write_text(version, encoding="utf-8")
     return libs
+
+
+def _maven_failure(output: str) -> str:
+    """What a failed Maven run said: its first ``[ERROR]`` line (the cause; the lines after it
+    are Maven's advice on debugging), else its last lines, without terminal colour codes."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", output).splitlines()]
+    errors = [line for line in lines if line.startswith("[ERROR]") and line != "[ERROR]"]
+    return errors[0] if errors else " | ".join([line for line in lines if line][-5:]) or "no jars"
 
 
 def _property_value(text: str) -> str:
@@ -159,6 +177,21 @@ def _property_value(text: str) -> str:
             units = ch.encode("utf-16-be")
             out += [f"\\u{units[i : i + 2].hex()}" for i in range(0, len(units), 2)]
     return "".join(out)
+
+
+def _unbindable_port(said: str) -> int | None:
+    """The port a broker that stopped while starting could not bind, when that is why it stopped
+    (``said``: :func:`_start_failure` of its log)."""
+    match = re.search(r"failed to bind to \S*:(\d+): Address already in use", said)
+    return int(match.group(1)) if match else None
+
+
+class _PortTakenError(SparsewatchError):
+    """The broker could not bind ``port``: taken since it was found free, when it was picked."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
 
 
 def _start_failure(log_text: str) -> str:
@@ -188,8 +221,11 @@ class LocalKafka:
     """One local KRaft broker whose files live in ``run_dir``.
 
     ``port`` is the client listener (0 picks a free one); the controller listener takes another
-    free port. ``up`` is idempotent: a broker already running from this folder is reused, and
-    launches from the same folder take turns.
+    free port, distinct from it. ``pick_ports(n)`` returns ``n`` distinct ports free now
+    (:func:`free_ports`). A picked port may be taken before the broker binds it: the start is then
+    tried again with new ports, :data:`START_ATTEMPTS` times in all. ``up`` is idempotent: a
+    broker already running from this folder is reused, and launches from the same folder take
+    turns.
     """
 
     def __init__(
@@ -199,12 +235,14 @@ class LocalKafka:
         heap: str = "512m",
         version: str = KAFKA_VERSION,
         cache_dir: Path | None = None,
+        pick_ports: Callable[[int], list[int]] = free_ports,
     ) -> None:
         self.run_dir = Path(run_dir).absolute()  # the broker's command line names its config
         self.port = port
         self.heap = heap
         self.version = version
         self.cache_dir = cache_dir
+        self.pick_ports = pick_ports
 
     # -- files -------------------------------------------------------------------------------
     @property
@@ -303,16 +341,37 @@ class LocalKafka:
                 return current.bootstrap
             return self._launch(timeout)
 
+    def _ports(self) -> tuple[int, int]:
+        """The client and controller ports of one start: distinct, the client's ``port`` unless
+        that is 0."""
+        picked = self.pick_ports(2)
+        if not self.port:
+            return picked[0], picked[1]
+        return self.port, next(p for p in picked if p != self.port)
+
     def _launch(self, timeout: float) -> str:
+        """Start the broker, with new ports when one picked automatically was taken meanwhile."""
         java = _require_tool("java", "run the Kafka broker")
         libs = fetch_broker_jars(self.cache_dir, self.version)
-        port = self.port or free_port()
-        if _port_in_use(port):
-            raise SparsewatchError(
-                f"port {port} on 127.0.0.1 is already in use; choose another with --port "
-                "or point KAFKA_BOOTSTRAP_SERVERS at the broker that owns it"
-            )
-        controller_port = free_port()
+        attempt = 1
+        while True:
+            port, controller_port = self._ports()
+            try:
+                if _port_in_use(port):
+                    raise _PortTakenError(
+                        f"port {port} on 127.0.0.1 is already in use; choose another with --port "
+                        "or point KAFKA_BOOTSTRAP_SERVERS at the broker that owns it",
+                        port,
+                    )
+                return self._start(java, libs, port, controller_port, timeout)
+            except _PortTakenError as exc:
+                if exc.port == self.port or attempt == START_ATTEMPTS:
+                    raise
+            attempt += 1
+
+    def _start(self, java: str, libs: Path, port: int, controller_port: int, timeout: float) -> str:
+        """Start the broker on ``port`` and ``controller_port``; return its bootstrap address.
+        A broker that could not bind a port raises :class:`_PortTakenError`."""
         config = self._write_config(port, controller_port)
         classpath = f"{libs}{os.sep}*"
         log4j = f"-Dlog4j.configuration=file:{self.run_dir / 'log4j.properties'}"
@@ -369,6 +428,9 @@ class LocalKafka:
             with self.log_file.open("rb") as log:
                 log.seek(log_start)
                 said = _start_failure(log.read().decode("utf-8", errors="replace"))
+            taken = _unbindable_port(said)
+            if taken is not None:
+                raise _PortTakenError(f"{exc}; broker log: {said}", taken) from None
             raise SparsewatchError(f"{exc}; broker log: {said}") from None
         except BaseException:
             self._stop(proc.pid)

@@ -143,6 +143,18 @@ def _run_threads(
         raise errors[0]
 
 
+def _serve_metrics(port: int) -> None:
+    """Serve the metrics on ``port`` (0: not at all); a port that cannot be bound (taken, or
+    privileged) is a one-line error naming the setting."""
+    try:
+        serve(port)
+    except OSError as exc:
+        raise SparsewatchError(
+            f"cannot serve metrics on 127.0.0.1:{port} (metrics_port, SPARSEWATCH_METRICS_PORT, "
+            f"--metrics-port): {exc.strerror or exc}"
+        ) from None
+
+
 def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
     """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
     only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError)."""
@@ -169,7 +181,7 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
         except KafkaException as exc:  # creating the topics is the first contact with the broker
             bootstrap = config.kafka.bootstrap_servers
             raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
-        serve(config.metrics_port)
+        _serve_metrics(config.metrics_port)
         run_loops(
             workers,
             [until_idle_s] * len(roles),
