@@ -310,9 +310,7 @@ DOCUMENT_COLUMNS = (
 @click.option("--anomalies", "anomalies_only", is_flag=True, help="Only anomalous documents.")
 @click.option("--since", type=TIME, default=None, help="Event time from (ISO-8601 or relative).")
 @click.option("--until", type=TIME, default=None, help="Event time before.")
-@click.option(
-    "--min-score", type=FiniteFloat(), default=None, help="Novelty score at least this."
-)
+@click.option("--min-score", type=FiniteFloat(), default=None, help="Novelty score at least this.")
 @_limit
 @_fmt
 @_db

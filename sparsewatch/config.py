@@ -46,6 +46,7 @@ def topic_name_problem(name: str) -> str | None:
         return f"a topic name has at most {MAX_TOPIC_CHARS} characters"
     return None
 
+
 ENV_PREFIX = "SPARSEWATCH_"
 # Where a worker's SQL transactions run (consumers/writer.py): a child process or a thread.
 WRITER_MODES = ("process", "thread")
