@@ -215,7 +215,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         (its scores and flags are still the whole window's); the initialisation uses the last
         ``max_step_documents`` documents. The step's ``n x m`` arrays and the dual ``Delta``
         (``m x n``, dense once filled, part of every checkpoint) then stay bounded: one step
-        over a window of 8,000 Reuters stories at 20,000 terms peaked at 3 GB and left a
+        over a window of 7,367 Reuters stories at 20,000 terms peaked at 3 GB and left a
         577 MB state. ``None``: no bound (Algorithm 3 as published, one step a window).
     dtype : float type of the dictionary and the iterations; random_state : seeding of atoms.
 
