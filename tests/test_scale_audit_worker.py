@@ -11,8 +11,6 @@ a real broker and real databases (SQLite, and PostgreSQL when configured).
 
 from __future__ import annotations
 
-import json
-import random
 import threading
 import time
 import uuid
@@ -26,34 +24,13 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
+from tests.test_pipeline_kafka import _scores_message
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def _message(stream: str, seq: int, i: int, n: int) -> bytes:
-    """A ``<prefix>.scores`` message as the detector sends it (document ``i`` of ``n``)."""
-    rng = random.Random(f"{stream}/{seq}/{i}")
-    atoms = rng.randrange(1, 5)
-    return json.dumps(
-        {
-            "stream": stream,
-            "doc_id": f"{stream}-{seq}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
-            "score": rng.uniform(0.2, 1.0),
-            "reconstruction_error": rng.uniform(0.1, 0.9),
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [rng.uniform(0.05, 0.5) for _ in range(atoms)],
-            "n_terms": rng.randrange(5, 20),
-        }
-    ).encode()
-
-
 def _window(stream: str, seq: int, n: int = 10) -> list[tuple[str, bytes]]:
-    return [(stream, _message(stream, seq, i, n)) for i in range(n)]
+    return [(stream, _scores_message(stream, seq, i, n, tag=stream)) for i in range(n)]
 
 
 def _config(bootstrap: str, url: str) -> Config:
