@@ -108,6 +108,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
             n_emerging=config.emerging_per_window,
             n_top_terms=config.top_terms,
             max_topics=config.max_topics,
+            max_step_documents=config.emerging_max_documents or None,
             random_state=0,
         )
         if config.emerging_topics

@@ -100,6 +100,7 @@ class DetectorConfig:
     max_topics: int = 30
     emerging_per_window: int = 3
     emerging_min_documents: int = 3
+    emerging_max_documents: int = 2000
     top_terms: int = 8
 
 
@@ -128,6 +129,7 @@ class Config:
     gc_threshold: int = 10_000
     writer: str = "process"
     heap_free_limit_mb: float = 64.0
+    max_idle_streams: int = 16
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     windows: WindowConfig = field(default_factory=WindowConfig)
     detector: DetectorConfig = field(default_factory=DetectorConfig)
@@ -258,6 +260,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
     ("", "blas_threads"): (lambda v: v >= 0, ">= 0 (0: the library's default)"),
     ("", "gc_threshold"): (lambda v: 0 <= v < 2**31, "in 0..2147483647 (0: Python's default)"),
+    ("", "max_idle_streams"): (lambda v: v >= 0, ">= 0"),
     ("", "writer"): (lambda v: v in WRITER_MODES, " or ".join(map(repr, WRITER_MODES))),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
     ("kafka", "topic_prefix"): (
@@ -291,6 +294,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),
     ("detector", "emerging_per_window"): (lambda v: v >= 1, ">= 1"),
     ("detector", "emerging_min_documents"): (lambda v: v >= 0, ">= 0"),
+    ("detector", "emerging_max_documents"): (lambda v: v >= 0, ">= 0 (0: every document)"),
     ("anomaly", "reference_documents"): (lambda v: v >= 2, ">= 2"),
     ("anomaly", "refit_every_windows"): (lambda v: v >= 1, ">= 1"),
     ("anomaly", "contamination"): (lambda v: 0 < v < 1, "in (0, 1)"),

@@ -53,6 +53,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             poll_timeout_s=poll_timeout_s,
             writer=config.writer,
             heap_free_limit_mb=config.heap_free_limit_mb,
+            max_idle_states=config.max_idle_streams,
         )
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
@@ -70,6 +71,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             poll_timeout_s=poll_timeout_s,
             writer=config.writer,
             heap_free_limit_mb=config.heap_free_limit_mb,
+            max_idle_states=config.max_idle_streams,
         )
     raise ValueError(f"unknown worker role {role!r}")
 

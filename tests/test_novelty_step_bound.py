@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sparsewatch.consumers.detector_core import build_models
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _top_atoms
 
+from sparsewatch.config import load_config
+from sparsewatch.errors import SparsewatchError
 from tests.test_novelty_l1_coding import lp_optimum
 
 
@@ -104,3 +107,30 @@ def test_top_atoms_from_the_sparse_codes_equal_the_dense_argsort(seed: int) -> N
     for n_top in (1, 3, 7):
         np.testing.assert_array_equal(_top_atoms(codes, n_top), dense_top_atoms(codes, n_top))
     assert _top_atoms(sp.csr_matrix((4, 0)), 3).tolist() == [[-1, -1, -1]] * 4
+
+
+@pytest.mark.parametrize(("value", "bound"), [("0", None), ("1", 1), ("500", 500)])
+def test_the_step_bounds_come_from_the_configuration(value: str, bound: int | None) -> None:
+    env = {
+        "SPARSEWATCH_DETECTOR_MAX_STEP_DOCUMENTS": value,
+        "SPARSEWATCH_DETECTOR_EMERGING_MAX_DOCUMENTS": value,
+    }
+    models = build_models(load_config(env=env).detector)
+    assert models.detector.model.max_step_documents == bound
+    assert models.emerging is not None and models.emerging.max_step_documents == bound
+    defaults = build_models(load_config(env={}).detector)
+    assert defaults.detector.model.max_step_documents == 1000
+    assert defaults.emerging is not None and defaults.emerging.max_step_documents == 2000
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "SPARSEWATCH_DETECTOR_MAX_STEP_DOCUMENTS",
+        "SPARSEWATCH_DETECTOR_EMERGING_MAX_DOCUMENTS",
+        "SPARSEWATCH_MAX_IDLE_STREAMS",
+    ],
+)
+def test_negative_bounds_are_refused_by_the_configuration(variable: str) -> None:
+    with pytest.raises(SparsewatchError, match=f"\\({variable}\\) must be >= 0"):
+        load_config(env={variable: "-1"})

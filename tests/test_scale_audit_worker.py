@@ -41,6 +41,7 @@ def _config(bootstrap: str, url: str) -> Config:
         "SPARSEWATCH_DATABASE_URL": url,
         "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "1",
         "SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY": "10",
+        "SPARSEWATCH_MAX_IDLE_STREAMS": "3",
         "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "10",
         "SPARSEWATCH_ANOMALY_REFIT_EVERY_WINDOWS": "2",
     }
@@ -126,7 +127,7 @@ def test_a_quiet_stream_neither_holds_back_the_resume_offset_nor_stays_in_memory
     try:
         _produce(kafka_bootstrap, topic, sent)
         worker = build_worker("anomaly", config, store)
-        worker.max_idle_states = 3
+        assert worker.max_idle_states == 3  # max_idle_streams from the configuration
         running = _Running(worker)
         try:
             assert _wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
