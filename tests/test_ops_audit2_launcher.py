@@ -22,19 +22,13 @@ from sparsewatch.kafka_local import (
     fetch_broker_jars,
     free_ports,
 )
+from tests.test_ops_audit_launcher import _brokers_of
 
 
 def _kill_all(run_dir: Path) -> None:
     """SIGKILL every JVM running the broker configured in ``run_dir`` (a failed test's)."""
-    config = os.fsencode(run_dir / "server.properties")
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"kafka.Kafka" in args and config in args:
-                os.kill(int(entry.name), signal.SIGKILL)
+    for pid in _brokers_of(run_dir):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _listeners(run_dir: Path) -> str:

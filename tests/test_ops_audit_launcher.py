@@ -140,8 +140,10 @@ def test_an_interrupted_start_leaves_no_broker_behind(tmp_path: Path) -> None:
     """The broker runs in its own session, so Ctrl-C reaches only the launcher: interrupted
     while waiting for the broker to answer, it left the JVM running."""
     run_dir = tmp_path / "k"
-    code = "import sys\nfrom sparsewatch.kafka_local import LocalKafka\n"
-    code += "LocalKafka(sys.argv[1], port=0).up()"
+    # Python leaves SIGINT ignored when it starts with it ignored (a background job's children,
+    # as under a CI script): the launcher takes Ctrl-C's default, as in a terminal
+    code = "import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    code += "from sparsewatch.kafka_local import LocalKafka\nLocalKafka(sys.argv[1], port=0).up()"
     launcher = subprocess.Popen(
         [sys.executable, "-c", code, str(run_dir)], stderr=subprocess.DEVNULL
     )
