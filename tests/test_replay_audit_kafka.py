@@ -4,7 +4,6 @@ rejected document, bad inputs and errors paths refused before anything is produc
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.readers import ErrorFile
 
-from sparsewatch.cli import main
+from tests.test_replay_kafka import run_cli
 
 pytestmark = pytest.mark.kafka
 
@@ -50,14 +49,6 @@ def consume_values(bootstrap: str, topic: str, timeout: float = 60.0) -> list[di
 def topic_exists(bootstrap: str, topic: str) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     return topic in admin.list_topics(timeout=10).topics
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def _docs(n: int, streams: int = 2) -> list[dict]:

@@ -7,24 +7,15 @@ import csv
 import io
 import json
 import math
-import sys
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 from sparsewatch.storage.store import Store
 
-from sparsewatch.cli import main
+from tests.test_query_cli import run
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def output(monkeypatch, capsys, url: str, *args: str) -> str:
