@@ -38,3 +38,27 @@ def nonnegative_matrix(
     if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0.0:
         raise ValueError(f"Negative values in data passed to {model} (it needs non-negative data)")
     return X
+
+
+def require_samples_and_features(X: np.ndarray | sp.spmatrix, model: str) -> None:
+    """``ValueError`` (scikit-learn's message) for ``X`` without samples or without features.
+
+    For ``fit``, which learns from ``X`` alone and would return a model without bases; the
+    streaming ``partial_fit`` accepts an empty window and waits for data instead."""
+    for axis, what in ((0, "sample(s)"), (1, "feature(s)")):
+        if X.shape[axis] < 1:
+            raise ValueError(
+                f"Found array with 0 {what} (shape={X.shape}) while a minimum of 1 is "
+                f"required by {model}."
+            )
+
+
+def check_feature_count(n_features: int, n_features_in: int, model: str) -> None:
+    """``ValueError`` (scikit-learn's message) for ``X`` with fewer features than the model
+    knows. A wider ``X`` is accepted on purpose: its extra columns are terms a growing vocabulary
+    appended since (the callers give them zero weight)."""
+    if n_features < n_features_in:
+        raise ValueError(
+            f"X has {n_features} features, but {model} is expecting {n_features_in} features as "
+            "input (at least: a wider X appends new terms)"
+        )

@@ -69,11 +69,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils import Tags
-from sparsewatch.models._validation import nonnegative_matrix
+from sparsewatch.models._validation import (
+    check_feature_count,
+    nonnegative_matrix,
+    require_samples_and_features,
+)
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
@@ -116,7 +120,7 @@ def hp_smoother(n: int, lam: float) -> np.ndarray:
     return np.linalg.inv(np.eye(n) + 2.0 * lam * D2.T @ D2)
 
 
-class DynamicNMF(BaseEstimator):
+class DynamicNMF(TransformerMixin, BaseEstimator):
     """Saha-Sindhwani dynamic NMF: evolving topics in a delta box plus emerging topics.
 
     Parameters
@@ -136,6 +140,28 @@ class DynamicNMF(BaseEstimator):
     max_step_documents : most documents of one time point kept in the problem (module
         docstring); ``None``: all of them.
     random_state : seed of the first NMF and of the samples of large time points.
+
+    Examples
+    --------
+    Three time points: sport and politics documents, then a burst on a new story.
+
+    >>> import numpy as np
+    >>> from sparsewatch.models.dynamic_nmf import DynamicNMF
+    >>> vocabulary = ["goal", "match", "team", "vote", "poll", "party", "quake", "tsunami"]
+    >>> stories = np.zeros((18, 8))  # three stories of 6 documents on their own terms
+    >>> stories[:6, :3] = stories[6:12, 3:6] = stories[12:, 6:] = 1
+    >>> rng = np.random.default_rng(0)
+    >>> model = DynamicNMF(n_initial_topics=2, window=3)
+    >>> for t in range(3):
+    ...     rows = stories if t == 2 else stories[:12]  # the new story at the last time point
+    ...     model = model.partial_fit(rng.random(rows.shape) * rows, vocabulary=vocabulary)
+    >>> model.topic_ids_  # 2 initial topics, one emerging topic per later time point
+    array([0, 1, 2, 3])
+    >>> event = model.events_[0]
+    >>> event.topic_id, event.top_terms[:2], event.n_documents
+    (3, ('tsunami', 'quake'), 6)
+    >>> model.labels_[-6:]  # the burst's documents are tagged with the emerging topic
+    array([3, 3, 3, 3, 3, 3])
     """
 
     def __init__(
@@ -179,6 +205,28 @@ class DynamicNMF(BaseEstimator):
         return tags
 
     # ------------------------------------------------------------------ public API
+    def fit(
+        self, X: np.ndarray | sp.spmatrix, y: None = None, vocabulary: list[str] | None = None
+    ) -> DynamicNMF:
+        """Forget any state and learn ``X`` as the first time point of a new stream.
+
+        The same as :meth:`partial_fit` on a fresh model: a plain NMF of ``n_initial_topics``
+        topics refined by the cyclic updates, with ``labels_`` for the rows of ``X`` and no
+        events (emerging topics need a previous time point). A stream is learned by
+        :meth:`partial_fit`, one time point per call.
+
+        ``ValueError`` before the state is forgotten for invalid ``X`` or ``vocabulary`` (as in
+        :meth:`partial_fit`) and for ``X`` without documents or terms (a stream's
+        :meth:`partial_fit` waits for data instead; ``fit`` would return a model without topics).
+        """
+        X = _as_documents(X)
+        require_samples_and_features(X, type(self).__name__)
+        self._check_time_point(X, vocabulary)
+        for name in (*self._state_names(), "labels_", "events_", "n_iter_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        return self.partial_fit(X, vocabulary=vocabulary)
+
     def partial_fit(
         self, X: np.ndarray | sp.spmatrix, y: None = None, vocabulary: list[str] | None = None
     ) -> DynamicNMF:
@@ -188,18 +236,16 @@ class DynamicNMF(BaseEstimator):
         -1, no events): with no terms (an empty vocabulary) there is nothing to factorise.
 
         Sets ``labels_`` (dominant topic id of every row of ``X``; -1 for a row without weight,
-        e.g. an empty document) and ``events_`` (the emerging topics of this time point).
+        e.g. an empty document), ``events_`` (the emerging topics of this time point) and, once
+        there are topics, ``n_iter_`` (cyclic sweeps run at the last solved time point; like
+        ``labels_`` it is not part of :meth:`get_state`).
         ``vocabulary[j]`` names column ``j`` in the events. ``X`` with NaN or infinite entries
         raises ``ValueError`` before anything changes, and so do negative entries and a
         ``vocabulary`` that does not name every column (it raised ``IndexError`` after the time
         point had been learned).
         """
         X = _as_documents(X)
-        if vocabulary is not None and len(vocabulary) != X.shape[1]:
-            raise ValueError(f"vocabulary has {len(vocabulary)} terms, X has {X.shape[1]} columns")
-        cap = self.max_step_documents
-        if cap is not None and cap < 1:
-            raise ValueError(f"max_step_documents must be >= 1 or None, got {cap}")
+        self._check_time_point(X, vocabulary)
         if not hasattr(self, "components_") and 0 in X.shape:
             self.labels_, self.events_ = np.full(X.shape[0], -1, dtype=np.int64), []
             return self
@@ -210,8 +256,6 @@ class DynamicNMF(BaseEstimator):
         else:
             if X.shape[1] > self.n_features_in_:
                 self.resize_features(X.shape[1])
-            elif X.shape[1] < self.n_features_in_:
-                raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
             self._next_time_point(X[sample], weight)
         self.components_ = np.ascontiguousarray(self.components_)
         self.weights_ = np.ascontiguousarray(self.weights_)
@@ -219,7 +263,10 @@ class DynamicNMF(BaseEstimator):
         return self
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
-        """Non-negative topic weights of ``X`` on the current topics (``n_samples x K``)."""
+        """Non-negative topic weights of ``X`` on the current topics (``n_samples x K``).
+
+        A wider ``X`` (terms the vocabulary appended since) is read with zero weight on the new
+        terms, without changing the model; a narrower one raises ``ValueError``."""
         self._check_fitted()
         X = _as_documents(X)
         H = self._pad_topics(X.shape[1])
@@ -271,12 +318,24 @@ class DynamicNMF(BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ window bookkeeping
+    def _check_time_point(self, X: sp.csr_matrix, vocabulary: list[str] | None) -> None:
+        """``ValueError`` for a ``vocabulary`` that does not name every column, a
+        ``max_step_documents`` below 1, or, once fitted, ``X`` with fewer terms than the model
+        (a wider one appends terms)."""
+        if vocabulary is not None and len(vocabulary) != X.shape[1]:
+            raise ValueError(f"vocabulary has {len(vocabulary)} terms, X has {X.shape[1]} columns")
+        cap = self.max_step_documents
+        if cap is not None and cap < 1:
+            raise ValueError(f"max_step_documents must be >= 1 or None, got {cap}")
+        if hasattr(self, "components_"):
+            check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
+
     def _check_fitted(self) -> None:
-        """``NotFittedError`` before the first time point (there is no ``fit`` method, so
-        ``check_is_fitted`` would refuse the estimator itself)."""
+        """``NotFittedError`` before the first :meth:`fit` or time point."""
         if not hasattr(self, "components_"):
             raise NotFittedError(
-                "This DynamicNMF has no topics yet: call partial_fit with a first time point"
+                "This DynamicNMF has no topics yet: call fit, or partial_fit with a first time "
+                "point"
             )
 
     @staticmethod
@@ -310,8 +369,7 @@ class DynamicNMF(BaseEstimator):
 
     def _pad_topics(self, n_features: int) -> np.ndarray:
         H = self.components_
-        if n_features < H.shape[1]:
-            raise ValueError(f"X has {n_features} features, expected {H.shape[1]}")
+        check_feature_count(n_features, H.shape[1], type(self).__name__)
         return np.hstack([H, np.zeros((H.shape[0], n_features - H.shape[1]))])
 
     def _sample(self, n: int, t: int) -> np.ndarray:
@@ -427,7 +485,8 @@ class DynamicNMF(BaseEstimator):
         return float(np.sum(c * gap * gap))
 
     def _solve(self, X: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> None:
-        """Rank-one cyclic updates until the objective settles (at most ``max_iter`` sweeps)."""
+        """Rank-one cyclic updates until the objective settles (at most ``max_iter`` sweeps; the
+        number run is ``n_iter_``)."""
         XT = X.T.tocsr()
         W, H = self.weights_, self.components_
         M, c, _ = self._hinge_parts()
@@ -449,7 +508,9 @@ class DynamicNMF(BaseEstimator):
         # X h_i for every topic: topic i's step reads h_i before changing it, so the products
         # of the sweep's start serve the whole sweep, and the objective's after it the next one
         XH = np.asarray(X @ np.ascontiguousarray(H.T))  # 4x faster than X @ H.T: C-order
+        sweeps = 0
         for _ in range(self.max_iter):
+            sweeps += 1
             for i in range(H.shape[0]):
                 h = H[i]
                 hh = float(h @ h)
@@ -475,7 +536,7 @@ class DynamicNMF(BaseEstimator):
             if previous - value <= self.tol * max(abs(value), 1e-300):
                 break
             previous = value
-        self.weights_, self.components_ = W, H
+        self.weights_, self.components_, self.n_iter_ = W, H, sweeps
 
     def _emerging_w(
         self,

@@ -64,7 +64,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import Tags, check_random_state
 from sklearn.utils.validation import check_is_fitted
-from sparsewatch.models._validation import nonnegative_matrix
+from sparsewatch.models._validation import (
+    check_feature_count,
+    nonnegative_matrix,
+    require_samples_and_features,
+)
 from sparsewatch.models.nnls import solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
 
@@ -106,6 +110,24 @@ class ORNMF(TransformerMixin, BaseEstimator):
         ``"random"`` or an ``n_features x r`` array (projected onto the feasible set).
     max_epochs : passes over the data in ``fit``.
     random_state : seed for the initialisation.
+
+    Examples
+    --------
+    Two planted topics (terms 0-2 and terms 3-5), learned in steps of 10 documents:
+
+    >>> import numpy as np
+    >>> from sparsewatch.models.nmf_online import ORNMF
+    >>> planted = np.repeat([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]], 20, axis=0)
+    >>> X = np.random.default_rng(0).random((40, 6)) * planted  # documents x terms
+    >>> model = ORNMF(n_components=2, batch_size=10, random_state=0).fit(X)
+    >>> model.n_steps_, model.components_.shape
+    (4, (2, 6))
+    >>> model.components_.sum(axis=1).round(6)  # each topic lies on the simplex
+    array([1., 1.])
+    >>> model.transform(X[:3]).shape  # coefficients of 3 documents
+    (3, 2)
+    >>> model.predict(X[[0, 1, 38, 39]])  # dominant topic
+    array([0, 0, 1, 1])
     """
 
     def __init__(
@@ -158,12 +180,13 @@ class ORNMF(TransformerMixin, BaseEstimator):
     def fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> ORNMF:
         """Forget any state and run ``max_epochs`` passes of :meth:`partial_fit` over ``X``.
 
-        Invalid ``X`` or ``init`` raises ``ValueError`` before the state is forgotten."""
+        Invalid ``X`` or ``init`` raises ``ValueError`` before the state is forgotten, and so
+        does ``X`` without samples or features (it returned a model without bases)."""
         X = _as_float(X)
+        require_samples_and_features(X, type(self).__name__)
         self._check_loss(X)
         self._check_params()
-        if 0 not in X.shape:
-            self._check_init(X.shape[1])
+        self._check_init(X.shape[1])
         self._reset()
         for _ in range(self.max_epochs):
             self.partial_fit(X)
@@ -185,17 +208,20 @@ class ORNMF(TransformerMixin, BaseEstimator):
             if 0 in X.shape:
                 return self
             self._initialise(X)
-        elif X.shape[1] > self.n_features_in_:
-            self.resize_features(X.shape[1])
-        elif X.shape[1] < self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+        else:
+            check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
+            if X.shape[1] > self.n_features_in_:
+                self.resize_features(X.shape[1])
         step = X.shape[0] if self.batch_size is None else self.batch_size
         for start in range(0, X.shape[0], max(step, 1)):
             self._step(X[start : start + step])
         return self
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
-        """Coefficients ``H`` (``n_samples x r``) of ``X`` for the current bases."""
+        """Coefficients ``H`` (``n_samples x r``) of ``X`` for the current bases.
+
+        A wider ``X`` (terms the vocabulary appended since) is read with zero weight on the new
+        terms, without changing the model; a narrower one raises ``ValueError``."""
         check_is_fitted(self, "components_")
         X = _as_float(X)
         self._check_loss(X)
@@ -356,8 +382,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         0``; zero rows gave ``v / (W h) = inf`` and NaN coefficients.
         """
         W = self.components_.T
-        if n_features < W.shape[0]:
-            raise ValueError(f"X has {n_features} features, expected {W.shape[0]}")
+        check_feature_count(n_features, W.shape[0], type(self).__name__)
         if n_features > W.shape[0]:
             W = np.vstack([W, np.zeros((n_features - W.shape[0], W.shape[1]))])
             if not self._plain_simplex():
@@ -525,6 +550,18 @@ class WORNMF(ORNMF):
 
     Same algorithm as :class:`ORNMF` (Algorithms 1-2 with problem (27) for the chunk's
     coefficients); only the default step is a window of 256 samples instead of one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.nmf_online import WORNMF
+    >>> planted = np.repeat([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]], 20, axis=0)
+    >>> X = np.random.default_rng(0).random((40, 6)) * planted  # documents x terms
+    >>> model = WORNMF(n_components=2, batch_size=20, random_state=0).fit(X)
+    >>> model.n_steps_  # two chunks of 20 documents
+    2
+    >>> model.predict(X[[0, 39]])
+    array([0, 1])
     """
 
     def __init__(
@@ -579,6 +616,22 @@ class MORNMF(ORNMF):
     window of the pipeline) one step and one buffer slot. Default horizon for an unbounded
     stream: ``T = 200`` steps with warm restarts of ``theta_t`` (module docstring: the paper's
     schedule would reach 0 at ``t = T + 1`` and freeze the bases).
+
+    Examples
+    --------
+    Four windows of 10 documents, one step each; the ring holds the last three:
+
+    >>> import numpy as np
+    >>> from sparsewatch.models.nmf_online import MORNMF
+    >>> planted = np.repeat([[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]], 20, axis=0)
+    >>> X = np.random.default_rng(0).random((40, 6)) * planted  # documents x terms
+    >>> model = MORNMF(n_components=2, buffer_size=3, random_state=0)
+    >>> for start in range(0, 40, 10):
+    ...     model = model.partial_fit(X[start : start + 10])
+    >>> model.n_steps_, model.n_samples_seen_, model.ring_n_
+    (4, 40, array([10, 10, 10]))
+    >>> model.predict(X[[0, 39]])
+    array([0, 1])
     """
 
     def __init__(
