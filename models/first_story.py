@@ -11,9 +11,14 @@ first story detection with application to Twitter"). Two estimators, both with t
   comparison with the ``n_recent`` most recent documents; the exact cosine is computed only with
   the candidates found. Everything is vectorised over the documents of a batch.
 
-Rows of ``X`` are documents (any non-negative or real weighting, e.g. TF-IDF); rows are
-L2-normalised internally. The vocabulary may grow between calls (more columns): stored vectors are
-zero-padded, so columns must keep their meaning (an append-only vocabulary).
+Rows of ``X`` are documents (any non-negative or real weighting, e.g. TF-IDF, dense or sparse);
+rows are L2-normalised internally. The vocabulary may grow between calls (more columns): stored
+vectors are zero-padded, so columns must keep their meaning (an append-only vocabulary); a
+narrower ``X`` than the memory raises ``ValueError``. ``n_features_in_`` is the memory's width.
+
+``score_samples`` learns nothing: a row's score depends on the memory only, whatever the order or
+batching of the rows. ``partial_fit`` and ``score_stream`` depend on the order by design (a
+document is novel against the ones before it), as first-story detection is defined.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.preprocessing import normalize
+from sklearn.utils import Tags
+from sparsewatch.models.novelty import _check_documents
 
 
 def _rows_l2(X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
@@ -35,6 +42,33 @@ def _rows_l2(X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
     return normalize(X, norm="l2", copy=True) if X.shape[0] else X
 
 
+def _checked(
+    model: ExactFirstStory | LSHFirstStory, X: sp.spmatrix | np.ndarray, fitting: bool = False
+) -> sp.spmatrix | np.ndarray:
+    """``X`` checked (:func:`~sparsewatch.models.novelty._check_documents`, real values): for
+    ``fitting``, with documents and terms; else, once a memory exists, at least as wide as it
+    (an empty window stores nothing; before any memory, every document is novel)."""
+    if fitting:
+        return _check_documents(X, model, non_negative=False)
+    n_features_in = model.n_features_in_ if hasattr(model, "memory_") else 0
+    return _check_documents(X, model, n_features_in=n_features_in, non_negative=False)
+
+
+class _FirstStoryBase(BaseEstimator):
+    """What the two nearest-neighbour memories share: tags and the memory's width."""
+
+    def __sklearn_tags__(self) -> Tags:
+        """Dense or sparse real input (any weighting)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    @property
+    def n_features_in_(self) -> int:
+        """Width of the memory: the most terms of any stored batch."""
+        return int(self.memory_.shape[1])
+
+
 def _pad_cols(M: sp.csr_matrix, n_cols: int) -> sp.csr_matrix:
     if M.shape[1] >= n_cols:
         return M
@@ -46,13 +80,29 @@ def _align(A: sp.csr_matrix, B: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_ma
     return _pad_cols(A, n), _pad_cols(B, n)
 
 
-class ExactFirstStory(BaseEstimator):
+class ExactFirstStory(_FirstStoryBase):
     """Exact nearest-neighbour novelty: ``1 - max cosine`` with every stored document.
 
     Parameters
     ----------
     chunk_size : stored documents compared per sparse product (bounds the dense similarity block
         to ``n_queries x chunk_size``).
+
+    Attributes
+    ----------
+    memory_ : CSR (n, m) the stored documents, unit l2 rows; n_features_in_ : its width ``m``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.first_story import ExactFirstStory
+    >>> model = ExactFirstStory().fit(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    >>> model.score_samples(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 2.0]])).round(3)
+    array([0.293, 1.   ])
+    >>> model.score_stream(np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 3.0]]))  # the second repeats
+    array([1., 0.])
+    >>> model.memory_.shape
+    (4, 3)
     """
 
     def __init__(self, chunk_size: int = 4096) -> None:
@@ -60,7 +110,7 @@ class ExactFirstStory(BaseEstimator):
 
     def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> ExactFirstStory:
         """Append the rows of ``X`` to the memory."""
-        Xn = _rows_l2(X)
+        Xn = _rows_l2(_checked(self, X))
         if not hasattr(self, "memory_"):
             self.memory_ = Xn
         else:
@@ -70,13 +120,14 @@ class ExactFirstStory(BaseEstimator):
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> ExactFirstStory:
         """Forget the memory, then store ``X``."""
+        X = _checked(self, X, fitting=True)
         if hasattr(self, "memory_"):
             del self.memory_
         return self.partial_fit(X)
 
     def max_similarity(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Largest cosine similarity of each row of ``X`` with the memory (0 when empty)."""
-        Q = _rows_l2(X)
+        Q = _rows_l2(_checked(self, X))
         best = np.zeros(Q.shape[0])
         if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
             return best
@@ -93,7 +144,7 @@ class ExactFirstStory(BaseEstimator):
 
     def score_stream(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Score each row against the memory AND the earlier rows of ``X``, then store ``X``."""
-        Q = _rows_l2(X)
+        Q = _rows_l2(_checked(self, X))
         best = self.max_similarity(Q)
         S = (Q @ Q.T).toarray()
         S[np.triu_indices_from(S)] = 0.0
@@ -103,7 +154,7 @@ class ExactFirstStory(BaseEstimator):
         return 1.0 - best
 
 
-class LSHFirstStory(BaseEstimator):
+class LSHFirstStory(_FirstStoryBase):
     """Approximate nearest-neighbour novelty with random-hyperplane LSH (Petrovic et al. 2010).
 
     Parameters
@@ -113,6 +164,24 @@ class LSHFirstStory(BaseEstimator):
     bucket_size : a bucket keeps only its most recent ``bucket_size`` documents.
     n_recent : the query is also compared with the most recent ``n_recent`` stored documents.
     random_state : seed of the hyperplanes (drawn feature by feature as the vocabulary grows).
+
+    Attributes
+    ----------
+    memory_ : CSR (n, m) the stored documents, unit l2 rows; n_features_in_ : its width ``m``;
+    planes_ : (m', n_tables * n_bits) hyperplanes (``m' >= m``: scoring a wider batch draws
+    more); table_keys_, table_docs_ : per table, the bucket key and document of every entry.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.first_story import LSHFirstStory
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((200, 30)) * (rng.random((200, 30)) < 0.2)
+    >>> model = LSHFirstStory(n_bits=8, n_tables=4, n_recent=10).fit(X)
+    >>> new = np.eye(1, 31, 30)  # a document on a term new to the vocabulary
+    >>> scores = model.score_samples(np.vstack([np.hstack([X[:5], np.zeros((5, 1))]), new]))
+    >>> np.abs(scores).round(3)  # stored documents are found in their buckets
+    array([0., 0., 0., 0., 0., 1.])
     """
 
     def __init__(
@@ -168,7 +237,7 @@ class LSHFirstStory(BaseEstimator):
 
     def max_similarity(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Approximate largest cosine of each row of ``X`` with the stored documents."""
-        Q = _rows_l2(X)
+        Q = _rows_l2(_checked(self, X))
         best = np.zeros(Q.shape[0])
         if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
             return best
@@ -190,7 +259,7 @@ class LSHFirstStory(BaseEstimator):
 
     def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> LSHFirstStory:
         """Store the rows of ``X`` and insert them into every table's buckets."""
-        Xn = _rows_l2(X)
+        Xn = _rows_l2(_checked(self, X))
         if not hasattr(self, "memory_"):
             self.memory_ = Xn
             first = 0
@@ -219,6 +288,7 @@ class LSHFirstStory(BaseEstimator):
         on ``random_state`` and the number of columns, whatever the order of growth), new ones
         after ``set_params`` changed ``random_state``, ``n_bits`` or ``n_tables`` (kept, they
         were the old seed's, or of the old width, which failed to reshape into the tables)."""
+        X = _checked(self, X, fitting=True)
         for name in ("memory_", "table_keys_", "table_docs_", "planes_", "rng_"):
             if hasattr(self, name):
                 delattr(self, name)

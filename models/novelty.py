@@ -70,9 +70,14 @@ from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, clone
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import assert_all_finite, check_is_fitted
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.utils import Tags, check_random_state
+from sklearn.utils.validation import (
+    assert_all_finite,
+    check_array,
+    check_is_fitted,
+    check_non_negative,
+)
 from sparsewatch.models.l1_coding import L1CodingResult, l1_sparse_code
 from sparsewatch.models.oiadmm import OIADMM, l1_dictionary_update
 from sparsewatch.models.text_features import StreamingTfidf
@@ -109,9 +114,46 @@ def _unpack_texts(data: np.ndarray, offsets: np.ndarray) -> list[str]:
     return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(bounds)]
 
 
+def _check_documents(
+    X: sp.spmatrix | np.ndarray,
+    estimator: BaseEstimator,
+    *,
+    n_features_in: int | None = None,
+    non_negative: bool = True,
+) -> sp.spmatrix | np.ndarray:
+    """``X`` (documents x terms) checked as scikit-learn checks input, values left as they are.
+
+    ``ValueError`` for input that is not 2-D, complex, non-numeric, NaN or infinite, negative
+    (``non_negative``: TF-IDF), and, for ``fit`` (``n_features_in`` ``None``), without documents
+    or terms. Once fitted (``n_features_in`` given) an empty window passes (a streaming step with
+    no documents learns nothing), and so does a WIDER ``X``: its extra columns are terms a growing
+    vocabulary appended since (an append-only vocabulary keeps the meaning of the others); a
+    NARROWER one does not (the columns it lacks cannot be told apart from misaligned input).
+    Checked before any model state changes.
+    """
+    fitting = n_features_in is None
+    X = check_array(
+        X,
+        accept_sparse=("csr", "csc", "coo"),  # others (dok, lil, ...) to CSR, checkable
+        dtype="numeric",
+        ensure_min_samples=1 if fitting else 0,
+        ensure_min_features=1 if fitting else 0,
+        estimator=estimator,
+        input_name="X",
+    )
+    if non_negative:
+        check_non_negative(X, type(estimator).__name__)
+    if not fitting and X.shape[1] < n_features_in:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
+            f"{n_features_in} features as input (or more: a wider X appends new terms)"
+        )
+    return X
+
+
 def _as_columns(X: sp.spmatrix | np.ndarray, dtype: type) -> sp.csc_matrix:
-    """Documents (rows of ``X``) as the columns of a CSC ``P``; ``ValueError`` for NaN or
-    infinite entries (checked before any model state changes)."""
+    """Documents (rows of a checked ``X``, :func:`_check_documents`) as the columns of a CSC
+    ``P``; ``ValueError`` for entries beyond the range of ``dtype`` (infinite after the cast)."""
     P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=dtype)
     assert_all_finite(P, input_name="X")
     return P
@@ -168,7 +210,7 @@ def _concatenate(parts: Sequence[L1CodingResult]) -> L1CodingResult:
     )
 
 
-class OnlineL1NoveltyDetector(BaseEstimator):
+class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     """l1 dictionary novelty detector: Algorithm 3 with Algorithms 2, 5 and 6.
 
     Parameters
@@ -224,6 +266,34 @@ class OnlineL1NoveltyDetector(BaseEstimator):
     components_ : (m, k) dictionary, CSC when it grows (``grow_threshold`` set: atoms of a few
     terms), else dense; oiadmm_ : the :class:`OIADMM` state;
     n_features_in_ : current vocabulary size ``m``; threshold_ : last threshold used.
+
+    ``score_samples`` is "higher = more novel" (the opposite sign of scikit-learn's outlier
+    detectors). Input must be non-negative (TF-IDF rows, ideally unit l1), dense or sparse; a
+    wider ``X`` than the dictionary holds new terms (zero rows for them), a narrower one raises
+    ``ValueError``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.hstack([rng.random((40, 8)) ** 3, np.zeros((40, 4))])  # terms 8-11 unused
+    >>> X /= X.sum(axis=1, keepdims=True)  # unit-l1 documents (rows)
+    >>> new = np.full((1, 12), 0.25)
+    >>> new[0, :8] = 0.0  # a document on the unused terms only: a new story
+    >>> model = OnlineL1NoveltyDetector(n_components=10).fit(X[:30])
+    >>> model.components_.shape  # terms x atoms
+    (12, 10)
+    >>> scores = model.score_samples(np.vstack([X[30:], new]))  # higher = more novel
+    >>> int(np.argmax(scores))
+    10
+    >>> model.transform(X[30:]).shape  # sparse non-negative codes
+    (10, 10)
+    >>> model = model.partial_fit(np.vstack([X[30:], new]))  # learns the window, grows an atom
+    >>> model.components_.shape
+    (12, 11)
+    >>> bool(model.score_samples(new)[0] < 0.1)  # the story is known now
+    True
     """
 
     def __init__(
@@ -284,6 +354,14 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         self.dtype = dtype
         self.random_state = random_state
 
+    def __sklearn_tags__(self) -> Tags:
+        """Sparse, non-negative input (TF-IDF); codes come out in ``dtype`` whatever the input's."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.transformer_tags.preserves_dtype = [np.dtype(self.dtype).name]
+        return tags
+
     # ----------------------------------------------------------------- helpers
     @property
     def components_(self) -> np.ndarray | sp.csc_matrix:
@@ -294,13 +372,9 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         return int(self.oiadmm_.components_.shape[0])
 
     def _docs_as_columns(self, X: sp.spmatrix | np.ndarray) -> sp.csc_matrix:
-        """Documents as columns, padded with zero rows to at least the dictionary's rows (more
-        rows than the dictionary's are terms new to it; the model is left as it is)."""
-        P = _as_columns(X, self.dtype)
-        m = self.components_.shape[0]
-        if P.shape[0] < m:
-            P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
-        return P
+        """Documents as columns, at least as many rows as the dictionary (more rows than the
+        dictionary's are terms new to it; the model is left as it is)."""
+        return _as_columns(_check_documents(X, self, n_features_in=self.n_features_in_), self.dtype)
 
     def padded_components(self, m: int) -> np.ndarray | sp.csc_matrix:
         """The dictionary with zero rows appended up to ``m`` terms (new terms: no atom has
@@ -375,7 +449,7 @@ class OnlineL1NoveltyDetector(BaseEstimator):
         """Initialise on a warm-up window by alternating minimisation (Algorithms 5 and 6)."""
         if self.n_components < 1:
             raise ValueError(f"n_components must be >= 1, got {self.n_components}")
-        P = _as_columns(X, self.dtype)
+        P = _as_columns(_check_documents(X, self), self.dtype)
         self._blocks(P.shape[1])  # checks max_step_documents
         if self.max_step_documents is not None and P.shape[1] > self.max_step_documents:
             P = P[:, P.shape[1] - self.max_step_documents :]
@@ -621,6 +695,24 @@ class Detector:
     warmup_docs : documents collected (over one or more windows) before the dictionary is
         initialised; results are ``warmup=True`` until then, with no flags.
     n_top_atoms : how many atoms per document :class:`WindowResult` lists.
+
+    Not a scikit-learn estimator: it composes two (the features and the model) over windows of
+    raw texts, and keeps their state between windows.
+
+    Examples
+    --------
+    >>> from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+    >>> from sparsewatch.replay.synthetic import generate_stream
+    >>> texts = [doc["text"] for doc in generate_stream(300, seed=0)]  # synthetic tweets
+    >>> detector = Detector(model=OnlineL1NoveltyDetector(n_components=20), warmup_docs=100)
+    >>> detector.process_window(texts[:100]).warmup  # the dictionary is built on these
+    True
+    >>> result = detector.process_window(texts[100:200])  # score, flag, then learn
+    >>> result.scores.shape, int(result.novel.sum())  # the top 10% are flagged
+    ((100,), 10)
+    >>> late = detector.score(texts[200:210])  # late documents: scored, nothing learnt
+    >>> late.scores.shape
+    (10,)
     """
 
     def __init__(

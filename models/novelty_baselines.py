@@ -16,30 +16,36 @@ ones), which keeps runs deterministic.
 
 Rows of ``X`` are documents (scikit-learn convention); internally the paper's column layout is used
 (``P`` is ``m x n``, ``A`` is ``m x k``, codes ``X`` are ``k x n``). The vocabulary may grow between
-calls (more columns in ``X``): dictionary rows are zero-padded, as the paper's footnote says.
+calls (more columns in ``X``): dictionary rows are zero-padded, as the paper's footnote says; a
+narrower ``X`` than the dictionary raises ``ValueError``. Both are scikit-learn transformers of
+non-negative input (TF-IDF); ``score_samples`` is "higher = more novel".
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.preprocessing import normalize
-from sklearn.utils.validation import assert_all_finite, check_is_fitted
+from sklearn.utils import Tags
+from sklearn.utils.validation import check_is_fitted
 from sparsewatch.models.l1_coding import l1_sparse_code, weighted_l1_loss
-from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _nonzero_columns
+from sparsewatch.models.novelty import (
+    OnlineL1NoveltyDetector,
+    _as_columns,
+    _check_documents,
+    _nonzero_columns,
+)
 from sparsewatch.models.oiadmm import l1_dictionary_update
 from sparsewatch.models.projections import project_l1_ball_nonneg
 
 
-def _csc_columns(X: sp.spmatrix | np.ndarray, n_rows: int | None = None) -> sp.csc_matrix:
-    """Documents as l1-normalised columns ``P`` (``m x n``), rows padded to ``n_rows``; a window
-    without documents gives ``m x 0`` (``normalize`` refuses zero rows)."""
+def _csc_columns(X: sp.spmatrix | np.ndarray) -> sp.csc_matrix:
+    """Documents (rows of a checked ``X``, :func:`~sparsewatch.models.novelty._check_documents`)
+    as l1-normalised columns ``P`` (``m x n``); a window without documents gives ``m x 0``
+    (``normalize`` refuses zero rows)."""
     X = sp.csr_matrix(X, dtype=np.float64)
-    P = (normalize(X, norm="l1") if X.shape[0] else X).T.tocsc()
-    if n_rows is not None and P.shape[0] < n_rows:
-        P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(n_rows, P.shape[1]))
-    return P
+    return (normalize(X, norm="l1") if X.shape[0] else X).T.tocsc()
 
 
 def _pad_rows(A: np.ndarray, m: int) -> np.ndarray:
@@ -98,7 +104,7 @@ def l2_objective(P: sp.csc_matrix, A: np.ndarray, X: np.ndarray, alpha: float) -
     return 0.5 * pp - np.einsum("ij,ij->j", C, X) + 0.5 * quad + alpha * X.sum(axis=0)
 
 
-class L2BatchNovelty(BaseEstimator):
+class L2BatchNovelty(TransformerMixin, BaseEstimator):
     """L2-BATCH (Algorithm 8): non-negative lasso codes, non-negative sparse-coding dictionary.
 
     At each step (:meth:`partial_fit`) the new documents join all earlier ones, the dictionary
@@ -118,6 +124,29 @@ class L2BatchNovelty(BaseEstimator):
     dict_iter : projected gradient steps per dictionary update.
     code_max_iter, code_tol : coordinate-descent sweeps and tolerance.
     random_state : seed of the initial atom choice.
+
+    Attributes
+    ----------
+    components_ : (m, k) dictionary; codes_ : (k, n) codes of the stored documents; P_ : (m, n)
+    the stored documents (l1-normalised columns); n_features_in_ : terms the dictionary has rows
+    for (a wider ``X`` appends new terms, a narrower one raises ``ValueError``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.novelty_baselines import L2BatchNovelty
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.hstack([rng.random((40, 8)) ** 3, np.zeros((40, 4))])  # terms 8-11 unused
+    >>> new = np.full((1, 12), 0.25)
+    >>> new[0, :8] = 0.0  # a document on the unused terms only: a new story
+    >>> model = L2BatchNovelty(n_components=10).fit(X[:30])
+    >>> scores = model.score_samples(np.vstack([X[30:], new]))  # higher = more novel
+    >>> int(np.argmax(scores))
+    10
+    >>> model.transform(X[30:]).shape
+    (10, 10)
+    >>> model.partial_fit(np.vstack([X[30:], new])).components_.shape  # eta = 10 atoms added
+    (12, 20)
     """
 
     def __init__(
@@ -140,6 +169,18 @@ class L2BatchNovelty(BaseEstimator):
         self.code_tol = code_tol
         self.random_state = random_state
 
+    def __sklearn_tags__(self) -> Tags:
+        """Sparse, non-negative input (TF-IDF); codes come out as float64."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags
+
+    @property
+    def n_features_in_(self) -> int:
+        """Terms the dictionary has rows for (grows with the vocabulary)."""
+        return int(self.components_.shape[0])
+
     def _code(self, P: sp.csc_matrix, A: np.ndarray, X0: np.ndarray | None = None) -> np.ndarray:
         C = np.asarray((P.T @ A).T)
         return nonneg_lasso_cd(A.T @ A, C, self.alpha, X0, self.code_max_iter, self.code_tol)
@@ -160,7 +201,7 @@ class L2BatchNovelty(BaseEstimator):
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> L2BatchNovelty:
         """Initialise atoms from ``n_components`` random documents and alternate on ``X``."""
-        self.P_ = _csc_columns(X)
+        self.P_ = _csc_columns(_check_documents(X, self))
         rng = np.random.default_rng(self.random_state)
         n = self.P_.shape[1]
         seeds = _nonzero_columns(self.P_)
@@ -221,7 +262,8 @@ class L2BatchNovelty(BaseEstimator):
         return float(l2_objective(self.P_, self.components_, self.codes_, self.alpha).sum())
 
     def _columns(self, X: sp.spmatrix | np.ndarray) -> sp.csc_matrix:
-        return _csc_columns(X, self.components_.shape[0])
+        """Checked documents as columns, at least as many rows as the dictionary."""
+        return _csc_columns(_check_documents(X, self, n_features_in=self.n_features_in_))
 
     def _atoms(self, m: int) -> np.ndarray:
         return _pad_rows(self.components_, m)
@@ -236,7 +278,7 @@ def _seed_atoms(P_new: sp.csc_matrix, cols: np.ndarray, n_terms: int | None) -> 
     return S / np.maximum(S.sum(axis=0, keepdims=True), 1e-12)
 
 
-class BatchL1Novelty(BaseEstimator):
+class BatchL1Novelty(TransformerMixin, BaseEstimator):
     """BATCH-IMPL (Algorithm 7): l1 dictionary re-learned on all documents at every step.
 
     :meth:`fit` builds the warm-up dictionary exactly as the ONLINE detector does (same atom
@@ -260,6 +302,31 @@ class BatchL1Novelty(BaseEstimator):
         (``n_init_iter`` rounds), warm-started.
     dict_iter : Algorithm 6 iterations per round (default: ``init_dict_iter``).
     over_weight : the weighted l1 loss of the ONLINE detector (1 = Eq. (3), the paper's BATCH).
+
+    Attributes
+    ----------
+    components_ : (m, k) dictionary; codes_ : CSR (n, k) codes of the stored documents; P_ :
+    CSC (m, n) the stored documents; n_features_in_ : terms the dictionary has rows for (a wider
+    ``X`` appends new terms, a narrower one raises ``ValueError``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.novelty_baselines import BatchL1Novelty
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.hstack([rng.random((40, 8)) ** 3, np.zeros((40, 4))])  # terms 8-11 unused
+    >>> X /= X.sum(axis=1, keepdims=True)  # unit-l1 documents (rows)
+    >>> new = np.full((1, 12), 0.25)
+    >>> new[0, :8] = 0.0  # a document on the unused terms only: a new story
+    >>> model = BatchL1Novelty(n_components=10).fit(X[:30])
+    >>> scores = model.score_samples(np.vstack([X[30:], new]))  # Eq. (3): higher = more novel
+    >>> int(np.argmax(scores)), round(float(scores[-1]), 3)  # nothing explains it: score 1
+    (10, 1.0)
+    >>> model = model.partial_fit(np.vstack([X[30:], new]))  # all 41 documents, eta = 10 atoms
+    >>> model.components_.shape, model.P_.shape
+    ((12, 20), (12, 41))
+    >>> bool(model.score_samples(new)[0] < 0.5)  # the story is known now
+    True
     """
 
     def __init__(
@@ -300,14 +367,24 @@ class BatchL1Novelty(BaseEstimator):
         self.dtype = dtype
         self.random_state = random_state
 
-    def _columns(self, X: sp.spmatrix | np.ndarray, m: int | None = None) -> sp.csc_matrix:
-        """Documents as columns (rows padded to ``m``); ``ValueError`` for NaN or infinite
-        entries, before any state changes."""
-        P = sp.csc_matrix(sp.csr_matrix(X).T, dtype=self.dtype)
-        assert_all_finite(P, input_name="X")
-        if m is not None and P.shape[0] < m:
-            P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
-        return P
+    def __sklearn_tags__(self) -> Tags:
+        """Sparse, non-negative input (TF-IDF); codes come out in ``dtype`` whatever the input's."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.transformer_tags.preserves_dtype = [np.dtype(self.dtype).name]
+        return tags
+
+    @property
+    def n_features_in_(self) -> int:
+        """Terms the dictionary has rows for (grows with the vocabulary)."""
+        return int(self.components_.shape[0])
+
+    def _columns(self, X: sp.spmatrix | np.ndarray) -> sp.csc_matrix:
+        """Checked documents as columns, at least as many rows as the dictionary (``ValueError``
+        for invalid input, before any state changes)."""
+        X = _check_documents(X, self, n_features_in=self.n_features_in_)
+        return _as_columns(X, self.dtype)
 
     def _code(self, P: sp.csc_matrix, A: np.ndarray, x0: sp.spmatrix | None = None):
         return l1_sparse_code(
@@ -325,6 +402,7 @@ class BatchL1Novelty(BaseEstimator):
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> BatchL1Novelty:
         """Warm-up: the ONLINE detector's initial dictionary on ``X``; ``X`` starts the history."""
+        X = _check_documents(X, self)
         init = OnlineL1NoveltyDetector(
             n_components=self.n_components,
             lam=self.lam,
@@ -343,7 +421,7 @@ class BatchL1Novelty(BaseEstimator):
         ).fit(X)
         A = init.components_
         self.components_ = (A.toarray() if sp.issparse(A) else A).astype(self.dtype)
-        self.P_ = self._columns(X, self.components_.shape[0])
+        self.P_ = _as_columns(X, self.dtype)
         self.codes_ = self._code(self.P_, self.components_).codes
         return self
 
@@ -358,7 +436,7 @@ class BatchL1Novelty(BaseEstimator):
     def code(self, X: sp.spmatrix | np.ndarray):
         """Algorithm 5 result (codes, objective, reconstruction error) for the rows of ``X``."""
         check_is_fitted(self, "components_")
-        P = self._columns(X, self.components_.shape[0])
+        P = self._columns(X)
         # new vocabulary rows are zero in the dictionary; padded here, the model is left as fitted
         return self._code(P, _pad_rows(self.components_, P.shape[0]))
 
@@ -374,7 +452,7 @@ class BatchL1Novelty(BaseEstimator):
         """One time step of Algorithm 7 (history grows, ``eta`` atoms added, alternations)."""
         if not hasattr(self, "components_"):
             return self.fit(X)
-        P_new = self._columns(X, self.components_.shape[0])
+        P_new = self._columns(X)
         self._pad(P_new.shape[0])
         n_old = self.P_.shape[1]
         codes = self.codes_

@@ -289,6 +289,30 @@ class OIADMM(BaseEstimator):
     while it is sparse, then a dense array (the transpose of a C-ordered one; see
     :func:`_oiadmm_step`); n_steps_ : steps taken; violation_ :
     ``||P_t - A_{t+1} X_t - E_{t+1}||_F`` of the last 1,000 steps.
+
+    A building block, not a scikit-learn estimator of ``X``: it has no ``fit(X)`` (it starts
+    from a given dictionary, :meth:`initialize`), and a step takes the window in the paper's
+    layout (documents as the columns of ``P``, ``m x n``) with the codes of those documents under
+    the current dictionary (``k x n``, e.g. from
+    :func:`~sparsewatch.models.l1_coding.l1_sparse_code`). It follows the conventions that need
+    no ``fit`` (parameters only in ``__init__``, ``clone``, ``get_params``/``set_params``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.oiadmm import OIADMM
+    >>> rng = np.random.default_rng(0)
+    >>> model = OIADMM().initialize(rng.random((6, 3)))  # 6 terms, 3 atoms
+    >>> model.components_.sum(axis=0).round(3)  # projected: non-negative, l1 norm at most 1
+    array([1., 1., 1.], dtype=float32)
+    >>> P = rng.random((6, 4))
+    >>> P /= P.sum(axis=0)  # a window of 4 unit-l1 documents (columns)
+    >>> codes = rng.random((3, 4))  # their codes (atoms x documents)
+    >>> model = model.partial_fit(P, codes)
+    >>> model.components_.shape, model.dual_.shape, model.n_steps_
+    ((6, 3), (6, 4), 1)
+    >>> bool((model.components_ >= 0).all() and (model.components_.sum(axis=0) <= 1).all())
+    True
     """
 
     def __init__(

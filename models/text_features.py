@@ -49,6 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+from sklearn.utils import Tags
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["StreamingTfidf", "remap_rows", "tokenize"]
 
@@ -208,6 +210,26 @@ class StreamingTfidf(BaseEstimator):
     documents seen; n_eff_ : decayed document count; kept_rows_, n_new_ : the row map of the last
     :meth:`partial_fit` (apply it to model state with :func:`remap_rows`); evicted_rows_ : the
     rows (of the previous vocabulary) that it removed.
+
+    Input is a sequence of raw texts; unlike scikit-learn's vectorisers :meth:`transform` returns
+    documents as COLUMNS (the paper's ``m x n`` layout: ``.T`` gives documents as rows).
+    :meth:`fit` starts over, :meth:`partial_fit` goes on from what was learned.
+
+    Examples
+    --------
+    >>> from sparsewatch.models.text_features import StreamingTfidf
+    >>> tfidf = StreamingTfidf().fit(["Quake hits the coast", "Coast guard rescues fishermen"])
+    >>> tfidf.terms_.tolist()  # stop words removed, rows in order of first appearance
+    ['quake', 'hits', 'coast', 'guard', 'rescues', 'fishermen']
+    >>> P, oov = tfidf.transform(["quake on the coast", "a new story"], return_oov=True)
+    >>> P.shape  # terms x documents
+    (6, 2)
+    >>> P[:, 0].toarray().ravel().round(3)  # unit l1; "quake" is rarer than "coast"
+    array([0.584, 0.   , 0.416, 0.   , 0.   , 0.   ])
+    >>> oov  # the second document's mass lies on terms out of the vocabulary
+    array([0., 1.])
+    >>> tfidf.partial_fit(["a new story"]).n_features_  # "new" and "story" appended
+    8
     """
 
     def __init__(
@@ -242,6 +264,14 @@ class StreamingTfidf(BaseEstimator):
         self.dtype = dtype
         self.past_idf = past_idf
 
+    def __sklearn_tags__(self) -> Tags:
+        """Input is a sequence of raw texts, as for scikit-learn's text vectorisers (so the
+        numeric checks of ``check_estimator`` do not apply)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True
+        tags.input_tags.two_d_array = False
+        return tags
+
     # ------------------------------------------------------------------ tokens
     def _stop_words(self) -> frozenset[str] | None:
         """``"english"`` (scikit-learn's list), ``None``, or the given words (lower-cased, as the
@@ -261,9 +291,21 @@ class StreamingTfidf(BaseEstimator):
         return frozenset(w.lower() for w in words)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        """Tokens of every text, with this estimator's tokenizer settings."""
+        """Tokens of every text, with this estimator's tokenizer settings.
+
+        ``ValueError`` for a single string (a sequence of texts is expected: its characters were
+        taken for documents) and ``TypeError`` for a document that is not a string."""
+        if isinstance(texts, str | bytes):
+            raise ValueError(
+                "Iterable over raw text documents expected, "
+                f"{type(texts).__name__} object received."
+            )
+        texts = list(texts)
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"every document must be a str, got {type(t).__name__}")
         return tokenize(
-            list(texts),
+            texts,
             stop_words=self._stop_words(),
             bigrams=self.bigrams,
             urls=self.urls,
@@ -288,6 +330,12 @@ class StreamingTfidf(BaseEstimator):
         self.n_new_ = 0
 
     # ------------------------------------------------------------------ learning
+    def fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
+        """Forget what was learned, then :meth:`partial_fit` ``texts``."""
+        docs = self.tokenize(texts)  # invalid input raises before the state is reset
+        self._init_state()
+        return self._update(docs)
+
     def partial_fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
         """Update vocabulary and document frequencies with one window of documents."""
         return self._update(self.tokenize(texts))
@@ -345,8 +393,10 @@ class StreamingTfidf(BaseEstimator):
         """Term-by-document matrix (``m x n`` CSC, unit l1 columns) of ``texts``; no learning.
 
         With ``return_oov`` also the l1 mass per document of out-of-vocabulary terms (weighted with
-        the idf of an unseen term); columns then sum to ``1 - oov_mass``.
+        the idf of an unseen term); columns then sum to ``1 - oov_mass``. ``NotFittedError``
+        before any :meth:`fit`, :meth:`partial_fit` or :meth:`set_state`.
         """
+        check_is_fitted(self, "terms_")
         return self._transform(self.tokenize(texts), return_oov)
 
     def partial_fit_transform(
@@ -378,8 +428,6 @@ class StreamingTfidf(BaseEstimator):
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
         """Weighted, truncated, l1-normalised columns; ``idf`` per vocabulary row and
         ``unseen_idf`` for out-of-vocabulary terms (default: the current ones)."""
-        if not hasattr(self, "terms_"):
-            self._init_state()
         n, m = len(docs), self.terms_.size
         voc = self.vocabulary_
         oov_row = m
