@@ -46,17 +46,20 @@ FloatArray = np.ndarray
 def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
     """Validate a training matrix (samples x features) and return it as float64.
 
-    Raises ``ValueError`` with a readable message for non-2-D input, NaN or infinite entries,
-    constant features, and fewer samples than the sparsity ``s`` allows (at least ``s + 1``).
+    Raises ``ValueError`` with a readable message for non-2-D or empty input, NaN or infinite
+    entries, constant features, and fewer samples than the sparsity ``s`` allows (at least
+    ``s + 1``, and 3). The messages follow scikit-learn's wording (``"1 sample(s)"``,
+    ``"0 feature(s) (shape=...)"``, ``"Reshape your data"``), so that tools matching them work.
     """
     X = _as_matrix(X)
     n_samples = X.shape[0]
     if n_nonzero_coefs < 1:
         raise ValueError(f"n_nonzero_coefs must be >= 1, got {n_nonzero_coefs}")
-    if n_samples < max(n_nonzero_coefs + 1, 3):
+    needed = max(n_nonzero_coefs + 1, 3)
+    if n_samples < needed:
         raise ValueError(
-            f"too few samples: {n_samples} rows cannot train a model with sparsity "
-            f"n_nonzero_coefs={n_nonzero_coefs}; need at least {max(n_nonzero_coefs + 1, 3)}"
+            f"too few samples: found {n_samples} sample(s) (shape={X.shape}), a model with "
+            f"sparsity {n_nonzero_coefs} needs at least {needed}"
         )
     constant = np.flatnonzero(np.ptp(X, axis=0) == 0.0)
     if constant.size:
@@ -68,11 +71,14 @@ def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
     return X
 
 
-def check_scoring_data(X: object, n_features: int) -> FloatArray:
-    """Validate rows to score: 2-D, finite, ``n_features`` columns."""
+def check_scoring_data(X: object, n_features: int, model: str) -> FloatArray:
+    """Validate rows to score: 2-D, finite, ``n_features`` columns (``model`` names the fitted
+    estimator in scikit-learn's feature-count message)."""
     X = _as_matrix(X)
     if X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, the model was fitted with {n_features}")
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {model} is expecting {n_features} features as input"
+        )
     return X
 
 
@@ -85,9 +91,15 @@ def _as_matrix(X: object) -> FloatArray:
         raise ValueError("Complex data not supported")
     X = X.astype(np.float64, copy=False)
     if X.ndim != 2:
-        raise ValueError(f"expected a 2-D array (samples x features), got shape {X.shape}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"empty input of shape {X.shape}")
+        raise ValueError(
+            f"expected a 2-D array (samples x features), got shape {X.shape}. Reshape your data: "
+            "X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for a single sample"
+        )
+    for axis, what in enumerate(("sample(s)", "feature(s)")):
+        if X.shape[axis] == 0:
+            raise ValueError(
+                f"Found array with 0 {what} (shape={X.shape}) while a minimum of 1 is required."
+            )
     bad = ~np.isfinite(X)
     if bad.any():
         rows = np.unique(np.nonzero(bad)[0])
@@ -142,19 +154,30 @@ def omp_codes(D: FloatArray, Y: FloatArray, n_nonzero_coefs: int) -> FloatArray:
     """Sparse codes (atoms x signals) of the columns of ``Y`` over ``D`` by OMP, without centring.
 
     scikit-learn's ``orthogonal_mp_gram`` on the Gram ``D^T D`` and correlations ``D^T Y`` (the
-    paper's Algorithm 1 step 1 and Algorithm 3 step 1). ``s`` is capped by the number of atoms.
+    paper's Algorithm 1 step 1 and Algorithm 3 step 1). ``s`` bounds the number of nonzeros, so
+    it is capped by the number of atoms and by the signal dimension (:func:`effective_sparsity`).
     """
     n_atoms = D.shape[1]
     codes = np.zeros((n_atoms, Y.shape[1]))
     if n_atoms == 0:
         return codes
-    s = min(n_nonzero_coefs, n_atoms)
+    s = effective_sparsity(n_nonzero_coefs, D.shape)
     with warnings.catch_warnings():
         # OMP stops early (and warns) when the residual vanishes: the codes are still exact.
         warnings.simplefilter("ignore", RuntimeWarning)
         out = orthogonal_mp_gram(D.T @ D, D.T @ Y, n_nonzero_coefs=s, copy_Gram=False)
     codes[:] = out.reshape(n_atoms, -1)
     return codes
+
+
+def effective_sparsity(n_nonzero_coefs: int, dictionary_shape: tuple[int, ...]) -> int:
+    """The number of atoms OMP selects per signal: ``min(s, n_atoms, signal dimension)``.
+
+    ``s`` is an upper bound (at most ``s`` nonzeros). Above the number of atoms the bound does
+    not constrain anything; above the signal dimension the first ``dimension`` atoms already
+    represent the signal exactly (the residual vanishes, OMP has nothing more to pick).
+    """
+    return int(min(n_nonzero_coefs, *dictionary_shape))
 
 
 def maximize_on_sphere(
@@ -348,13 +371,19 @@ def ocsvm_primal(Z: FloatArray, svm: LinearOCSVM, nu: float) -> float:
     return 0.5 * float(w @ w) - rho + float(hinge.sum()) / scale
 
 
-class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
+class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
     """PyOD-style scoring, thresholding and checkpointing shared by the four detectors.
 
     Subclasses implement ``_fit(X)`` (learning every attribute listed in ``_state_keys``) and
     ``_codes(X)`` (the representations of rows, samples x atoms); the OC-SVM part lives in
     ``ocsvm_support_vectors_``, ``ocsvm_dual_coef_``, ``ocsvm_intercept_``. Subclasses pass raw rows
     through ``_fit_normalize`` (training) and ``_normalize`` (any rows) before coding them.
+
+    Output conventions (PyOD's, kept for the benchmarks and the pipeline that read them):
+    ``decision_function`` is higher = more anomalous (positive = outside the OC-SVM boundary),
+    ``predict`` and ``fit_predict`` return 1 for outliers and 0 for inliers (not scikit-learn's
+    ``-1``/``+1``); ``score_samples`` follows scikit-learn (higher = more normal). The estimator
+    type is scikit-learn's ``"outlier_detector"`` (``OutlierMixin``).
     """
 
     _state_keys: tuple[str, ...] = ()
@@ -455,7 +484,7 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
         Zero is the OC-SVM's own boundary (positive = outside, i.e. outlier).
         """
         check_is_fitted(self, "ocsvm_intercept_")
-        X = check_scoring_data(X, int(self.n_features_in_))
+        X = check_scoring_data(X, int(self.n_features_in_), type(self).__name__)
         return -self.ocsvm_.decision(self._codes(X))
 
     def score_samples(self, X: object) -> FloatArray:
@@ -465,6 +494,11 @@ class OCSVMDetectorBase(BaseEstimator, OutlierMixin):
     def predict(self, X: object) -> FloatArray:
         """1 for outliers, 0 for inliers, by ``threshold_`` (PyOD convention)."""
         return (self.decision_function(X) > self.threshold_).astype(np.int64)
+
+    def fit_predict(self, X: object, y: object = None) -> FloatArray:
+        """Fit on ``X`` and return its labels: 1 for outliers, 0 for inliers (PyOD convention,
+        unlike scikit-learn's ``-1``/``+1``); equal to ``labels_``."""
+        return self.fit(X).predict(X)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numeric arrays (``np.savez``-able, no pickle)."""

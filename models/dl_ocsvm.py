@@ -32,11 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 from sparsewatch.models._ocsvm_base import (
     FloatArray,
     LinearOCSVM,
     OCSVMDetectorBase,
     atom_objective,
+    effective_sparsity,
     fit_linear_ocsvm,
     group_shrink,
     maximize_on_sphere,
@@ -220,7 +222,10 @@ class DLOCSVM(OCSVMDetectorBase):
     Parameters
     ----------
     n_components : number of atoms ``n`` of the dictionary.
-    n_nonzero_coefs : OMP sparsity ``s`` (training initialisation and inference).
+    n_nonzero_coefs : OMP sparsity ``s`` (training initialisation and inference), an upper
+        bound on the atoms per signal: OMP uses ``min(s, n_components, signal dimension)``
+        (``n_nonzero_coefs_``), since beyond either the bound constrains nothing. Training needs
+        at least ``max(s + 1, 3)`` rows (``ValueError`` otherwise).
     beta : weight of the l2,1 penalty (row trimming threshold of Theorem 1), in the data's units.
     alpha : weight of the OC-SVM term in the composite objective (1 = the issue's update formula).
     n_iter : outer iterations (K-SVD sweep + OC-SVM refit).
@@ -245,11 +250,27 @@ class DLOCSVM(OCSVMDetectorBase):
     Attributes
     ----------
     dictionary_ : (n_features, n_components) unit atoms.
+    n_nonzero_coefs_ : the sparsity OMP uses (``n_nonzero_coefs`` capped as above).
     row_scale_ : (n_components,) inference row factors (0 for trimmed atoms).
     ocsvm_support_vectors_, ocsvm_dual_coef_, ocsvm_intercept_ : the OC-SVM on the codes.
     objective_ : composite objective after the initialisation and after each outer iteration.
     n_rejected_updates_ : atom updates not taken because they would have raised the objective.
     decision_scores_, labels_, threshold_ : PyOD-style training scores, labels and threshold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.dl_ocsvm import DLOCSVM
+    >>> X = np.random.default_rng(0).standard_normal((60, 4))
+    >>> model = DLOCSVM(n_components=8, n_iter=2, random_state=0).fit(X)
+    >>> int(model.labels_.sum())  # contamination=0.1: the 6 highest training scores
+    6
+    >>> model.predict(np.full((1, 4), 8.0))  # far from the training rows: 1 = outlier
+    array([1])
+    >>> model.decision_function(X[:3]).shape  # higher = more anomalous
+    (3,)
+    >>> model.n_nonzero_coefs_  # n_nonzero_coefs=3 atoms per row
+    3
     """
 
     _state_keys = ("dictionary_", "row_scale_")
@@ -290,16 +311,10 @@ class DLOCSVM(OCSVMDetectorBase):
 
     def _fit(self, X: FloatArray) -> None:
         Y = self._fit_features(X).T
-        s = int(self.n_nonzero_coefs)
-        if s > int(self.n_components) or s > Y.shape[0]:
-            raise ValueError(
-                f"n_nonzero_coefs={s} exceeds n_components={self.n_components} or the signal "
-                f"dimension {Y.shape[0]}"
-            )
         result = train_dl_ocsvm(
             Y,
             n_atoms=int(self.n_components),
-            s=s,
+            s=int(self.n_nonzero_coefs),
             beta=float(self.beta),
             alpha=float(self.alpha),
             nu=self._nu(),
@@ -324,6 +339,12 @@ class DLOCSVM(OCSVMDetectorBase):
 
     def _features(self, X: FloatArray) -> FloatArray:
         return self._normalize(X)
+
+    @property
+    def n_nonzero_coefs_(self) -> int:
+        """The sparsity OMP uses: ``min(n_nonzero_coefs, n_components, signal dimension)``."""
+        check_is_fitted(self, "dictionary_")
+        return effective_sparsity(int(self.n_nonzero_coefs), self.dictionary_.shape)
 
     def _codes(self, X: FloatArray) -> FloatArray:
         """Algorithm 3: OMP on the learned dictionary, then rows scaled by ``row_scale_``."""

@@ -175,6 +175,19 @@ class DPLOCSVM(OCSVMDetectorBase):
     analysis_ : (n_components, n_features) analysis dictionary ``P``.
     tau_ : the ridge weight used in training.
     objective_, n_rejected_updates_, decision_scores_, labels_, threshold_ : as in DL-OCSVM.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.dpl_ocsvm import DPLOCSVM
+    >>> X = np.random.default_rng(0).standard_normal((60, 4))
+    >>> model = DPLOCSVM(n_components=8, n_iter=2, random_state=0).fit(X)
+    >>> int(model.labels_.sum())  # contamination=0.1: the 6 highest training scores
+    6
+    >>> model.predict(np.full((1, 4), 8.0))  # far from the training rows: 1 = outlier
+    array([1])
+    >>> model.decision_function(X[:3]).shape  # higher = more anomalous
+    (3,)
     """
 
     _state_keys = ("dictionary_", "analysis_")

@@ -111,6 +111,19 @@ class KDLOCSVM(_KernelMapMixin, DLOCSVM):
     ``n_landmarks`` (``None``: all training rows) and ``eig_floor`` (relative eigenvalue floor of
     the kernel square root). ``atom_coefficients_`` gives ``A`` (landmarks x atoms).
     ``normalize`` defaults to ``None`` here: the RBF kernel already scores distance from the bulk.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.kernel_dl_ocsvm import KDLOCSVM
+    >>> X = np.random.default_rng(0).standard_normal((60, 4))
+    >>> model = KDLOCSVM(n_components=8, n_iter=2, random_state=0).fit(X)
+    >>> int(model.labels_.sum())  # contamination=0.1: the 6 highest training scores
+    6
+    >>> model.predict(np.full((1, 4), 8.0))  # far from the training rows: 1 = outlier
+    array([1])
+    >>> model.decision_function(X[:3]).shape  # higher = more anomalous
+    (3,)
     """
 
     _state_keys = DLOCSVM._state_keys + _KernelMapMixin._kernel_state_keys
@@ -177,7 +190,21 @@ class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
     coordinates ``psi`` of the module docstring. Kernel parameters as in :class:`KDLOCSVM`, but
     ``gamma_scale`` defaults to 1 (``gamma=None`` is scikit-learn's ``"scale"``);
     ``tau`` as in :class:`~sparsewatch.models.dpl_ocsvm.DPLOCSVM` (default ``"auto"`` = ``0.02 N``,
-    ``N`` the number of training rows)."""
+    ``N`` the number of training rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparsewatch.models.kernel_dl_ocsvm import KDPLOCSVM
+    >>> X = np.random.default_rng(0).standard_normal((60, 4))
+    >>> model = KDPLOCSVM(n_components=8, n_iter=2, random_state=0).fit(X)
+    >>> int(model.labels_.sum())  # contamination=0.1: the 6 highest training scores
+    6
+    >>> model.predict(np.full((1, 4), 8.0))  # far from the training rows: 1 = outlier
+    array([1])
+    >>> model.decision_function(X[:3]).shape  # higher = more anomalous
+    (3,)
+    """
 
     _state_keys = DPLOCSVM._state_keys + _KernelMapMixin._kernel_state_keys
 

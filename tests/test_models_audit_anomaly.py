@@ -63,16 +63,19 @@ def test_failed_first_fit_leaves_the_model_unfitted(proto: OCSVMDetectorBase) ->
         model.decision_function(_rows())
 
 
-def test_failed_fit_on_data_the_model_cannot_be_built_on() -> None:
-    """Sparsity above the signal dimension is found in ``_fit`` (after normalisation)."""
+def test_sparsity_above_the_signal_dimension_is_capped_in_fit() -> None:
+    """Sparsity above the signal dimension (found in ``_fit``, after normalisation) raised; the
+    model now codes with at most that many atoms, as prediction already did, and leaves its
+    hyper-parameter as it was."""
     X = _rows()
     model = DLOCSVM(n_components=4, n_nonzero_coefs=3, n_iter=1, normalize=None, random_state=0)
-    model.fit(X)
-    before = model.decision_function(X)
-    with pytest.raises(ValueError, match="exceeds"):
-        model.fit(X[:, :2])
-    assert model.n_features_in_ == 5
-    np.testing.assert_array_equal(model.decision_function(X), before)
+    model.fit(X[:, :2])
+    assert model.n_features_in_ == 2
+    assert model.n_nonzero_coefs_ == 2 and model.n_nonzero_coefs == 3
+    capped = clone(model).set_params(n_nonzero_coefs=2).fit(X[:, :2])
+    np.testing.assert_array_equal(
+        model.decision_function(X[:, :2]), capped.decision_function(X[:, :2])
+    )
 
 
 @pytest.mark.parametrize("proto", MODELS, ids=lambda m: type(m).__name__)
