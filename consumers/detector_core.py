@@ -12,6 +12,32 @@ For each closed window of a stream (Kasiviswanathan et al. 2012, Algorithm 3, on
 :func:`process_window` returns every row the store needs and every message for ``<prefix>.scores``
 as plain Python data; the worker only writes and sends them. The same function drives the offline
 equivalence test of the pipeline.
+
+Example: two count windows of a synthetic stream through the core, no broker or database (the
+first window warms the models up; the second is scored, flagged, learnt from):
+
+>>> from sparsewatch.config import DetectorConfig
+>>> from sparsewatch.consumers.messages import Document
+>>> from sparsewatch.consumers.windowing import Buffered, ClosedWindow
+>>> from sparsewatch.replay.readers import parse_timestamp_ms
+>>> from sparsewatch.replay.synthetic import generate_stream
+>>> config = DetectorConfig(warmup_documents=200, initial_atoms=20)
+>>> models = build_models(config)
+>>> def window(seq, docs):
+...     items = [Buffered(Document(d["id"], d["text"], parse_timestamp_ms(d["timestamp"])), 0, i)
+...              for i, d in enumerate(docs)]
+...     times = [b.doc.timestamp_ms for b in items]
+...     return ClosedWindow("default", seq, min(times), max(times) + 1, items, "count")
+>>> docs = generate_stream(n_docs=600, seed=0)
+>>> warm_up = process_window(models, window(0, docs[:300]), config)
+>>> result = process_window(models, window(1, docs[300:]), config)
+>>> len(result.documents), sum(row["novel"] for row in result.documents)  # top 5% flagged
+(300, 15)
+>>> sorted({alert["kind"] for alert in result.alerts})
+['novel_document']
+>>> key, value = result.messages[0]  # one message per document for <prefix>.scores
+>>> key  # the stream id
+'default'
 """
 
 from __future__ import annotations

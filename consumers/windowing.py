@@ -20,6 +20,23 @@ complaint is windows that never close on an idle stream), and at once on an end-
 The state that must survive a restart (:meth:`StreamWindower.get_state`) is small: the watermark,
 where closed windows end, and the count-window position. Buffered documents are not checkpointed:
 the worker re-reads them from Kafka, starting at :meth:`StreamWindower.min_buffered_offset`.
+
+Example: one-minute windows with 10 s of allowed lateness (``now`` is the wall clock, seconds):
+
+>>> w = StreamWindower("news", WindowSpec(size_ms=60_000, allowed_lateness_ms=10_000))
+>>> def doc(i, t_ms):
+...     return Buffered(Document(f"d{i}", "some text", t_ms), partition=0, offset=i)
+>>> w.add(doc(0, 5_000), now=0.0)
+([], 'buffered')
+>>> w.add(doc(1, 65_000), now=1.0)  # window 1 opens; the watermark (55 s) has not passed 60 s
+([], 'buffered')
+>>> closed, status = w.add(doc(2, 71_000), now=2.0)  # watermark 61 s: window 0 closes
+>>> [(c.seq, c.closed_by, [b.doc.id for b in c.items]) for c in closed], status
+([(0, 'watermark', ['d0'])], 'buffered')
+>>> w.add(doc(3, 30_000), now=3.0)  # its window has closed: scored, flagged late, not learnt
+([], 'late')
+>>> [(c.seq, c.closed_by, len(c.items)) for c in w.close_if_idle(now=3.0 + 60)]
+[(1, 'idle', 2)]
 """
 
 from __future__ import annotations

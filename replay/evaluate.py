@@ -89,6 +89,14 @@ def novelty_labels(
     ``novel[i]``: document ``i`` (in a step ``>= 1``) has no label (``rule="none"``) or not all its
     labels (``rule="any"``) among the labels of documents of earlier steps. ``evaluable[i]``: the
     document is in a step ``>= 1`` and has at least one label.
+
+    >>> labels = [["grain"], ["grain", "ship"], ["ship"], ["oil"], []]
+    >>> step_of = np.array([0, 1, 2, 2, 2])
+    >>> novel, evaluable = novelty_labels(labels, step_of, "none")
+    >>> novel.tolist(), evaluable.tolist()
+    ([False, False, False, True, False], [False, True, True, True, False])
+    >>> novelty_labels(labels, step_of, "any")[0].tolist()  # "ship" is new in step 1
+    [False, True, False, True, False]
     """
     if rule not in RULES:
         raise SparsewatchError(f"novelty rule must be one of {RULES}, not {rule!r}")

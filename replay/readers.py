@@ -409,7 +409,17 @@ def parse_timestamp_ms(value: Any) -> int:
     """Epoch milliseconds from epoch ms (a number, or its decimal text such as ``1700000000000``
     or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC) or a
     Reuters date like ``26-FEB-1987 15:01:01.79``; a RecordError otherwise. A fraction of a
-    millisecond is cut off, from a number and from its text alike."""
+    millisecond is cut off, from a number and from its text alike.
+
+    >>> parse_timestamp_ms("2026-01-01T00:00:00Z"), parse_timestamp_ms("1767225600000.0")
+    (1767225600000, 1767225600000)
+    >>> parse_timestamp_ms("26-FEB-1987 15:01:01.79")
+    541350061790
+    >>> parse_timestamp_ms("yesterday")
+    Traceback (most recent call last):
+    ...
+    sparsewatch.replay.readers.RecordError: bad timestamp 'yesterday' (not ISO-8601 or epoch ms)
+    """
     if isinstance(value, bool) or value is None:
         raise RecordError(f"bad timestamp {value!r}")
     if isinstance(value, str) and (number := _EPOCH_MS_TEXT.fullmatch(value)):
