@@ -197,7 +197,8 @@ def inner_methods() -> dict[str, Any]:
     """ONLINE with 1, 3, 5 inner rounds per window; ONLINE without its OIADMM update (the
     warm-up dictionary, fixed); ONLINE growing by BATCH's ``eta = 10`` atoms a step (seeded, like
     BATCH's, from the step's worst-represented whole documents) after its update, or by 10 or 30
-    atoms seeded before 3 inner rounds (``grow_first``); BATCH."""
+    atoms seeded before 3 inner rounds (``grow_first``); 3 rounds with and without 30 atoms
+    seeded first, their re-codings loose (``recode_tol = 1e-2``); BATCH."""
     out: dict[str, Any] = {
         f"online, {n} inner round(s)": FACTORIES["online"](update_passes=n) for n in (1, 3, 5)
     }
@@ -210,6 +211,12 @@ def inner_methods() -> dict[str, Any]:
         out[f"online + eta = {size} atoms seeded before 3 inner rounds"] = FACTORIES["online"](
             **{**eta, "grow_size": size}, grow_first=True, update_passes=3
         )
+    # the re-codings between rounds warm-started, to 1e-2, unpolished (session nineteen)
+    loose = {"update_passes": 3, "recode_tol": 1e-2}
+    out["online, 3 inner rounds, loose re-coding"] = FACTORIES["online"](**loose)
+    out["online + eta = 30 atoms seeded before 3 inner rounds, loose re-coding"] = FACTORIES[
+        "online"
+    ](**{**eta, "grow_size": 30}, grow_first=True, **loose)
     out.update(build_methods(["batch"]))
     return out
 

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector, WindowResult
 from sparsewatch.models.text_features import StreamingTfidf
 
@@ -225,6 +226,52 @@ def test_update_passes_recode_the_window_between_oiadmm_steps() -> None:
     assert not np.allclose(single.components_, passes.components_)
     with pytest.raises(ValueError, match="update_passes"):
         OnlineL1NoveltyDetector(**params, update_passes=0).fit(X0).partial_fit(X)
+
+
+def test_recode_tol_recodes_loosely_from_the_previous_pass() -> None:
+    # With recode_tol, passes 2.. re-code the window warm-started from the previous pass's codes,
+    # to that tolerance and without the LP polish; the first pass (the scores) is unchanged, one
+    # pass is unaffected, and the dictionary ends close to the tightly re-coded one.
+    rng = np.random.default_rng(4)
+    f = StreamingTfidf(idf_power=0.0)
+    warm_texts = mix(rng, range(3), 30)
+    X0 = f.partial_fit(warm_texts).transform(warm_texts).T
+    params = {"n_components": 10, "n_init_iter": 1, "grow_threshold": None, "dtype": np.float64}
+    loose = OnlineL1NoveltyDetector(**params, update_passes=3, recode_tol=1e-2).fit(X0)
+    tight = OnlineL1NoveltyDetector(**params, update_passes=3).fit(X0)
+    texts = mix(rng, range(1, 5), 20)
+    X = f.partial_fit(texts).transform(texts).T
+    manual = clone(loose).set_params(update_passes=1, recode_tol=None).fit(X0)
+    P = sp.csc_matrix(sp.csr_matrix(X).T)
+    codes = manual.code(X).codes
+    for p in range(3):
+        if p:
+            codes = l1_sparse_code(
+                P,
+                manual.components_,
+                manual.lam,
+                tol=1e-2,
+                max_iter=manual.coding_max_iter,
+                polish_after=None,
+                x0=codes,
+                over_weight=manual.over_weight,
+            ).codes
+        manual.oiadmm_.partial_fit(P, sp.csc_matrix(codes.T))
+    for est in (loose, tight):
+        res = est.code(X)
+        est.partial_fit(X, codes=res.codes, scores=res.objective)
+    np.testing.assert_allclose(loose.components_, manual.components_, rtol=1e-12, atol=1e-14)
+    assert not np.array_equal(loose.components_, tight.components_)
+    gap = np.abs(loose.components_ - tight.components_).sum() / np.abs(tight.components_).sum()
+    assert gap < 0.01
+    one = OnlineL1NoveltyDetector(**params).fit(X0).partial_fit(X)
+    one_loose = OnlineL1NoveltyDetector(**params, recode_tol=1e-2).fit(X0).partial_fit(X)
+    np.testing.assert_array_equal(one.components_, one_loose.components_)
+    before = loose.get_state()
+    with pytest.raises(ValueError, match="recode_tol"):
+        loose.set_params(recode_tol=0.0).partial_fit(X)
+    for key, value in before.items():
+        np.testing.assert_array_equal(loose.get_state()[key], value)
 
 
 def test_grow_first_refines_new_atoms_on_the_window_that_seeded_them() -> None:
