@@ -151,6 +151,16 @@ def _check_documents(
     return X
 
 
+def tfidf_model_tags(tags: Tags, dtype: type | None) -> Tags:
+    """scikit-learn tags of a model of TF-IDF rows: sparse, non-negative input; codes in
+    ``dtype`` whatever the input's (``None``: float64, the default tags)."""
+    tags.input_tags.sparse = True
+    tags.input_tags.positive_only = True
+    if dtype is not None:
+        tags.transformer_tags.preserves_dtype = [np.dtype(dtype).name]
+    return tags
+
+
 def _as_columns(X: sp.spmatrix | np.ndarray, dtype: type) -> sp.csc_matrix:
     """Documents (rows of a checked ``X``, :func:`_check_documents`) as the columns of a CSC
     ``P``; ``ValueError`` for entries beyond the range of ``dtype`` (infinite after the cast)."""
@@ -362,12 +372,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def __sklearn_tags__(self) -> Tags:
-        """Sparse, non-negative input (TF-IDF); codes come out in ``dtype`` whatever the input's."""
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        tags.transformer_tags.preserves_dtype = [np.dtype(self.dtype).name]
-        return tags
+        return tfidf_model_tags(super().__sklearn_tags__(), self.dtype)
 
     # ----------------------------------------------------------------- helpers
     @property

@@ -35,6 +35,7 @@ from sparsewatch.models.novelty import (
     _as_columns,
     _check_documents,
     _nonzero_columns,
+    tfidf_model_tags,
 )
 from sparsewatch.models.oiadmm import l1_dictionary_update
 from sparsewatch.models.projections import project_l1_ball_nonneg
@@ -170,11 +171,7 @@ class L2BatchNovelty(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def __sklearn_tags__(self) -> Tags:
-        """Sparse, non-negative input (TF-IDF); codes come out as float64."""
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        return tags
+        return tfidf_model_tags(super().__sklearn_tags__(), None)
 
     @property
     def n_features_in_(self) -> int:
@@ -368,12 +365,7 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def __sklearn_tags__(self) -> Tags:
-        """Sparse, non-negative input (TF-IDF); codes come out in ``dtype`` whatever the input's."""
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        tags.transformer_tags.preserves_dtype = [np.dtype(self.dtype).name]
-        return tags
+        return tfidf_model_tags(super().__sklearn_tags__(), self.dtype)
 
     @property
     def n_features_in_(self) -> int:
