@@ -17,6 +17,7 @@ is generated from :func:`describe`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -48,6 +49,11 @@ def topic_name_problem(name: str) -> str | None:
 
 
 ENV_PREFIX = "SPARSEWATCH_"
+# SPARSEWATCH_* variables that are not options: the configuration file, the CLI's --debug, the
+# broker launcher's jar cache and the test suite's PostgreSQL server.
+OTHER_ENV_NAMES = frozenset(
+    ENV_PREFIX + name for name in ("CONFIG", "DEBUG", "CACHE_DIR", "TEST_DATABASE_URL")
+)
 # Where a worker's SQL transactions run (consumers/writer.py): a child process or a thread.
 WRITER_MODES = ("process", "thread")
 
@@ -223,9 +229,27 @@ def _apply_env(obj: Any, env: dict[str, str], prefix: str) -> None:
             setattr(obj, f.name, _coerce(env[name], hints[f.name], name))
 
 
+def _check_env_names(env: dict[str, str]) -> None:
+    """Refuse a ``SPARSEWATCH_*`` variable that names no option (a misspelt one was silently
+    ignored, as a misspelt key of the file is not), with the closest option when one is close."""
+    known = {name for _, name, _ in describe()} | OTHER_ENV_NAMES
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise SparsewatchError(
+                f"unknown environment variable {name}{hint}: the README's configuration table "
+                "lists every option and its variable"
+            )
+
+
 def load_config(path: str | Path | None = None, env: dict[str, str] | None = None) -> Config:
-    """Build the configuration from defaults, the TOML file at ``path`` and the environment."""
+    """Build the configuration from defaults, the TOML file at ``path`` and the environment.
+
+    A ``SPARSEWATCH_*`` variable that is neither an option nor one of :data:`OTHER_ENV_NAMES`
+    is refused (:class:`SparsewatchError`), as an unknown key of the file is."""
     env = dict(os.environ) if env is None else env
+    _check_env_names(env)
     config = Config()
     path = path or env.get(f"{ENV_PREFIX}CONFIG")
     if path:
@@ -314,7 +338,7 @@ def _check_ranges(config: Config) -> None:
 
 
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:
-    """(TOML key, environment variable, default) for every option, for docs and ``config show``."""
+    """(TOML key, environment variable, default) for every option, for the README's table."""
     config = config or Config()
     rows: list[tuple[str, str, str]] = []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sparsewatch.consumers.detector_core import build_models
 
-from sparsewatch.config import Config, describe, load_config, parse_duration_ms
+from sparsewatch.config import OTHER_ENV_NAMES, Config, describe, load_config, parse_duration_ms
 from sparsewatch.errors import SparsewatchError
 
 _SIZE = "a positive duration of at most 84006d (500ms, 30s, 15m, 1h, 2d)"
@@ -279,3 +279,45 @@ def test_cli_reports_a_bad_value_in_one_line_without_a_traceback() -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert lines[0].startswith("error: 'detector.initial_atoms'")
+
+
+@pytest.mark.parametrize(
+    ("variable", "hint"),
+    [
+        ("SPARSEWATCH_DETECTOR_MAX_ATOM", " (did you mean SPARSEWATCH_DETECTOR_MAX_ATOMS?)"),
+        ("SPARSEWATCH_WINDOW_SIZE", " (did you mean SPARSEWATCH_WINDOWS_SIZE?)"),
+        ("SPARSEWATCH_KAFKA_BOOTSTRAP", " (did you mean SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS?)"),
+        ("SPARSEWATCH_COLOUR_SCHEME", ""),
+    ],
+)
+def test_an_environment_variable_that_names_no_option_is_refused(variable: str, hint: str) -> None:
+    """A misspelt variable was silently ignored (a misspelt key of the file was refused): the
+    worker then ran with the default the user meant to change."""
+    with pytest.raises(SparsewatchError) as err:
+        load_config(env={variable: "7"})
+    message = str(err.value)
+    assert message.startswith(f"unknown environment variable {variable}{hint}: ")
+    assert "\n" not in message
+
+
+def test_the_variables_that_are_not_options_are_accepted() -> None:
+    env = {name: "1" for name in OTHER_ENV_NAMES if name != "SPARSEWATCH_CONFIG"}
+    assert load_config(env={**env, "OTHER_PROGRAM_SETTING": "x"}) == load_config(env={})
+
+
+def test_cli_reports_an_unknown_variable_in_one_line() -> None:
+    env = {**os.environ, "SPARSEWATCH_DETECTOR_INITAL_ATOMS": "50"}
+    env.pop("SPARSEWATCH_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "run", "detector"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "error: unknown environment variable SPARSEWATCH_DETECTOR_INITAL_ATOMS (did you mean "
+        "SPARSEWATCH_DETECTOR_INITIAL_ATOMS?): the README's configuration table lists every "
+        "option and its variable"
+    )
