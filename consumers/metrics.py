@@ -6,7 +6,7 @@ documents/s is ``rate(sparsewatch_documents_total[1m])``; the novelty rate is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
@@ -50,8 +50,16 @@ class WorkerMetrics:
         LAG.labels(self.worker).set(sum(lag.values()))
 
 
-def serve(port: int) -> None:
+def serve(port: int) -> Callable[[], None]:
     """Expose /metrics on 127.0.0.1:``port`` (0 = do not serve); OSError when the port cannot be
-    bound."""
-    if port:
-        start_http_server(port, addr="127.0.0.1")
+    bound. Returns the function that stops the server and frees its port."""
+    if not port:
+        return lambda: None
+    server, thread = start_http_server(port, addr="127.0.0.1")
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    return stop

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -145,11 +146,11 @@ def _run_threads(
         raise errors[0]
 
 
-def _serve_metrics(port: int) -> None:
-    """Serve the metrics on ``port`` (0: not at all); a port that cannot be bound (taken, or
-    privileged) is a one-line error naming the setting."""
+def _serve_metrics(port: int) -> Callable[[], None]:
+    """Serve the metrics on ``port`` (0: not at all) until the returned function is called; a
+    port that cannot be bound (taken, or privileged) is a one-line error naming the setting."""
     try:
-        serve(port)
+        return serve(port)
     except OSError as exc:
         raise SparsewatchError(
             f"cannot serve metrics on 127.0.0.1:{port} (metrics_port, SPARSEWATCH_METRICS_PORT, "
@@ -183,12 +184,15 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
         except KafkaException as exc:  # creating the topics is the first contact with the broker
             bootstrap = config.kafka.bootstrap_servers
             raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
-        _serve_metrics(config.metrics_port)
-        run_loops(
-            workers,
-            [until_idle_s] * len(roles),
-            blas_threads=config.blas_threads,
-            gc_threshold=config.gc_threshold,
-        )
+        stop_metrics = _serve_metrics(config.metrics_port)
+        try:
+            run_loops(
+                workers,
+                [until_idle_s] * len(roles),
+                blas_threads=config.blas_threads,
+                gc_threshold=config.gc_threshold,
+            )
+        finally:
+            stop_metrics()
     finally:
         store.dispose()

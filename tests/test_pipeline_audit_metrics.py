@@ -9,8 +9,10 @@ message, the endpoint kept showing the counts from before it for as long as the 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -22,7 +24,7 @@ from sparsewatch.storage.store import Store
 from sqlalchemy import text
 
 from sparsewatch.config import load_config
-from sparsewatch.runner import build_worker
+from sparsewatch.runner import build_worker, run_workers
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -85,3 +87,49 @@ def test_metrics_count_a_transaction_once_it_is_committed(kafka_bootstrap, tmp_p
         worker.stop()
         runner.join(60)
         store.dispose()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_metrics_endpoint_stops_with_the_workers(kafka_bootstrap, tmp_path):
+    """The endpoint served while the workers ran and was never closed: a second run in the same
+    process (a test, an embedding application) could not bind the port again."""
+    port = _free_port()
+    config = load_config(
+        env={
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"metrics-stop-{uuid.uuid4().hex[:8]}",
+            "SPARSEWATCH_KAFKA_PARTITIONS": "1",
+            "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'stop.db'}",
+            "SPARSEWATCH_METRICS_PORT": str(port),
+            "SPARSEWATCH_ANOMALY_ENABLED": "false",
+        }
+    )
+    served: list[bytes] = []
+    running = threading.Event()
+
+    def scrape() -> None:
+        while running.is_set() and not served:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    served.append(r.read())
+            except OSError:
+                time.sleep(0.05)
+
+    for _ in range(2):  # the second run binds the port the first one freed
+        served.clear()
+        running.set()
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        try:
+            run_workers(config, ["detector"], until_idle_s=3.0)
+        finally:
+            running.clear()
+            scraper.join()
+        assert served and b"sparsewatch_documents_total" in served[0]
+        with pytest.raises(OSError):  # nothing listens once the workers have stopped
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
