@@ -220,6 +220,31 @@ def _concatenate(parts: Sequence[L1CodingResult]) -> L1CodingResult:
     )
 
 
+def l1_code(
+    model: BaseEstimator,
+    P: sp.csc_matrix,
+    A: np.ndarray | sp.spmatrix,
+    x0: sp.spmatrix | None = None,
+    tol: float | None = None,
+    polish: bool = True,
+) -> L1CodingResult:
+    """Algorithm 5 on the columns of ``P`` with the coding hyper-parameters of ``model`` (ONLINE
+    or BATCH: ``lam``, ``phi``, ``gamma``, ``coding_tol`` unless ``tol`` is given,
+    ``coding_max_iter``, ``coding_polish_after`` unless ``polish`` is false, ``over_weight``)."""
+    return l1_sparse_code(
+        P,
+        A,
+        model.lam,
+        phi=model.phi,
+        gamma=model.gamma,
+        tol=model.coding_tol if tol is None else tol,
+        max_iter=model.coding_max_iter,
+        polish_after=model.coding_polish_after if polish else None,
+        x0=x0,
+        over_weight=model.over_weight,
+    )
+
+
 class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     """l1 dictionary novelty detector: Algorithm 3 with Algorithms 2, 5 and 6.
 
@@ -423,18 +448,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         changes); ``tol`` (default ``coding_tol``) and ``polish`` for the re-codings."""
         x0 = None if x0 is None else sp.csr_matrix(x0)
         parts = [
-            l1_sparse_code(
-                P[:, b],
-                A,
-                self.lam,
-                phi=self.phi,
-                gamma=self.gamma,
-                tol=self.coding_tol if tol is None else tol,
-                max_iter=self.coding_max_iter,
-                polish_after=self.coding_polish_after if polish else None,
-                x0=None if x0 is None else x0[b],
-                over_weight=self.over_weight,
-            )
+            l1_code(self, P[:, b], A, None if x0 is None else x0[b], tol=tol, polish=polish)
             for b in self._blocks(P.shape[1])
         ]
         return parts[0] if len(parts) == 1 else _concatenate(parts)

@@ -29,12 +29,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.preprocessing import normalize
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
-from sparsewatch.models.l1_coding import l1_sparse_code, weighted_l1_loss
+from sparsewatch.models.l1_coding import L1CodingResult, weighted_l1_loss
 from sparsewatch.models.novelty import (
     OnlineL1NoveltyDetector,
     _as_columns,
     _check_documents,
     _nonzero_columns,
+    l1_code,
     tfidf_model_tags,
 )
 from sparsewatch.models.oiadmm import l1_dictionary_update
@@ -378,19 +379,10 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
         X = _check_documents(X, self, n_features_in=self.n_features_in_)
         return _as_columns(X, self.dtype)
 
-    def _code(self, P: sp.csc_matrix, A: np.ndarray, x0: sp.spmatrix | None = None):
-        return l1_sparse_code(
-            P,
-            A,
-            self.lam,
-            phi=self.phi,
-            gamma=self.gamma,
-            tol=self.coding_tol,
-            max_iter=self.coding_max_iter,
-            polish_after=self.coding_polish_after,
-            x0=x0,
-            over_weight=self.over_weight,
-        )
+    def _code(
+        self, P: sp.csc_matrix, A: np.ndarray, x0: sp.spmatrix | None = None
+    ) -> L1CodingResult:
+        return l1_code(self, P, A, x0)
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> BatchL1Novelty:
         """Warm-up: the ONLINE detector's initial dictionary on ``X``; ``X`` starts the history."""
