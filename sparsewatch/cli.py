@@ -65,6 +65,9 @@ def main() -> None:
         sys.exit(130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:  # ``sparsewatch``, ``sparsewatch db``, ...
+        exc.show()  # the command's help, as click prints it (it read "error: Usage: ...")
+        sys.exit(exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         click.echo(f"error: {exc.format_message()}{hint}", err=True)

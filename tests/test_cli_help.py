@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -33,3 +37,29 @@ def test_help_renders_without_placeholders(path: tuple[str, ...]) -> None:
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
     assert "None" not in result.output
+
+
+GROUPS = [()] + [(name,) for name, cmd in cli.commands.items() if isinstance(cmd, click.Group)]
+
+
+@pytest.mark.parametrize("path", GROUPS, ids=lambda path: " ".join(("sparsewatch", *path)))
+def test_a_group_without_its_command_prints_its_help(path: tuple[str, ...]) -> None:
+    """``sparsewatch db`` printed the whole help inside an error line: "error: Usage: ...
+    (see 'sparsewatch db --help')"."""
+    env = {**os.environ}
+    env.pop("SPARSEWATCH_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparsewatch", *path],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("Usage: ") and first.endswith(
+        f"{' '.join(('sparsewatch', *path))} [OPTIONS] COMMAND [ARGS]..."
+    )
+    assert "error" not in proc.stderr and "--help')" not in proc.stderr
+    group = cli.commands[path[0]] if path else cli
+    assert all(name in proc.stderr for name in group.commands)
