@@ -12,7 +12,11 @@ import csv
 import io
 import json
 import math
+import os
 import re
+import signal
+import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -25,15 +29,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparsewatch.cli_types import FiniteFloat
+from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.queries import AlertFollower
 from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store
 
 FORMATS = ("table", "json", "csv")
+# The signals that end ``alerts --follow`` (after the database look in progress).
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Window numbers and row limits are stored or sent as 64-bit integers: larger ones are refused.
 _MAX_INT64 = 2**63 - 1
 WINDOW = click.IntRange(0, _MAX_INT64)
@@ -246,6 +253,18 @@ ALERT_COLUMNS = (
 @_limit
 @_fmt
 @_db
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Print the newest --limit alerts oldest first, then each new alert as it is committed, "
+    "until Ctrl-C (json: one object per line).",
+)
+@click.option(
+    "--interval",
+    type=FiniteFloatRange(min=0.1),
+    default=None,
+    help="Seconds between two looks at the database with --follow (default 2).",
+)
 @click.pass_context
 def alerts(
     ctx: click.Context,
@@ -258,9 +277,23 @@ def alerts(
     limit: int,
     fmt: str,
     database_url: str | None,
+    follow: bool,
+    interval: float | None,
 ) -> None:
-    """Alerts (novel documents, anomalies, emerging topics), newest first."""
+    """Alerts (novel documents, anomalies, emerging topics), newest first; with --follow, as
+    they are committed."""
     _check_range(since, until)
+    view = _alert_view(by)
+    if follow:
+        if until is not None:
+            raise click.BadParameter("--follow takes no --until", param_hint="--until")
+        follower = AlertFollower(
+            kinds=kinds, streams=streams, min_score=min_score, since=since, time_field=by
+        )
+        _follow_alerts(ctx, database_url, follower, limit, fmt, view, interval or 2.0)
+        return
+    if interval is not None:
+        raise click.BadParameter("--interval needs --follow", param_hint="--interval")
     with open_store(ctx, database_url) as store:
         rows = store.alerts(
             since=since,
@@ -271,7 +304,12 @@ def alerts(
             limit=limit,
             time_field=by,
         )
-    view = [
+    emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
+
+
+def _alert_view(by: str) -> list[tuple[str, str, Callable[[Any], str]]]:
+    """The table columns of ``alerts``: (header, row key, formatter)."""
+    return [
         ("created", "created_at", _time)
         if by == "created"
         else ("event time", "event_time", _time),
@@ -282,7 +320,73 @@ def alerts(
         ("window", "window_seq", str),
         ("summary", "summary", _short(70)),
     ]
-    emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
+
+
+def _follow_alerts(
+    ctx: click.Context,
+    database_url: str | None,
+    follower: AlertFollower,
+    backlog: int,
+    fmt: str,
+    view: Sequence[tuple[str, str, Callable[[Any], str]]],
+    interval: float,
+) -> None:
+    """Print the backlog, then every new alert at each look, flushed at once (a pipe gets each
+    alert when it is committed). Ctrl-C or SIGTERM ends it quietly after the look in progress
+    (interrupting a database round trip made SQLAlchemy print a traceback), and so does a closed
+    pipe (``| head``)."""
+    print_rows = _alert_lines(fmt, view)
+    stop = threading.Event()
+    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    try:
+        with open_store(ctx, database_url) as store:
+            with store.reading() as conn:
+                print_rows(follower.start(conn, backlog))
+            while not stop.wait(interval):
+                with store.reading() as conn:
+                    print_rows(follower.poll(conn))
+    except BrokenPipeError:
+        # the reader is gone: point stdout at /dev/null so that the interpreter's final flush
+        # does not report the broken pipe too (Python's documented recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def _alert_lines(
+    fmt: str, view: Sequence[tuple[str, str, Callable[[Any], str]]]
+) -> Callable[[Sequence[dict[str, Any]]], None]:
+    """A printer of alerts one line each: JSON Lines, CSV (its header at the first call), or
+    aligned columns of the table view (header likewise) with control characters shown as
+    U+FFFD."""
+    widths = [19, 14, 12, 12, 8, 8, 0]
+    headers = {"csv": ",".join(ALERT_COLUMNS), "table": _columns([h for h, _, _ in view], widths)}
+    pending = [headers[fmt]] if fmt in headers else []  # printed with the first rows
+
+    def print_rows(rows: Sequence[dict[str, Any]]) -> None:
+        while pending:
+            click.echo(pending.pop())
+        for row in rows:
+            if fmt == "json":
+                data = {k: _json_value(row[k]) for k in ALERT_COLUMNS}
+                line = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False)
+            elif fmt == "csv":
+                buffer = io.StringIO()
+                csv.writer(buffer, lineterminator="").writerow(_cell(row[k]) for k in ALERT_COLUMNS)
+                line = buffer.getvalue()
+            else:
+                line = _columns([show(row[key]) for _, key, show in view], widths)
+            click.echo(line, color=fmt != "table")
+        sys.stdout.flush()
+
+    return print_rows
+
+
+def _columns(cells: Sequence[str], widths: Sequence[int]) -> str:
+    """``cells`` padded to ``widths`` (0: as it is), control characters shown as U+FFFD."""
+    shown = ["".join(c if c.isprintable() else "\ufffd" for c in cell) for cell in cells]
+    return "  ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True)).rstrip()
 
 
 DOCUMENT_COLUMNS = (

@@ -8,8 +8,8 @@ databases: text in code point order (:func:`_text`), rows without a time after t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -68,13 +68,7 @@ def fetch_alerts(
     # only event_time can be NULL; NULLS LAST on created_at would stop PostgreSQL from reading
     # its index backwards
     newest = time_column.desc() if time_field == "created" else time_column.desc().nulls_last()
-    conditions = [
-        *_between(time_column, since, until),
-        *_in(alerts.c.kind, kinds),
-        *_in(alerts.c.stream, streams),
-    ]
-    if min_score is not None:
-        conditions.append(alerts.c.score >= min_score)
+    conditions = _alert_conditions(since, until, kinds, streams, min_score, time_field)
     stmt = (
         sa.select(alerts)
         .where(*conditions)
@@ -82,6 +76,108 @@ def fetch_alerts(
         .limit(limit)
     )
     return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def _alert_conditions(
+    since: datetime | None,
+    until: datetime | None,
+    kinds: Sequence[str] | None,
+    streams: Sequence[str] | None,
+    min_score: float | None,
+    time_field: AlertTime,
+) -> list[Any]:
+    time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
+    conditions = [
+        *_between(time_column, since, until),
+        *_in(alerts.c.kind, kinds),
+        *_in(alerts.c.stream, streams),
+    ]
+    if min_score is not None:
+        conditions.append(alerts.c.score >= min_score)
+    return conditions
+
+
+@dataclass
+class AlertFollower:
+    """The alerts matching some filters as they are committed, each returned once, oldest first
+    (``sparsewatch alerts --follow``; the filters are :func:`fetch_alerts`'s).
+
+    An alert becomes visible when its transaction commits, which can be after alerts with a
+    larger id or a later ``created_at`` (two workers writing at once; ``created_at`` is the
+    writer's clock at insert time). So each :meth:`poll` reads the matching alerts with an id
+    above the largest seen, and again those created at most ``grace_s`` before the newest seen,
+    and returns the ones it has not returned yet. An alert is missed only if it became visible
+    with a smaller id than one already seen *and* a ``created_at`` more than ``grace_s`` older
+    than the newest seen.
+    """
+
+    kinds: Sequence[str] | None = None
+    streams: Sequence[str] | None = None
+    min_score: float | None = None
+    since: datetime | None = None
+    time_field: AlertTime = "created"
+    grace_s: float = 60.0
+    _max_id: int | None = field(default=None, init=False)
+    _newest: datetime | None = field(default=None, init=False)
+    _seen: dict[int, datetime] = field(default_factory=dict, init=False)
+    _started: bool = field(default=False, init=False)
+
+    def start(self, conn: sa.Connection, backlog: int) -> list[dict[str, Any]]:
+        """The ``backlog`` newest matching alerts, oldest first; everything visible now counts as
+        returned, so :meth:`poll` returns only what is committed after."""
+        self._seen, self._started = {}, True
+        conditions = self._conditions()
+        top = conn.execute(
+            sa.select(sa.func.max(alerts.c.id), sa.func.max(alerts.c.created_at)).where(*conditions)
+        ).one()
+        self._max_id, self._newest = top
+        self.poll(conn)
+        rows = fetch_alerts(
+            conn,
+            since=self.since,
+            kinds=self.kinds,
+            streams=self.streams,
+            min_score=self.min_score,
+            limit=backlog,
+            time_field=self.time_field,
+        )
+        self._remember(rows)
+        return sorted(rows, key=lambda r: (r["created_at"], r["id"]))
+
+    def poll(self, conn: sa.Connection) -> list[dict[str, Any]]:
+        """The matching alerts committed since the last call (or :meth:`start`), oldest first."""
+        if not self._started:
+            raise RuntimeError("call start() before poll()")
+        recent = []
+        if self._max_id is not None:
+            recent.append(alerts.c.id > self._max_id)
+        if self._newest is not None:
+            recent.append(alerts.c.created_at >= self._newest - timedelta(seconds=self.grace_s))
+        stmt = sa.select(alerts).where(*self._conditions())
+        if recent:
+            stmt = stmt.where(sa.or_(*recent))
+        rows = [dict(r) for r in conn.execute(stmt).mappings()]
+        fresh = sorted(
+            (r for r in rows if r["id"] not in self._seen),
+            key=lambda r: (r["created_at"], r["id"]),
+        )
+        self._remember(rows)
+        return fresh
+
+    def _conditions(self) -> list[Any]:
+        return _alert_conditions(
+            self.since, None, self.kinds, self.streams, self.min_score, self.time_field
+        )
+
+    def _remember(self, rows: Sequence[dict[str, Any]]) -> None:
+        for r in rows:
+            self._seen[r["id"]] = r["created_at"]
+            self._max_id = r["id"] if self._max_id is None else max(self._max_id, r["id"])
+            if self._newest is None or r["created_at"] > self._newest:
+                self._newest = r["created_at"]
+        if self._newest is not None:  # forget what no later poll can read again
+            horizon = self._newest - timedelta(seconds=self.grace_s)
+            self._seen = {i: t for i, t in self._seen.items() if t >= horizon or i == self._max_id}
 
 
 def fetch_documents(
