@@ -265,16 +265,21 @@ def test_out_of_range_value_in_a_file_is_refused(tmp_path: Path) -> None:
         load_config(path, env={})
 
 
-def test_cli_reports_a_bad_value_in_one_line_without_a_traceback() -> None:
-    env = {**os.environ, "SPARSEWATCH_DETECTOR_INITIAL_ATOMS": "0"}
+def _run_detector(variable: str, value: str) -> subprocess.CompletedProcess:
+    """``sparsewatch run detector`` with ``variable=value`` in its environment (no --debug)."""
+    env = {**os.environ, variable: value}
     env.pop("SPARSEWATCH_DEBUG", None)
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "sparsewatch", "run", "detector"],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_cli_reports_a_bad_value_in_one_line_without_a_traceback() -> None:
+    proc = _run_detector("SPARSEWATCH_DETECTOR_INITIAL_ATOMS", "0")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
@@ -306,15 +311,7 @@ def test_the_variables_that_are_not_options_are_accepted() -> None:
 
 
 def test_cli_reports_an_unknown_variable_in_one_line() -> None:
-    env = {**os.environ, "SPARSEWATCH_DETECTOR_INITAL_ATOMS": "50"}
-    env.pop("SPARSEWATCH_DEBUG", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "sparsewatch", "run", "detector"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _run_detector("SPARSEWATCH_DETECTOR_INITAL_ATOMS", "50")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "error: unknown environment variable SPARSEWATCH_DETECTOR_INITAL_ATOMS (did you mean "
