@@ -183,6 +183,7 @@ def _document_rows(
     items: list[Buffered],
     result: WindowResult,
     topics: np.ndarray,
+    emerging: np.ndarray,
     late: bool,
 ) -> list[dict[str, Any]]:
     scores = result.scores.tolist()
@@ -200,6 +201,7 @@ def _document_rows(
             "novel": bool(novel[i]),
             "late": late,
             "dominant_topic": int(topics[i]) if topics[i] >= 0 else None,
+            "emerging_topic": int(emerging[i]) if emerging[i] >= 0 else None,
             "top_atoms": [a for a in top[i] if a >= 0],
             "labels": list(b.doc.labels),
             "text": b.doc.text,
@@ -243,14 +245,16 @@ def _score_messages(
 
 def _update_topics(
     models: StreamModels, result: WindowResult, config: DetectorConfig, stream: str, seq: int
-) -> tuple[np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
-    """MOR-NMF and dynamic NMF on the window; dominant topics, topic rows, emerging alerts."""
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
+    """MOR-NMF and dynamic NMF on the window: each document's dominant MOR-NMF topic and its
+    announced emerging topic (-1: none), the topic rows, the emerging-topic alerts."""
     n = len(result.scores)
     features = models.detector.features
     X = sp.csr_matrix(result.features.T)  # documents x terms, as the detector saw them
     terms = features.terms_
     n_features = X.shape[1]
     dominant = np.full(n, -1)
+    emerging = np.full(n, -1)
     rows: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     for model in (models.topics, models.emerging):
@@ -279,6 +283,7 @@ def _update_topics(
             if event.n_documents < config.emerging_min_documents:
                 continue  # a topic no document is dominated by is not news yet
             topic_id = config.n_topics + int(event.topic_id)
+            emerging[models.emerging.labels_ == event.topic_id] = topic_id
             rows.append(
                 {
                     "stream": stream,
@@ -304,7 +309,7 @@ def _update_topics(
                     f"{event.slope:.3g}): " + ", ".join(event.top_terms),
                 }
             )
-    return dominant, rows, alerts
+    return dominant, emerging, rows, alerts
 
 
 def process_window(
@@ -315,18 +320,20 @@ def process_window(
     texts = [b.doc.text for b in window.items]
     result = models.detector.process_window(texts)
     t1 = time.perf_counter()
-    dominant = np.full(len(texts), -1)
+    dominant = emerging = np.full(len(texts), -1)
     topic_rows: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     if models.detector.fitted:
-        dominant, topic_rows, alerts = _update_topics(
+        dominant, emerging, topic_rows, alerts = _update_topics(
             models, result, config, window.stream, window.seq
         )
     t2 = time.perf_counter()
     end_time = datetime.fromtimestamp(window.end_ms / 1000, tz=UTC)
     for alert in alerts:
         alert["event_time"] = end_time
-    docs = _document_rows(window.stream, window.seq, window.items, result, dominant, late=False)
+    docs = _document_rows(
+        window.stream, window.seq, window.items, result, dominant, emerging, late=False
+    )
     for row, flag in zip(docs, result.novel.tolist(), strict=True):
         if flag:
             alerts.append(
@@ -403,7 +410,8 @@ def score_late(
             0,
             0,
         )
-    rows = _document_rows(stream, -1, items, result, np.full(len(items), -1), late=True)
+    none = np.full(len(items), -1)
+    rows = _document_rows(stream, -1, items, result, none, none, late=True)
     for row, b in zip(rows, items, strict=True):
         row["window_seq"] = b.doc.timestamp_ms // size_ms if size_ms else -1
     return rows

@@ -399,6 +399,7 @@ DOCUMENT_COLUMNS = (
     "novel",
     "late",
     "dominant_topic",
+    "emerging_topic",
     "top_atoms",
     "anomaly_score",
     "anomaly",
@@ -415,6 +416,12 @@ DOCUMENT_COLUMNS = (
 @click.option("--since", type=TIME, default=None, help="Event time from (ISO-8601 or relative).")
 @click.option("--until", type=TIME, default=None, help="Event time before.")
 @click.option("--min-score", type=FiniteFloat(), default=None, help="Novelty score at least this.")
+@click.option(
+    "--topic",
+    type=click.IntRange(0, 2**31 - 1),
+    default=None,
+    help="Only documents of this topic (dominant, or the emerging topic of an alert topic-ID).",
+)
 @_limit
 @_fmt
 @_db
@@ -428,11 +435,12 @@ def documents(
     since: datetime | None,
     until: datetime | None,
     min_score: float | None,
+    topic: int | None,
     limit: int,
     fmt: str,
     database_url: str | None,
 ) -> None:
-    """Scored documents in event-time order (by window, novel only, anomalies only, ...)."""
+    """Scored documents in event-time order (by window, topic, novel only, anomalies only, ...)."""
     _check_range(since, until)
     with open_store(ctx, database_url) as store:
         rows = store.documents(
@@ -444,6 +452,7 @@ def documents(
             until=until,
             min_score=min_score,
             limit=limit,
+            topic=topic,
         )
     view = [
         ("event time", "event_time", _time),

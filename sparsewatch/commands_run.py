@@ -113,6 +113,12 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
             click.echo(f"\n== top {kind} alerts ({len(alerts)} in total)")
             for a in alerts[:top]:
                 click.echo(f"  {a['score']:8.4f}  {a['subject_id']:<28} {a['summary'][:90]}")
+                if kind == "emerging_topic":  # two of its documents, as --topic lists them
+                    topic = int(a["subject_id"].removeprefix("topic-"))
+                    for d in store.documents(
+                        streams=[a["stream"]], window_seq=a["window_seq"], topic=topic, limit=2
+                    ):
+                        click.echo(f"{'':12}{' '.join(d['text'].split())[:98]}")
         n_docs = len(store.documents(limit=None))
     if not config.anomaly.enabled:
         click.echo(
@@ -123,5 +129,9 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
         f"dead-letter topic, {result.seconds:.0f}s in all"
     )
     click.echo(f"database: {result.database_url}")
+    click.echo(
+        f"documents of emerging topic topic-ID of window W: sparsewatch documents --database-url "
+        f"{result.database_url} --window W --topic ID"
+    )
     click.echo(f"topics:   {result.topic_prefix}.docs / .scores / .dlq")
     click.echo(f"plot:     {result.plot}")

@@ -191,9 +191,12 @@ def fetch_documents(
     min_score: float | None = None,
     limit: int | None = 100,
     with_text: bool = True,
+    topic: int | None = None,
 ) -> list[dict[str, Any]]:
     """Documents by event time (then stream, id; rows only the anomaly worker wrote, without an
-    event time, last); filters combine with AND."""
+    event time, last); filters combine with AND. ``topic``: documents whose dominant topic or
+    announced emerging topic is that ``topics.topic_id`` (an emerging_topic alert's
+    ``topic-<id>``)."""
     conditions = [
         *_in(documents.c.stream, streams),
         *_between(documents.c.event_time, since, until),
@@ -206,6 +209,10 @@ def fetch_documents(
         conditions.append(documents.c.anomaly.is_(True))
     if min_score is not None:
         conditions.append(documents.c.novelty_score >= min_score)
+    if topic is not None:
+        conditions.append(
+            sa.or_(documents.c.dominant_topic == topic, documents.c.emerging_topic == topic)
+        )
     columns = [c for c in documents.c if with_text or c.name != "text"]
     stmt = (
         sa.select(*columns)

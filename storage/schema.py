@@ -38,6 +38,9 @@ documents = sa.Table(
     sa.Column("novel", sa.Boolean),
     sa.Column("late", sa.Boolean),
     sa.Column("dominant_topic", sa.Integer),
+    # the emerging topic (topics.topic_id of its window) the document belongs to, when one was
+    # announced by an emerging_topic alert of that window
+    sa.Column("emerging_topic", sa.Integer),
     sa.Column("top_atoms", JSONText()),
     sa.Column("labels", JSONText()),
     sa.Column("text", sa.Text),

@@ -119,3 +119,30 @@ def test_windows_without_any_term_process_cleanly_before_and_after_the_warmup():
         assert [r["novelty_score"] for r in comp.documents] == [0.0] * 150
         assert not any(r["novel"] or r["dominant_topic"] is not None for r in comp.documents)
         assert comp.alerts == [] and len(comp.messages) == 150
+
+
+def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
+    """An emerging_topic alert said "N docs" and the store had no way to list them: documents
+    carried only their MOR-NMF topic."""
+    docs = generate_stream(3000, kind="tweet", seed=21)
+    docs.sort(key=lambda d: d["timestamp"])
+    config = _config()
+    models = build_models(config.detector)
+    announced = 0
+    for w in _windows(docs, 300):
+        comp = process_window(models, w, config.detector)
+        marked: dict[int, int] = {}
+        for row in comp.documents:
+            if row["emerging_topic"] is not None:
+                marked[row["emerging_topic"]] = marked.get(row["emerging_topic"], 0) + 1
+        alerts = {
+            int(a["subject_id"].removeprefix("topic-")): int(a["summary"].split("(")[1].split()[0])
+            for a in comp.alerts
+            if a["kind"] == "emerging_topic"
+        }
+        assert marked == alerts  # every announced topic, with its count, and nothing else
+        emerging_rows = {r["topic_id"] for r in comp.topics if r["emerging"]}
+        assert set(marked) == emerging_rows
+        assert all(t >= config.detector.n_topics for t in marked)
+        announced += len(alerts)
+    assert announced >= 3
