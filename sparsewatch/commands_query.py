@@ -577,7 +577,7 @@ def list_snapshots(
         ("stream", "stream", str),
         ("window", "window_seq", str),
         ("kind", "model_kind", str),
-        ("vocabulary", "vocabulary_version", str),
+        ("vocab version", "vocabulary_version", str),
         ("arrays", "shapes", shapes),
         ("bytes", "size_bytes", str),
         ("created", "created_at", _time),
