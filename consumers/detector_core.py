@@ -320,7 +320,7 @@ def process_window(
     texts = [b.doc.text for b in window.items]
     result = models.detector.process_window(texts)
     t1 = time.perf_counter()
-    dominant = emerging = np.full(len(texts), -1)
+    dominant, emerging = np.full(len(texts), -1), np.full(len(texts), -1)
     topic_rows: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     if models.detector.fitted:

@@ -230,8 +230,9 @@ def _apply_env(obj: Any, env: dict[str, str], prefix: str) -> None:
 
 
 def _check_env_names(env: dict[str, str]) -> None:
-    """Refuse a ``SPARSEWATCH_*`` variable that names no option (a misspelt one was silently
-    ignored, as a misspelt key of the file is not), with the closest option when one is close."""
+    """Refuse a ``SPARSEWATCH_*`` variable that names no option, as an unknown key of the file
+    is refused, naming the closest option when one is close (a misspelt variable used to be
+    ignored: the worker ran with the default the user meant to change)."""
     known = {name for _, name, _ in describe()} | OTHER_ENV_NAMES
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and name not in known:

@@ -177,7 +177,7 @@ class AlertFollower:
                 self._newest = r["created_at"]
         if self._newest is not None:  # forget what no later poll can read again
             horizon = self._newest - timedelta(seconds=self.grace_s)
-            self._seen = {i: t for i, t in self._seen.items() if t >= horizon or i == self._max_id}
+            self._seen = {i: t for i, t in self._seen.items() if t >= horizon}
 
 
 def fetch_documents(
