@@ -16,7 +16,6 @@ import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ from rich.text import Text
 
 from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange
 from sparsewatch.config import load_config
+from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.queries import AlertFollower
@@ -39,8 +39,10 @@ from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store
 
 FORMATS = ("table", "json", "csv")
-# The signals that end ``alerts --follow`` (after the database look in progress).
+# The signals that end ``alerts --follow`` (after the database look in progress), and the longest
+# database outage it waits out.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_FOLLOW_OUTAGE_S = 300.0
 # Window numbers and row limits are stored or sent as 64-bit integers: larger ones are refused.
 _MAX_INT64 = 2**63 - 1
 WINDOW = click.IntRange(0, _MAX_INT64)
@@ -332,19 +334,29 @@ def _follow_alerts(
     interval: float,
 ) -> None:
     """Print the backlog, then every new alert at each look, flushed at once (a pipe gets each
-    alert when it is committed). Ctrl-C or SIGTERM ends it quietly after the look in progress
-    (interrupting a database round trip made SQLAlchemy print a traceback), and so does a closed
-    pipe (``| head``)."""
+    alert when it is committed). A database outage of up to ``_FOLLOW_OUTAGE_S`` is waited out
+    (one line on stderr per retry; a look changes nothing until it succeeds). Ctrl-C or SIGTERM
+    ends it quietly after the look in progress (interrupting a database round trip made
+    SQLAlchemy print a traceback), and so does a closed pipe (``| head``)."""
     print_rows = _alert_lines(fmt, view)
-    stop = threading.Event()
-    handlers = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    stop = StopFlag()  # not an Event: its lock, taken in the handler, could deadlock the wait
+    handlers = {sig: signal.signal(sig, stop.request) for sig in _STOP_SIGNALS}
     try:
         with open_store(ctx, database_url) as store:
-            with store.reading() as conn:
-                print_rows(follower.start(conn, backlog))
+
+            def look(read: Callable[[sa.Connection], list[dict[str, Any]]]) -> None:
+                def attempt() -> list[dict[str, Any]]:
+                    with store.reading() as conn:
+                        return read(conn)
+
+                what = "reading the alerts"
+                print_rows(with_backoff(attempt, what, max_wait_s=_FOLLOW_OUTAGE_S, stop=stop))
+
+            look(lambda conn: follower.start(conn, backlog))
             while not stop.wait(interval):
-                with store.reading() as conn:
-                    print_rows(follower.poll(conn))
+                look(follower.poll)
+    except RetryAbandonedError:
+        return  # stopped during an outage
     except BrokenPipeError:
         # the reader is gone: point stdout at /dev/null so that the interpreter's final flush
         # does not report the broken pipe too (Python's documented recipe)
