@@ -34,6 +34,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -92,7 +93,8 @@ class FieldMapping:
 
     ``text`` may name several fields: their non-empty values are joined with a blank line (for
     example a title and a body). Without ``text``, ``text`` is used when present, else ``title``
-    and ``body``. Labels may be a list or a string split on ``;`` or ``|``.
+    and ``body``. Labels may be a list or a string split on ``;`` or ``|``. A numeric timestamp
+    counts ``timestamp_unit_ms`` milliseconds per unit (1: epoch milliseconds, 1000: seconds).
     """
 
     id: str | None = None
@@ -101,6 +103,7 @@ class FieldMapping:
     stream: str | None = None
     labels: str | None = None
     default_stream: str = "default"
+    timestamp_unit_ms: int = 1
 
 
 _CANDIDATES = {
@@ -405,16 +408,19 @@ _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
 _EPOCH_MS_TEXT = re.compile(r"\s*(-?\d+)(?:\.\d*)?\s*")
 
 
-def parse_timestamp_ms(value: Any) -> int:
+def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     """Epoch milliseconds from epoch ms (a number, or its decimal text such as ``1700000000000``
     or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC) or a
     Reuters date like ``26-FEB-1987 15:01:01.79``; a RecordError otherwise. A fraction of a
-    millisecond is cut off, from a number and from its text alike.
+    millisecond is cut off, from a number and from its text alike. With ``unit_ms`` = 1000 a
+    number (or its text) counts epoch seconds, fractions to the millisecond.
 
     >>> parse_timestamp_ms("2026-01-01T00:00:00Z"), parse_timestamp_ms("1767225600000.0")
     (1767225600000, 1767225600000)
     >>> parse_timestamp_ms("26-FEB-1987 15:01:01.79")
     541350061790
+    >>> parse_timestamp_ms(1767225600.25, unit_ms=1000), parse_timestamp_ms("1767225600", 1000)
+    (1767225600250, 1767225600000)
     >>> parse_timestamp_ms("yesterday")
     Traceback (most recent call last):
     ...
@@ -426,11 +432,16 @@ def parse_timestamp_ms(value: Any) -> int:
         whole = number.group(1)
         if len(whole.lstrip("-").lstrip("0")) > len(str(MAX_EPOCH_MS)):
             raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
-        value = int(whole)
-    if isinstance(value, int | float):
+        value = int(whole) if unit_ms == 1 else Decimal(value.strip())  # exact fractions
+    if isinstance(value, int | float | Decimal):
         if isinstance(value, float) and not math.isfinite(value):
             raise RecordError(f"bad timestamp {value!r}")
-        ms = int(value)
+        if unit_ms == 1:
+            ms = int(value)
+        elif isinstance(value, float):  # 1767225600.999 * 1000 is 1767225600998.9998
+            ms = math.floor(round(value * unit_ms, 3))
+        else:
+            ms = math.floor(value * unit_ms)
     elif isinstance(value, str):
         ms = _parse_date_text(value)
     else:
@@ -534,7 +545,7 @@ def to_document(
     document = {
         "id": str(doc_id),
         "text": "\n\n".join(p for p in parts if p) if len(parts) > 1 else parts[0],
-        "timestamp": parse_timestamp_ms(timestamp),
+        "timestamp": parse_timestamp_ms(timestamp, mapping.timestamp_unit_ms),
         "stream": str(stream),
         "labels": parse_labels(labels),
         "meta": {k: v for k, v in fields.items() if k not in used},
@@ -648,6 +659,14 @@ class ReadStats:
     rejected: int = 0
     files: int = 0
     per_file: dict[str, int] = field(default_factory=dict)
+    min_timestamp_ms: int | None = None
+    max_timestamp_ms: int | None = None
+
+    def looks_like_seconds(self) -> bool:
+        """Whether every timestamp read, as epoch milliseconds, falls in 1970-01-12..1973-03-03:
+        the range of epoch *seconds* from 2001 to 5138 (a corpus of epoch seconds read as ms)."""
+        lo, hi = self.min_timestamp_ms, self.max_timestamp_ms
+        return lo is not None and hi is not None and lo >= 10**9 and hi < 10**11
 
 
 def read_documents(
@@ -681,6 +700,11 @@ def read_documents(
                     errors.write(Rejected(record.source, record.line, str(exc), raw[:_RAW_CHARS]))
                     continue
                 stats.per_file[str(path)] += 1
+                ts = document["timestamp"]
+                if stats.min_timestamp_ms is None or ts < stats.min_timestamp_ms:
+                    stats.min_timestamp_ms = ts
+                if stats.max_timestamp_ms is None or ts > stats.max_timestamp_ms:
+                    stats.max_timestamp_ms = ts
                 yield document
         except OSError as exc:
             stats.read += 1

@@ -69,7 +69,16 @@ def _topic(_ctx: click.Context, _param: click.Parameter, value: str | None) -> s
     multiple=True,
     help="Field(s) holding the text; repeat to join several (e.g. title and body).",
 )
-@click.option("--timestamp-field", default=None, help="Field holding ISO-8601 or epoch-ms time.")
+@click.option(
+    "--timestamp-field", default=None, help="Field holding ISO-8601 or epoch time (numbers)."
+)
+@click.option(
+    "--timestamp-unit",
+    type=click.Choice(["ms", "s"]),
+    default="ms",
+    show_default=True,
+    help="What a numeric timestamp counts: epoch milliseconds or epoch seconds.",
+)
 @click.option("--stream-field", default=None, help="Field holding the stream id.")
 @click.option("--labels-field", default=None, help="Field holding labels (list or 'a;b').")
 @click.option(
@@ -158,6 +167,7 @@ def replay(
     id_field: str | None,
     text_fields: tuple[str, ...],
     timestamp_field: str | None,
+    timestamp_unit: str,
     stream_field: str | None,
     labels_field: str | None,
     default_stream: str,
@@ -204,6 +214,7 @@ def replay(
         stream=stream_field,
         labels=labels_field,
         default_stream=default_stream,
+        timestamp_unit_ms=1000 if timestamp_unit == "s" else 1,
     )
     _ensure_topic(bootstrap, topic, partitions or config.kafka.partitions, connect_timeout)
     stats = ReadStats()
@@ -253,6 +264,12 @@ def replay(
     if not errors.count:
         errors_file.unlink(missing_ok=True)  # an earlier replay's errors would mislead
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)
+    if timestamp_unit == "ms" and stats.looks_like_seconds():
+        click.echo(
+            "note: read as epoch milliseconds, every timestamp falls in 1970-01-12..1973-03-03; "
+            "if they are epoch seconds, replay them with --timestamp-unit s",
+            err=True,
+        )
     if summary.interrupted:
         ctx.exit(130)
     if summary.failed:

@@ -422,3 +422,47 @@ def test_a_default_stream_the_detector_refuses_is_a_usage_error(
     )
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "--stream" in err
+
+
+def test_epoch_seconds_with_timestamp_unit_s_and_a_hint_without(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+):
+    """A corpus of epoch seconds (tweet dumps often are) was read as milliseconds without a word:
+    a month of 2023 landed in 43 minutes of January 1970."""
+    records = [
+        {"id": "a", "text": "first", "timestamp": 1_700_000_000},
+        {"id": "b", "text": "second", "timestamp": 1_700_000_000.25},
+        {"id": "c", "text": "third", "timestamp": "1700003600.5"},
+        {"id": "d", "text": "fourth", "timestamp": "2023-11-14T23:13:21Z"},
+    ]
+    path = tmp_path / "seconds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    common = ["replay", str(path), "--bootstrap-servers", kafka_bootstrap, "--partitions", "1"]
+    code, _, err = run_cli(
+        monkeypatch, capsys, *common, "--topic", topic_name, "--timestamp-unit", "s"
+    )
+    assert code == 0 and err == ""
+    got = {v["id"]: v["timestamp"] for _, _, v in consume_all(kafka_bootstrap, topic_name)}
+    assert got == {
+        "a": 1_700_000_000_000,
+        "b": 1_700_000_000_250,
+        "c": 1_700_003_600_500,
+        "d": 1_700_003_601_000,  # ISO-8601 is read as it is
+    }
+    seconds_only = tmp_path / "seconds_only.jsonl"
+    seconds_only.write_text("".join(json.dumps(r) + "\n" for r in records[:3]))
+    other = f"{topic_name}-ms"
+    code, _, err = run_cli(
+        monkeypatch, capsys, "replay", str(seconds_only), "--topic", other,
+        "--bootstrap-servers", kafka_bootstrap, "--partitions", "1",
+    )  # fmt: skip
+    assert code == 0
+    assert err == (
+        "note: read as epoch milliseconds, every timestamp falls in 1970-01-12..1973-03-03; if "
+        "they are epoch seconds, replay them with --timestamp-unit s\n"
+    )
+    assert sorted(v["timestamp"] for _, _, v in consume_all(kafka_bootstrap, other)) == [
+        1_700_000_000,
+        1_700_000_000,
+        1_700_003_600,
+    ]

@@ -446,6 +446,27 @@ def test_timestamps(value, expected):
 
 
 @pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1_704_067_200, MS_2024),
+        (1_704_067_200.999, MS_2024 + 999),  # x 1000 in floats is ...998.9998: not cut to 998
+        ("1704067200.999", MS_2024 + 999),
+        ("1704067200.9999", MS_2024 + 999),  # a fraction of a millisecond is cut off
+        ("2024-01-01T00:00:00Z", MS_2024),  # text dates are not numbers: unchanged
+        ("01-JAN-2024 00:00:00.50", MS_2024 + 500),
+    ],
+)
+def test_timestamps_in_epoch_seconds(value, expected):
+    assert parse_timestamp_ms(value, unit_ms=1000) == expected
+
+
+@pytest.mark.parametrize("value", [float("inf"), "1e400", 10**13, "-1", "nan"])
+def test_bad_timestamps_in_epoch_seconds(value):
+    with pytest.raises(RecordError):
+        parse_timestamp_ms(value, unit_ms=1000)
+
+
+@pytest.mark.parametrize(
     "value",
     [
         None,
