@@ -17,7 +17,12 @@ from sparsewatch.consumers.detector_core import (
     process_window,
     score_late,
 )
-from sparsewatch.consumers.messages import Document, EndOfStream, parse_message
+from sparsewatch.consumers.messages import (
+    Document,
+    EndOfStream,
+    InvalidMessageError,
+    parse_message,
+)
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower, WindowSpec
 from sparsewatch.consumers.worker import Output
 from sparsewatch.consumers.writer import StoreCall
@@ -118,6 +123,13 @@ class DetectorStreamState:
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
+        elif status == "duplicate":
+            first = self.windows.buffered_as(item.id)
+            at = "" if first is None else f" (partition {first.partition} offset {first.offset})"
+            raise InvalidMessageError(
+                f"duplicate document id {item.id!r} in stream {item.stream!r}: an open window "
+                f"holds it{at}"
+            )
         return self._outputs(closed)
 
     def close_idle(self, silent_until: float) -> list[Output]:

@@ -103,23 +103,32 @@ class StreamWindower:
     count_next_offset: int = -1
     last_activity: float = 0.0
     _open: dict[int, list[Buffered]] = field(default_factory=dict)
+    _ids: dict[str, Buffered] = field(default_factory=dict)  # the open windows' documents by id
 
     # -- feeding ---------------------------------------------------------------------------------
     def add(self, item: Buffered, now: float) -> tuple[list[ClosedWindow], str]:
         """Buffer ``item``; return the windows that closed and what became of ``item``.
 
         The status is ``"buffered"``, ``"late"`` (its window already closed: score it, do not
-        learn from it) or ``"seen"`` (a count window already consumed it before a restart).
+        learn from it), ``"seen"`` (a count window already consumed it before a restart) or
+        ``"duplicate"`` (an open window holds a document with its id, :meth:`buffered_as`: a
+        message sent twice; not buffered, so it is neither scored nor learnt twice).
         """
         self.last_activity = now
         if self.spec.count is not None:
             if item.offset < self.count_next_offset:
                 return [], "seen"
+            if item.doc.id in self._ids:
+                return [], "duplicate"
+            self._ids[item.doc.id] = item
             return self._add_count(item), "buffered"
         size = int(self.spec.size_ms or 0)
         seq = item.doc.timestamp_ms // size
         if seq * size < self.closed_until_ms or self._passed(seq):
             return [], "late"
+        if item.doc.id in self._ids:
+            return [], "duplicate"
+        self._ids[item.doc.id] = item
         self._open.setdefault(seq, []).append(item)
         self.watermark_ms = max(self.watermark_ms, item.doc.timestamp_ms)
         return self._close_passed(), "buffered"
@@ -131,8 +140,18 @@ class StreamWindower:
             return []
         return [self._pop_count_window("count")]
 
+    def buffered_as(self, doc_id: str) -> Buffered | None:
+        """The document of id ``doc_id`` an open window holds, if any."""
+        return self._ids.get(doc_id)
+
+    def _pop(self, seq: int) -> list[Buffered]:
+        items = self._open.pop(seq)
+        for b in items:
+            del self._ids[b.doc.id]
+        return items
+
     def _pop_count_window(self, closed_by: str) -> ClosedWindow:
-        items = self._open.pop(self.count_seq)
+        items = self._pop(self.count_seq)
         times = [b.doc.timestamp_ms for b in items]
         window = ClosedWindow(
             self.stream, self.count_seq, min(times), max(times) + 1, items, closed_by
@@ -153,7 +172,7 @@ class StreamWindower:
 
     def _pop_time_window(self, seq: int, closed_by: str) -> ClosedWindow:
         size = int(self.spec.size_ms or 0)
-        items = self._open.pop(seq)
+        items = self._pop(seq)
         self.closed_until_ms = max(self.closed_until_ms, (seq + 1) * size)
         return ClosedWindow(self.stream, seq, seq * size, (seq + 1) * size, items, closed_by)
 
@@ -188,6 +207,7 @@ class StreamWindower:
     def drop_buffers(self) -> None:
         """Forget open windows (on revoke or shutdown: Kafka will deliver them again)."""
         self._open.clear()
+        self._ids.clear()
 
     def get_state(self) -> dict[str, np.ndarray]:
         """What a checkpoint must hold to continue exactly (buffers are re-read from Kafka)."""
@@ -205,4 +225,5 @@ class StreamWindower:
         self.count_seq = int(state["count_seq"])
         self.count_next_offset = int(state["count_next_offset"])
         self._open.clear()
+        self._ids.clear()
         return self

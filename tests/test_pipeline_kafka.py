@@ -617,3 +617,38 @@ def test_detector_survives_a_broker_restart(tmp_path):
         _assert_same(restarted, _reference_run(bootstrap, prefix, tmp_path, env))
     finally:
         LocalKafka(tmp_path / "broker", port=port).down()
+
+
+def test_a_document_sent_twice_into_its_open_window_is_dead_lettered_and_changes_nothing(
+    kafka_bootstrap, tmp_path
+):
+    """A producer's retry (or a corpus replayed twice while its windows are open) put the same
+    document in a window twice: scored, counted in the window's top-q flags and learnt from
+    twice. The second copy now goes to the dead letters with the reason, and every stored result
+    equals the per-window core's over the stream without the copies."""
+    url = f"sqlite:///{tmp_path / 'dup.db'}"
+    config = _quick_detector_config(kafka_bootstrap, "dup", url)
+    docs = generate_stream(600, kind="tweet", stream="alpha", seed=14)
+    docs.sort(key=lambda d: d["timestamp"])
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    producer = make_producer(kafka_bootstrap)
+    copies = []
+    for i, doc in enumerate(docs):
+        producer.produce(topic, key=b"alpha", value=json.dumps(doc).encode())
+        if i % 50 == 7:  # the message again, right after: its window is still open
+            producer.produce(topic, key=b"alpha", value=json.dumps(doc).encode())
+            copies.append(doc["id"])
+    assert producer.flush(60) == 0
+    store = Store.open(url)
+    try:
+        build_worker("detector", config, store).run(until_idle_s=4.0)
+        stored = _stored(store)
+        with store.reading() as conn:
+            dead = conn.execute(text("select reason, payload from dead_letters")).all()
+    finally:
+        store.dispose()
+    assert sorted(json.loads(payload)["id"] for _, payload in dead) == sorted(copies)
+    assert all(reason.startswith("duplicate document id ") for reason, _ in dead)
+    assert all("an open window holds it (partition " in reason for reason, _ in dead)
+    _assert_same(stored, _offline(config, docs))

@@ -129,3 +129,35 @@ def test_state_round_trip_continues_identically():
 def test_bad_specs_are_refused(kwargs):
     with pytest.raises(ValueError):
         WindowSpec(**kwargs)
+
+
+def _copy(i: int, ts: int, offset: int) -> Buffered:
+    """A second message of document ``d{i}`` (a producer's retry, a corpus replayed twice)."""
+    return Buffered(Document(f"d{i}", "t again", ts), partition=0, offset=offset)
+
+
+def test_a_document_id_already_in_an_open_window_is_a_duplicate():
+    """A message sent twice was buffered twice: scored, flagged and learnt from twice, the store
+    then keeping the first row."""
+    w = StreamWindower("s", WindowSpec(size_ms=1000, allowed_lateness_ms=1000))
+    w.add(_item(0, 100), now=0.0)
+    w.add(_item(1, 1100), now=0.0)  # window 1 opens; window 0 stays open (watermark 100)
+    assert w.add(_copy(0, 150, 7), now=0.0) == ([], "duplicate")
+    assert w.add(_copy(1, 1900, 8), now=0.0) == ([], "duplicate")  # any open window
+    assert w.buffered_as("d0") == _item(0, 100) and w.n_buffered == 2
+    closed = w.close_all("end_of_stream")
+    assert [[b.offset for b in c.items] for c in closed] == [[0], [1]]  # the first copies
+    # once its window has closed, an id is no longer held (the store keeps the first row)
+    assert w.buffered_as("d0") is None
+    assert w.add(_copy(0, 2500, 9), now=0.0) == ([], "buffered")
+
+
+def test_duplicates_in_count_windows_and_after_dropped_buffers():
+    w = StreamWindower("s", WindowSpec(size_ms=None, count=3))
+    w.add(_item(0, 0), now=0.0)
+    assert w.add(_copy(0, 1, 1), now=0.0) == ([], "duplicate")
+    w.drop_buffers()  # revoked: Kafka delivers the open window again, nothing is a duplicate
+    assert w.add(_item(0, 0), now=0.0) == ([], "buffered")
+    closed = [c for i in (1, 2) for c in w.add(_item(i, i), now=0.0)[0]]
+    assert [[b.doc.id for b in c.items] for c in closed] == [["d0", "d1", "d2"]]
+    assert w.add(_copy(0, 3, 3), now=0.0) == ([], "buffered")  # its window has closed
