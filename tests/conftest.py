@@ -87,6 +87,45 @@ def postgres_database(postgres_admin_url: str | None) -> tuple[str, str]:
     return _fresh_postgres_database(postgres_admin_url), postgres_admin_url
 
 
+class PostgresOutage:
+    """Make the database of a :func:`postgres_database` unavailable: no new connections, the open
+    ones ended (:meth:`begin`), until :meth:`end` (also called when the test ends)."""
+
+    def __init__(self, url: str, admin_url: str) -> None:
+        import sqlalchemy as sa
+
+        self.name = sa.engine.make_url(url).database
+        self.admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+
+    def _execute(self, sql: str, **params: str) -> None:
+        import sqlalchemy as sa
+
+        with self.admin.connect() as conn:
+            conn.execute(sa.text(sql), params)
+
+    def begin(self) -> None:
+        self._execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false')
+        self._execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = :name AND pid <> pg_backend_pid()",
+            name=self.name,
+        )
+
+    def end(self) -> None:
+        self._execute(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true')
+
+
+@pytest.fixture
+def postgres_outage(postgres_database: tuple[str, str]) -> Iterator[PostgresOutage]:
+    """A :class:`PostgresOutage` of the ``postgres_database`` fixture's database."""
+    outage = PostgresOutage(*postgres_database)
+    try:
+        yield outage
+    finally:
+        outage.end()
+        outage.admin.dispose()
+
+
 def _fresh_postgres_database(admin_url: str) -> str:
     """Create a uniquely named database on the server of ``admin_url`` and return its URL."""
     import uuid

@@ -190,37 +190,24 @@ def test_follow_refuses_until_and_interval_needs_follow(tmp_path) -> None:
         assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr
 
 
-def test_follow_waits_out_a_database_outage(postgres_database) -> None:
+def test_follow_waits_out_a_database_outage(postgres_database, postgres_outage) -> None:
     """A tail outlives a brief outage of the database (it stopped at the first failed look) and
     prints what was committed meanwhile, once."""
-    url, admin_url = postgres_database
-    name = sa.engine.make_url(url).database
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    url, _ = postgres_database
     with Store.open(url) as store:
         _insert(store, _alert(0))
     proc, lines = _follow(url, "--format", "json")
     try:
         assert [json.loads(x)["subject_id"] for x in _read_lines(lines, 1)] == ["doc-0"]
-        with admin.connect() as conn:  # the outage: no new connections, the open ones ended
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
-            conn.execute(
-                sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": name},
-            )
+        postgres_outage.begin()
         time.sleep(2.0)  # several looks fail meanwhile
         assert proc.poll() is None
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        postgres_outage.end()
         with Store.open(url) as store:
             _insert(store, _alert(1))
         assert [json.loads(x)["subject_id"] for x in _read_lines(lines, 1)] == ["doc-1"]
     finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
-        admin.dispose()
+        postgres_outage.end()
         code, err = _stop(proc, signal.SIGINT)
     assert code == 0
     assert "reading the alerts failed (OperationalError); retrying" in err

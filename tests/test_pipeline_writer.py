@@ -19,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 from confluent_kafka import Consumer
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.writer import (
@@ -245,25 +244,15 @@ def test_writer_process_imports_no_migration_machinery(tmp_path):
 
 @pytest.mark.parametrize("kind", ["process", "thread"])
 def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
-    kafka_bootstrap, postgres_database, kind
+    kafka_bootstrap, postgres_database, postgres_outage, kind
 ):
     """SIGTERM during an outage: the job in flight retried for two minutes before the worker
     could exit; now it is abandoned at once, with nothing committed."""
-    url, admin_url = postgres_database
-    name = sa.engine.make_url(url).database
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    url, _ = postgres_database
     store = Store.open(url)
     writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
     try:
-        with admin.connect() as conn:  # the outage: no new connections, the open ones ended
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
-            conn.execute(
-                sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": name},
-            )
+        postgres_outage.begin()
         pending = writer.submit(_job())
         time.sleep(2.0)  # failed, waiting to retry
         t0 = time.monotonic()
@@ -274,11 +263,9 @@ def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
     finally:
         writer.close()
         store.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        postgres_outage.end()
     restored = Store.open(url)
     try:
         assert restored.documents(limit=None) == [] and restored.windows() == []
     finally:
         restored.dispose()
-        admin.dispose()
