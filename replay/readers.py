@@ -662,6 +662,12 @@ class ReadStats:
     min_timestamp_ms: int | None = None
     max_timestamp_ms: int | None = None
 
+    def note_timestamp(self, ms: int) -> None:
+        """Widen the range of timestamps read to ``ms``."""
+        lo, hi = self.min_timestamp_ms, self.max_timestamp_ms
+        self.min_timestamp_ms = ms if lo is None else min(lo, ms)
+        self.max_timestamp_ms = ms if hi is None else max(hi, ms)
+
     def looks_like_seconds(self) -> bool:
         """Whether every timestamp read, as epoch milliseconds, falls in 1970-01-12..1973-03-03:
         the range of epoch *seconds* from 2001 to 5138 (a corpus of epoch seconds read as ms)."""
@@ -700,11 +706,7 @@ def read_documents(
                     errors.write(Rejected(record.source, record.line, str(exc), raw[:_RAW_CHARS]))
                     continue
                 stats.per_file[str(path)] += 1
-                ts = document["timestamp"]
-                if stats.min_timestamp_ms is None or ts < stats.min_timestamp_ms:
-                    stats.min_timestamp_ms = ts
-                if stats.max_timestamp_ms is None or ts > stats.max_timestamp_ms:
-                    stats.max_timestamp_ms = ts
+                stats.note_timestamp(document["timestamp"])
                 yield document
         except OSError as exc:
             stats.read += 1

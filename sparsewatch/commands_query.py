@@ -16,7 +16,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -139,6 +139,23 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _json_row(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """``row``'s ``columns`` as strict JSON values (:func:`_json_value`)."""
+    return {k: _json_value(row[k]) for k in columns}
+
+
+def _csv_cells(row: dict[str, Any], columns: Sequence[str]) -> list[str]:
+    """``row``'s ``columns`` as CSV cells (:func:`_cell`)."""
+    return [_cell(row[k]) for k in columns]
+
+
+def _csv_lines(lines: Iterable[Sequence[str]]) -> str:
+    """CSV text of ``lines`` of cells, without a final newline."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(lines)
+    return buffer.getvalue().removesuffix("\n")
+
+
 def emit(
     rows: Sequence[dict[str, Any]],
     fmt: str,
@@ -152,15 +169,11 @@ def emit(
     escape sequence (``"\\x1b[31m"`` in a document's text) when the output is not a terminal.
     """
     if fmt == "json":
-        data = [{k: _json_value(row[k]) for k in columns} for row in rows]
+        data = [_json_row(row, columns) for row in rows]
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
         click.echo(text, color=True)
     elif fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([_cell(row[k]) for k in columns] for row in rows)
-        click.echo(buffer.getvalue(), nl=False, color=True)
+        click.echo(_csv_lines([columns, *(_csv_cells(row, columns) for row in rows)]), color=True)
     else:
         table = Table(title=f"{title} ({len(rows)})", title_justify="left")
         for header, _, _ in table_columns:
@@ -373,7 +386,10 @@ def _alert_lines(
     aligned columns of the table view (header likewise) with control characters shown as
     U+FFFD."""
     widths = [19, 14, 12, 12, 8, 8, 0]
-    headers = {"csv": ",".join(ALERT_COLUMNS), "table": _columns([h for h, _, _ in view], widths)}
+    headers = {
+        "csv": _csv_lines([ALERT_COLUMNS]),
+        "table": _columns([h for h, _, _ in view], widths),
+    }
     pending = [headers[fmt]] if fmt in headers else []  # printed with the first rows
 
     def print_rows(rows: Sequence[dict[str, Any]]) -> None:
@@ -381,12 +397,10 @@ def _alert_lines(
             click.echo(pending.pop())
         for row in rows:
             if fmt == "json":
-                data = {k: _json_value(row[k]) for k in ALERT_COLUMNS}
+                data = _json_row(row, ALERT_COLUMNS)
                 line = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False)
             elif fmt == "csv":
-                buffer = io.StringIO()
-                csv.writer(buffer, lineterminator="").writerow(_cell(row[k]) for k in ALERT_COLUMNS)
-                line = buffer.getvalue()
+                line = _csv_lines([_csv_cells(row, ALERT_COLUMNS)])
             else:
                 line = _columns([show(row[key]) for _, key, show in view], widths)
             click.echo(line, color=fmt != "table")
