@@ -6,10 +6,17 @@ it never get ahead of the database) and a 30 s busy timeout. pysqlite's own tran
 switched off and transactions are begun explicitly: ``BEGIN IMMEDIATE`` for writers (connections
 with the ``sw_write`` execution option), so two writers queue on the lock instead of deadlocking on
 a read-to-write upgrade; plain ``BEGIN`` for readers, which WAL never blocks.
+
+Switching a new (rollback-journal) file to WAL needs its exclusive lock, and SQLite answers
+"database is locked" at once, without waiting out the busy timeout, when another connection holds
+the write lock meanwhile (several processes opening one new database): the switch is retried until
+the busy timeout has passed.
 """
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +25,21 @@ from sqlalchemy import event
 
 BUSY_TIMEOUT_S = 30.0
 WRITE_OPTION = "sw_write"
+_WAL_RETRY_S = 0.01
+
+
+def _enable_wal(cursor: sqlite3.Cursor) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while the database is locked, for at most the busy
+    timeout (SQLite's busy handler does not cover the read-to-exclusive upgrade of the switch)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(_WAL_RETRY_S)
 
 
 def _sqlite_events(engine: sa.Engine) -> None:
@@ -25,10 +47,10 @@ def _sqlite_events(engine: sa.Engine) -> None:
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        _enable_wal(cursor)
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -135,6 +136,25 @@ def test_concurrent_opens_of_an_empty_database_migrate_once(database_url):
     assert errors == []
     with Store.open(database_url) as store:
         assert store.revision() == migrate.head_revision()
+
+
+def test_opening_a_new_sqlite_file_waits_for_another_connections_write_lock(tmp_path):
+    # Switching a new file to WAL while another connection holds the write lock failed at once
+    # with "database is locked" (SQLite skips the busy handler there): the flake of the test
+    # above. Store.open now waits until the lock is released.
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(0.5, holder.execute, args=("COMMIT",))
+    released.start()
+    try:
+        with Store.open(f"sqlite:///{path}") as store:
+            assert store.revision() == migrate.head_revision()
+            with store.reading() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    finally:
+        released.join()
+        holder.close()
 
 
 def test_same_window_written_twice_leaves_identical_tables(database_url):
