@@ -90,13 +90,17 @@ TIME = TimeParam()
 
 
 @contextmanager
-def open_store(ctx: click.Context, database_url: str | None) -> Iterator[Store]:
-    """The configured database (or ``--database-url``), migrated; errors become one line."""
+def open_store(
+    ctx: click.Context, database_url: str | None, create: bool = False
+) -> Iterator[Store]:
+    """The configured database (or ``--database-url``), migrated if behind; errors become one
+    line. Unless ``create`` (``db upgrade``), a query creates nothing: a missing SQLite file or a
+    database without sparsewatch's tables is an error."""
     # the configuration is read (and a bad one refused) even when --database-url replaces its URL
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     database_url = database_url or config.resolved_database_url
     try:
-        store = Store.open(database_url)
+        store = Store.open(database_url, create=create)
     except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
         message = f"cannot open database {mask_url(database_url)}: {first_line(exc)}"
         raise SparsewatchError(message) from None
@@ -670,6 +674,6 @@ def db() -> None:
 @click.pass_context
 def upgrade(ctx: click.Context, database_url: str | None) -> None:
     """Apply the schema migrations (also done automatically on first use)."""
-    with open_store(ctx, database_url) as store:
+    with open_store(ctx, database_url, create=True) as store:
         store.upgrade()
         click.echo(f"database {mask_url(str(store.engine.url))} is at revision {store.revision()}")

@@ -75,10 +75,9 @@ def create_engine(url: str) -> sa.Engine:
     may start with ``~`` (the user's home)."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
-        database = parsed.database
-        if database and database != ":memory:" and not database.startswith("file:"):
+        path = sqlite_file(parsed)
+        if path is not None:
             # SQLite opens the path as written: "~" is expanded for it too, not only for mkdir
-            path = Path(database).expanduser()
             path.parent.mkdir(parents=True, exist_ok=True)
             parsed = parsed.set(database=str(path))
         engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
@@ -86,6 +85,16 @@ def create_engine(url: str) -> sa.Engine:
         return engine
     connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+
+
+def sqlite_file(url: str | sa.engine.URL) -> Path | None:
+    """The file of a SQLite ``url``, ``~`` expanded; ``None`` for in-memory and ``file:`` URI
+    databases and for other backends."""
+    parsed = parse_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database).expanduser()
 
 
 def is_in_memory_sqlite(url: str | sa.engine.URL) -> bool:

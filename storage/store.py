@@ -46,7 +46,7 @@ import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage import queries
 from sparsewatch.storage.bulk import bulk_execute
-from sparsewatch.storage.engine import create_engine, write_connection
+from sparsewatch.storage.engine import create_engine, mask_url, sqlite_file, write_connection
 from sparsewatch.storage.schema import (
     alerts,
     checkpoints,
@@ -59,6 +59,8 @@ from sparsewatch.storage.schema import (
 )
 from sparsewatch.storage.serialization import arrays_to_npz, describe_arrays, npz_to_arrays
 from sqlalchemy.dialects import postgresql, sqlite
+
+from sparsewatch.errors import SparsewatchError
 
 DETECTOR_COLUMNS = (
     "event_time",
@@ -382,6 +384,16 @@ def _migrate() -> ModuleType:
     return migrate
 
 
+_MISSING_HINT = (
+    "sparsewatch's workers set it up when they first run ('sparsewatch db upgrade' sets up an "
+    "empty one); check --database-url or the configuration's database_url and data_dir"
+)
+
+
+class MissingDatabaseError(SparsewatchError):
+    """A database that :meth:`Store.open` was not allowed to create is missing or empty."""
+
+
 class Store:
     """A database of sparsewatch results: SQLite (file, WAL) or PostgreSQL."""
 
@@ -389,12 +401,25 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str, upgrade: bool = True) -> Store:
-        """Connect to ``url``; migrate the schema to the newest revision if it is behind."""
+    def open(cls, url: str, upgrade: bool = True, create: bool = True) -> Store:
+        """Connect to ``url``; migrate the schema to the newest revision if it is behind.
+
+        With ``create=False`` (the query commands) nothing is created: a SQLite file that does
+        not exist and a database without sparsewatch's tables raise :class:`MissingDatabaseError`
+        (a mistyped path used to become a new empty database, and the query an empty answer).
+        """
+        path = sqlite_file(url)
+        if not create and path is not None and not path.exists():
+            raise MissingDatabaseError(f"no database at {path}: {_MISSING_HINT}")
         store = cls(create_engine(url))
         if upgrade:
             try:
-                if _migrate().current_revision(store.engine) != _migrate().head_revision():
+                current = _migrate().current_revision(store.engine)
+                if current is None and not create:
+                    raise MissingDatabaseError(
+                        f"the database {mask_url(url)} has no sparsewatch tables: {_MISSING_HINT}"
+                    )
+                if current != _migrate().head_revision():
                     store.upgrade()
             except BaseException:
                 store.dispose()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 from sparsewatch.storage import migrate
+from sparsewatch.storage.store import _MISSING_HINT as MISSING_HINT
 from sparsewatch.storage.store import Store
 
 from sparsewatch.cli import main
@@ -373,6 +374,38 @@ def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
     assert {"partition_offsets", "dead_letters", "alembic_version"} <= names
     # An empty database answers queries (migrated on first use) with empty results.
     assert query(monkeypatch, capsys, database_url, "alerts")["json"] == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("alerts",),
+        ("alerts", "--follow"),
+        ("documents",),
+        ("topics",),
+        ("snapshots", "list"),
+        ("snapshots", "export", "news", "dictionary", "-o", "x.npz"),
+    ],
+)
+def test_queries_create_no_database(command, database_url, monkeypatch, capsys, tmp_path):
+    # A mistyped SQLite path used to become a new empty database (its folders too) and the
+    # query an empty answer; an empty PostgreSQL database got sparsewatch's tables.
+    missing = tmp_path / "typo" / "sparsewatch.db"
+    code, out, err = run(monkeypatch, capsys, *command, "--database-url", f"sqlite:///{missing}")
+    assert code == 2 and out == ""
+    assert err == f"error: no database at {missing}: {MISSING_HINT}\n"
+    assert not missing.parent.exists()
+    if database_url.startswith("sqlite"):
+        (tmp_path / "sparsewatch.db").touch()  # an empty file is an empty SQLite database
+    code, out, err = run(monkeypatch, capsys, *command, "--database-url", database_url)
+    assert code == 2 and out == ""
+    assert err.startswith("error: the database ") and "has no sparsewatch tables" in err
+    assert err.count("\n") == 1
+    engine = sa.create_engine(database_url)
+    try:
+        assert sa.inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.parametrize(
