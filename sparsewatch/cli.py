@@ -34,6 +34,7 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
+    from sparsewatch.commands_dead_letters import dead_letters
     from sparsewatch.commands_evaluate import evaluate
     from sparsewatch.commands_kafka import kafka
     from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
@@ -41,7 +42,8 @@ def _register() -> None:
     from sparsewatch.commands_run import demo, run
 
     cli.add_command(kafka)
-    for command in (alerts, documents, topics, snapshots, db, replay, run, demo, evaluate):
+    commands = (alerts, documents, topics, dead_letters, snapshots, db, replay, run, demo, evaluate)
+    for command in commands:
         cli.add_command(command)
 
 

@@ -120,6 +120,10 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
                     ):
                         click.echo(f"{'':12}{' '.join(d['text'].split())[:98]}")
         n_docs = len(store.documents(limit=None))
+        reasons = store.dead_letter_reasons(limit=None)
+    click.echo(f"\n== dead letters by reason ({sum(r['count'] for r in reasons)} in total)")
+    for r in reasons:
+        click.echo(f"  {r['count']:8d}  {r['reason'][:100]}")
     if not config.anomaly.enabled:
         click.echo(
             "\n== no anomaly alerts: the anomaly worker is disabled (anomaly.enabled = false)"
@@ -133,5 +137,6 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
         f"documents of emerging topic topic-ID of window W: sparsewatch documents --database-url "
         f"{result.database_url} --window W --topic ID"
     )
+    click.echo(f"refused messages: sparsewatch dead-letters --database-url {result.database_url}")
     click.echo(f"topics:   {result.topic_prefix}.docs / .scores / .dlq")
     click.echo(f"plot:     {result.plot}")

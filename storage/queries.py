@@ -1,4 +1,5 @@
-"""Read-side queries behind ``sparsewatch alerts|documents|topics|snapshots`` and the demo.
+"""Read-side queries behind ``sparsewatch alerts|documents|topics|snapshots|dead-letters`` and the
+demo.
 
 Each function takes an open connection and returns plain dictionaries (JSON-ready apart from
 datetimes), ordered deterministically so that scripts get stable output, and the same on both
@@ -7,6 +8,7 @@ databases: text in code point order (:func:`_text`), rows without a time after t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -14,7 +16,14 @@ from typing import Any, Literal
 
 import numpy as np
 import sqlalchemy as sa
-from sparsewatch.storage.schema import alerts, documents, snapshots, topics, windows
+from sparsewatch.storage.schema import (
+    alerts,
+    dead_letters,
+    documents,
+    snapshots,
+    topics,
+    windows,
+)
 from sparsewatch.storage.serialization import npz_to_arrays
 
 AlertTime = Literal["created", "event"]
@@ -316,3 +325,92 @@ def load_snapshot(
         vocabulary_version=int(row["vocabulary_version"]),
         created_at=row["created_at"],
     )
+
+
+def _dead_letter_conditions(
+    since: datetime | None,
+    until: datetime | None,
+    source_topics: Sequence[str] | None,
+    reason: str | None,
+) -> list[Any]:
+    conditions = [
+        *_between(dead_letters.c.created_at, since, until),
+        *_in(dead_letters.c.topic, source_topics),
+    ]
+    if reason:  # a case-insensitive substring; % and _ in it are plain characters
+        conditions.append(
+            sa.func.lower(dead_letters.c.reason).contains(reason.lower(), autoescape=True)
+        )
+    return conditions
+
+
+def fetch_dead_letters(
+    conn: sa.Connection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    source_topics: Sequence[str] | None = None,
+    reason: str | None = None,
+    limit: int | None = 100,
+) -> list[dict[str, Any]]:
+    """Dead letters (the messages the workers refused, with the original bytes as ``payload``)
+    stored in ``[since, until)``, newest first, then by source topic, partition and offset;
+    ``reason``: those whose reason contains this text, ignoring case."""
+    stmt = (
+        sa.select(dead_letters)
+        .where(*_dead_letter_conditions(since, until, source_topics, reason))
+        .order_by(
+            dead_letters.c.created_at.desc(),
+            _text(conn, dead_letters.c.topic),
+            dead_letters.c.partition,
+            dead_letters.c.offset,
+        )
+        .limit(limit)
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+_NUMBER = re.compile(r"(?<![\w-])\d+(?!\w)")  # not the 8 of "UTF-8"
+
+
+def dead_letter_reasons(
+    conn: sa.Connection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    source_topics: Sequence[str] | None = None,
+    reason: str | None = None,
+    limit: int | None = 100,
+) -> list[dict[str, Any]]:
+    """The dead letters counted by reason, with the numbers in a reason written ``N`` (a
+    duplicate's first offset, a byte position, a size), most frequent first: ``reason`` (that
+    pattern), ``count``, ``first_at`` / ``last_at`` (stored times), ``example`` (the newest
+    reason of the pattern) and ``topics`` (the source topics)."""
+    stmt = (
+        sa.select(
+            dead_letters.c.reason,
+            dead_letters.c.topic,
+            sa.func.count().label("count"),
+            sa.func.min(dead_letters.c.created_at).label("first_at"),
+            sa.func.max(dead_letters.c.created_at).label("last_at"),
+        )
+        .where(*_dead_letter_conditions(since, until, source_topics, reason))
+        .group_by(dead_letters.c.reason, dead_letters.c.topic)
+    )
+    groups: dict[str, dict[str, Any]] = {}
+    for row in conn.execute(stmt).mappings():
+        pattern = _NUMBER.sub("N", row["reason"])
+        group = groups.setdefault(
+            pattern,
+            {"reason": pattern, "count": 0, "first_at": row["first_at"], "last_at": None},
+        )
+        group["count"] += row["count"]
+        group["first_at"] = min(group["first_at"], row["first_at"])
+        group.setdefault("topics", set()).add(row["topic"])
+        if group["last_at"] is None or (row["last_at"], row["reason"]) > (
+            group["last_at"],
+            group["example"],
+        ):
+            group["last_at"], group["example"] = row["last_at"], row["reason"]
+    rows = sorted(groups.values(), key=lambda g: (-g["count"], g["reason"]))
+    for row in rows:
+        row["topics"] = sorted(row["topics"])
+    return rows if limit is None else rows[:limit]

@@ -501,6 +501,16 @@ class Store:
         with self.reading() as conn:
             return queries.fetch_windows(conn, **filters)
 
+    def dead_letters(self, **filters: Any) -> list[dict[str, Any]]:
+        """Dead letters, newest first (filters: :func:`~.queries.fetch_dead_letters`)."""
+        with self.reading() as conn:
+            return queries.fetch_dead_letters(conn, **filters)
+
+    def dead_letter_reasons(self, **filters: Any) -> list[dict[str, Any]]:
+        """Dead letters counted by reason (:func:`~.queries.dead_letter_reasons`)."""
+        with self.reading() as conn:
+            return queries.dead_letter_reasons(conn, **filters)
+
     def snapshots(self, **filters: Any) -> list[dict[str, Any]]:
         """Snapshot descriptions without blobs (:func:`~.queries.fetch_snapshots`)."""
         with self.reading() as conn:

@@ -12,6 +12,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.cli import main
 from sparsewatch.commands_evaluate import evaluate
+from sparsewatch.demo import MALFORMED
 from sparsewatch.errors import SparsewatchError
 
 
@@ -108,4 +109,9 @@ def test_demo_with_the_anomaly_worker_disabled(
     url = next(line.split()[-1] for line in out.splitlines() if line.startswith("database:"))
     with Store.open(url) as store:
         docs = store.documents(limit=None)
+        reasons = store.dead_letter_reasons(limit=None)
     assert len(docs) == 800 and all(d["anomaly_score"] is None for d in docs)
+    # the malformed messages it sent, counted by reason as `dead-letters --summary` does
+    assert f"== dead letters by reason ({len(MALFORMED)} in total)" in out
+    assert sum(r["count"] for r in reasons) == len(MALFORMED)
+    assert all(f"{r['count']:8d}  {r['reason']}" in out for r in reasons)

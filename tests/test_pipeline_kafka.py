@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -188,11 +190,17 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
             huge = conn.execute(text("select payload from dead_letters where reason like '%size%'"))
             assert [bytes(row[0]) for row in huge] == [HUGE]  # the SQL row keeps every byte
         assert n_dead == n_bad
+        reasons = store.dead_letter_reasons(limit=None)  # `sparsewatch dead-letters --summary`
     finally:
         store.dispose()
     dead = _dlq(kafka_bootstrap, config.kafka.topic("dlq"), n_bad)
     assert len({m.key() for m in dead}) == n_bad
     assert all(dict(m.headers())["reason"] for m in dead)
+    by_reason = Counter(
+        re.sub(r"(?<![\w-])\d+(?!\w)", "N", dict(m.headers())["reason"].decode()) for m in dead
+    )
+    assert {r["reason"]: r["count"] for r in reasons} == by_reason
+    assert len(by_reason) > 3 and [r["count"] for r in reasons] == sorted(by_reason.values())[::-1]
     cut = [m for m in dead if "truncated_from_bytes" in dict(m.headers())]
     assert len(cut) == 1 and cut[0].value() == HUGE[: len(cut[0].value())]
     assert int(dict(cut[0].headers())["truncated_from_bytes"]) == len(HUGE) > len(cut[0].value())

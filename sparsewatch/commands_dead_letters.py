@@ -1,0 +1,128 @@
+"""``sparsewatch dead-letters``: the messages the workers refused, from the results database.
+
+Every refused message (bad JSON, wrong types, a duplicate, a stream on a second partition, ...) is
+stored with its reason, its source topic, partition and offset, and its original bytes, in the
+same transaction as the window it arrived with. The command lists them newest first, or counts
+them by reason (``--summary``), so an operator sees what goes wrong without a Kafka client. JSON
+and CSV carry the exact bytes (``payload_base64``) to re-send a repaired message.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any
+
+import click
+
+from sparsewatch.commands_query import (
+    TIME,
+    _check_range,
+    _db,
+    _fmt,
+    _limit,
+    _short,
+    _time,
+    emit,
+    open_store,
+)
+
+DEAD_LETTER_COLUMNS = (
+    "created_at",
+    "topic",
+    "partition",
+    "offset",
+    "reason",
+    "payload_bytes",
+    "payload_utf8",
+    "payload_base64",
+)
+REASON_COLUMNS = ("reason", "count", "first_at", "last_at", "topics", "example")
+
+
+def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its payload as size, UTF-8 text (``None`` if it is not UTF-8) and base64,
+    plus the table's ``source`` and ``preview`` cells (control characters escaped)."""
+    payload = bytes(row["payload"])
+    try:
+        text: str | None = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    preview = (
+        f"<{len(payload)} bytes, not UTF-8>"
+        if text is None
+        else _short(50)(text.encode("unicode_escape").decode("ascii"))
+    )
+    return {
+        **row,
+        "payload_bytes": len(payload),
+        "payload_utf8": text,
+        "payload_base64": base64.b64encode(payload).decode("ascii"),
+        "source": f"{row['topic']}:{row['partition']}:{row['offset']}",
+        "preview": preview,
+    }
+
+
+@click.command("dead-letters")
+@click.option("--since", type=TIME, default=None, help="Stored from this time (ISO-8601 or 2h).")
+@click.option("--until", type=TIME, default=None, help="Stored before this time.")
+@click.option(
+    "--topic",
+    "source_topics",
+    multiple=True,
+    help="Only messages refused on this topic (repeatable; <prefix>.docs: the detector's, "
+    "<prefix>.scores: the anomaly worker's).",
+)
+@click.option("--reason", default=None, help="Only reasons containing this text (any case).")
+@click.option(
+    "--summary",
+    is_flag=True,
+    help="Count them by reason (numbers in a reason read as N), most frequent first.",
+)
+@_limit
+@_fmt
+@_db
+@click.pass_context
+def dead_letters(
+    ctx: click.Context,
+    since: datetime | None,
+    until: datetime | None,
+    source_topics: tuple[str, ...],
+    reason: str | None,
+    summary: bool,
+    limit: int,
+    fmt: str,
+    database_url: str | None,
+) -> None:
+    """Refused messages with their reasons and original bytes, newest first (--summary: counts
+    by reason)."""
+    _check_range(since, until)
+    filters = {
+        "since": since,
+        "until": until,
+        "source_topics": source_topics,
+        "reason": reason,
+        "limit": limit,
+    }
+    with open_store(ctx, database_url) as store:
+        if summary:
+            rows = store.dead_letter_reasons(**filters)
+        else:
+            rows = [_with_payload_views(r) for r in store.dead_letters(**filters)]
+    if summary:
+        view = [
+            ("count", "count", str),
+            ("first", "first_at", _time),
+            ("last", "last_at", _time),
+            ("topics", "topics", ", ".join),
+            ("reason", "reason", _short(80)),
+        ]
+        emit(rows, fmt, REASON_COLUMNS, view, "dead-letter reasons")
+        return
+    view = [
+        ("stored", "created_at", _time),
+        ("source", "source", str),
+        ("reason", "reason", _short(60)),
+        ("payload", "preview", str),
+    ]
+    emit(rows, fmt, DEAD_LETTER_COLUMNS, view, "dead letters")
