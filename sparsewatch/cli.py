@@ -40,10 +40,11 @@ def _register() -> None:
     from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
     from sparsewatch.commands_replay import replay
     from sparsewatch.commands_run import demo, run
+    from sparsewatch.commands_status import status
 
-    cli.add_command(kafka)
-    commands = (alerts, documents, topics, dead_letters, snapshots, db, replay, run, demo, evaluate)
-    for command in commands:
+    for command in (kafka, alerts, documents, topics, dead_letters, status, snapshots, db):
+        cli.add_command(command)
+    for command in (replay, run, demo, evaluate):
         cli.add_command(command)
 
 

@@ -1,5 +1,5 @@
-"""Read-side queries behind ``sparsewatch alerts|documents|topics|snapshots|dead-letters`` and the
-demo.
+"""Read-side queries behind ``sparsewatch alerts|documents|topics|snapshots|dead-letters|status``
+and the demo.
 
 Each function takes an open connection and returns plain dictionaries (JSON-ready apart from
 datetimes), ordered deterministically so that scripts get stable output, and the same on both
@@ -17,9 +17,12 @@ from typing import Any, Literal
 import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage.schema import (
+    ALERT_KINDS,
     alerts,
+    checkpoints,
     dead_letters,
     documents,
+    partition_offsets,
     snapshots,
     topics,
     windows,
@@ -414,3 +417,90 @@ def dead_letter_reasons(
     for row in rows:
         row["topics"] = sorted(row["topics"])
     return rows if limit is None else rows[:limit]
+
+
+def _count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+
+def stream_status(
+    conn: sa.Connection, streams: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Per stream, in code point order: closed ``windows``, the ``last_window`` and its
+    ``last_window_end`` (event time), stored ``documents`` with how many are ``novel``, ``late``
+    and ``anomaly_scored`` / ``anomalies``, ``alerts`` by kind, and ``checkpoints`` (the newest
+    checkpoint's time per consumer group)."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(stream: str) -> dict[str, Any]:
+        return out.setdefault(
+            stream,
+            {
+                "stream": stream,
+                "windows": 0,
+                "last_window": None,
+                "last_window_end": None,
+                "documents": 0,
+                "novel": 0,
+                "late": 0,
+                "anomaly_scored": 0,
+                "anomalies": 0,
+                "alerts": dict.fromkeys(ALERT_KINDS, 0),
+                "checkpoints": {},
+            },
+        )
+
+    w = windows.c
+    for row in conn.execute(
+        sa.select(
+            w.stream,
+            sa.func.count().label("windows"),
+            sa.func.max(w.window_seq).label("last_window"),
+            sa.func.max(w.end_time).label("last_window_end"),
+        )
+        .where(*_in(w.stream, streams))
+        .group_by(w.stream)
+    ).mappings():
+        entry(row["stream"]).update(row)
+    d = documents.c
+    for row in conn.execute(
+        sa.select(
+            d.stream,
+            sa.func.count().label("documents"),
+            _count_if(d.novel.is_(True)).label("novel"),
+            _count_if(d.late.is_(True)).label("late"),
+            sa.func.count(d.anomaly_score).label("anomaly_scored"),
+            _count_if(d.anomaly.is_(True)).label("anomalies"),
+        )
+        .where(*_in(d.stream, streams))
+        .group_by(d.stream)
+    ).mappings():
+        entry(row["stream"]).update({k: int(v) if k != "stream" else v for k, v in row.items()})
+    a = alerts.c
+    for stream, kind, count in conn.execute(
+        sa.select(a.stream, a.kind, sa.func.count())
+        .where(*_in(a.stream, streams))
+        .group_by(a.stream, a.kind)
+    ):
+        entry(stream)["alerts"][kind] = int(count)
+    c = checkpoints.c
+    for group_id, stream, created_at in conn.execute(
+        sa.select(c.group_id, c.stream, c.created_at).where(*_in(c.stream, streams))
+    ):
+        entry(stream)["checkpoints"][group_id] = created_at
+    return [out[k] for k in sorted(out)]
+
+
+def stored_offsets(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Each consumer group's stored resume offset per topic partition (where a restarted worker
+    re-reads from), by group, topic and partition."""
+    p = partition_offsets.c
+    stmt = sa.select(partition_offsets).order_by(
+        _text(conn, p.group_id), _text(conn, p.topic), p.partition
+    )
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def count_dead_letters(conn: sa.Connection) -> int:
+    """How many dead letters are stored."""
+    return int(conn.execute(sa.select(sa.func.count()).select_from(dead_letters)).scalar_one())

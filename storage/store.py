@@ -511,6 +511,17 @@ class Store:
         with self.reading() as conn:
             return queries.dead_letter_reasons(conn, **filters)
 
+    def status(self, streams: Sequence[str] | None = None) -> dict[str, Any]:
+        """What the workers have stored: ``streams``
+        (:func:`~.queries.stream_status`), ``offsets`` (:func:`~.queries.stored_offsets`) and
+        the number of ``dead_letters``."""
+        with self.reading() as conn:
+            return {
+                "streams": queries.stream_status(conn, streams),
+                "offsets": queries.stored_offsets(conn),
+                "dead_letters": queries.count_dead_letters(conn),
+            }
+
     def snapshots(self, **filters: Any) -> list[dict[str, Any]]:
         """Snapshot descriptions without blobs (:func:`~.queries.fetch_snapshots`)."""
         with self.reading() as conn:

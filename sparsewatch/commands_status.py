@@ -1,0 +1,164 @@
+"""``sparsewatch status``: how far the workers have got, from the database and the broker.
+
+Per stream: closed windows, the last one's event-time end, stored documents (novel, late,
+anomaly-scored), alerts by kind and the newest checkpoint per worker. Per consumer group and
+topic partition: the resume offset stored with the last committed window and, when the broker
+answers, the partition's end offset; the difference is what is not yet in the database (messages
+still buffered in open windows, or not read yet). A broker that does not answer is a note, not an
+error: the database part is still printed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sparsewatch.cli_types import FiniteFloatRange
+from sparsewatch.commands_query import _db, _json_value, _streams, _time, open_store
+from sparsewatch.config import load_config
+from sparsewatch.errors import first_line
+from sparsewatch.storage.schema import ALERT_KINDS
+
+EndOffsets = dict[tuple[str, int], int]
+
+
+def end_offsets(bootstrap: str, topics: list[str], timeout: float) -> tuple[EndOffsets, str | None]:
+    """Every partition's end offset (high watermark) of ``topics``, and ``None``; or what is
+    known so far and why the broker did not tell the rest."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"sparsewatch-status-{uuid.uuid4().hex}",  # never joins: no subscribe
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    ends: EndOffsets = {}
+    missing = []
+    try:
+        for topic in topics:
+            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                missing.append(topic)  # deleted, or another broker: no end offsets
+                continue
+            for partition in sorted(meta.partitions):
+                tp = TopicPartition(topic, partition)
+                _, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+                ends[(topic, partition)] = int(high)
+    except KafkaException as exc:
+        return ends, f"Kafka at {bootstrap} did not answer: {first_line(exc)}"
+    finally:
+        consumer.close()
+    if missing:
+        return ends, f"Kafka at {bootstrap} has no topic {', '.join(missing)}"
+    return ends, None
+
+
+def _offset_rows(offsets: list[dict[str, Any]], ends: EndOffsets) -> list[dict[str, Any]]:
+    rows = []
+    for row in offsets:
+        end = ends.get((row["topic"], row["partition"]))
+        behind = None if end is None else max(end - row["next_offset"], 0)
+        rows.append({**row, "end_offset": end, "not_stored": behind})
+    return rows
+
+
+def _print_tables(status: dict[str, Any], kafka_note: str | None) -> None:
+    """A few lines per stream (a table of ten columns did not fit a terminal), then a table of
+    the stored offsets."""
+    click.echo(f"streams ({len(status['streams'])})")
+    if not status["streams"]:
+        click.echo("  none yet: no window has been stored")
+    for s in status["streams"]:
+        alerts = ", ".join(f"{s['alerts'][kind]} {kind}" for kind in ALERT_KINDS)
+        checkpoints = ", ".join(  # by worker: the group id's last part (detector, anomaly)
+            f"{group.rsplit('.', 1)[-1]} {_time(at)}"
+            for group, at in sorted(s["checkpoints"].items())
+        )
+        last = (
+            "" if s["last_window"] is None else f", the last ending {_time(s['last_window_end'])}"
+        )
+        lines = [
+            f"{s['stream']}",
+            f"  windows: {s['windows']}{last} (event time)",
+            f"  documents: {s['documents']}, {s['novel']} novel, {s['late']} late, "
+            f"{s['anomaly_scored']} anomaly-scored ({s['anomalies']} anomalous)",
+            f"  alerts: {alerts}",
+            f"  newest checkpoints: {checkpoints or 'none'}",
+        ]
+        click.echo("\n".join(_printable(line) for line in lines))
+    console = Console(width=max(Console().width, 120))
+    offsets = Table(title=f"stored offsets ({len(status['offsets'])})", title_justify="left")
+    for header in ("group", "topic", "partition", "resume offset", "end offset", "not stored"):
+        offsets.add_column(header, overflow="fold")
+    for o in status["offsets"]:
+        cells = [o["group_id"], o["topic"], str(o["partition"]), str(o["next_offset"])]
+        cells += ["" if o[k] is None else str(o[k]) for k in ("end_offset", "not_stored")]
+        offsets.add_row(*(Text(c) for c in cells))
+    console.print(offsets)
+    click.echo(f"dead letters: {status['dead_letters']}")
+    if kafka_note:
+        click.echo(f"note: {kafka_note}")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters escaped (a stream id is data)."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+@click.command()
+@_streams
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, json for scripts.",
+)
+@_db
+@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
+@click.option("--no-kafka", is_flag=True, help="Only the database: no end offsets.")
+@click.option(
+    "--kafka-timeout",
+    type=FiniteFloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds to wait for the broker.",
+)
+@click.pass_context
+def status(
+    ctx: click.Context,
+    streams: tuple[str, ...],
+    fmt: str,
+    database_url: str | None,
+    bootstrap_servers: str | None,
+    no_kafka: bool,
+    kafka_timeout: float,
+) -> None:
+    """Per stream: windows, documents, alerts (novel / emerging / anomaly), newest checkpoints;
+    per partition: how many messages are not yet in the database."""
+    with open_store(ctx, database_url) as store:
+        result = store.status(streams=streams)
+    ends: EndOffsets = {}
+    note = None
+    if not no_kafka and result["offsets"]:
+        config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+        bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
+        topics = sorted({o["topic"] for o in result["offsets"]})
+        ends, note = end_offsets(bootstrap, topics, kafka_timeout)
+    result["offsets"] = _offset_rows(result["offsets"], ends)
+    if fmt == "json":
+        result["kafka"] = "not asked" if no_kafka else (note or "ok")
+        text = json.dumps(_json_value(result), indent=2, sort_keys=True, ensure_ascii=False)
+        click.echo(text, color=True)
+    else:
+        _print_tables(result, note)

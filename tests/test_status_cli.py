@@ -1,0 +1,96 @@
+"""``sparsewatch status`` after a real detector run (real broker; SQLite and PostgreSQL): what
+each stream has stored, and per partition how many messages the database does not hold yet."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import load_config
+from sparsewatch.runner import build_worker, run_loops
+from tests.test_pipeline_kafka import FIXED_DICTIONARY, _env, _produce, _streams
+from tests.test_query_cli import run
+
+pytestmark = [pytest.mark.kafka]
+
+
+def status(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    return run(monkeypatch, capsys, "status", *args)
+
+
+def test_status_counts_what_is_stored_and_what_is_not_yet(
+    kafka_bootstrap, database_url, monkeypatch, capsys
+):
+    prefix = f"status-{uuid.uuid4().hex[:8]}"
+    env = _env(kafka_bootstrap, prefix, database_url, **FIXED_DICTIONARY)
+    env["SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S"] = "2"
+    config = load_config(env=env)
+    docs = _streams(600)
+    n_bad = _produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=50)
+    store = Store.open(database_url)
+    try:
+        run_loops([build_worker("detector", config, store)], [6.0], install_signals=False)
+        windows = store.windows(limit=None)
+        stored = store.documents(limit=None)
+    finally:
+        store.dispose()
+    assert len(stored) == len(docs)
+    # Sent after the worker stopped: on the broker, not in the database.
+    extra = _streams(7)
+    for d in extra:
+        d["id"] = f"late-{d['id']}"
+    _produce(kafka_bootstrap, config.kafka.topic("docs"), extra)
+
+    args = ("--database-url", database_url, "--bootstrap-servers", kafka_bootstrap)
+    code, out, err = status(monkeypatch, capsys, *args, "--format", "json")
+    assert code == 0 and err == "", err
+    result = json.loads(out)
+    assert result["kafka"] == "ok" and result["dead_letters"] == n_bad
+    by_stream = {s["stream"]: s for s in result["streams"]}
+    assert set(by_stream) == {"alpha", "beta"}
+    for name, s in by_stream.items():
+        mine = [d for d in stored if d["stream"] == name]
+        assert s["documents"] == len(mine) == 600
+        assert s["novel"] == sum(bool(d["novel"]) for d in mine) > 0
+        assert s["late"] == sum(bool(d["late"]) for d in mine)
+        assert s["windows"] == sum(w["stream"] == name for w in windows)
+        assert s["last_window"] == max(w["window_seq"] for w in windows if w["stream"] == name)
+        assert s["alerts"]["novel_document"] == s["novel"]
+        assert list(s["checkpoints"]) == [f"{config.kafka.group_id}.detector"]
+    offsets = result["offsets"]
+    assert {(o["topic"], o["group_id"]) for o in offsets} == {
+        (config.kafka.topic("docs"), f"{config.kafka.group_id}.detector")
+    }
+    # every message read is stored (the streams went quiet and were checkpointed), so what the
+    # database does not hold is exactly the 14 documents sent afterwards
+    assert sum(o["not_stored"] for o in offsets) == len(extra)
+    assert all(o["end_offset"] - o["next_offset"] == o["not_stored"] for o in offsets)
+
+    code, out, err = status(monkeypatch, capsys, *args, "--stream", "beta")
+    assert code == 0 and err == ""
+    assert "streams (1)\nbeta\n" in out and "alpha" not in out.split("stored offsets")[0]
+    assert "documents: 600," in out and f"dead letters: {n_bad}" in out
+
+    # No broker: the database part, and a note instead of the end offsets.
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url,
+                            "--bootstrap-servers", "127.0.0.1:1", "--kafka-timeout", "1",
+                            "--format", "json")  # fmt: skip
+    assert code == 0 and err == ""
+    result = json.loads(out)
+    assert result["kafka"].startswith("Kafka at 127.0.0.1:1 did not answer")
+    assert all(o["end_offset"] is None and o["not_stored"] is None for o in result["offsets"])
+    assert len(result["streams"]) == 2
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--no-kafka",
+                            "--format", "json")  # fmt: skip
+    assert code == 0 and json.loads(out)["kafka"] == "not asked"
+
+
+def test_status_of_a_database_without_windows(database_url, monkeypatch, capsys):
+    Store.open(database_url).dispose()  # set up, nothing written
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url)
+    assert code == 0 and err == ""
+    assert "streams (0)\n  none yet: no window has been stored\n" in out
+    assert "stored offsets (0)" in out and "dead letters: 0" in out
