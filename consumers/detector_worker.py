@@ -7,6 +7,7 @@ stream's windows and models; its checkpoint holds both (the open windows are re-
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from sparsewatch.consumers.messages import (
     Document,
     EndOfStream,
     InvalidMessageError,
+    looks_like_epoch_seconds,
     parse_message,
 )
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower, WindowSpec
@@ -29,6 +31,8 @@ from sparsewatch.consumers.writer import StoreCall
 from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import Config, parse_duration_ms
+
+log = logging.getLogger(__name__)
 
 
 def window_spec(config: Config) -> WindowSpec:
@@ -100,6 +104,7 @@ class DetectorStreamState:
         self.windows = StreamWindower(stream, self.spec)
         self.models = build_models(config.detector)
         self._late: list[Buffered] = []
+        self._warned_seconds = False
         if checkpoint is not None:
             state = checkpoint.state
             self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
@@ -120,6 +125,16 @@ class DetectorStreamState:
     ) -> list[Output]:
         if isinstance(item, EndOfStream):
             return self._late_output() + self._outputs(self.windows.close_all("end_of_stream"))
+        if not self._warned_seconds and looks_like_epoch_seconds(item.timestamp_ms):
+            self._warned_seconds = True  # once per stream (and worker start): not per document
+            log.warning(
+                "stream %r: document %r has event time %s (timestamp %d ms): epoch seconds sent "
+                "as milliseconds? The message format counts milliseconds (or send ISO-8601)",
+                self.stream,
+                item.id,
+                item.event_time.isoformat(),
+                item.timestamp_ms,
+            )
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))

@@ -22,6 +22,14 @@ MAX_STREAM_CHARS = 128
 # Event times outside [1970, 2200) are refused: they are corrupt, and would make windows explode.
 MIN_EPOCH_MS = 0
 MAX_EPOCH_MS = 7_258_118_400_000
+# Read as milliseconds, epoch *seconds* from 2001 to 5138 fall in 1970-01-12..1973-03-03.
+_SECONDS_AS_MS = (10**9, 10**11)
+
+
+def looks_like_epoch_seconds(ms: int) -> bool:
+    """Whether an event time of ``ms`` epoch milliseconds is more likely epoch seconds sent by
+    mistake (1970-01-12..1973-03-03 as milliseconds; the message format counts milliseconds)."""
+    return _SECONDS_AS_MS[0] <= ms < _SECONDS_AS_MS[1]
 
 
 class InvalidMessageError(ValueError):

@@ -44,6 +44,7 @@ from sparsewatch.consumers.messages import (
     MAX_STREAM_CHARS,
     MIN_EPOCH_MS,
     InvalidMessageError,
+    looks_like_epoch_seconds,
     parse_document,
     storable_string,
 )
@@ -672,7 +673,9 @@ class ReadStats:
         """Whether every timestamp read, as epoch milliseconds, falls in 1970-01-12..1973-03-03:
         the range of epoch *seconds* from 2001 to 5138 (a corpus of epoch seconds read as ms)."""
         lo, hi = self.min_timestamp_ms, self.max_timestamp_ms
-        return lo is not None and hi is not None and lo >= 10**9 and hi < 10**11
+        if lo is None or hi is None:
+            return False
+        return looks_like_epoch_seconds(lo) and looks_like_epoch_seconds(hi)
 
 
 def read_documents(

@@ -22,6 +22,7 @@ from rich.text import Text
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.commands_query import _db, _json_value, _streams, _time, open_store
 from sparsewatch.config import load_config
+from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.storage.schema import ALERT_KINDS
 
@@ -83,12 +84,14 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None) -> None:
             f"{group.rsplit('.', 1)[-1]} {_time(at)}"
             for group, at in sorted(s["checkpoints"].items())
         )
-        last = (
-            "" if s["last_window"] is None else f", the last ending {_time(s['last_window_end'])}"
-        )
+        end = s["last_window_end"]
+        last = "" if end is None else f", the last ending {_time(end)} (event time"
+        if end is not None and looks_like_epoch_seconds(round(end.timestamp() * 1000)):
+            last += "; epoch seconds sent as milliseconds?"
+        last += "" if end is None else ")"
         lines = [
             f"{s['stream']}",
-            f"  windows: {s['windows']}{last} (event time)",
+            f"  windows: {s['windows']}{last}",
             f"  documents: {s['documents']}, {s['novel']} novel, {s['late']} late, "
             f"{s['anomaly_scored']} anomaly-scored ({s['anomalies']} anomalous)",
             f"  alerts: {alerts}",

@@ -93,3 +93,28 @@ def test_windows_closed_together_share_their_close_time():
     outputs = state.add(EndOfStream("s"), 0, len(raw), now=0.0)
     assert [out.n_documents for out in outputs] == [10, 10, 10]
     assert len({out.closed_at for out in outputs}) == 1
+
+
+def test_epoch_seconds_sent_as_milliseconds_are_logged_once_per_stream(caplog):
+    # 1,767,225,600 is 2026-01-01 in epoch seconds; read as the format's milliseconds it is
+    # 1970-01-21, and a day of such a stream is 86 s of event time: one window that never
+    # closes by its watermark. The worker says so in its log, once per stream.
+    raw = generate_stream(5, kind="tweet", stream="s", seed=5)
+    state = DetectorStreamState("s", _config(), None)
+    with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_worker"):
+        for offset, d in enumerate(raw):
+            doc = parse_document(json.dumps({**d, "timestamp": 1_767_225_600 + offset}).encode())
+            state.add(doc, 0, offset, now=0.0)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert "stream 's'" in warnings[0] and "1970-01-21" in warnings[0]
+    assert "epoch seconds sent as milliseconds?" in warnings[0]
+    caplog.clear()
+    other = DetectorStreamState("s", _config(), None)
+    with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_worker"):
+        for offset, d in enumerate(raw):  # milliseconds, and ISO-8601: nothing to say
+            ms = {**d, "timestamp": 1_767_225_600_000 + offset}
+            other.add(parse_document(json.dumps(ms).encode()), 0, offset, now=0.0)
+            iso = {**d, "id": f"iso-{offset}", "timestamp": "1973-03-04T00:00:00Z"}
+            other.add(parse_document(json.dumps(iso).encode()), 0, 10 + offset, now=0.0)
+    assert caplog.records == []

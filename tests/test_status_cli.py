@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sparsewatch.storage.store import Store
@@ -94,3 +95,22 @@ def test_status_of_a_database_without_windows(database_url, monkeypatch, capsys)
     assert code == 0 and err == ""
     assert "streams (0)\n  none yet: no window has been stored\n" in out
     assert "stored offsets (0)" in out and "dead letters: 0" in out
+
+
+def test_status_marks_a_stream_whose_event_times_look_like_epoch_seconds(
+    database_url, monkeypatch, capsys
+):
+    start = datetime.fromtimestamp(1_767_225_600 / 1000, tz=UTC)  # 2026 in seconds, read as ms
+    with Store.open(database_url) as store, store.transaction() as tx:
+        tx.upsert_window("secs", 0, start, start + timedelta(hours=1), 3, None, {}, "idle")
+        tx.upsert_window("ms", 0, datetime(2026, 1, 1, tzinfo=UTC),
+                         datetime(2026, 1, 1, 1, tzinfo=UTC), 3, None, {}, "idle")  # fmt: skip
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--no-kafka")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    secs, ms = lines.index("secs"), lines.index("ms")
+    assert lines[secs + 1] == (
+        "  windows: 1, the last ending 1970-01-21 11:53:45 (event time; epoch seconds sent as "
+        "milliseconds?)"
+    )
+    assert lines[ms + 1] == "  windows: 1, the last ending 2026-01-01 01:00:00 (event time)"
