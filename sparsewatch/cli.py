@@ -34,10 +34,11 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
+    from sparsewatch.commands_db import db
     from sparsewatch.commands_dead_letters import dead_letters
     from sparsewatch.commands_evaluate import evaluate
     from sparsewatch.commands_kafka import kafka
-    from sparsewatch.commands_query import alerts, db, documents, snapshots, topics
+    from sparsewatch.commands_query import alerts, documents, snapshots, topics
     from sparsewatch.commands_replay import replay
     from sparsewatch.commands_run import demo, run
     from sparsewatch.commands_status import status

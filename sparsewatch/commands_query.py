@@ -662,18 +662,3 @@ def export_snapshot(
     except OSError as exc:
         raise SparsewatchError(f"cannot write {path}: {exc.strerror or exc}") from None
     click.echo(f"wrote {path} ({', '.join(sorted(snap.arrays))}) and {meta_path}")
-
-
-@click.group()
-def db() -> None:
-    """The results database: schema migrations."""
-
-
-@db.command()
-@_db
-@click.pass_context
-def upgrade(ctx: click.Context, database_url: str | None) -> None:
-    """Apply the schema migrations (also done automatically on first use)."""
-    with open_store(ctx, database_url, create=True) as store:
-        store.upgrade()
-        click.echo(f"database {mask_url(str(store.engine.url))} is at revision {store.revision()}")

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from sparsewatch.storage import queries
+from sparsewatch.storage import queries, retention
 from sparsewatch.storage.bulk import bulk_execute
 from sparsewatch.storage.engine import create_engine, mask_url, sqlite_file, write_connection
 from sparsewatch.storage.schema import (
@@ -500,6 +500,10 @@ class Store:
         """Closed windows (filters: :func:`sparsewatch.storage.queries.fetch_windows`)."""
         with self.reading() as conn:
             return queries.fetch_windows(conn, **filters)
+
+    def prune(self, **options: Any) -> retention.PruneReport:
+        """Delete old windows' results and old dead letters (:func:`~.retention.prune`)."""
+        return retention.prune(self.engine, **options)
 
     def dead_letters(self, **filters: Any) -> list[dict[str, Any]]:
         """Dead letters, newest first (filters: :func:`~.queries.fetch_dead_letters`)."""

@@ -1,0 +1,155 @@
+"""Retention: delete old results so that a long-running database stops growing.
+
+A stream's results are deleted window by window: a window whose event-time end is before the
+cut-off goes with its documents, alerts, topics and snapshots, all in one transaction per batch of
+windows (a worker writing meanwhile waits for one batch, not for the whole pruning). What a
+restarted worker needs is never deleted: every stream keeps its newest ``keep_windows`` windows
+(a crashed detector recomputes at most ``windows.checkpoint_every`` windows after its checkpoint,
+and their rows must still be there for first-write-wins to hold), each (stream, model kind) keeps
+its newest ``keep_snapshots`` snapshots, and checkpoints and stored offsets are not touched.
+Dead letters have no window: they are deleted by the time they were stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+from sparsewatch.storage.engine import write_connection
+from sparsewatch.storage.schema import alerts, dead_letters, documents, snapshots, topics, windows
+
+WINDOW_BATCH = 200
+DEAD_LETTER_BATCH = 5_000
+_BY_WINDOW = (documents, alerts, topics)
+
+
+@dataclass
+class PruneReport:
+    """Rows deleted (or, in a dry run, that would be) per table."""
+
+    deleted: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("windows", "documents", "alerts", "topics", "snapshots", "dead_letters"), 0
+        )
+    )
+    dry_run: bool = False
+
+
+def _old_windows(
+    conn: sa.Connection, stream: str, before: datetime, keep_windows: int
+) -> list[int]:
+    """``stream``'s windows ending before ``before``, apart from its newest ``keep_windows``."""
+    w = windows.c
+    newest = (
+        sa.select(w.window_seq)
+        .where(w.stream == stream)
+        .order_by(w.window_seq.desc())
+        .limit(keep_windows)
+    )
+    kept = {int(s) for s in conn.execute(newest).scalars()}
+    old = sa.select(w.window_seq).where(w.stream == stream, w.end_time < before)
+    return sorted(int(s) for s in conn.execute(old).scalars() if int(s) not in kept)
+
+
+def _kept_snapshots(conn: sa.Connection, stream: str, keep: int) -> set[tuple[int, str]]:
+    """(window, model kind) of ``stream``'s newest ``keep`` snapshots of each model kind."""
+    s = snapshots.c
+    rows = conn.execute(
+        sa.select(s.window_seq, s.model_kind)
+        .where(s.stream == stream)
+        .order_by(s.model_kind, s.window_seq.desc())
+    ).all()
+    kept: set[tuple[int, str]] = set()
+    count: dict[str, int] = {}
+    for seq, kind in rows:
+        if count.get(kind, 0) < keep:
+            kept.add((int(seq), kind))
+            count[kind] = count.get(kind, 0) + 1
+    return kept
+
+
+def _delete_windows(
+    conn: sa.Connection,
+    stream: str,
+    seqs: Sequence[int],
+    kept_snapshots: set[tuple[int, str]],
+    report: PruneReport,
+) -> None:
+    """Delete (or count, in a dry run) the rows of ``stream``'s windows ``seqs``."""
+    for table in (*_BY_WINDOW, windows):
+        where = (table.c.stream == stream) & table.c.window_seq.in_(list(seqs))
+        report.deleted[table.name] += _apply(conn, table, where, report.dry_run)
+    s = snapshots.c
+    found = conn.execute(
+        sa.select(s.window_seq, s.model_kind).where(
+            s.stream == stream, s.window_seq.in_(list(seqs))
+        )
+    ).all()
+    gone = [(int(seq), kind) for seq, kind in found if (int(seq), kind) not in kept_snapshots]
+    if gone:
+        where = (s.stream == stream) & sa.tuple_(s.window_seq, s.model_kind).in_(gone)
+        report.deleted["snapshots"] += _apply(conn, snapshots, where, report.dry_run)
+
+
+def _apply(
+    conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool], dry_run: bool
+) -> int:
+    """Delete the rows of ``table`` matching ``where``; or, in a dry run, count them."""
+    if dry_run:
+        count = sa.select(sa.func.count()).select_from(table).where(where)
+        return int(conn.execute(count).scalar_one())
+    return int(conn.execute(sa.delete(table).where(where)).rowcount)
+
+
+def prune(
+    engine: sa.Engine,
+    before: datetime | None = None,
+    keep_windows: int = 100,
+    keep_snapshots: int = 1,
+    streams: Sequence[str] | None = None,
+    dead_letters_before: datetime | None = None,
+    dry_run: bool = False,
+) -> PruneReport:
+    """Delete the windows of ``streams`` (default: every stream) that ended before ``before``
+    (event time) with their rows, keeping each stream's newest ``keep_windows`` windows and
+    newest ``keep_snapshots`` snapshots per model kind, and the dead letters stored before
+    ``dead_letters_before``. With ``dry_run``, count what would go and delete nothing."""
+    if keep_windows < 1 or keep_snapshots < 0:
+        raise ValueError("keep_windows must be >= 1 and keep_snapshots >= 0")
+    report = PruneReport(dry_run=dry_run)
+    if before is not None:
+        with engine.connect() as conn:
+            query = sa.select(windows.c.stream).distinct()
+            names = sorted(conn.execute(query).scalars())
+        for stream in (s for s in names if not streams or s in streams):
+            with engine.connect() as conn, conn.begin():
+                seqs = _old_windows(conn, stream, before, keep_windows)
+                kept = _kept_snapshots(conn, stream, keep_snapshots)
+            for i in range(0, len(seqs), WINDOW_BATCH):
+                with write_connection(engine) as conn, conn.begin():
+                    _delete_windows(conn, stream, seqs[i : i + WINDOW_BATCH], kept, report)
+    if dead_letters_before is not None:
+        _prune_dead_letters(engine, dead_letters_before, report)
+    return report
+
+
+def _prune_dead_letters(engine: sa.Engine, before: datetime, report: PruneReport) -> None:
+    d = dead_letters.c
+    old = d.created_at < before
+    if report.dry_run:
+        with engine.connect() as conn:
+            report.deleted["dead_letters"] = _apply(conn, dead_letters, old, dry_run=True)
+        return
+    while True:  # in batches of keys: one short write transaction each
+        with write_connection(engine) as conn, conn.begin():
+            keys = conn.execute(
+                sa.select(d.topic, d.partition, d.offset).where(old).limit(DEAD_LETTER_BATCH)
+            ).all()
+            if not keys:
+                return
+            where = sa.tuple_(d.topic, d.partition, d.offset).in_([tuple(k) for k in keys])
+            report.deleted["dead_letters"] += int(
+                conn.execute(sa.delete(dead_letters).where(where)).rowcount
+            )

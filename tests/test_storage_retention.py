@@ -1,0 +1,112 @@
+"""Retention (``Store.prune`` / ``sparsewatch db prune``) on real SQLite and PostgreSQL: old
+windows go with every row of theirs, what a restarted worker needs stays, a dry run only counts."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sparsewatch.storage import retention
+from sparsewatch.storage.schema import metadata
+from sparsewatch.storage.store import Store
+
+from tests.test_query_cli import run
+from tests.test_storage_store import T0, dump, write_window
+
+N_WINDOWS = 10  # window w covers [T0 + w h, T0 + (w + 1) h)
+BY_WINDOW = ("windows", "documents", "alerts", "topics", "snapshots")
+
+
+def _window_of(table: str, row: tuple) -> int:
+    """The window number of a row of ``dump`` (its columns in the schema's order)."""
+    return row[list(metadata.tables[table].columns.keys()).index("window_seq")]
+
+
+@pytest.fixture
+def store(database_url: str):
+    with Store.open(database_url) as store:
+        for seq in range(N_WINDOWS):
+            write_window(store, seq, n=20, stream="news")
+        for seq in range(3):
+            write_window(store, seq, n=5, stream="tweets")
+        yield store
+
+
+def _rows_by_window(snapshot: dict, stream: str) -> dict[str, dict[int, list]]:
+    out: dict[str, dict[int, list]] = {}
+    for table in BY_WINDOW:
+        for row in snapshot[table]:
+            if stream in row:
+                out.setdefault(table, {}).setdefault(_window_of(table, row), []).append(row)
+    return out
+
+
+def test_old_windows_go_with_their_rows_and_the_rest_stays_as_it_was(store):
+    before = dump(store)
+    dry = store.prune(before=T0 + timedelta(hours=5), keep_windows=2, dry_run=True)
+    assert dump(store) == before  # a dry run deletes nothing
+    report = store.prune(before=T0 + timedelta(hours=5), keep_windows=2)
+    assert report.deleted == dry.deleted
+    after = dump(store)
+    # news windows 0..3 ended before T0 + 5h (tweets 0..1: its newest 2 windows are kept)
+    old_news = _rows_by_window(before, "news")
+    new_news = _rows_by_window(after, "news")
+    for table in BY_WINDOW:
+        kept = {w: rows for w, rows in old_news.get(table, {}).items() if w >= 4}
+        if table == "snapshots":  # the newest snapshot of each kind is kept, here window 9's
+            assert set(new_news[table]) == set(range(4, N_WINDOWS))
+        assert new_news.get(table, {}) == kept, table
+    tweets = _rows_by_window(after, "tweets")
+    assert set(tweets["windows"]) == {1, 2}
+    assert report.deleted["windows"] == 4 + 1
+    assert report.deleted["documents"] == 4 * 20 + 5
+    # what a restarted worker reads is untouched, and so are the dead letters
+    for table in ("checkpoints", "partition_offsets", "dead_letters"):
+        assert after[table] == before[table], table
+
+
+def test_keep_windows_and_keep_snapshots_hold_however_old(store):
+    future = datetime(2100, 1, 1, tzinfo=UTC)
+    assert store.prune(before=future, keep_windows=N_WINDOWS).deleted["windows"] == 3 - 3
+    report = store.prune(before=future, keep_windows=1, keep_snapshots=3, streams=["news"])
+    assert report.deleted["windows"] == N_WINDOWS - 1
+    after = dump(store)
+    news = _rows_by_window(after, "news")
+    assert set(news["windows"]) == set(news["documents"]) == {N_WINDOWS - 1}
+    # the 3 newest snapshots outlive their windows: the models as they were stay inspectable
+    assert set(news["snapshots"]) == {N_WINDOWS - 3, N_WINDOWS - 2, N_WINDOWS - 1}
+    assert set(_rows_by_window(after, "tweets")["windows"]) == {0, 1, 2}  # --stream news only
+
+
+def test_dead_letters_by_stored_time_in_batches(store, monkeypatch):
+    monkeypatch.setattr(retention, "DEAD_LETTER_BATCH", 3)
+    n = len(dump(store)["dead_letters"])
+    assert n == N_WINDOWS  # one per window written (the tweets' share keys with the news')
+    long_ago = datetime(2000, 1, 1, tzinfo=UTC)
+    assert store.prune(dead_letters_before=long_ago).deleted["dead_letters"] == 0
+    soon = datetime.now(UTC) + timedelta(seconds=5)
+    assert store.prune(dead_letters_before=soon, dry_run=True).deleted["dead_letters"] == n
+    assert store.prune(dead_letters_before=soon).deleted["dead_letters"] == n
+    assert dump(store)["dead_letters"] == []
+
+
+def test_the_command(store, database_url, monkeypatch, capsys):
+    url = database_url
+    code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url)
+    assert code == 2 and "give --before, --dead-letters-before or both" in err
+    code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url,
+                         "--before", (T0 + timedelta(hours=3)).isoformat(), "--keep-windows",
+                         "1", "--dry-run")  # fmt: skip
+    assert code == 0 and err == ""
+    # windows 0 and 1 of both streams ended before T0 + 3h: 2 x 20 + 2 x 5 documents, 3 novel
+    # alerts a news window and 1 a tweets window, 4 topics and 1 snapshot a window
+    assert out == (
+        "would delete 4 windows, 50 documents, 8 alerts, 16 topics, 4 snapshots, 0 dead letters\n"
+    )
+    code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url,
+                         "--before", "now", "--keep-windows", "2", "--json")  # fmt: skip
+    assert code == 0 and err == ""
+    deleted = json.loads(out)["deleted"]
+    assert deleted["windows"] == (N_WINDOWS - 2) + (3 - 2)
+    assert len(dump(store)["windows"]) == 4
