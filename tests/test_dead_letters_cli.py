@@ -7,13 +7,12 @@ import base64
 import csv
 import io
 import json
-import sys
 import time
 
 import pytest
 from sparsewatch.storage.store import Store
 
-from sparsewatch.cli import main
+from tests.test_query_cli import run
 
 DOCS, SCORES = "sw.docs", "sw.scores"
 # Three transactions (three stored times), oldest first.
@@ -32,14 +31,6 @@ BATCHES = [
         (DOCS, 1, 11, "100% of_it: invalid JSON: Expecting value at line 2 col 9", b"\n"),
     ],
 ]
-
-
-def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture
