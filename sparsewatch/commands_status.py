@@ -72,12 +72,12 @@ def _offset_rows(offsets: list[dict[str, Any]], ends: EndOffsets) -> list[dict[s
     return rows
 
 
-def _print_tables(status: dict[str, Any], kafka_note: str | None) -> None:
+def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool) -> None:
     """A few lines per stream (a table of ten columns did not fit a terminal), then a table of
     the stored offsets."""
     click.echo(f"streams ({len(status['streams'])})")
     if not status["streams"]:
-        click.echo("  none yet: no window has been stored")
+        click.echo("  none of those" if filtered else "  none yet: no window has been stored")
     for s in status["streams"]:
         alerts = ", ".join(f"{s['alerts'][kind]} {kind}" for kind in ALERT_KINDS)
         checkpoints = ", ".join(  # by worker: the group id's last part (detector, anomaly)
@@ -164,4 +164,4 @@ def status(
         text = json.dumps(_json_value(result), indent=2, sort_keys=True, ensure_ascii=False)
         click.echo(text, color=True)
     else:
-        _print_tables(result, note)
+        _print_tables(result, note, filtered=bool(streams))

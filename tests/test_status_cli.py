@@ -95,6 +95,8 @@ def test_status_of_a_database_without_windows(database_url, monkeypatch, capsys)
     assert code == 0 and err == ""
     assert "streams (0)\n  none yet: no window has been stored\n" in out
     assert "stored offsets (0)" in out and "dead letters: 0" in out
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--stream", "x")
+    assert code == 0 and "streams (0)\n  none of those\n" in out
 
 
 def test_status_marks_a_stream_whose_event_times_look_like_epoch_seconds(
