@@ -269,6 +269,9 @@ ALERT_COLUMNS = (
 @click.option(
     "--min-score", type=FiniteFloat(), default=None, help="Only alerts scoring at least this."
 )
+@click.option(
+    "--grep", "text", default=None, help="Only alerts whose summary contains this (any case)."
+)
 @_limit
 @_fmt
 @_db
@@ -293,6 +296,7 @@ def alerts(
     kinds: tuple[str, ...],
     streams: tuple[str, ...],
     min_score: float | None,
+    text: str | None,
     limit: int,
     fmt: str,
     database_url: str | None,
@@ -307,7 +311,7 @@ def alerts(
         if until is not None:
             raise click.BadParameter("--follow takes no --until", param_hint="--until")
         follower = AlertFollower(
-            kinds=kinds, streams=streams, min_score=min_score, since=since, time_field=by
+            kinds=kinds, streams=streams, min_score=min_score, since=since, time_field=by, text=text
         )
         _follow_alerts(ctx, database_url, follower, limit, fmt, view, interval or 2.0)
         return
@@ -322,6 +326,7 @@ def alerts(
             min_score=min_score,
             limit=limit,
             time_field=by,
+            text=text,
         )
     emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
 
@@ -452,6 +457,7 @@ DOCUMENT_COLUMNS = (
     default=None,
     help="Only documents of this topic (dominant, or the emerging topic of an alert topic-ID).",
 )
+@click.option("--grep", "text", default=None, help="Only documents containing this (any case).")
 @_limit
 @_fmt
 @_db
@@ -466,6 +472,7 @@ def documents(
     until: datetime | None,
     min_score: float | None,
     topic: int | None,
+    text: str | None,
     limit: int,
     fmt: str,
     database_url: str | None,
@@ -483,6 +490,7 @@ def documents(
             min_score=min_score,
             limit=limit,
             topic=topic,
+            text=text,
         )
     view = [
         ("event time", "event_time", _time),

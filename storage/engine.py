@@ -42,10 +42,17 @@ def _enable_wal(cursor: sqlite3.Cursor) -> None:
             time.sleep(_WAL_RETRY_S)
 
 
+def _unicode_lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
 def _sqlite_events(engine: sa.Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        # SQLite's own lower() folds only ASCII letters: the queries' case-insensitive filters
+        # then missed "Zürich" for "ZÜRICH"; PostgreSQL's folds by its locale
+        dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         _enable_wal(cursor)

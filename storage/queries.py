@@ -55,6 +55,13 @@ def _text(conn: sa.Connection, column: sa.ColumnElement[str]) -> sa.ColumnElemen
     return column.collate("C") if conn.dialect.name == "postgresql" else column
 
 
+def _contains(column: sa.ColumnElement[str], text: str | None) -> list[Any]:
+    """``column`` contains ``text``, ignoring case; ``%`` and ``_`` in it are plain characters."""
+    if not text:
+        return []
+    return [sa.func.lower(column).contains(text.lower(), autoescape=True)]
+
+
 def _between(column: Any, since: datetime | None, until: datetime | None) -> list[Any]:
     conditions = []
     if since is not None:
@@ -73,14 +80,15 @@ def fetch_alerts(
     min_score: float | None = None,
     limit: int | None = 100,
     time_field: AlertTime = "created",
+    text: str | None = None,
 ) -> list[dict[str, Any]]:
     """Alerts in ``[since, until)`` of creation (or event) time, newest first (by event time:
-    alerts without one last)."""
+    alerts without one last); ``text``: those whose summary contains it, ignoring case."""
     time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
     # only event_time can be NULL; NULLS LAST on created_at would stop PostgreSQL from reading
     # its index backwards
     newest = time_column.desc() if time_field == "created" else time_column.desc().nulls_last()
-    conditions = _alert_conditions(since, until, kinds, streams, min_score, time_field)
+    conditions = _alert_conditions(since, until, kinds, streams, min_score, time_field, text)
     stmt = (
         sa.select(alerts)
         .where(*conditions)
@@ -97,12 +105,14 @@ def _alert_conditions(
     streams: Sequence[str] | None,
     min_score: float | None,
     time_field: AlertTime,
+    text: str | None = None,
 ) -> list[Any]:
     time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
     conditions = [
         *_between(time_column, since, until),
         *_in(alerts.c.kind, kinds),
         *_in(alerts.c.stream, streams),
+        *_contains(alerts.c.summary, text),
     ]
     if min_score is not None:
         conditions.append(alerts.c.score >= min_score)
@@ -128,6 +138,7 @@ class AlertFollower:
     min_score: float | None = None
     since: datetime | None = None
     time_field: AlertTime = "created"
+    text: str | None = None
     grace_s: float = 60.0
     _max_id: int | None = field(default=None, init=False)
     _newest: datetime | None = field(default=None, init=False)
@@ -152,6 +163,7 @@ class AlertFollower:
             min_score=self.min_score,
             limit=backlog,
             time_field=self.time_field,
+            text=self.text,
         )
         self._remember(rows)
         return sorted(rows, key=lambda r: (r["created_at"], r["id"]))
@@ -178,7 +190,7 @@ class AlertFollower:
 
     def _conditions(self) -> list[Any]:
         return _alert_conditions(
-            self.since, None, self.kinds, self.streams, self.min_score, self.time_field
+            self.since, None, self.kinds, self.streams, self.min_score, self.time_field, self.text
         )
 
     def _remember(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -204,14 +216,16 @@ def fetch_documents(
     limit: int | None = 100,
     with_text: bool = True,
     topic: int | None = None,
+    text: str | None = None,
 ) -> list[dict[str, Any]]:
     """Documents by event time (then stream, id; rows only the anomaly worker wrote, without an
     event time, last); filters combine with AND. ``topic``: documents whose dominant topic or
     announced emerging topic is that ``topics.topic_id`` (an emerging_topic alert's
-    ``topic-<id>``)."""
+    ``topic-<id>``); ``text``: documents whose text contains it, ignoring case."""
     conditions = [
         *_in(documents.c.stream, streams),
         *_between(documents.c.event_time, since, until),
+        *_contains(documents.c.text, text),
     ]
     if window_seq is not None:
         conditions.append(documents.c.window_seq == window_seq)
@@ -340,11 +354,7 @@ def _dead_letter_conditions(
         *_between(dead_letters.c.created_at, since, until),
         *_in(dead_letters.c.topic, source_topics),
     ]
-    if reason:  # a case-insensitive substring; % and _ in it are plain characters
-        conditions.append(
-            sa.func.lower(dead_letters.c.reason).contains(reason.lower(), autoescape=True)
-        )
-    return conditions
+    return [*conditions, *_contains(dead_letters.c.reason, reason)]
 
 
 def fetch_dead_letters(
