@@ -138,5 +138,6 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
         f"{result.database_url} --window W --topic ID"
     )
     click.echo(f"refused messages: sparsewatch dead-letters --database-url {result.database_url}")
+    click.echo(f"overview: sparsewatch status --database-url {result.database_url} --no-kafka")
     click.echo(f"topics:   {result.topic_prefix}.docs / .scores / .dlq")
     click.echo(f"plot:     {result.plot}")
