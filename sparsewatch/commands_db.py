@@ -7,7 +7,7 @@ from datetime import datetime
 
 import click
 
-from sparsewatch.commands_query import TIME, _db, _streams, open_store
+from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, TIME, open_store
 from sparsewatch.storage.engine import mask_url
 
 
@@ -17,7 +17,7 @@ def db() -> None:
 
 
 @db.command()
-@_db
+@DATABASE_OPTION
 @click.pass_context
 def upgrade(ctx: click.Context, database_url: str | None) -> None:
     """Apply the schema migrations (also done automatically on first use)."""
@@ -55,10 +55,10 @@ def upgrade(ctx: click.Context, database_url: str | None) -> None:
     show_default=True,
     help="Newest snapshots each stream keeps per model kind, however old.",
 )
-@_streams
+@STREAMS_OPTION
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-@_db
+@DATABASE_OPTION
 @click.pass_context
 def prune(
     ctx: click.Context,

@@ -15,17 +15,15 @@ from typing import Any
 
 import click
 
-from sparsewatch.commands_query import (
+from sparsewatch.query_options import (
+    DATABASE_OPTION,
+    FORMAT_OPTION,
+    LIMIT_OPTION,
     TIME,
-    _check_range,
-    _db,
-    _fmt,
-    _limit,
-    _short,
-    _time,
-    emit,
+    check_range,
     open_store,
 )
+from sparsewatch.query_output import emit, shorten, show_time
 
 DEAD_LETTER_COLUMNS = (
     "created_at",
@@ -51,7 +49,7 @@ def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
     preview = (
         f"<{len(payload)} bytes, not UTF-8>"
         if text is None
-        else _short(50)(text.encode("unicode_escape").decode("ascii"))
+        else shorten(50)(text.encode("unicode_escape").decode("ascii"))
     )
     return {
         **row,
@@ -79,9 +77,9 @@ def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
     is_flag=True,
     help="Count them by reason (numbers in a reason read as N), most frequent first.",
 )
-@_limit
-@_fmt
-@_db
+@LIMIT_OPTION
+@FORMAT_OPTION
+@DATABASE_OPTION
 @click.pass_context
 def dead_letters(
     ctx: click.Context,
@@ -96,7 +94,7 @@ def dead_letters(
 ) -> None:
     """Refused messages with their reasons and original bytes, newest first (--summary: counts
     by reason)."""
-    _check_range(since, until)
+    check_range(since, until)
     filters = {
         "since": since,
         "until": until,
@@ -112,17 +110,17 @@ def dead_letters(
     if summary:
         view = [
             ("count", "count", str),
-            ("first", "first_at", _time),
-            ("last", "last_at", _time),
+            ("first", "first_at", show_time),
+            ("last", "last_at", show_time),
             ("topics", "topics", ", ".join),
-            ("reason", "reason", _short(80)),
+            ("reason", "reason", shorten(80)),
         ]
         emit(rows, fmt, REASON_COLUMNS, view, "dead-letter reasons")
         return
     view = [
-        ("stored", "created_at", _time),
+        ("stored", "created_at", show_time),
         ("source", "source", str),
-        ("reason", "reason", _short(60)),
+        ("reason", "reason", shorten(60)),
         ("payload", "preview", str),
     ]
     emit(rows, fmt, DEAD_LETTER_COLUMNS, view, "dead letters")

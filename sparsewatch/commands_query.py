@@ -1,245 +1,59 @@
-"""``sparsewatch alerts|documents|topics|snapshots|db``: query the results database.
+"""``sparsewatch alerts|documents|topics|snapshots``: query the results database.
 
-Every query prints a readable table by default (rich), or stable JSON (an array of objects with
-sorted keys, ISO-8601 UTC times, ``null`` for an infinite or NaN number, which JSON cannot hold) or
-CSV for scripts, with text as stored (escape sequences included). Problems with the arguments or
-the database are one-line errors with a non-zero exit status.
+Every query prints a readable table by default, or stable JSON or CSV for scripts
+(:mod:`sparsewatch.query_output`); problems with the arguments or the database are one-line errors
+with a non-zero exit status.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
 import os
-import re
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 import sqlalchemy as sa
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange
-from sparsewatch.config import load_config
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
-from sparsewatch.errors import SparsewatchError, first_line
-from sparsewatch.storage.engine import mask_url
+from sparsewatch.errors import SparsewatchError
+from sparsewatch.query_options import (
+    DATABASE_OPTION,
+    FORMAT_OPTION,
+    LIMIT_OPTION,
+    STREAMS_OPTION,
+    TIME,
+    WINDOW,
+    check_range,
+    open_store,
+)
+from sparsewatch.query_output import (
+    cell,
+    csv_cells,
+    csv_lines,
+    emit,
+    json_row,
+    json_value,
+    shorten,
+    show_flag,
+    show_number,
+    show_terms,
+    show_time,
+)
 from sparsewatch.storage.queries import AlertFollower
 from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.serialization import arrays_to_npz
-from sparsewatch.storage.store import Store
 
-FORMATS = ("table", "json", "csv")
 # The signals that end ``alerts --follow`` (after the database look in progress), and the longest
 # database outage it waits out.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _FOLLOW_OUTAGE_S = 300.0
-# Window numbers and row limits are stored or sent as 64-bit integers: larger ones are refused.
-_MAX_INT64 = 2**63 - 1
-WINDOW = click.IntRange(0, _MAX_INT64)
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*(?:ago)?\s*$", re.IGNORECASE)
-_UNITS = {"s": "seconds", "m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
-
-def parse_time(text: str, now: datetime | None = None) -> datetime:
-    """An aware UTC datetime from ISO-8601 (naive means UTC), ``now``, or a relative time such as
-    ``2h``, ``30m``, ``7d`` (that long before ``now``)."""
-    now = now or datetime.now(UTC)
-    if text.strip().lower() == "now":
-        return now
-    match = _RELATIVE.match(text)
-    value = text.strip()
-    if value.endswith(("Z", "z")):
-        value = value[:-1] + "+00:00"
-    try:
-        if match:
-            amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
-            return now - timedelta(**{unit: amount})
-        parsed = datetime.fromisoformat(value)
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(f"'{text}' is outside the dates from year 1 to 9999 (UTC)") from None
-    except ValueError:
-        raise ValueError(f"'{text}' is neither ISO-8601 nor relative like 2h, 30m, 7d") from None
-
-
-class TimeParam(click.ParamType):
-    """A click parameter accepting ISO-8601 or relative times."""
-
-    name = "TIME"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, datetime):
-            return value
-        try:
-            return parse_time(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-TIME = TimeParam()
-
-
-@contextmanager
-def open_store(
-    ctx: click.Context, database_url: str | None, create: bool = False
-) -> Iterator[Store]:
-    """The configured database (or ``--database-url``), migrated if behind; errors become one
-    line. Unless ``create`` (``db upgrade``), a query creates nothing: a missing SQLite file or a
-    database without sparsewatch's tables is an error."""
-    # the configuration is read (and a bad one refused) even when --database-url replaces its URL
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
-    database_url = database_url or config.resolved_database_url
-    try:
-        store = Store.open(database_url, create=create)
-    except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
-        message = f"cannot open database {mask_url(database_url)}: {first_line(exc)}"
-        raise SparsewatchError(message) from None
-    try:
-        yield store
-    except sa.exc.SQLAlchemyError as exc:
-        raise SparsewatchError(f"database error: {first_line(exc)}") from None
-    finally:
-        store.dispose()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    if isinstance(value, bytes):
-        return value.hex()
-    return value
-
-
-def _json_value(value: Any) -> Any:
-    """``value`` for strict JSON: :func:`_jsonable`, with ``None`` for infinite and NaN numbers
-    at any depth (``json.dumps`` wrote ``Infinity`` and ``NaN``, which JSON parsers refuse)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    return _jsonable(value)
-
-
-def _cell(value: Any) -> str:
-    value = _jsonable(value)
-    if value is None:
-        return ""
-    if isinstance(value, list | dict):
-        return json.dumps(_json_value(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def _json_row(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
-    """``row``'s ``columns`` as strict JSON values (:func:`_json_value`)."""
-    return {k: _json_value(row[k]) for k in columns}
-
-
-def _csv_cells(row: dict[str, Any], columns: Sequence[str]) -> list[str]:
-    """``row``'s ``columns`` as CSV cells (:func:`_cell`)."""
-    return [_cell(row[k]) for k in columns]
-
-
-def _csv_lines(lines: Iterable[Sequence[str]]) -> str:
-    """CSV text of ``lines`` of cells, without a final newline."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(lines)
-    return buffer.getvalue().removesuffix("\n")
-
-
-def emit(
-    rows: Sequence[dict[str, Any]],
-    fmt: str,
-    columns: Sequence[str],
-    table_columns: Sequence[tuple[str, str, Callable[[Any], str]]],
-    title: str,
-) -> None:
-    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view).
-
-    JSON and CSV are echoed with ``color=True``: click otherwise strips what looks like an ANSI
-    escape sequence (``"\\x1b[31m"`` in a document's text) when the output is not a terminal.
-    """
-    if fmt == "json":
-        data = [_json_row(row, columns) for row in rows]
-        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-        click.echo(text, color=True)
-    elif fmt == "csv":
-        click.echo(_csv_lines([columns, *(_csv_cells(row, columns) for row in rows)]), color=True)
-    else:
-        table = Table(title=f"{title} ({len(rows)})", title_justify="left")
-        for header, _, _ in table_columns:
-            table.add_column(header, overflow="fold")
-        for row in rows:
-            # Text, not str: a cell is data, never Rich markup ("[/b]" in a tweet raised
-            # MarkupError; "[bold]" restyled the cell)
-            table.add_row(*(Text(show(row[key])) for _, key, show in table_columns))
-        Console(width=max(Console().width, 120)).print(table)
-
-
-def _time(value: datetime | None) -> str:
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _num(value: float | None) -> str:
-    return "" if value is None else f"{value:.4f}"
-
-
-def _flag(value: bool | None) -> str:
-    return "" if value is None else ("yes" if value else "")
-
-
-def _short(width: int) -> Callable[[Any], str]:
-    def show(value: Any) -> str:
-        text = " ".join(str(value or "").split())
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    return show
-
-
-def _terms(value: list[list[Any]]) -> str:
-    return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
-
-
-def _check_range(since: datetime | None, until: datetime | None) -> None:
-    """A usage error unless ``--since`` is before ``--until`` (an empty range is a mistake)."""
-    if since is not None and until is not None and since >= until:
-        raise click.BadParameter("--since must be before --until", param_hint="--since")
-
-
-_fmt = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="table",
-    show_default=True,
-    help="table for people, json or csv for scripts.",
-)
-_db = click.option(
-    "--database-url",
-    default=None,
-    help="Database URL (default: the configuration's database_url or DATA_DIR/sparsewatch.db).",
-)
-_limit = click.option(
-    "--limit",
-    type=click.IntRange(0, _MAX_INT64),
-    default=50,
-    show_default=True,
-    help="At most N rows.",
-)
-_streams = click.option("--stream", "streams", multiple=True, help="Only this stream (repeatable).")
 
 ALERT_COLUMNS = (
     "id",
@@ -265,16 +79,16 @@ ALERT_COLUMNS = (
     help="Which time --since/--until and the ordering use: alert creation or document event time.",
 )
 @click.option("--kind", "kinds", type=click.Choice(ALERT_KINDS), multiple=True, help="Repeatable.")
-@_streams
+@STREAMS_OPTION
 @click.option(
     "--min-score", type=FiniteFloat(), default=None, help="Only alerts scoring at least this."
 )
 @click.option(
     "--grep", "text", default=None, help="Only alerts whose summary contains this (any case)."
 )
-@_limit
-@_fmt
-@_db
+@LIMIT_OPTION
+@FORMAT_OPTION
+@DATABASE_OPTION
 @click.option(
     "--follow",
     is_flag=True,
@@ -305,7 +119,7 @@ def alerts(
 ) -> None:
     """Alerts (novel documents, anomalies, emerging topics), newest first; with --follow, as
     they are committed."""
-    _check_range(since, until)
+    check_range(since, until)
     view = _alert_view(by)
     if follow:
         if until is not None:
@@ -334,15 +148,15 @@ def alerts(
 def _alert_view(by: str) -> list[tuple[str, str, Callable[[Any], str]]]:
     """The table columns of ``alerts``: (header, row key, formatter)."""
     return [
-        ("created", "created_at", _time)
+        ("created", "created_at", show_time)
         if by == "created"
-        else ("event time", "event_time", _time),
+        else ("event time", "event_time", show_time),
         ("kind", "kind", str),
         ("stream", "stream", str),
         ("subject", "subject_id", str),
-        ("score", "score", _num),
+        ("score", "score", show_number),
         ("window", "window_seq", str),
-        ("summary", "summary", _short(70)),
+        ("summary", "summary", shorten(70)),
     ]
 
 
@@ -396,7 +210,7 @@ def _alert_lines(
     U+FFFD."""
     widths = [19, 14, 12, 12, 8, 8, 0]
     headers = {
-        "csv": _csv_lines([ALERT_COLUMNS]),
+        "csv": csv_lines([ALERT_COLUMNS]),
         "table": _columns([h for h, _, _ in view], widths),
     }
     pending = [headers[fmt]] if fmt in headers else []  # printed with the first rows
@@ -406,10 +220,10 @@ def _alert_lines(
             click.echo(pending.pop())
         for row in rows:
             if fmt == "json":
-                data = _json_row(row, ALERT_COLUMNS)
+                data = json_row(row, ALERT_COLUMNS)
                 line = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False)
             elif fmt == "csv":
-                line = _csv_lines([_csv_cells(row, ALERT_COLUMNS)])
+                line = csv_lines([csv_cells(row, ALERT_COLUMNS)])
             else:
                 line = _columns([show(row[key]) for _, key, show in view], widths)
             click.echo(line, color=fmt != "table")
@@ -444,7 +258,7 @@ DOCUMENT_COLUMNS = (
 
 
 @click.command()
-@_streams
+@STREAMS_OPTION
 @click.option("--window", "window_seq", type=WINDOW, default=None, help="Only this window number.")
 @click.option("--novel", "novel_only", is_flag=True, help="Only documents flagged novel.")
 @click.option("--anomalies", "anomalies_only", is_flag=True, help="Only anomalous documents.")
@@ -458,9 +272,9 @@ DOCUMENT_COLUMNS = (
     help="Only documents of this topic (dominant, or the emerging topic of an alert topic-ID).",
 )
 @click.option("--grep", "text", default=None, help="Only documents containing this (any case).")
-@_limit
-@_fmt
-@_db
+@LIMIT_OPTION
+@FORMAT_OPTION
+@DATABASE_OPTION
 @click.pass_context
 def documents(
     ctx: click.Context,
@@ -478,7 +292,7 @@ def documents(
     database_url: str | None,
 ) -> None:
     """Scored documents in event-time order (by window, topic, novel only, anomalies only, ...)."""
-    _check_range(since, until)
+    check_range(since, until)
     with open_store(ctx, database_url) as store:
         rows = store.documents(
             streams=streams,
@@ -493,15 +307,15 @@ def documents(
             text=text,
         )
     view = [
-        ("event time", "event_time", _time),
+        ("event time", "event_time", show_time),
         ("stream", "stream", str),
         ("id", "doc_id", str),
-        ("window", "window_seq", _cell),
-        ("novelty", "novelty_score", _num),
-        ("novel", "novel", _flag),
-        ("late", "late", _flag),
-        ("anomaly", "anomaly_score", _num),
-        ("text", "text", _short(60)),
+        ("window", "window_seq", cell),
+        ("novelty", "novelty_score", show_number),
+        ("novel", "novel", show_flag),
+        ("late", "late", show_flag),
+        ("anomaly", "anomaly_score", show_number),
+        ("text", "text", shorten(60)),
     ]
     emit(rows, fmt, DOCUMENT_COLUMNS, view, "documents")
 
@@ -510,7 +324,7 @@ TOPIC_COLUMNS = ("stream", "window_seq", "topic_id", "strength", "emerging", "te
 
 
 @click.command()
-@_streams
+@STREAMS_OPTION
 @click.option("--window", "window_seq", type=WINDOW, default=None, help="Only this window.")
 @click.option("--from-window", type=WINDOW, default=None, help="Windows from this number.")
 @click.option("--to-window", type=WINDOW, default=None, help="Windows up to this number.")
@@ -523,9 +337,9 @@ TOPIC_COLUMNS = ("stream", "window_seq", "topic_id", "strength", "emerging", "te
     show_default=True,
     help="Top terms.",
 )
-@_limit
-@_fmt
-@_db
+@LIMIT_OPTION
+@FORMAT_OPTION
+@DATABASE_OPTION
 @click.pass_context
 def topics(
     ctx: click.Context,
@@ -563,9 +377,9 @@ def topics(
         ("stream", "stream", str),
         ("window", "window_seq", str),
         ("topic", "topic_id", str),
-        ("strength", "strength", _num),
-        ("emerging", "emerging", _flag),
-        ("top terms", "terms", _terms),
+        ("strength", "strength", show_number),
+        ("emerging", "emerging", show_flag),
+        ("top terms", "terms", show_terms),
     ]
     emit(rows, fmt, TOPIC_COLUMNS, view, "topics")
 
@@ -588,11 +402,11 @@ def snapshots() -> None:
 
 
 @snapshots.command("list")
-@_streams
+@STREAMS_OPTION
 @click.option("--model-kind", "model_kinds", multiple=True, help="Only this kind (repeatable).")
-@_limit
-@_fmt
-@_db
+@LIMIT_OPTION
+@FORMAT_OPTION
+@DATABASE_OPTION
 @click.pass_context
 def list_snapshots(
     ctx: click.Context,
@@ -618,7 +432,7 @@ def list_snapshots(
         ("vocab version", "vocabulary_version", str),
         ("arrays", "shapes", shapes),
         ("bytes", "size_bytes", str),
-        ("created", "created_at", _time),
+        ("created", "created_at", show_time),
     ]
     emit(rows, fmt, SNAPSHOT_COLUMNS, view, "snapshots")
 
@@ -634,7 +448,7 @@ def list_snapshots(
     required=True,
     help="The .npz file to write (metadata goes to the same name with .json).",
 )
-@_db
+@DATABASE_OPTION
 @click.pass_context
 def export_snapshot(
     ctx: click.Context,
@@ -660,8 +474,8 @@ def export_snapshot(
         "window_seq": snap.window_seq,
         "model_kind": snap.model_kind,
         "vocabulary_version": snap.vocabulary_version,
-        "created_at": _jsonable(snap.created_at),
-        "meta": _json_value(snap.meta),
+        "created_at": json_value(snap.created_at),
+        "meta": json_value(snap.meta),
     }
     try:
         # not np.savez(fh, **arrays): an array named "file" or "allow_pickle" is its argument

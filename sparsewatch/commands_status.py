@@ -20,10 +20,11 @@ from rich.table import Table
 from rich.text import Text
 
 from sparsewatch.cli_types import FiniteFloatRange
-from sparsewatch.commands_query import _db, _json_value, _streams, _time, open_store
 from sparsewatch.config import load_config
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
+from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
+from sparsewatch.query_output import json_value, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
 
 EndOffsets = dict[tuple[str, int], int]
@@ -81,11 +82,11 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
     for s in status["streams"]:
         alerts = ", ".join(f"{s['alerts'][kind]} {kind}" for kind in ALERT_KINDS)
         checkpoints = ", ".join(  # by worker: the group id's last part (detector, anomaly)
-            f"{group.rsplit('.', 1)[-1]} {_time(at)}"
+            f"{group.rsplit('.', 1)[-1]} {show_time(at)}"
             for group, at in sorted(s["checkpoints"].items())
         )
         end = s["last_window_end"]
-        last = "" if end is None else f", the last ending {_time(end)} (event time"
+        last = "" if end is None else f", the last ending {show_time(end)} (event time"
         if end is not None and looks_like_epoch_seconds(round(end.timestamp() * 1000)):
             last += "; epoch seconds sent as milliseconds?"
         last += "" if end is None else ")"
@@ -118,7 +119,7 @@ def _printable(text: str) -> str:
 
 
 @click.command()
-@_streams
+@STREAMS_OPTION
 @click.option(
     "--format",
     "fmt",
@@ -127,7 +128,7 @@ def _printable(text: str) -> str:
     show_default=True,
     help="table for people, json for scripts.",
 )
-@_db
+@DATABASE_OPTION
 @click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
 @click.option("--no-kafka", is_flag=True, help="Only the database: no end offsets.")
 @click.option(
@@ -161,7 +162,7 @@ def status(
     result["offsets"] = _offset_rows(result["offsets"], ends)
     if fmt == "json":
         result["kafka"] = "not asked" if no_kafka else (note or "ok")
-        text = json.dumps(_json_value(result), indent=2, sort_keys=True, ensure_ascii=False)
+        text = json.dumps(json_value(result), indent=2, sort_keys=True, ensure_ascii=False)
         click.echo(text, color=True)
     else:
         _print_tables(result, note, filtered=bool(streams))

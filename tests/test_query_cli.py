@@ -17,7 +17,7 @@ from sparsewatch.storage.store import _MISSING_HINT as MISSING_HINT
 from sparsewatch.storage.store import Store
 
 from sparsewatch.cli import main
-from sparsewatch.commands_query import parse_time
+from sparsewatch.query_options import parse_time
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 STREAMS = ("news", "tweets")

@@ -1,0 +1,122 @@
+"""What the query commands share: time arguments, common options, and the store they open.
+
+Times are ISO-8601 (naive means UTC) or relative (``2h``, ``30m``, ``7d``: that long ago); window
+numbers and row limits are 64-bit integers; a query opens the configured database (or
+``--database-url``) and creates nothing (:func:`open_store`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+import sqlalchemy as sa
+
+from sparsewatch.config import load_config
+from sparsewatch.errors import SparsewatchError, first_line
+from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.store import Store
+
+FORMATS = ("table", "json", "csv")
+# Window numbers and row limits are stored or sent as 64-bit integers: larger ones are refused.
+MAX_INT64 = 2**63 - 1
+WINDOW = click.IntRange(0, MAX_INT64)
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*(?:ago)?\s*$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """An aware UTC datetime from ISO-8601 (naive means UTC), ``now``, or a relative time such as
+    ``2h``, ``30m``, ``7d`` (that long before ``now``)."""
+    now = now or datetime.now(UTC)
+    if text.strip().lower() == "now":
+        return now
+    match = _RELATIVE.match(text)
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        if match:
+            amount, unit = float(match.group(1)), _UNITS[match.group(2).lower()]
+            return now - timedelta(**{unit: amount})
+        parsed = datetime.fromisoformat(value)
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"'{text}' is outside the dates from year 1 to 9999 (UTC)") from None
+    except ValueError:
+        raise ValueError(f"'{text}' is neither ISO-8601 nor relative like 2h, 30m, 7d") from None
+
+
+class TimeParam(click.ParamType):
+    """A click parameter accepting ISO-8601 or relative times."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_time(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+TIME = TimeParam()
+
+
+@contextmanager
+def open_store(
+    ctx: click.Context, database_url: str | None, create: bool = False
+) -> Iterator[Store]:
+    """The configured database (or ``--database-url``), migrated if behind; errors become one
+    line. Unless ``create`` (``db upgrade``), a query creates nothing: a missing SQLite file or a
+    database without sparsewatch's tables is an error."""
+    # the configuration is read (and a bad one refused) even when --database-url replaces its URL
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    database_url = database_url or config.resolved_database_url
+    try:
+        store = Store.open(database_url, create=create)
+    except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
+        message = f"cannot open database {mask_url(database_url)}: {first_line(exc)}"
+        raise SparsewatchError(message) from None
+    try:
+        yield store
+    except sa.exc.SQLAlchemyError as exc:
+        raise SparsewatchError(f"database error: {first_line(exc)}") from None
+    finally:
+        store.dispose()
+
+
+def check_range(since: datetime | None, until: datetime | None) -> None:
+    """A usage error unless ``--since`` is before ``--until`` (an empty range is a mistake)."""
+    if since is not None and until is not None and since >= until:
+        raise click.BadParameter("--since must be before --until", param_hint="--since")
+
+
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table for people, json or csv for scripts.",
+)
+DATABASE_OPTION = click.option(
+    "--database-url",
+    default=None,
+    help="Database URL (default: the configuration's database_url or DATA_DIR/sparsewatch.db).",
+)
+LIMIT_OPTION = click.option(
+    "--limit",
+    type=click.IntRange(0, MAX_INT64),
+    default=50,
+    show_default=True,
+    help="At most N rows.",
+)
+STREAMS_OPTION = click.option(
+    "--stream", "streams", multiple=True, help="Only this stream (repeatable)."
+)

@@ -1,0 +1,122 @@
+"""How the query commands print rows: strict JSON, CSV, or a rich table for people.
+
+JSON is an array of objects with sorted keys, ISO-8601 UTC times and ``null`` for an infinite or
+NaN number (which JSON cannot hold); CSV and JSON carry text as stored (escape sequences
+included); a table cell is data, never Rich markup.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def json_value(value: Any) -> Any:
+    """``value`` for strict JSON: :func:`_jsonable`, with ``None`` for infinite and NaN numbers
+    at any depth (``json.dumps`` wrote ``Infinity`` and ``NaN``, which JSON parsers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    return _jsonable(value)
+
+
+def cell(value: Any) -> str:
+    value = _jsonable(value)
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(json_value(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def json_row(row: dict[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """``row``'s ``columns`` as strict JSON values (:func:`json_value`)."""
+    return {k: json_value(row[k]) for k in columns}
+
+
+def csv_cells(row: dict[str, Any], columns: Sequence[str]) -> list[str]:
+    """``row``'s ``columns`` as CSV cells (:func:`cell`)."""
+    return [cell(row[k]) for k in columns]
+
+
+def csv_lines(lines: Iterable[Sequence[str]]) -> str:
+    """CSV text of ``lines`` of cells, without a final newline."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(lines)
+    return buffer.getvalue().removesuffix("\n")
+
+
+def emit(
+    rows: Sequence[dict[str, Any]],
+    fmt: str,
+    columns: Sequence[str],
+    table_columns: Sequence[tuple[str, str, Callable[[Any], str]]],
+    title: str,
+) -> None:
+    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view).
+
+    JSON and CSV are echoed with ``color=True``: click otherwise strips what looks like an ANSI
+    escape sequence (``"\\x1b[31m"`` in a document's text) when the output is not a terminal.
+    """
+    if fmt == "json":
+        data = [json_row(row, columns) for row in rows]
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        click.echo(text, color=True)
+    elif fmt == "csv":
+        click.echo(csv_lines([columns, *(csv_cells(row, columns) for row in rows)]), color=True)
+    else:
+        table = Table(title=f"{title} ({len(rows)})", title_justify="left")
+        for header, _, _ in table_columns:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            # Text, not str: a cell is data, never Rich markup ("[/b]" in a tweet raised
+            # MarkupError; "[bold]" restyled the cell)
+            table.add_row(*(Text(show(row[key])) for _, key, show in table_columns))
+        Console(width=max(Console().width, 120)).print(table)
+
+
+def show_time(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def show_number(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def show_flag(value: bool | None) -> str:
+    return "" if value is None else ("yes" if value else "")
+
+
+def shorten(width: int) -> Callable[[Any], str]:
+    def show(value: Any) -> str:
+        text = " ".join(str(value or "").split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    return show
+
+
+def show_terms(value: list[list[Any]]) -> str:
+    return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
