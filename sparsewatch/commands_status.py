@@ -27,12 +27,15 @@ from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_stor
 from sparsewatch.query_output import json_value, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
 
-EndOffsets = dict[tuple[str, int], int]
+Watermarks = dict[tuple[str, int], tuple[int, int]]
 
 
-def end_offsets(bootstrap: str, topics: list[str], timeout: float) -> tuple[EndOffsets, str | None]:
-    """Every partition's end offset (high watermark) of ``topics``, and ``None``; or what is
-    known so far and why the broker did not tell the rest."""
+def watermarks(
+    bootstrap: str, topics: list[str], timeout: float
+) -> tuple[Watermarks, list[str], str | None]:
+    """Every partition's (low, high) watermark of those ``topics`` the broker has, the topics it
+    does not have, and ``None``; or what is known so far and why the broker did not tell the
+    rest."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
@@ -43,33 +46,54 @@ def end_offsets(bootstrap: str, topics: list[str], timeout: float) -> tuple[EndO
             "log_level": 0,
         }
     )
-    ends: EndOffsets = {}
+    marks: Watermarks = {}
     missing = []
     try:
         for topic in topics:
             meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
             if meta is None or meta.error is not None or not meta.partitions:
-                missing.append(topic)  # deleted, or another broker: no end offsets
+                missing.append(topic)  # deleted, or another broker
                 continue
             for partition in sorted(meta.partitions):
                 tp = TopicPartition(topic, partition)
-                _, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-                ends[(topic, partition)] = int(high)
+                low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+                marks[(topic, partition)] = (int(low), int(high))
     except KafkaException as exc:
-        return ends, f"Kafka at {bootstrap} did not answer: {first_line(exc)}"
+        return marks, missing, f"Kafka at {bootstrap} did not answer: {first_line(exc)}"
     finally:
         consumer.close()
-    if missing:
-        return ends, f"Kafka at {bootstrap} has no topic {', '.join(missing)}"
-    return ends, None
+    return marks, missing, None
 
 
-def _offset_rows(offsets: list[dict[str, Any]], ends: EndOffsets) -> list[dict[str, Any]]:
+def offset_rows(
+    stored: list[dict[str, Any]], groups: dict[str, str], marks: Watermarks
+) -> list[dict[str, Any]]:
+    """One row per (group, topic, partition): the stored resume offset (``None`` if the group
+    has stored none there), the broker's end offset and what the database does not hold yet
+    (from the resume offset, or from the partition's first retained message). ``groups`` maps
+    the configured groups to their topics: their partitions are listed even before a window of
+    theirs is stored."""
+    resume = {(o["group_id"], o["topic"], o["partition"]): o["next_offset"] for o in stored}
+    pairs = {(g, t) for g, t, _ in resume} | set(groups.items())
     rows = []
-    for row in offsets:
-        end = ends.get((row["topic"], row["partition"]))
-        behind = None if end is None else max(end - row["next_offset"], 0)
-        rows.append({**row, "end_offset": end, "not_stored": behind})
+    for group, topic in sorted(pairs):
+        partitions = {p for g, t, p in resume if (g, t) == (group, topic)}
+        partitions |= {p for t, p in marks if t == topic}
+        for partition in sorted(partitions):
+            next_offset = resume.get((group, topic, partition))
+            low, high = marks.get((topic, partition), (None, None))
+            start = next_offset if next_offset is not None else low
+            behind = None if high is None or start is None else max(high - start, 0)
+            rows.append(
+                {
+                    "group_id": group,
+                    "topic": topic,
+                    "partition": partition,
+                    "next_offset": next_offset,
+                    "end_offset": high,
+                    "not_stored": behind,
+                }
+            )
     return rows
 
 
@@ -100,12 +124,14 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
         ]
         click.echo("\n".join(_printable(line) for line in lines))
     console = Console(width=max(Console().width, 120))
-    offsets = Table(title=f"stored offsets ({len(status['offsets'])})", title_justify="left")
+    offsets = Table(title=f"partitions ({len(status['offsets'])})", title_justify="left")
     for header in ("group", "topic", "partition", "resume offset", "end offset", "not stored"):
         offsets.add_column(header, overflow="fold")
     for o in status["offsets"]:
-        cells = [o["group_id"], o["topic"], str(o["partition"]), str(o["next_offset"])]
-        cells += ["" if o[k] is None else str(o[k]) for k in ("end_offset", "not_stored")]
+        cells = [o["group_id"], o["topic"], str(o["partition"])]
+        cells += [
+            "" if o[k] is None else str(o[k]) for k in ("next_offset", "end_offset", "not_stored")
+        ]
         offsets.add_row(*(Text(c) for c in cells))
     console.print(offsets)
     click.echo(f"dead letters: {status['dead_letters']}")
@@ -152,14 +178,24 @@ def status(
     per partition: how many messages are not yet in the database."""
     with open_store(ctx, database_url) as store:
         result = store.status(streams=streams)
-    ends: EndOffsets = {}
+    marks: Watermarks = {}
+    groups: dict[str, str] = {}
     note = None
-    if not no_kafka and result["offsets"]:
+    if not no_kafka:
         config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
         bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
-        topics = sorted({o["topic"] for o in result["offsets"]})
-        ends, note = end_offsets(bootstrap, topics, kafka_timeout)
-    result["offsets"] = _offset_rows(result["offsets"], ends)
+        kafka = config.kafka
+        groups = {f"{kafka.group_id}.detector": kafka.topic("docs")}
+        groups[f"{kafka.group_id}.anomaly"] = kafka.topic("scores")
+        stored_topics = {o["topic"] for o in result["offsets"]}
+        marks, missing, note = watermarks(
+            bootstrap, sorted(stored_topics | set(groups.values())), kafka_timeout
+        )
+        groups = {g: t for g, t in groups.items() if t not in missing}
+        gone = sorted(stored_topics & set(missing))
+        if gone and note is None:
+            note = f"Kafka at {bootstrap} has no topic {', '.join(gone)}"
+    result["offsets"] = offset_rows(result["offsets"], groups, marks)
     if fmt == "json":
         result["kafka"] = "not asked" if no_kafka else (note or "ok")
         text = json.dumps(json_value(result), indent=2, sort_keys=True, ensure_ascii=False)

@@ -29,6 +29,8 @@ def test_status_counts_what_is_stored_and_what_is_not_yet(
     env = _env(kafka_bootstrap, prefix, database_url, **FIXED_DICTIONARY)
     env["SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S"] = "2"
     config = load_config(env=env)
+    for name, value in env.items():  # the command reads the same configuration
+        monkeypatch.setenv(name, value)
     docs = _streams(600)
     n_bad = _produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=50)
     store = Store.open(database_url)
@@ -61,18 +63,26 @@ def test_status_counts_what_is_stored_and_what_is_not_yet(
         assert s["last_window"] == max(w["window_seq"] for w in windows if w["stream"] == name)
         assert s["alerts"]["novel_document"] == s["novel"]
         assert list(s["checkpoints"]) == [f"{config.kafka.group_id}.detector"]
-    offsets = result["offsets"]
-    assert {(o["topic"], o["group_id"]) for o in offsets} == {
-        (config.kafka.topic("docs"), f"{config.kafka.group_id}.detector")
+    detector, anomaly = f"{config.kafka.group_id}.detector", f"{config.kafka.group_id}.anomaly"
+    offsets = [o for o in result["offsets"] if o["group_id"] == detector]
+    assert {(o["topic"], o["partition"]) for o in offsets} == {
+        (config.kafka.topic("docs"), p) for p in (0, 1)
     }
     # every message read is stored (the streams went quiet and were checkpointed), so what the
     # database does not hold is exactly the 14 documents sent afterwards
     assert sum(o["not_stored"] for o in offsets) == len(extra)
-    assert all(o["end_offset"] - o["next_offset"] == o["not_stored"] for o in offsets)
+    assert all(o["end_offset"] - (o["next_offset"] or 0) == o["not_stored"] for o in offsets)
+    # the anomaly worker never ran: every scores message is still to be stored, partition by
+    # partition, though it has stored no offset
+    scores = [o for o in result["offsets"] if o["group_id"] == anomaly]
+    assert {o["topic"] for o in scores} == {config.kafka.topic("scores")} and scores
+    assert all(o["next_offset"] is None and o["not_stored"] == o["end_offset"] for o in scores)
+    assert sum(o["not_stored"] for o in scores) >= len(docs)
+    assert {o["group_id"] for o in result["offsets"]} == {detector, anomaly}
 
     code, out, err = status(monkeypatch, capsys, *args, "--stream", "beta")
     assert code == 0 and err == ""
-    assert "streams (1)\nbeta\n" in out and "alpha" not in out.split("stored offsets")[0]
+    assert "streams (1)\nbeta\n" in out and "alpha" not in out.split("partitions (")[0]
     assert "documents: 600," in out and f"dead letters: {n_bad}" in out
 
     # No broker: the database part, and a note instead of the end offsets.
@@ -83,6 +93,7 @@ def test_status_counts_what_is_stored_and_what_is_not_yet(
     result = json.loads(out)
     assert result["kafka"].startswith("Kafka at 127.0.0.1:1 did not answer")
     assert all(o["end_offset"] is None and o["not_stored"] is None for o in result["offsets"])
+    assert {o["group_id"] for o in result["offsets"]} == {detector}  # only what was stored
     assert len(result["streams"]) == 2
     code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--no-kafka",
                             "--format", "json")  # fmt: skip
@@ -91,11 +102,12 @@ def test_status_counts_what_is_stored_and_what_is_not_yet(
 
 def test_status_of_a_database_without_windows(database_url, monkeypatch, capsys):
     Store.open(database_url).dispose()  # set up, nothing written
-    code, out, err = status(monkeypatch, capsys, "--database-url", database_url)
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--no-kafka")
     assert code == 0 and err == ""
     assert "streams (0)\n  none yet: no window has been stored\n" in out
-    assert "stored offsets (0)" in out and "dead letters: 0" in out
-    code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--stream", "x")
+    assert "partitions (0)" in out and "dead letters: 0" in out
+    code, out, err = status(monkeypatch, capsys, "--database-url", database_url, "--no-kafka",
+                            "--stream", "x")  # fmt: skip
     assert code == 0 and "streams (0)\n  none of those\n" in out
 
 
