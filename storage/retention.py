@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sparsewatch.storage.engine import write_connection
@@ -82,15 +83,34 @@ def _delete_windows(
         where = (table.c.stream == stream) & table.c.window_seq.in_(list(seqs))
         report.deleted[table.name] += _apply(conn, table, where, report.dry_run)
     s = snapshots.c
-    found = conn.execute(
-        sa.select(s.window_seq, s.model_kind).where(
-            s.stream == stream, s.window_seq.in_(list(seqs))
-        )
-    ).all()
+    found = sa.select(s.window_seq, s.model_kind).where(
+        s.stream == stream, s.window_seq.in_(list(seqs))
+    )
+    _delete_snapshots(conn, stream, conn.execute(found).all(), kept_snapshots, report)
+
+
+def _delete_snapshots(
+    conn: sa.Connection,
+    stream: str,
+    found: Sequence[sa.Row[Any]],
+    kept_snapshots: set[tuple[int, str]],
+    report: PruneReport,
+) -> None:
+    """Delete (or count) ``stream``'s snapshots ``found`` (window, model kind) but the kept."""
+    s = snapshots.c
     gone = [(int(seq), kind) for seq, kind in found if (int(seq), kind) not in kept_snapshots]
     if gone:
         where = (s.stream == stream) & sa.tuple_(s.window_seq, s.model_kind).in_(gone)
         report.deleted["snapshots"] += _apply(conn, snapshots, where, report.dry_run)
+
+
+def _orphan_snapshots(conn: sa.Connection, stream: str) -> list[sa.Row[Any]]:
+    """``stream``'s snapshots whose window is gone: kept by an earlier prune's
+    ``keep_snapshots`` (a snapshot is written with its window, so only pruning leaves them)."""
+    s, w = snapshots.c, windows.c
+    has_window = sa.exists().where(w.stream == s.stream, w.window_seq == s.window_seq)
+    query = sa.select(s.window_seq, s.model_kind).where(s.stream == stream, ~has_window)
+    return list(conn.execute(query).all())
 
 
 def _apply(
@@ -127,9 +147,13 @@ def prune(
             with engine.connect() as conn, conn.begin():
                 seqs = _old_windows(conn, stream, before, keep_windows)
                 kept = _kept_snapshots(conn, stream, keep_snapshots)
+                orphans = _orphan_snapshots(conn, stream)
             for i in range(0, len(seqs), WINDOW_BATCH):
                 with write_connection(engine) as conn, conn.begin():
                     _delete_windows(conn, stream, seqs[i : i + WINDOW_BATCH], kept, report)
+            if orphans:  # kept by an earlier prune, now beyond this one's keep_snapshots
+                with write_connection(engine) as conn, conn.begin():
+                    _delete_snapshots(conn, stream, orphans, kept, report)
     if dead_letters_before is not None:
         _prune_dead_letters(engine, dead_letters_before, report)
     return report

@@ -77,6 +77,10 @@ def test_keep_windows_and_keep_snapshots_hold_however_old(store):
     # the 3 newest snapshots outlive their windows: the models as they were stay inspectable
     assert set(news["snapshots"]) == {N_WINDOWS - 3, N_WINDOWS - 2, N_WINDOWS - 1}
     assert set(_rows_by_window(after, "tweets")["windows"]) == {0, 1, 2}  # --stream news only
+    # a later prune keeping fewer snapshots deletes those the earlier one kept without windows
+    report = store.prune(before=future, keep_windows=1, keep_snapshots=1, streams=["news"])
+    assert report.deleted == dict.fromkeys(report.deleted, 0) | {"snapshots": 2}
+    assert set(_rows_by_window(dump(store), "news")["snapshots"]) == {N_WINDOWS - 1}
 
 
 def test_dead_letters_by_stored_time_in_batches(store, monkeypatch):
