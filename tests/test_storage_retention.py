@@ -4,6 +4,7 @@ windows go with every row of theirs, what a restarted worker needs stays, a dry 
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -114,3 +115,36 @@ def test_the_command(store, database_url, monkeypatch, capsys):
     deleted = json.loads(out)["deleted"]
     assert deleted["windows"] == (N_WINDOWS - 2) + (3 - 2)
     assert len(dump(store)["windows"]) == 4
+
+
+def test_pruning_while_a_worker_writes_leaves_whole_windows(store):
+    # A worker keeps writing windows (one transaction each) while prune runs again and again:
+    # neither fails, and every window is there whole or gone whole (its documents, alerts and
+    # topics with it), however the transactions interleave.
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def worker() -> None:
+        try:
+            for seq in range(N_WINDOWS, N_WINDOWS + 30):
+                write_window(store, seq, n=20, stream="news")
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=worker)
+    writer.start()
+    prunes = 0
+    while not done.is_set() or prunes == 0:
+        store.prune(before=T0 + timedelta(hours=N_WINDOWS + 15), keep_windows=5)
+        prunes += 1
+    writer.join()
+    assert errors == []
+    news = _rows_by_window(dump(store), "news")
+    windows = set(news["windows"])
+    assert windows >= set(range(N_WINDOWS + 15, N_WINDOWS + 30))  # newer than the cut-off
+    for table in ("documents", "alerts", "topics"):
+        assert set(news[table]) == windows, table
+    assert all(len(news["documents"][w]) == 20 for w in windows)
+    assert all(len(news["topics"][w]) == 4 for w in windows)
