@@ -24,7 +24,7 @@ from sparsewatch.config import load_config
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
-from sparsewatch.query_output import json_value, show_time
+from sparsewatch.query_output import json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
 
 Watermarks = dict[tuple[str, int], tuple[int, int]]
@@ -122,7 +122,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
             f"  alerts: {alerts}",
             f"  newest checkpoints: {checkpoints or 'none'}",
         ]
-        click.echo("\n".join(_printable(line) for line in lines))
+        click.echo("\n".join(printable(line) for line in lines))
     console = Console(width=max(Console().width, 120))
     offsets = Table(title=f"partitions ({len(status['offsets'])})", title_justify="left")
     for header in ("group", "topic", "partition", "resume offset", "end offset", "not stored"):
@@ -137,11 +137,6 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
     click.echo(f"dead letters: {status['dead_letters']}")
     if kafka_note:
         click.echo(f"note: {kafka_note}")
-
-
-def _printable(text: str) -> str:
-    """``text`` with control characters escaped (a stream id is data)."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 @click.command()

@@ -120,3 +120,9 @@ def shorten(width: int) -> Callable[[Any], str]:
 
 def show_terms(value: list[list[Any]]) -> str:
     return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n``, ``\\x1b``): data, shown, never obeyed
+    by the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -350,11 +350,11 @@ def _dead_letter_conditions(
     source_topics: Sequence[str] | None,
     reason: str | None,
 ) -> list[Any]:
-    conditions = [
+    return [
         *_between(dead_letters.c.created_at, since, until),
         *_in(dead_letters.c.topic, source_topics),
+        *_contains(dead_letters.c.reason, reason),
     ]
-    return [*conditions, *_contains(dead_letters.c.reason, reason)]
 
 
 def fetch_dead_letters(
@@ -385,6 +385,11 @@ def fetch_dead_letters(
 _NUMBER = re.compile(r"(?<![\w-])\d+(?!\w)")  # not the 8 of "UTF-8"
 
 
+def reason_pattern(reason: str) -> str:
+    """``reason`` with its numbers written ``N``: what :func:`dead_letter_reasons` counts by."""
+    return _NUMBER.sub("N", reason)
+
+
 def dead_letter_reasons(
     conn: sa.Connection,
     since: datetime | None = None,
@@ -410,18 +415,22 @@ def dead_letter_reasons(
     )
     groups: dict[str, dict[str, Any]] = {}
     for row in conn.execute(stmt).mappings():
-        pattern = _NUMBER.sub("N", row["reason"])
+        pattern = reason_pattern(row["reason"])
         group = groups.setdefault(
             pattern,
-            {"reason": pattern, "count": 0, "first_at": row["first_at"], "last_at": None},
+            {
+                "reason": pattern,
+                "count": 0,
+                "first_at": row["first_at"],
+                "last_at": row["last_at"],
+                "example": row["reason"],
+                "topics": set(),
+            },
         )
         group["count"] += row["count"]
+        group["topics"].add(row["topic"])
         group["first_at"] = min(group["first_at"], row["first_at"])
-        group.setdefault("topics", set()).add(row["topic"])
-        if group["last_at"] is None or (row["last_at"], row["reason"]) > (
-            group["last_at"],
-            group["example"],
-        ):
+        if (row["last_at"], row["reason"]) > (group["last_at"], group["example"]):
             group["last_at"], group["example"] = row["last_at"], row["reason"]
     rows = sorted(groups.values(), key=lambda g: (-g["count"], g["reason"]))
     for row in rows:
