@@ -23,7 +23,7 @@ from sparsewatch.query_options import (
     check_range,
     open_store,
 )
-from sparsewatch.query_output import emit, shorten, show_time
+from sparsewatch.query_output import emit, printable, shorten, show_time
 
 DEAD_LETTER_COLUMNS = (
     "created_at",
@@ -46,11 +46,7 @@ def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
         text: str | None = payload.decode("utf-8")
     except UnicodeDecodeError:
         text = None
-    preview = (
-        f"<{len(payload)} bytes, not UTF-8>"
-        if text is None
-        else shorten(50)(text.encode("unicode_escape").decode("ascii"))
-    )
+    preview = f"<{len(payload)} bytes, not UTF-8>" if text is None else shorten(50)(printable(text))
     return {
         **row,
         "payload_bytes": len(payload),

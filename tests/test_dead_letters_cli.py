@@ -20,7 +20,7 @@ BATCHES = [
     [
         (DOCS, 0, 10, "invalid JSON: Expecting value at line 1 col 1", b"{not json"),
         (DOCS, 0, 11, "not UTF-8 (byte 0)", b"\xff\xfe\x00"),
-        (DOCS, 1, 10, "missing field 'text'", b'{"id": "a"}'),
+        (DOCS, 1, 10, "missing field 'text'", '{"id": "zß"}'.encode()),
     ],
     [
         (DOCS, 0, 12, "duplicate of the document at partition 0, offset 3", b'{"id": "b"}'),
@@ -136,6 +136,7 @@ def test_table_shows_escaped_previews(populated, monkeypatch, capsys):
     assert "dead letters (7)" in out
     assert "<3 bytes, not UTF-8>" in out
     assert "\x1b" not in out and "\\x1b[31m" in out  # an escape sequence is shown, not obeyed
+    assert '{"id": "zß"}' in out  # letters beyond ASCII are shown as they are
     assert f"{SCORES}:2:5" in out
     code, out, err = run(monkeypatch, capsys, "dead-letters", "--summary",
                          "--database-url", populated)  # fmt: skip
