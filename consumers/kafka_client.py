@@ -14,13 +14,41 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 log = logging.getLogger(__name__)
 
 TopicOffsets = dict[tuple[str, int], int]
 """Next offset to read for each (topic, partition)."""
+
+# The copy of a dead letter on the DLQ topic keeps at most this much of the original bytes: the
+# original may be as large as the broker accepts, and the copy (a longer key, two headers) must
+# not exceed the producer's 1,000,000-byte message limit. The SQL row keeps every byte.
+DLQ_MAX_PAYLOAD_BYTES = 512 * 1024
+
+
+def dead_letter_message(
+    topic: str, partition: int, offset: int, reason: str, payload: bytes
+) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """Key, value and headers of a refused message's copy on the dead-letter topic: the key and
+    the ``source`` header are ``topic:partition:offset``, the ``reason`` header says why, the value
+    is the original bytes (cut at ``DLQ_MAX_PAYLOAD_BYTES``, the original size then in a
+    ``truncated_from_bytes`` header)."""
+    source = f"{topic}:{partition}:{offset}".encode()
+    headers = [("reason", reason.encode()), ("source", source)]
+    if len(payload) > DLQ_MAX_PAYLOAD_BYTES:
+        headers.append(("truncated_from_bytes", str(len(payload)).encode()))
+        payload = payload[:DLQ_MAX_PAYLOAD_BYTES]
+    return source, payload, headers
 
 
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
@@ -205,8 +233,31 @@ class BatchConsumer:
         consumer's close waits for commits in flight)."""
         if offsets:
             self._consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                offsets=self.positions_for(offsets),
                 asynchronous=asynchronous,
+            )
+
+    def group_metadata(self) -> Any:
+        """The consumer group's metadata, for a transactional producer's
+        ``send_offsets_to_transaction`` (which fences members of an older generation)."""
+        return self._consumer.consumer_group_metadata()
+
+    @staticmethod
+    def positions_for(offsets: TopicOffsets) -> list[TopicPartition]:
+        """``offsets`` as the client's list of TopicPartitions."""
+        return [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+
+    def rewind_to_committed(self) -> None:
+        """Send every owned partition back to the group's committed offset (the earliest
+        retained message where none is committed): what was read since is read again."""
+        assigned = self._consumer.assignment()
+        if not assigned:
+            return
+        for tp in self._consumer.committed(assigned, timeout=30):
+            self._consumer.seek(
+                TopicPartition(
+                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                )
             )
 
     def assignment(self) -> list[tuple[str, int]]:

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from confluent_kafka import KafkaError, Message, Producer
-from sparsewatch.consumers.kafka_client import make_producer, produce
+from sparsewatch.consumers.kafka_client import dead_letter_message, make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import Stop, StopFlag, with_backoff
 from sparsewatch.storage.engine import is_in_memory_sqlite
@@ -53,11 +53,6 @@ from sparsewatch.config import WRITER_MODES
 
 log = logging.getLogger(__name__)
 
-
-# The copy of a dead letter on the DLQ topic keeps at most this much of the original bytes: the
-# original may be as large as the broker accepts, and the copy (a longer key, two headers) must
-# not exceed the producer's 1,000,000-byte message limit. The SQL row keeps every byte.
-DLQ_MAX_PAYLOAD_BYTES = 512 * 1024
 
 StoreCall = tuple[str, tuple[Any, ...]]
 """A :class:`StoreTx` method name and its positional arguments."""
@@ -160,13 +155,10 @@ class ResultWriter:
     def _publish(self, job: WriteJob) -> None:
         d = self.destination
         for row in job.dead:
-            source = f"{row['topic']}:{row['partition']}:{row['offset']}"
-            payload = row["payload"]
-            headers = [("reason", row["reason"].encode()), ("source", source.encode())]
-            if len(payload) > DLQ_MAX_PAYLOAD_BYTES:
-                headers.append(("truncated_from_bytes", str(len(payload)).encode()))
-                payload = payload[:DLQ_MAX_PAYLOAD_BYTES]
-            self._produce(d.dlq_topic, source.encode(), payload, headers=headers)
+            key, payload, headers = dead_letter_message(
+                row["topic"], row["partition"], row["offset"], row["reason"], row["payload"]
+            )
+            self._produce(d.dlq_topic, key, payload, headers=headers)
         if d.output_topic:
             for key, value in job.messages:
                 self._produce(d.output_topic, key.encode(), value)

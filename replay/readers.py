@@ -33,8 +33,9 @@ import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from email.utils import parsedate_tz
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -149,16 +150,35 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes | None, str]]:
             yield number + 1, None, f"{what}: reading stopped after line {number}"
 
 
-def _decode(line: bytes) -> str:
+def _decode(line: bytes, what: str = "line") -> str:
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RecordError(f"not UTF-8 (byte {exc.start} of the line)") from None
+        raise RecordError(f"not UTF-8 (byte {exc.start} of the {what})") from None
 
 
 def _raw(line: bytes | str) -> str:
     text = line.decode("utf-8", "backslashreplace") if isinstance(line, bytes) else line
     return text.rstrip("\r\n")[:_RAW_CHARS]
+
+
+def parse_json_object(data: bytes, what: str = "line") -> dict[str, Any]:
+    """The JSON object in ``data`` (UTF-8; a ``what``: a line, a message); a RecordError says
+    what is wrong with it."""
+    try:
+        obj = json.loads(_decode(data, what))
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecordError:
+        raise
+    except ValueError as exc:  # e.g. an integer of more digits than int() converts
+        reason = str(exc).split(";")[0]  # without advice on Python's own settings
+        raise RecordError(f"invalid JSON: {reason}") from None
+    except RecursionError:
+        raise RecordError("invalid JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise RecordError(f"not a JSON object but {type(obj).__name__}")
+    return obj
 
 
 def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
@@ -171,28 +191,9 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(_decode(line))
+            yield SourceRecord(source, number, parse_json_object(line))
         except RecordError as exc:
             yield Rejected(source, number, str(exc), _raw(line))
-            continue
-        except json.JSONDecodeError as exc:
-            yield Rejected(
-                source, number, f"invalid JSON: {exc.msg} (column {exc.colno})", _raw(line)
-            )
-            continue
-        except ValueError as exc:  # e.g. an integer of more digits than int() converts
-            reason = str(exc).split(";")[0]  # without advice on Python's own settings
-            yield Rejected(source, number, f"invalid JSON: {reason}", _raw(line))
-            continue
-        except RecursionError:
-            yield Rejected(source, number, "invalid JSON: nested too deeply", _raw(line))
-            continue
-        if not isinstance(obj, dict):
-            yield Rejected(
-                source, number, f"not a JSON object but {type(obj).__name__}", _raw(line)
-            )
-            continue
-        yield SourceRecord(source, number, obj)
 
 
 # The longest CSV field read (characters): above any document a Kafka message can carry (the
@@ -411,8 +412,9 @@ _EPOCH_MS_TEXT = re.compile(r"\s*(-?\d+)(?:\.\d*)?\s*")
 
 def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     """Epoch milliseconds from epoch ms (a number, or its decimal text such as ``1700000000000``
-    or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC) or a
-    Reuters date like ``26-FEB-1987 15:01:01.79``; a RecordError otherwise. A fraction of a
+    or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC), a
+    Reuters date like ``26-FEB-1987 15:01:01.79``, or an RFC 2822 date or a tweet's
+    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); a RecordError otherwise. A fraction of a
     millisecond is cut off, from a number and from its text alike. With ``unit_ms`` = 1000 a
     number (or its text) counts epoch seconds, fractions to the millisecond.
 
@@ -420,6 +422,8 @@ def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     (1767225600000, 1767225600000)
     >>> parse_timestamp_ms("26-FEB-1987 15:01:01.79")
     541350061790
+    >>> parse_timestamp_ms("Wed Oct 10 20:19:24 +0000 2018")  # a tweet's created_at
+    1539202764000
     >>> parse_timestamp_ms(1767225600.25, unit_ms=1000), parse_timestamp_ms("1767225600", 1000)
     (1767225600250, 1767225600000)
     >>> parse_timestamp_ms("yesterday")
@@ -475,17 +479,42 @@ def _parse_date_text(value: str) -> int:
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
-        moment = datetime.fromisoformat(text)
+        moment: datetime | None = datetime.fromisoformat(text)
     except ValueError:
-        raise RecordError(f"bad timestamp {value[:40]!r} (not ISO-8601 or epoch ms)") from None
-    if moment.tzinfo is None:
+        moment = None
+    if moment is None:
+        moment = _mail_date(value)
+    elif moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return round(moment.timestamp() * 1000)
 
 
+def _mail_date(value: str) -> datetime:
+    """An RFC 2822 date (``Wed, 10 Oct 2018 20:19:24 +0000``, e-mail and RSS) or Twitter's
+    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); without a zone, UTC."""
+    parts = parsedate_tz(value)
+    if parts is None:
+        raise RecordError(f"bad timestamp {value[:40]!r} (not ISO-8601 or epoch ms)")
+    try:
+        moment = datetime(*parts[:6], tzinfo=UTC)
+    except ValueError as exc:
+        raise RecordError(f"bad timestamp {value[:40]!r} ({exc})") from None
+    return moment - timedelta(seconds=parts[9] or 0)
+
+
 def _pick(fields: dict[str, Any], name: str | None, what: str) -> tuple[str | None, Any]:
+    """(field name, value) of the named field, or of the first present candidate for ``what``;
+    ``(None, None)`` when absent. A name with dots that is not a field of its own is a path into
+    nested objects (``user.screen_name``), as in a tweet's JSON."""
     if name is not None:
-        return (name, fields[name]) if name in fields else (None, None)
+        if name in fields:
+            return name, fields[name]
+        value: Any = fields
+        for part in name.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return None, None
+            value = value[part]
+        return name, value
     for candidate in _CANDIDATES[what]:
         if candidate in fields:
             return candidate, fields[candidate]
@@ -508,9 +537,12 @@ def to_document(
     fields: dict[str, Any],
     mapping: FieldMapping = FieldMapping(),
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    timestamp_ms: int | None = None,
 ) -> dict[str, Any]:
     """The document message for one record's raw fields; a RecordError says what is wrong,
-    including why the detector (whose text limit is ``max_text_bytes``) would refuse it."""
+    including why the detector (whose text limit is ``max_text_bytes``) would refuse it. A given
+    ``timestamp_ms`` (a Kafka record's own timestamp) is the event time; no field is read for it.
+    """
     used: set[str] = set()
     id_name, doc_id = _pick(fields, mapping.id, "id")
     if id_name is None or doc_id is None or str(doc_id).strip() == "":
@@ -519,20 +551,22 @@ def to_document(
         raise RecordError(f"id must be a string or an integer, got {type(doc_id).__name__}")
     used.add(id_name)
     text_fields = mapping.text or (("text",) if "text" in fields else ("title", "body"))
-    present = [name for name in text_fields if fields.get(name) is not None]
+    present = [(n, v) for n in text_fields if (v := _pick(fields, n, "text")[1]) is not None]
     if not present:
         raise RecordError(f"missing text field '{'+'.join(text_fields)}'")
     parts = []
-    for name in present:
-        if not isinstance(fields[name], str):
-            raise RecordError(f"text field '{name}' is {type(fields[name]).__name__}, not a string")
-        parts.append(fields[name].strip() if len(present) > 1 else fields[name])
+    for name, value in present:
+        if not isinstance(value, str):
+            raise RecordError(f"text field '{name}' is {type(value).__name__}, not a string")
+        parts.append(value.strip() if len(present) > 1 else value)
     used.update(text_fields)
-    ts_name, timestamp = _pick(fields, mapping.timestamp, "timestamp")
-    if ts_name is None:
-        wanted = mapping.timestamp or "/".join(_CANDIDATES["timestamp"])
-        raise RecordError(f"missing timestamp field '{wanted}'")
-    used.add(ts_name)
+    if timestamp_ms is None:
+        ts_name, timestamp = _pick(fields, mapping.timestamp, "timestamp")
+        if ts_name is None:
+            wanted = mapping.timestamp or "/".join(_CANDIDATES["timestamp"])
+            raise RecordError(f"missing timestamp field '{wanted}'")
+        used.add(ts_name)
+        timestamp_ms = parse_timestamp_ms(timestamp, mapping.timestamp_unit_ms)
     stream_name, stream = _pick(fields, mapping.stream, "stream")
     if stream_name is not None:
         used.add(stream_name)
@@ -546,7 +580,7 @@ def to_document(
     document = {
         "id": str(doc_id),
         "text": "\n\n".join(p for p in parts if p) if len(parts) > 1 else parts[0],
-        "timestamp": parse_timestamp_ms(timestamp, mapping.timestamp_unit_ms),
+        "timestamp": timestamp_ms,
         "stream": str(stream),
         "labels": parse_labels(labels),
         "meta": {k: v for k, v in fields.items() if k not in used},

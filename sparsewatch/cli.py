@@ -37,6 +37,7 @@ def _register() -> None:
     from sparsewatch.commands_db import db
     from sparsewatch.commands_dead_letters import dead_letters
     from sparsewatch.commands_evaluate import evaluate
+    from sparsewatch.commands_ingest import ingest
     from sparsewatch.commands_kafka import kafka
     from sparsewatch.commands_query import alerts, documents, snapshots, topics
     from sparsewatch.commands_replay import replay
@@ -45,7 +46,7 @@ def _register() -> None:
 
     for command in (kafka, alerts, documents, topics, dead_letters, status, snapshots, db):
         cli.add_command(command)
-    for command in (replay, run, demo, evaluate):
+    for command in (replay, ingest, run, demo, evaluate):
         cli.add_command(command)
 
 

@@ -13,46 +13,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange
-from sparsewatch.config import load_config, topic_name_problem
+from sparsewatch.config import load_config
 from sparsewatch.consumers.kafka_client import ensure_topics
-from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
+from sparsewatch.mapping_options import field_mapping, field_mapping_options, topic_names
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
 from sparsewatch.replay.readers import (
     ErrorFile,
-    FieldMapping,
     ReadStats,
     detect_format,
     read_documents,
 )
 
 
-def _stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """``--stream``: a stream id the detector accepts (not blank, at most ``MAX_STREAM_CHARS``
-    characters, no NUL character); a usage error otherwise."""
-    if not value.strip():
-        raise click.BadParameter("a stream id cannot be blank")
-    if len(value) > MAX_STREAM_CHARS:
-        raise click.BadParameter(f"a stream id has at most {MAX_STREAM_CHARS} characters")
-    try:
-        return storable_string(value, "stream")
-    except InvalidMessageError as exc:
-        raise click.BadParameter(exc.reason) from None
-
-
-def _topic(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """``--topic``: a name Kafka accepts; a usage error otherwise (the broker's refusal used to
-    be reported as an unreachable broker)."""
-    problem = None if value is None else topic_name_problem(value)
-    if problem:
-        raise click.BadParameter(problem)
-    return value
-
-
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
-    "--topic", default=None, callback=_topic, help="Topic to produce to (default: <prefix>.docs)."
+    "--topic",
+    default=None,
+    callback=topic_names,
+    help="Topic to produce to (default: <prefix>.docs).",
 )
 @click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
 @click.option(
@@ -62,33 +42,7 @@ def _topic(_ctx: click.Context, _param: click.Parameter, value: str | None) -> s
     default=None,
     help="Input format (default: from the file name; .gz is read as gzip either way).",
 )
-@click.option("--id-field", default=None, help="Field holding the document id.")
-@click.option(
-    "--text-field",
-    "text_fields",
-    multiple=True,
-    help="Field(s) holding the text; repeat to join several (e.g. title and body).",
-)
-@click.option(
-    "--timestamp-field", default=None, help="Field holding ISO-8601 or epoch time (numbers)."
-)
-@click.option(
-    "--timestamp-unit",
-    type=click.Choice(["ms", "s"]),
-    default="ms",
-    show_default=True,
-    help="What a numeric timestamp counts: epoch milliseconds or epoch seconds.",
-)
-@click.option("--stream-field", default=None, help="Field holding the stream id.")
-@click.option("--labels-field", default=None, help="Field holding labels (list or 'a;b').")
-@click.option(
-    "--stream",
-    "default_stream",
-    default="default",
-    show_default=True,
-    callback=_stream_id,
-    help="Stream id for records without one.",
-)
+@field_mapping_options
 @click.option(
     "--rate",
     type=FiniteFloatRange(min=0, min_open=True),
@@ -164,13 +118,6 @@ def replay(
     topic: str | None,
     bootstrap_servers: str | None,
     fmt: Any,
-    id_field: str | None,
-    text_fields: tuple[str, ...],
-    timestamp_field: str | None,
-    timestamp_unit: str,
-    stream_field: str | None,
-    labels_field: str | None,
-    default_stream: str,
     rate: float | None,
     speedup: float | None,
     max_wait: float | None,
@@ -184,6 +131,7 @@ def replay(
     connect_timeout: float,
     end_of_stream: bool,
     as_json: bool,
+    **mapping_options: Any,
 ) -> None:
     """Read JSONL, CSV or Reuters-21578 SGML files (plain or gzip) and produce their documents,
     in event-time order, to a Kafka topic keyed by stream id.
@@ -207,15 +155,7 @@ def replay(
     _refuse_unwritable_errors_file(errors_file)
     if fmt is None:
         _refuse_unknown_formats(inputs)
-    mapping = FieldMapping(
-        id=id_field,
-        text=text_fields,
-        timestamp=timestamp_field,
-        stream=stream_field,
-        labels=labels_field,
-        default_stream=default_stream,
-        timestamp_unit_ms=1000 if timestamp_unit == "s" else 1,
-    )
+    mapping = field_mapping(mapping_options)
     _ensure_topic(bootstrap, topic, partitions or config.kafka.partitions, connect_timeout)
     stats = ReadStats()
     console = Console(stderr=True)
@@ -264,7 +204,7 @@ def replay(
     if not errors.count:
         errors_file.unlink(missing_ok=True)  # an earlier replay's errors would mislead
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)
-    if timestamp_unit == "ms" and stats.looks_like_seconds():
+    if mapping.timestamp_unit_ms == 1 and stats.looks_like_seconds():
         click.echo(
             "note: read as epoch milliseconds, every timestamp falls in 1970-01-12..1973-03-03; "
             "if they are epoch seconds, replay them with --timestamp-unit s",

@@ -32,7 +32,7 @@ class JsonLines(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def _setup_logging(level: str) -> None:
+def setup_logging(level: str) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLines())
     logging.basicConfig(level=level.upper(), handlers=[handler])
@@ -61,7 +61,7 @@ def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: i
     config = load_config(ctx.obj.get("config_path"))
     if metrics_port is not None:
         config.metrics_port = metrics_port
-    _setup_logging(config.log_level)
+    setup_logging(config.log_level)
     roles = ["detector", "anomaly"] if role == "all" else [role]
     run_workers(config, roles, until_idle)
 
@@ -100,7 +100,7 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
     # Small windows and a short idle close so a few thousand documents make a lively demo.
     config.windows.size = "1h" if config.windows.size == "1d" else config.windows.size
     config.windows.idle_timeout_s = min(config.windows.idle_timeout_s, 3.0)
-    _setup_logging("WARNING")
+    setup_logging("WARNING")
     click.echo(f"replaying {documents} generated documents through Kafka ...")
     result = run_demo(config, documents, Path(out) if out else None)
     kinds = ["novel_document", "emerging_topic"]

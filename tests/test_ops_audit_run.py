@@ -60,8 +60,8 @@ def test_worker_log_lines_are_json_whatever_the_message() -> None:
     own."""
     code = """
 import logging
-from sparsewatch.commands_run import _setup_logging
-_setup_logging("INFO")
+from sparsewatch.commands_run import setup_logging
+setup_logging("INFO")
 log = logging.getLogger("sparsewatch.check")
 log.info('connection to server at "127.0.0.1", port 1 failed\\nsecond line')
 try:

@@ -439,6 +439,10 @@ def test_unknown_extension_is_a_clear_error(tmp_path):
         ("2024-01-01 01:00:00+01:00", MS_2024),
         ("2024-01-01", MS_2024),
         ("01-JAN-2024 00:00:00.50", MS_2024 + 500),
+        ("Mon Jan 01 00:00:00 +0000 2024", MS_2024),  # a tweet's created_at
+        ("Mon Jan 01 02:00:00 +0200 2024", MS_2024),
+        ("Mon, 01 Jan 2024 00:00:00 GMT", MS_2024),  # RFC 2822 (mail, RSS)
+        ("Sun, 31 Dec 2023 19:00:00 -0500", MS_2024),
     ],
 )
 def test_timestamps(value, expected):
@@ -476,6 +480,8 @@ def test_bad_timestamps_in_epoch_seconds(value):
         -5,
         [1],
         "32-JAN-2024 00:00:00",
+        "Mon, 30 Feb 2024 00:00:00 GMT",
+        "Mon Jan 01 00:00:00 +0000 1960",  # before 1970
         pytest.param("9" * 5000, id="5000-digit-string"),
         pytest.param(10**5000, id="5001-digit-int"),
     ],
@@ -483,6 +489,33 @@ def test_bad_timestamps_in_epoch_seconds(value):
 def test_bad_timestamps(value):
     with pytest.raises(RecordError):
         parse_timestamp_ms(value)
+
+
+def test_dotted_field_names_read_nested_objects(tmp_path):
+    """A tweet's fields as Twitter writes them: the stream in ``user.lang``, the long text in
+    ``extended_tweet.full_text``; a top-level field named with a dot wins over the path."""
+    tweet = {
+        "id_str": "17",
+        "extended_tweet": {"full_text": "the long text"},
+        "created_at": "Mon Jan 01 00:00:00 +0000 2024",
+        "user": {"lang": "en", "id": 5},
+        "a.b": "top",
+        "a": {"b": "nested"},
+    }
+    path = tmp_path / "tweets.jsonl"
+    path.write_text(json.dumps(tweet) + "\n" + json.dumps({**tweet, "user": "plain"}) + "\n")
+    mapping = FieldMapping(
+        id="id_str", text=("extended_tweet.full_text",), stream="user.lang", labels="a.b"
+    )
+    docs, errors, _ = _read([path], tmp_path, mapping)
+    assert [(d["id"], d["text"], d["stream"], d["timestamp"]) for d in docs] == [
+        ("17", "the long text", "en", MS_2024),
+        ("17", "the long text", "default", MS_2024),  # no user.lang: the default stream
+    ]
+    assert docs[0]["labels"] == ["top"] and docs[0]["meta"]["user"] == {"lang": "en", "id": 5}
+    assert errors == []
+    with pytest.raises(RecordError, match=r"missing text field 'extended_tweet\.text'"):
+        to_document(tweet, FieldMapping(id="id_str", text=("extended_tweet.text",)))
 
 
 def test_message_normalisation_folds_extra_keys_into_meta():

@@ -1,0 +1,216 @@
+"""Exactly-once ingestion of an external topic of JSON records into the documents topic.
+
+A live source seldom speaks sparsewatch's message format: a tweet carries ``id_str``,
+``full_text`` and ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``), a news feed its own
+names, and neither is keyed by stream, while the workers need each stream's messages on one
+partition. :func:`run_ingest` (``sparsewatch ingest``) bridges such a topic to
+``<prefix>.docs``: every record is mapped by the replay tool's field mapping
+(:func:`~sparsewatch.replay.readers.to_document`: named fields, paths into nested objects such
+as ``user.lang``, or the record's own Kafka timestamp as the event time) to a document message
+keyed by its stream; a record that cannot be mapped (not JSON, a missing field, a bad date, a
+text the detector would refuse, a tombstone) goes to ``<prefix>.dlq`` with the reason and its
+source ``topic:partition:offset``, as the workers' dead letters do.
+
+Consume-transform-produce runs in Kafka transactions: a batch's documents, its dead letters and
+its consumed offsets (``send_offsets_to_transaction``) commit together or not at all, so a crash,
+a kill or a restart never loses or duplicates a document for the workers, which read committed
+messages only. A restarted bridge with the same transactional id fences its predecessor and
+aborts the transaction it left open at once (without the id, readers would wait for the
+transaction's timeout); several bridges in one consumer group need distinct ids
+(:func:`transactional_id`), which are also their static group memberships, so a restart takes
+its partitions back without waiting for its predecessor's session to time out. An abortable
+error (a rebalance fencing a stale member, a delivery failure) aborts the batch and re-reads it
+from the committed offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
+from sparsewatch.consumers.kafka_client import (
+    BatchConsumer,
+    dead_letter_message,
+    make_producer,
+    next_offsets,
+    produce,
+)
+from sparsewatch.consumers.retry import StopFlag
+from sparsewatch.replay.producer import encode
+from sparsewatch.replay.readers import (
+    DEFAULT_MAX_TEXT_BYTES,
+    FieldMapping,
+    RecordError,
+    parse_json_object,
+    parse_timestamp_ms,
+    to_document,
+)
+
+from sparsewatch.errors import SparsewatchError
+
+log = logging.getLogger(__name__)
+
+_TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
+
+
+def transactional_id(group_id: str, instance: int) -> str:
+    """The transactional id of bridge ``instance`` of consumer group ``group_id``: stable across
+    restarts (so a restart fences the instance it replaces), distinct between instances."""
+    return f"{group_id}-{instance}"
+
+
+def map_record(
+    msg: Message,
+    mapping: FieldMapping,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    kafka_time: bool = False,
+) -> tuple[bytes, bytes]:
+    """The key (stream id) and value of the document message for one source record; a
+    RecordError says why there is none. With ``kafka_time`` the record's Kafka timestamp is the
+    event time."""
+    value = msg.value()
+    if value is None:
+        raise RecordError("null value (a tombstone), not a document")
+    fields = parse_json_object(value, "message")
+    timestamp_ms = None
+    if kafka_time:
+        kind, ms = msg.timestamp()
+        if kind == TIMESTAMP_NOT_AVAILABLE:
+            raise RecordError("the record has no Kafka timestamp")
+        timestamp_ms = parse_timestamp_ms(ms)
+    document = to_document(fields, mapping, max_text_bytes, timestamp_ms)
+    return document["stream"].encode(), encode(document)
+
+
+@dataclass
+class IngestStats:
+    """What committed transactions carried: records read, documents forwarded, records
+    dead-lettered; and how many transactions committed and aborted."""
+
+    read: int = 0
+    forwarded: int = 0
+    dead_lettered: int = 0
+    transactions: int = 0
+    aborted: int = 0
+    per_reason: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestRoute:
+    """Where the bridge reads and writes."""
+
+    bootstrap: str
+    group_id: str
+    source_topics: tuple[str, ...]
+    docs_topic: str
+    dlq_topic: str
+    instance: int = 0
+
+
+def run_ingest(
+    route: IngestRoute,
+    mapping: FieldMapping,
+    stop: StopFlag,
+    *,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    kafka_time: bool = False,
+    until_idle_s: float | None = None,
+    batch_size: int = 500,
+) -> IngestStats:
+    """Bridge ``route.source_topics`` to ``route.docs_topic`` until ``stop`` is set or nothing
+    arrived for ``until_idle_s`` seconds; the batch in progress commits first. Fencing by a newer
+    bridge with the same transactional id, and other fatal Kafka errors, are SparsewatchErrors."""
+    stats = IngestStats()
+    tid = transactional_id(route.group_id, route.instance)
+    producer = make_producer(route.bootstrap, **{"transactional.id": tid})
+    try:
+        producer.init_transactions(_TXN_TIMEOUT_S)
+    except KafkaException as exc:
+        raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
+    # Static membership under the same id: a restarted bridge takes its partitions back at once
+    # instead of after its killed predecessor's session timeout.
+    consumer = BatchConsumer(
+        route.bootstrap, route.group_id, route.source_topics, **{"group.instance.id": tid}
+    )
+    try:
+        last_input = time.monotonic()
+        while not stop.is_set():
+            batch = consumer.poll_batch(batch_size, timeout=0.5)
+            if not batch:
+                if until_idle_s is not None and time.monotonic() - last_input >= until_idle_s:
+                    break
+                continue
+            last_input = time.monotonic()
+            _transfer(batch, route, mapping, producer, consumer, stats, max_text_bytes, kafka_time)
+    finally:
+        consumer.close()
+        producer.flush(10)
+    return stats
+
+
+def _transfer(
+    batch: list[Message],
+    route: IngestRoute,
+    mapping: FieldMapping,
+    producer: Producer,
+    consumer: BatchConsumer,
+    stats: IngestStats,
+    max_text_bytes: int,
+    kafka_time: bool,
+) -> None:
+    """One batch in one transaction; on an abortable error it is aborted and the consumer sent
+    back to the committed offsets, so the batch is read again."""
+    forwarded = 0
+    reasons: dict[str, int] = {}
+    try:
+        producer.begin_transaction()
+        for msg in batch:
+            try:
+                key, value = map_record(msg, mapping, max_text_bytes, kafka_time)
+            except RecordError as exc:
+                reason = str(exc)
+                reasons[reason] = reasons.get(reason, 0) + 1
+                dkey, payload, headers = dead_letter_message(
+                    msg.topic(), msg.partition(), msg.offset(), reason, msg.value() or b""
+                )
+                produce(producer, route.dlq_topic, dkey, payload, headers=headers)
+                continue
+            produce(producer, route.docs_topic, key, value)
+            forwarded += 1
+        producer.send_offsets_to_transaction(
+            consumer.positions_for(next_offsets(batch)), consumer.group_metadata(), _TXN_TIMEOUT_S
+        )
+        _commit(producer)
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        if error.fatal():
+            raise SparsewatchError(
+                f"ingest stopped by a fatal Kafka error: {error.str()}"
+            ) from None
+        if not error.txn_requires_abort():
+            raise
+        log.warning("transaction aborted, the batch is read again: %s", error.str())
+        producer.abort_transaction(_TXN_TIMEOUT_S)
+        consumer.rewind_to_committed()
+        stats.aborted += 1
+        return
+    stats.transactions += 1
+    stats.read += len(batch)
+    stats.forwarded += forwarded
+    for reason, n in reasons.items():
+        stats.dead_lettered += n
+        stats.per_reason[reason] = stats.per_reason.get(reason, 0) + n
+
+
+def _commit(producer: Producer) -> None:
+    """Commit the open transaction, retrying what the client calls retriable."""
+    while True:
+        try:
+            producer.commit_transaction(_TXN_TIMEOUT_S)
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            log.warning("committing the transaction: %s; retrying", exc.args[0].str())

@@ -1,0 +1,164 @@
+"""``sparsewatch ingest --from-topic T``: bridge a live topic of JSON records to the workers."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+import click
+from confluent_kafka.admin import AdminClient
+
+from sparsewatch.cli_types import FiniteFloatRange
+from sparsewatch.commands_run import setup_logging
+from sparsewatch.config import load_config
+from sparsewatch.consumers.ingest import IngestRoute, IngestStats, run_ingest
+from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.retry import StopFlag
+from sparsewatch.errors import SparsewatchError
+from sparsewatch.mapping_options import field_mapping, field_mapping_options, topic_names
+
+
+@click.command()
+@click.option(
+    "--from-topic",
+    "source_topics",
+    multiple=True,
+    required=True,
+    callback=topic_names,
+    help="Topic of JSON records to read; repeat for several.",
+)
+@click.option(
+    "--to-topic",
+    default=None,
+    callback=topic_names,
+    help="Topic the documents go to (default: <prefix>.docs, the detector's input).",
+)
+@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
+@click.option(
+    "--group",
+    default=None,
+    help="Consumer group of the bridge (default: <group_id>.ingest); it resumes where the "
+    "group's committed offsets say.",
+)
+@click.option(
+    "--instance",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="This bridge's number within its group: several bridges in one group need different "
+    "numbers; a restart keeps its number (its transactional id is <group>-<instance>).",
+)
+@field_mapping_options
+@click.option(
+    "--kafka-timestamp",
+    is_flag=True,
+    help="The record's Kafka timestamp is the event time (no timestamp field is read).",
+)
+@click.option(
+    "--until-idle",
+    type=FiniteFloatRange(min=0.1),
+    default=None,
+    help="Stop after this many seconds without input (default: run until signalled).",
+)
+@click.option(
+    "--connect-timeout",
+    type=FiniteFloatRange(min=0, min_open=True),
+    default=15.0,
+    show_default=True,
+    help="Seconds to wait for the broker before giving up.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def ingest(
+    ctx: click.Context,
+    source_topics: tuple[str, ...],
+    to_topic: str | None,
+    bootstrap_servers: str | None,
+    group: str | None,
+    instance: int,
+    kafka_timestamp: bool,
+    until_idle: float | None,
+    connect_timeout: float,
+    as_json: bool,
+    **mapping_options: Any,
+) -> None:
+    """Map a live topic's JSON records (tweets, a news feed) to documents on the detector's
+    input topic, exactly once, keyed by stream.
+
+    Fields are picked as `replay` picks them (a.b reads a nested field, e.g. user.lang); records
+    that cannot be mapped go to the dead-letter topic <prefix>.dlq with the reason. Each batch's
+    documents, dead letters and consumed offsets commit in one Kafka transaction, so a crash or a
+    restart neither loses nor repeats a record. SIGTERM or Ctrl-C: the batch in progress commits,
+    then the bridge stops.
+    """
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    mapping = field_mapping(mapping_options)
+    if kafka_timestamp and mapping.timestamp is not None:
+        raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")
+    docs_topic = to_topic or config.kafka.topic("docs")
+    if docs_topic in source_topics:
+        raise click.UsageError(f"--from-topic {docs_topic} is the topic the documents go to")
+    route = IngestRoute(
+        bootstrap=bootstrap_servers or config.kafka.bootstrap_servers,
+        group_id=group or f"{config.kafka.group_id}.ingest",
+        source_topics=source_topics,
+        docs_topic=docs_topic,
+        dlq_topic=config.kafka.topic("dlq"),
+        instance=instance,
+    )
+    _prepare_topics(route, config.kafka.partitions, connect_timeout)
+    setup_logging(config.log_level)
+    stop = StopFlag()
+    previous = {sig: signal.signal(sig, stop.request) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        stats = run_ingest(
+            route,
+            mapping,
+            stop,
+            max_text_bytes=config.max_text_bytes,
+            kafka_time=kafka_timestamp,
+            until_idle_s=until_idle,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _report(stats, route, as_json)
+
+
+def _prepare_topics(route: IngestRoute, partitions: int, timeout: float) -> None:
+    """One-line errors for an unreachable broker and a missing source topic; the documents and
+    dead-letter topics are created when missing (as the workers create them)."""
+    try:
+        known = AdminClient({"bootstrap.servers": route.bootstrap, "log_level": 0}).list_topics(
+            timeout=timeout
+        )
+    except Exception as exc:  # confluent-kafka raises several types here: report them in one line
+        raise SparsewatchError(f"cannot reach Kafka at {route.bootstrap}: {exc}") from None
+    missing = [t for t in route.source_topics if t not in known.topics]
+    if missing:
+        raise SparsewatchError(f"no topic {missing[0]!r} on the broker at {route.bootstrap}")
+    ensure_topics(route.bootstrap, {route.docs_topic: partitions, route.dlq_topic: 1}, timeout)
+
+
+def _report(stats: IngestStats, route: IngestRoute, as_json: bool) -> None:
+    result = {
+        "read": stats.read,
+        "forwarded": stats.forwarded,
+        "dead_lettered": stats.dead_lettered,
+        "transactions": stats.transactions,
+        "aborted": stats.aborted,
+        "to_topic": route.docs_topic,
+        "dlq_topic": route.dlq_topic,
+        "dead_letter_reasons": stats.per_reason,
+    }
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    click.echo(
+        f"read {stats.read}, forwarded {stats.forwarded} to {route.docs_topic}, dead-lettered "
+        f"{stats.dead_lettered} to {route.dlq_topic} ({stats.transactions} transactions, "
+        f"{stats.aborted} aborted and read again)"
+    )
+    for reason, n in sorted(stats.per_reason.items(), key=lambda item: -item[1])[:10]:
+        click.echo(f"  {n:8d}  {reason}")

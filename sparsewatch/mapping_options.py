@@ -1,0 +1,93 @@
+"""Command-line options shared by ``replay`` and ``ingest``: which input fields make a document
+(:class:`~sparsewatch.replay.readers.FieldMapping`) and checked topic names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from sparsewatch.config import topic_name_problem
+from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
+from sparsewatch.replay.readers import FieldMapping
+
+
+def stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--stream``: a stream id the detector accepts (not blank, at most ``MAX_STREAM_CHARS``
+    characters, no NUL character); a usage error otherwise."""
+    if not value.strip():
+        raise click.BadParameter("a stream id cannot be blank")
+    if len(value) > MAX_STREAM_CHARS:
+        raise click.BadParameter(f"a stream id has at most {MAX_STREAM_CHARS} characters")
+    try:
+        return storable_string(value, "stream")
+    except InvalidMessageError as exc:
+        raise click.BadParameter(exc.reason) from None
+
+
+def topic_names(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    """A topic option (one name, several, or none): names Kafka accepts; a usage error otherwise
+    (the broker's refusal used to be reported as an unreachable broker)."""
+    for name in value if isinstance(value, tuple) else (value,):
+        problem = None if name is None else topic_name_problem(name)
+        if problem:
+            raise click.BadParameter(problem)
+    return value
+
+
+_MAPPING_OPTIONS = (
+    click.option(
+        "--id-field", default=None, help="Field holding the document id (a.b: a nested field)."
+    ),
+    click.option(
+        "--text-field",
+        "text_fields",
+        multiple=True,
+        help="Field(s) holding the text; repeat to join several (e.g. title and body).",
+    ),
+    click.option(
+        "--timestamp-field",
+        default=None,
+        help="Field holding the event time: ISO-8601, an RFC 2822 date or a tweet's created_at, "
+        "or epoch time (numbers).",
+    ),
+    click.option(
+        "--timestamp-unit",
+        type=click.Choice(["ms", "s"]),
+        default="ms",
+        show_default=True,
+        help="What a numeric timestamp counts: epoch milliseconds or epoch seconds.",
+    ),
+    click.option("--stream-field", default=None, help="Field holding the stream id."),
+    click.option("--labels-field", default=None, help="Field holding labels (list or 'a;b')."),
+    click.option(
+        "--stream",
+        "default_stream",
+        default="default",
+        show_default=True,
+        callback=stream_id,
+        help="Stream id for records without one.",
+    ),
+)
+
+
+def field_mapping_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The field-mapping options, in --help order; :func:`field_mapping` reads them."""
+    for option in reversed(_MAPPING_OPTIONS):
+        command = option(command)
+    return command
+
+
+def field_mapping(options: dict[str, Any]) -> FieldMapping:
+    """The FieldMapping of the options :func:`field_mapping_options` added (popped from
+    ``options``, a command's keyword arguments)."""
+    return FieldMapping(
+        id=options.pop("id_field"),
+        text=options.pop("text_fields"),
+        timestamp=options.pop("timestamp_field"),
+        stream=options.pop("stream_field"),
+        labels=options.pop("labels_field"),
+        default_stream=options.pop("default_stream"),
+        timestamp_unit_ms=1000 if options.pop("timestamp_unit") == "s" else 1,
+    )

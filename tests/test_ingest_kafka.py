@@ -1,0 +1,435 @@
+"""``sparsewatch ingest``: a live topic of foreign JSON records bridged to the documents topic,
+exactly once, against a real broker (consumers/ingest.py).
+
+* tweets in Twitter's own JSON (``id_str``, ``full_text``, ``created_at``, a nested ``user``)
+  become document messages the detector accepts, keyed by the stream a nested field names;
+* every kind of unmappable record lands on the dead-letter topic, with its reason, its source
+  coordinates and its original bytes; the rest is forwarded;
+* killed with SIGKILL at random moments while a producer keeps writing, and restarted, the
+  bridge delivers every record exactly once (read-committed readers), in order per stream;
+* SIGTERM ends it after the batch in progress, with status 0; bad arguments are one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest
+from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.retry import StopFlag
+from sparsewatch.replay.readers import FieldMapping, RecordError
+
+TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
+
+
+def _tweet(i: int, lang: str) -> dict:
+    minute, second = divmod(i % 3600, 60)
+    return {
+        "id_str": f"{10_000 + i}",
+        "full_text": f"tweet {i} about the harbour fire #news",
+        "created_at": f"Wed Oct 10 20:{minute:02d}:{second:02d} +0000 2018",
+        "user": {"lang": lang, "screen_name": f"user{i}"},
+        "retweet_count": i % 7,
+    }
+
+
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _read_all(bootstrap: str, topic: str, expected: int, committed: bool = True) -> list[Message]:
+    """Every message of ``topic`` (read committed, or everything written), waiting up to 60 s
+    for ``expected`` of them and then 2 s more for any surplus."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
+    consumer.subscribe([topic])
+    messages: list[Message] = []
+    deadline = time.monotonic() + 60
+    quiet_until = None
+    try:
+        while time.monotonic() < (quiet_until or deadline):
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is None:
+                    messages.append(msg)
+            if len(messages) >= expected and quiet_until is None:
+                quiet_until = time.monotonic() + 2.0
+    finally:
+        consumer.close()
+    return messages
+
+
+def _route(bootstrap: str, topic_name: str) -> IngestRoute:
+    return IngestRoute(
+        bootstrap=bootstrap,
+        group_id=f"{topic_name}-ingest",
+        source_topics=(f"{topic_name}-src",),
+        docs_topic=f"{topic_name}-docs",
+        dlq_topic=f"{topic_name}.dlq",  # <prefix>.dlq for the CLI with prefix topic_name
+    )
+
+
+def _prepare(route: IngestRoute, source_partitions: int = 3) -> None:
+    _create(route.bootstrap, route.source_topics[0], source_partitions)
+    _create(route.bootstrap, route.docs_topic, 4)
+    _create(route.bootstrap, route.dlq_topic, 1)
+
+
+# -- mapping one record (no broker needed: a Message is a plain value here) ---------------------
+
+
+def _message(value: bytes | None, timestamp: tuple[int, int] = (0, 0)) -> Message:
+    return Message(topic="src", partition=2, offset=7, value=value, timestamp=timestamp)
+
+
+def test_a_tweet_maps_to_a_document_the_detector_accepts() -> None:
+    tweet = _tweet(61, "pt")
+    key, value = map_record(_message(json.dumps(tweet).encode()), TWEETS)
+    doc = parse_document(value, 100_000)
+    assert key == b"pt" and doc.stream == "pt" and doc.id == "10061"
+    assert doc.text == tweet["full_text"]
+    assert doc.timestamp_ms == 1539201661000  # Wed Oct 10 20:01:01 2018 UTC
+    assert doc.meta["retweet_count"] == 61 % 7 and doc.meta["user"]["screen_name"] == "user61"
+
+
+def test_the_kafka_timestamp_can_be_the_event_time() -> None:
+    record = json.dumps({"id": "a", "text": "quake", "created_at": "not a date"}).encode()
+    msg = _message(record, (TIMESTAMP_CREATE_TIME, 1_700_000_000_123))
+    _, value = map_record(msg, FieldMapping(), kafka_time=True)
+    assert parse_document(value, 100_000).timestamp_ms == 1_700_000_000_123
+    try:
+        map_record(_message(record), FieldMapping(), kafka_time=True)
+    except RecordError as exc:
+        assert "no Kafka timestamp" in str(exc)
+    else:
+        raise AssertionError("a record without a Kafka timestamp was mapped")
+
+
+# -- through the broker ---------------------------------------------------------------------------
+
+
+def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
+    kafka_bootstrap: str, topic_name: str
+) -> None:
+    route = _route(kafka_bootstrap, topic_name)
+    _prepare(route)
+    tweets = [_tweet(i, ("en", "de", "fr")[i % 3]) for i in range(300)]
+    bad = [
+        (b"k", b"{not json"),
+        (b"k", b"[1, 2]"),
+        (
+            b"k",
+            json.dumps({"id_str": "b1", "created_at": "Wed Oct 10 20:00:00 +0000 2018"}).encode(),
+        ),
+        (b"k", json.dumps({**_tweet(1, "en"), "id_str": "b2", "created_at": "yesterday"}).encode()),
+        (
+            b"k",
+            json.dumps({**_tweet(2, "en"), "id_str": "b3", "full_text": "x" * 200_000}).encode(),
+        ),
+        (b"k", b'{"id_str": "b4", "full_text": "caf\xe9"}'),
+        (b"k", None),
+    ]
+    records = [(t["user"]["lang"].encode(), json.dumps(t).encode()) for t in tweets]
+    records[100:100] = bad[:4]
+    records[250:250] = bad[4:]
+    _produce(kafka_bootstrap, route.source_topics[0], records)
+
+    stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=3.0)
+
+    assert (stats.read, stats.forwarded, stats.dead_lettered) == (307, 300, 7)
+    docs = _read_all(kafka_bootstrap, route.docs_topic, 300)
+    parsed = [parse_document(m.value(), 100_000) for m in docs]
+    assert sorted(d.id for d in parsed) == sorted(t["id_str"] for t in tweets)
+    assert all(m.key().decode() == d.stream for m, d in zip(docs, parsed, strict=True))
+    by_id = {t["id_str"]: t for t in tweets}
+    assert all(d.stream == by_id[d.id]["user"]["lang"] for d in parsed)
+    # one stream's documents share a partition (the workers' requirement)
+    assert all(len({m.partition() for m in docs if m.key() == k}) == 1 for k in (b"en", b"de"))
+
+    dead = _read_all(kafka_bootstrap, route.dlq_topic, 7)
+    assert len(dead) == 7
+    reasons = {dict(m.headers())["reason"].decode(): m for m in dead}
+    assert any(r.startswith("invalid JSON") for r in reasons)
+    assert "not a JSON object but list" in reasons
+    assert "missing text field 'full_text'" in reasons
+    assert any("bad timestamp 'yesterday'" in r for r in reasons)
+    assert "text longer than 100000 bytes" in reasons
+    assert any(r.startswith("not UTF-8 (byte") and r.endswith("of the message)") for r in reasons)
+    assert "null value (a tombstone), not a document" in reasons
+    for msg in dead:  # original bytes, and where they came from
+        topic, partition, offset = dict(msg.headers())["source"].decode().rsplit(":", 2)
+        assert (
+            topic == route.source_topics[0]
+            and msg.key().decode() == f"{topic}:{partition}:{offset}"
+        )
+        source = _read_at(kafka_bootstrap, topic, int(partition), int(offset))
+        assert msg.value() == (source.value() or b"")
+
+
+def _read_at(bootstrap: str, topic: str, partition: int, offset: int) -> Message:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "peek", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                return msg
+        raise AssertionError(f"nothing at {topic}:{partition}:{offset}")
+    finally:
+        consumer.close()
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    """Records the bridge's group has committed (its transactions' offsets), over all partitions."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+        return sum(max(tp.offset, 0) for tp in offsets)
+    finally:
+        consumer.close()
+
+
+def _spawn(route: IngestRoute, log: Path, until_idle: float | None) -> subprocess.Popen:
+    args = [
+        sys.executable, "-m", "sparsewatch", "ingest",
+        "--bootstrap-servers", route.bootstrap,
+        "--from-topic", route.source_topics[0],
+        "--to-topic", route.docs_topic,
+        "--group", route.group_id,
+        "--id-field", "id_str", "--text-field", "full_text",
+        "--timestamp-field", "created_at", "--stream-field", "user.lang",
+    ]  # fmt: skip
+    if until_idle is not None:
+        args += ["--until-idle", str(until_idle)]
+    env = {**os.environ, "SPARSEWATCH_KAFKA_TOPIC_PREFIX": route.dlq_topic.removesuffix(".dlq")}
+    return subprocess.Popen(args, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+
+def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """20,000 tweets (1% malformed), half of them waiting and half written over about five
+    seconds while the bridge is SIGKILLed five times, each a few milliseconds after it has
+    committed something new (inside its next transaction, mostly); a last
+    start drains the topic. Read committed, the documents topic holds each good tweet once and
+    the dead-letter topic each malformed one once, and each stream's documents are in the order
+    the source gave them."""
+    route = _route(kafka_bootstrap, topic_name)
+    _prepare(route)
+    rng = random.Random(11)
+    langs = ("en", "de", "fr", "es", "it", "pt")
+    records, good, bad = [], [], []
+    for i in range(20_000):
+        lang = langs[rng.randrange(len(langs))]
+        if rng.random() < 0.01:
+            records.append((lang.encode(), f"broken {i}".encode()))
+            bad.append(f"broken {i}".encode())
+        else:
+            tweet = _tweet(i, lang)
+            records.append((lang.encode(), json.dumps(tweet).encode()))
+            good.append(tweet)
+
+    backlog = len(records) // 2
+    _produce(kafka_bootstrap, route.source_topics[0], records[:backlog])
+
+    def feed() -> None:  # the rest arrives while the bridge is being killed
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+        for i, (key, value) in enumerate(records[backlog:]):
+            producer.produce(route.source_topics[0], key=key, value=value)
+            if i % 500 == 499:
+                assert producer.flush(30) == 0
+                time.sleep(0.25)
+        assert producer.flush(30) == 0
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    log = tmp_path / "ingest.log"
+    kills = 0
+    try:
+        for _ in range(5):
+            proc = _spawn(route, log, until_idle=None)
+            before = _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3)
+            if before == len(records):
+                proc.kill()
+                proc.wait()
+                break
+            deadline = time.monotonic() + 120
+            while _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) <= before:
+                assert proc.poll() is None, log.read_text()[-2000:]
+                assert time.monotonic() < deadline, "the bridge made no progress"
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.06))  # a transaction takes about 30 ms
+            assert proc.poll() is None, log.read_text()[-2000:]
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+    finally:
+        feeder.join()
+    assert kills == 5, f"only {kills} kills landed while records were still arriving"
+    final = _spawn(route, log, until_idle=5.0)
+    assert final.wait(timeout=300) == 0, log.read_text()[-2000:]
+    assert _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) == len(records)
+
+    docs = _read_all(kafka_bootstrap, route.docs_topic, len(good))
+    ids = [parse_document(m.value(), 100_000).id for m in docs]
+    assert len(ids) == len(set(ids)) == len(good)
+    assert set(ids) == {t["id_str"] for t in good}
+    for lang in langs:  # per stream, the source's order
+        want = [t["id_str"] for t in good if t["user"]["lang"] == lang]
+        got = [parse_document(m.value(), 100_000).id for m in docs if m.key() == lang.encode()]
+        assert got == want
+    dead = _read_all(kafka_bootstrap, route.dlq_topic, len(bad))
+    assert sorted(m.value() for m in dead) == sorted(bad)
+    assert "Traceback" not in log.read_text()
+    # at least one kill left a transaction open: its records were written, then aborted
+    assert len(_read_all(kafka_bootstrap, route.docs_topic, len(good), committed=False)) > len(good)
+
+
+def test_sigterm_commits_the_batch_in_progress_and_exits_cleanly(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    route = _route(kafka_bootstrap, topic_name)
+    _prepare(route)
+    tweets = [_tweet(i, "en") for i in range(1_000)]
+    _produce(
+        kafka_bootstrap, route.source_topics[0], [(b"en", json.dumps(t).encode()) for t in tweets]
+    )
+    log = tmp_path / "ingest.log"
+    proc = _spawn(route, log, until_idle=None)
+    deadline = time.monotonic() + 120
+    while _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) < len(tweets):
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
+    assert "read 1000, forwarded 1000" in log.read_text()
+    assert len(_read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SPARSEWATCH_DEBUG"}
+    return subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "ingest", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_bad_arguments_and_missing_topics_are_one_line_errors(
+    kafka_bootstrap: str, topic_name: str
+) -> None:
+    at = ["--bootstrap-servers", kafka_bootstrap]
+    cases = [
+        (["--from-topic", "a", "--timestamp-field", "t", "--kafka-timestamp"], "not both"),
+        (["--from-topic", "same", "--to-topic", "same"], "is the topic the documents go to"),
+        (["--from-topic", "bad name!"], "--from-topic"),
+        (["--from-topic", f"{topic_name}-absent"], f"no topic '{topic_name}-absent'"),
+        (["--from-topic", "a", "--stream", " "], "blank"),
+    ]
+    for args, message in cases:
+        proc = _cli(*at, *args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    proc = _cli("--bootstrap-servers", "127.0.0.1:1", "--from-topic", "a", "--connect-timeout", "1")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "cannot reach Kafka" in lines[0]
+
+
+def _twitter_time(iso: str) -> str:
+    """An ISO-8601 time as a tweet's ``created_at`` (whole seconds, UTC)."""
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%a %b %d %H:%M:%S +0000 %Y")
+
+
+def test_tweets_bridged_from_an_unkeyed_topic_are_processed_as_the_core_processes_them(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """The user's live setup: tweets in Twitter's JSON spread over a source topic's partitions
+    without keys; the bridge re-keys them by ``user.lang``, and the detector worker stores for
+    every one the scores and flags the per-window core computes over the documents as the
+    documents topic delivers them."""
+    from sparsewatch.replay.synthetic import generate_stream
+    from sparsewatch.storage.store import Store
+
+    from sparsewatch.config import load_config
+    from sparsewatch.runner import build_worker, run_loops
+    from tests.test_pipeline_kafka import _assert_same, _env, _offline, _stored
+
+    route = IngestRoute(
+        bootstrap=kafka_bootstrap,
+        group_id=f"{topic_name}.ingest",
+        source_topics=(f"{topic_name}.tweets",),
+        docs_topic=f"{topic_name}.docs",
+        dlq_topic=f"{topic_name}.dlq",
+    )
+    _create(kafka_bootstrap, route.source_topics[0], 3)
+    streams = [("en", 11), ("de", 12)]
+    docs = sorted(
+        (
+            d
+            for lang, seed in streams
+            for d in generate_stream(400, kind="tweet", stream=lang, seed=seed)
+        ),
+        key=lambda d: d["timestamp"],
+    )
+    tweets = [
+        {"id_str": d["id"], "full_text": d["text"], "created_at": _twitter_time(d["timestamp"]),
+         "user": {"lang": d["stream"]}}
+        for d in docs
+    ]  # fmt: skip
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "partitioner": "random"})
+    for tweet in tweets:
+        producer.produce(route.source_topics[0], value=json.dumps(tweet).encode())
+    assert producer.flush(30) == 0
+
+    stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=3.0)
+    assert stats.forwarded == len(tweets) and stats.dead_lettered == 0
+
+    db_url = f"sqlite:///{tmp_path / 'bridge.db'}"
+    config = load_config(env=_env(kafka_bootstrap, topic_name, db_url))
+    store = Store.open(db_url)
+    try:
+        run_loops([build_worker("detector", config, store)], [10.0], install_signals=False)
+        stored = _stored(store)
+    finally:
+        store.dispose()
+    delivered = [
+        parse_document(m.value(), 100_000)
+        for m in _read_all(kafka_bootstrap, route.docs_topic, 800)
+    ]
+    as_sent = [
+        {"id": d.id, "text": d.text, "timestamp": d.timestamp_ms, "stream": d.stream}
+        for d in delivered
+    ]
+    assert len(stored) == len(tweets) == len(as_sent)
+    _assert_same(stored, _offline(config, as_sent))
