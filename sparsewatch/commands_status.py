@@ -4,8 +4,9 @@ Per stream: closed windows, the last one's event-time end, stored documents (nov
 anomaly-scored), alerts by kind and the newest checkpoint per worker. Per consumer group and
 topic partition: the resume offset stored with the last committed window and, when the broker
 answers, the partition's end offset; the difference is what is not yet in the database (messages
-still buffered in open windows, or not read yet). A broker that does not answer is a note, not an
-error: the database part is still printed.
+still buffered in open windows, or not read yet). Per partition of the topics the ingest bridge
+reads (its group's offsets, committed on the broker): what it has not forwarded yet. A broker
+that does not answer is a note, not an error: the database part is still printed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from typing import Any
 
 import click
+from confluent_kafka import KafkaException
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -36,7 +38,7 @@ def watermarks(
     """Every partition's (low, high) watermark of those ``topics`` the broker has, the topics it
     does not have, and ``None``; or what is known so far and why the broker did not tell the
     rest."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -97,6 +99,40 @@ def offset_rows(
     return rows
 
 
+def ingest_rows(bootstrap: str, group: str, timeout: float) -> list[dict[str, Any]]:
+    """One row per partition the ingest bridge's ``group`` has committed an offset on: the
+    offset, the partition's end offset and the records not forwarded yet; none for a group
+    that never committed. KafkaException when the broker does not answer."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    request = [ConsumerGroupTopicPartitions(group)]
+    answer = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group]
+    committed = {
+        (tp.topic, tp.partition): tp.offset
+        for tp in answer.result(timeout).topic_partitions
+        if tp.offset >= 0
+    }
+    marks, _, note = watermarks(bootstrap, sorted({t for t, _ in committed}), timeout)
+    if note is not None:
+        raise KafkaException(note)
+    rows = []
+    for (topic, partition), offset in sorted(committed.items()):
+        high = marks.get((topic, partition), (None, None))[1]
+        rows.append(
+            {
+                "group_id": group,
+                "topic": topic,
+                "partition": partition,
+                "committed_offset": offset,
+                "end_offset": high,
+                "not_forwarded": None if high is None else max(high - offset, 0),
+            }
+        )
+    return rows
+
+
 def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool) -> None:
     """A few lines per stream (a table of ten columns did not fit a terminal), then a table of
     the stored offsets."""
@@ -134,6 +170,15 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
         ]
         offsets.add_row(*(Text(c) for c in cells))
     console.print(offsets)
+    if status.get("ingest"):
+        bridge = Table(title="ingest bridge (offsets on the broker)", title_justify="left")
+        for header in ("group", "topic", "partition", "committed", "end offset", "not forwarded"):
+            bridge.add_column(header, overflow="fold")
+        for row in status["ingest"]:
+            keys = ("group_id", "topic", "partition", "committed_offset", "end_offset")
+            cells = ["" if row[k] is None else str(row[k]) for k in (*keys, "not_forwarded")]
+            bridge.add_row(*(Text(c) for c in cells))
+        console.print(bridge)
     click.echo(f"dead letters: {status['dead_letters']}")
     if kafka_note:
         click.echo(f"note: {kafka_note}")
@@ -176,6 +221,7 @@ def status(
     marks: Watermarks = {}
     groups: dict[str, str] = {}
     note = None
+    result["ingest"] = []
     if not no_kafka:
         config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
         bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
@@ -190,6 +236,11 @@ def status(
         gone = sorted(stored_topics & set(missing))
         if gone and note is None:
             note = f"Kafka at {bootstrap} has no topic {', '.join(gone)}"
+        if note is None:
+            try:
+                result["ingest"] = ingest_rows(bootstrap, f"{kafka.group_id}.ingest", kafka_timeout)
+            except (KafkaException, TimeoutError) as exc:
+                note = f"Kafka at {bootstrap} did not tell the ingest bridge's offsets: {exc}"
     result["offsets"] = offset_rows(result["offsets"], groups, marks)
     if fmt == "json":
         result["kafka"] = "not asked" if no_kafka else (note or "ok")

@@ -128,3 +128,42 @@ def test_status_marks_a_stream_whose_event_times_look_like_epoch_seconds(
         "milliseconds?)"
     )
     assert lines[ms + 1] == "  windows: 1, the last ending 2026-01-01 01:00:00 (event time)"
+
+
+def test_status_shows_what_the_ingest_bridge_has_not_forwarded(
+    kafka_bootstrap, tmp_path, monkeypatch, capsys
+):
+    from sparsewatch.consumers.ingest import IngestRoute, run_ingest
+    from sparsewatch.consumers.retry import StopFlag
+
+    from tests.test_ingest_kafka import TWEETS, _create, _tweet
+    from tests.test_ingest_kafka import _produce as produce_raw
+
+    group = f"status-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("SPARSEWATCH_KAFKA_GROUP_ID", group)
+    monkeypatch.setenv("SPARSEWATCH_KAFKA_TOPIC_PREFIX", group)
+    url = f"sqlite:///{tmp_path / 'status.db'}"
+    Store.open(url).dispose()
+    source = f"{group}.tweets"
+    _create(kafka_bootstrap, source, 3)
+    tweets = [(b"en", json.dumps(_tweet(i, "en")).encode()) for i in range(129)]
+    produce_raw(kafka_bootstrap, source, tweets[:120])
+    route = IngestRoute(
+        kafka_bootstrap, f"{group}.ingest", (source,), f"{group}.docs", f"{group}.dlq"
+    )
+    assert run_ingest(route, TWEETS, StopFlag(), until_idle_s=3.0).forwarded == 120
+    produce_raw(kafka_bootstrap, source, tweets[120:])  # after the bridge stopped
+
+    args = ("--database-url", url, "--bootstrap-servers", kafka_bootstrap)
+    code, out, err = status(monkeypatch, capsys, *args, "--format", "json")
+    assert code == 0 and err == "", err
+    rows = json.loads(out)["ingest"]
+    assert {(r["group_id"], r["topic"]) for r in rows} == {(f"{group}.ingest", source)}
+    assert sum(r["committed_offset"] for r in rows) == 120
+    assert sum(r["not_forwarded"] for r in rows) == 9
+    assert all(r["end_offset"] - r["committed_offset"] == r["not_forwarded"] for r in rows)
+    code, out, err = status(monkeypatch, capsys, *args)
+    assert code == 0 and "ingest bridge" in out and source in out
+    monkeypatch.setenv("SPARSEWATCH_KAFKA_GROUP_ID", f"{group}-never")  # a bridge never run
+    code, out, err = status(monkeypatch, capsys, *args, "--format", "json")
+    assert code == 0 and json.loads(out)["ingest"] == []
