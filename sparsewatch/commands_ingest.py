@@ -9,14 +9,21 @@ from typing import Any
 import click
 from confluent_kafka.admin import AdminClient
 
-from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.commands_run import setup_logging
 from sparsewatch.config import load_config
 from sparsewatch.consumers.ingest import IngestRoute, IngestStats, run_ingest
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.errors import SparsewatchError
-from sparsewatch.mapping_options import field_mapping, field_mapping_options, topic_names
+from sparsewatch.kafka_options import (
+    BOOTSTRAP_OPTION,
+    CONNECT_TIMEOUT_OPTION,
+    SUMMARY_JSON_OPTION,
+    UNTIL_IDLE_OPTION,
+    field_mapping,
+    field_mapping_options,
+    topic_names,
+)
 
 
 @click.command()
@@ -34,7 +41,7 @@ from sparsewatch.mapping_options import field_mapping, field_mapping_options, to
     callback=topic_names,
     help="Topic the documents go to (default: <prefix>.docs, the detector's input).",
 )
-@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
+@BOOTSTRAP_OPTION
 @click.option(
     "--group",
     default=None,
@@ -55,20 +62,9 @@ from sparsewatch.mapping_options import field_mapping, field_mapping_options, to
     is_flag=True,
     help="The record's Kafka timestamp is the event time (no timestamp field is read).",
 )
-@click.option(
-    "--until-idle",
-    type=FiniteFloatRange(min=0.1),
-    default=None,
-    help="Stop after this many seconds without input (default: run until signalled).",
-)
-@click.option(
-    "--connect-timeout",
-    type=FiniteFloatRange(min=0, min_open=True),
-    default=15.0,
-    show_default=True,
-    help="Seconds to wait for the broker before giving up.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@UNTIL_IDLE_OPTION
+@CONNECT_TIMEOUT_OPTION
+@SUMMARY_JSON_OPTION
 @click.pass_context
 def ingest(
     ctx: click.Context,

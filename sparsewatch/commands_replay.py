@@ -16,7 +16,14 @@ from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.errors import SparsewatchError
-from sparsewatch.mapping_options import field_mapping, field_mapping_options, topic_names
+from sparsewatch.kafka_options import (
+    BOOTSTRAP_OPTION,
+    CONNECT_TIMEOUT_OPTION,
+    SUMMARY_JSON_OPTION,
+    field_mapping,
+    field_mapping_options,
+    topic_names,
+)
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
 from sparsewatch.replay.readers import (
     ErrorFile,
@@ -34,7 +41,7 @@ from sparsewatch.replay.readers import (
     callback=topic_names,
     help="Topic to produce to (default: <prefix>.docs).",
 )
-@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
+@BOOTSTRAP_OPTION
 @click.option(
     "--input-format",
     "fmt",
@@ -96,13 +103,7 @@ from sparsewatch.replay.readers import (
     default=None,
     help="Progress bar (default: when stderr is a terminal).",
 )
-@click.option(
-    "--connect-timeout",
-    type=FiniteFloatRange(min=0, min_open=True),
-    default=15.0,
-    show_default=True,
-    help="Seconds to wait for the broker before giving up.",
-)
+@CONNECT_TIMEOUT_OPTION
 @click.option(
     "--end-of-stream",
     is_flag=True,
@@ -110,7 +111,7 @@ from sparsewatch.replay.readers import (
     "last windows at once instead of after the idle timeout (only when nothing more of these "
     "streams follows).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@SUMMARY_JSON_OPTION
 @click.pass_context
 def replay(
     ctx: click.Context,

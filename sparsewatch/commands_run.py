@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
+from sparsewatch.kafka_options import UNTIL_IDLE_OPTION
 
 
 class JsonLines(logging.Formatter):
@@ -41,12 +41,7 @@ def setup_logging(level: str) -> None:
 
 @click.command()
 @click.argument("role", type=click.Choice(["detector", "anomaly", "all"]))
-@click.option(
-    "--until-idle",
-    type=FiniteFloatRange(min=0.1),
-    default=None,
-    help="Stop after this many seconds without input (default: run until signalled).",
-)
+@UNTIL_IDLE_OPTION
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),

@@ -25,6 +25,7 @@ from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
+from sparsewatch.kafka_options import BOOTSTRAP_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
 from sparsewatch.query_output import json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
@@ -195,7 +196,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
     help="table for people, json for scripts.",
 )
 @DATABASE_OPTION
-@click.option("--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration).")
+@BOOTSTRAP_OPTION
 @click.option("--no-kafka", is_flag=True, help="Only the database: no end offsets.")
 @click.option(
     "--kafka-timeout",

@@ -1,5 +1,6 @@
-"""Command-line options shared by ``replay`` and ``ingest``: which input fields make a document
-(:class:`~sparsewatch.replay.readers.FieldMapping`) and checked topic names."""
+"""Command-line options shared by the commands that talk to Kafka (``replay``, ``ingest``,
+``run``, ``status``): the broker, waiting for it, stopping when idle, checked topic names, and
+which input fields make a document (:class:`~sparsewatch.replay.readers.FieldMapping`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,30 @@ from typing import Any
 
 import click
 
+from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import topic_name_problem
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.replay.readers import FieldMapping
+
+BOOTSTRAP_OPTION = click.option(
+    "--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration)."
+)
+CONNECT_TIMEOUT_OPTION = click.option(
+    "--connect-timeout",
+    type=FiniteFloatRange(min=0, min_open=True),
+    default=15.0,
+    show_default=True,
+    help="Seconds to wait for the broker before giving up.",
+)
+UNTIL_IDLE_OPTION = click.option(
+    "--until-idle",
+    type=FiniteFloatRange(min=0.1),
+    default=None,
+    help="Stop after this many seconds without input (default: run until signalled).",
+)
+SUMMARY_JSON_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="Print the summary as JSON."
+)
 
 
 def stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
