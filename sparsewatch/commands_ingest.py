@@ -62,6 +62,13 @@ from sparsewatch.kafka_options import (
     is_flag=True,
     help="The record's Kafka timestamp is the event time (no timestamp field is read).",
 )
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Most records per transaction: larger batches spread its commit over more records.",
+)
 @UNTIL_IDLE_OPTION
 @CONNECT_TIMEOUT_OPTION
 @SUMMARY_JSON_OPTION
@@ -74,6 +81,7 @@ def ingest(
     group: str | None,
     instance: int,
     kafka_timestamp: bool,
+    batch_size: int,
     until_idle: float | None,
     connect_timeout: float,
     as_json: bool,
@@ -115,6 +123,7 @@ def ingest(
             max_text_bytes=config.max_text_bytes,
             kafka_time=kafka_timestamp,
             until_idle_s=until_idle,
+            batch_size=batch_size,
         )
     finally:
         for sig, handler in previous.items():
@@ -144,6 +153,7 @@ def _report(stats: IngestStats, route: IngestRoute, as_json: bool) -> None:
         "dead_lettered": stats.dead_lettered,
         "transactions": stats.transactions,
         "aborted": stats.aborted,
+        "busy_s": round(stats.busy_s, 3),
         "to_topic": route.docs_topic,
         "dlq_topic": route.dlq_topic,
         "dead_letter_reasons": stats.per_reason,
