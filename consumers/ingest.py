@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
 from sparsewatch.consumers.kafka_client import (
@@ -127,6 +129,9 @@ def run_ingest(
     Fencing by a newer bridge with the same transactional id, and other fatal Kafka errors, are
     SparsewatchErrors."""
     stats = IngestStats()
+    to_message = partial(
+        map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
+    )
     tid = transactional_id(route.group_id, route.instance)
     producer = make_producer(route.bootstrap, **{"transactional.id": tid})
     try:
@@ -147,7 +152,7 @@ def run_ingest(
                     break
                 continue
             last_input = time.monotonic()
-            _transfer(batch, route, mapping, producer, consumer, stats, max_text_bytes, kafka_time)
+            _transfer(batch, route, to_message, producer, consumer, stats)
             stats.busy_s += time.monotonic() - last_input
     finally:
         consumer.close()
@@ -158,12 +163,10 @@ def run_ingest(
 def _transfer(
     batch: list[Message],
     route: IngestRoute,
-    mapping: FieldMapping,
+    to_message: Callable[[Message], tuple[bytes, bytes]],
     producer: Producer,
     consumer: BatchConsumer,
     stats: IngestStats,
-    max_text_bytes: int,
-    kafka_time: bool,
 ) -> None:
     """One batch in one transaction; on an abortable error it is aborted and the consumer sent
     back to the committed offsets, so the batch is read again."""
@@ -173,7 +176,7 @@ def _transfer(
         producer.begin_transaction()
         for msg in batch:
             try:
-                key, value = map_record(msg, mapping, max_text_bytes, kafka_time)
+                key, value = to_message(msg)
             except RecordError as exc:
                 reason = str(exc)
                 reasons[reason] = reasons.get(reason, 0) + 1
