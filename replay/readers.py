@@ -94,9 +94,11 @@ class FieldMapping:
     """Which input fields make the document's fields (``None``: the first present candidate).
 
     ``text`` may name several fields: their non-empty values are joined with a blank line (for
-    example a title and a body). Without ``text``, ``text`` is used when present, else ``title``
-    and ``body``. Labels may be a list or a string split on ``;`` or ``|``. A numeric timestamp
-    counts ``timestamp_unit_ms`` milliseconds per unit (1: epoch milliseconds, 1000: seconds).
+    example a title and a body); one given as ``a|b`` is the first of ``a`` and ``b`` present
+    (a long tweet's ``extended_tweet.full_text``, else its ``text``). Without ``text``, ``text``
+    is used when present, else ``title`` and ``body``. Labels may be a list or a string split on
+    ``;`` or ``|``. A numeric timestamp counts ``timestamp_unit_ms`` milliseconds per unit (1:
+    epoch milliseconds, 1000: seconds).
     """
 
     id: str | None = None
@@ -533,6 +535,16 @@ def parse_labels(value: Any) -> list[str]:
     raise RecordError("labels must be a list of strings or a ';'-separated string")
 
 
+def _first_text(fields: dict[str, Any], spec: str) -> tuple[str, Any] | None:
+    """(name, value) of the first present field of ``spec``, names separated by ``|``
+    (``extended_tweet.full_text|text``: a long tweet's whole text, else its text); ``None``."""
+    for name in spec.split("|"):
+        value = _pick(fields, name, "text")[1]
+        if value is not None:
+            return name, value
+    return None
+
+
 def to_document(
     fields: dict[str, Any],
     mapping: FieldMapping = FieldMapping(),
@@ -551,7 +563,7 @@ def to_document(
         raise RecordError(f"id must be a string or an integer, got {type(doc_id).__name__}")
     used.add(id_name)
     text_fields = mapping.text or (("text",) if "text" in fields else ("title", "body"))
-    present = [(n, v) for n in text_fields if (v := _pick(fields, n, "text")[1]) is not None]
+    present = [found for spec in text_fields if (found := _first_text(fields, spec)) is not None]
     if not present:
         raise RecordError(f"missing text field '{'+'.join(text_fields)}'")
     parts = []
@@ -559,7 +571,7 @@ def to_document(
         if not isinstance(value, str):
             raise RecordError(f"text field '{name}' is {type(value).__name__}, not a string")
         parts.append(value.strip() if len(present) > 1 else value)
-    used.update(text_fields)
+    used.update(name for spec in text_fields for name in spec.split("|"))
     if timestamp_ms is None:
         ts_name, timestamp = _pick(fields, mapping.timestamp, "timestamp")
         if ts_name is None:

@@ -66,7 +66,8 @@ _MAPPING_OPTIONS = (
         "--text-field",
         "text_fields",
         multiple=True,
-        help="Field(s) holding the text; repeat to join several (e.g. title and body).",
+        help="Field(s) holding the text; repeat to join several (e.g. title and body); a|b: the "
+        "first of a and b present.",
     ),
     click.option(
         "--timestamp-field",

@@ -518,6 +518,21 @@ def test_dotted_field_names_read_nested_objects(tmp_path):
         to_document(tweet, FieldMapping(id="id_str", text=("extended_tweet.text",)))
 
 
+def test_a_text_field_with_alternatives_takes_the_first_present():
+    """Twitter's streaming JSON: a long tweet's whole text in ``extended_tweet.full_text``, a
+    short one's in ``text`` only."""
+    spec = FieldMapping(id="id_str", text=("extended_tweet.full_text|text",))
+    short = {"id_str": "1", "text": "short", "created_at": "2024-01-01"}
+    long = {**short, "id_str": "2", "text": "cut…", "extended_tweet": {"full_text": "whole"}}
+    assert to_document(short, spec)["text"] == "short"
+    assert to_document(long, spec)["text"] == "whole"
+    assert "text" not in to_document(long, spec)["meta"]  # a field read for the text
+    with pytest.raises(RecordError, match=r"missing text field 'extended_tweet\.full_text\|text'"):
+        to_document({"id_str": "3", "created_at": "2024-01-01"}, spec)
+    both = FieldMapping(id="id_str", text=("title", "extended_tweet.full_text|text"))
+    assert to_document({**long, "title": "T"}, both)["text"] == "T\n\nwhole"
+
+
 def test_message_normalisation_folds_extra_keys_into_meta():
     doc = {"id": 1, "text": "t", "timestamp": "2024-01-01T00:00:00Z", "labels": ["a"], "k": 2}
     assert as_message({**doc, "meta": {"m": 1}}) == {
