@@ -7,12 +7,10 @@ import signal
 from typing import Any
 
 import click
-from confluent_kafka.admin import AdminClient
 
 from sparsewatch.commands_run import setup_logging
 from sparsewatch.config import load_config
 from sparsewatch.consumers.ingest import IngestRoute, IngestStats, run_ingest
-from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
@@ -20,6 +18,8 @@ from sparsewatch.kafka_options import (
     CONNECT_TIMEOUT_OPTION,
     SUMMARY_JSON_OPTION,
     UNTIL_IDLE_OPTION,
+    broker_topics,
+    create_missing_topics,
     field_mapping,
     field_mapping_options,
     topic_names,
@@ -134,16 +134,13 @@ def ingest(
 def _prepare_topics(route: IngestRoute, partitions: int, timeout: float) -> None:
     """One-line errors for an unreachable broker and a missing source topic; the documents and
     dead-letter topics are created when missing (as the workers create them)."""
-    try:
-        known = AdminClient({"bootstrap.servers": route.bootstrap, "log_level": 0}).list_topics(
-            timeout=timeout
-        )
-    except Exception as exc:  # confluent-kafka raises several types here: report them in one line
-        raise SparsewatchError(f"cannot reach Kafka at {route.bootstrap}: {exc}") from None
-    missing = [t for t in route.source_topics if t not in known.topics]
+    known = broker_topics(route.bootstrap, timeout)
+    missing = [t for t in route.source_topics if t not in known]
     if missing:
         raise SparsewatchError(f"no topic {missing[0]!r} on the broker at {route.bootstrap}")
-    ensure_topics(route.bootstrap, {route.docs_topic: partitions, route.dlq_topic: 1}, timeout)
+    create_missing_topics(
+        route.bootstrap, {route.docs_topic: partitions, route.dlq_topic: 1}, timeout
+    )
 
 
 def _report(stats: IngestStats, route: IngestRoute, as_json: bool) -> None:

@@ -8,18 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import click
-from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
-from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
     BOOTSTRAP_OPTION,
     CONNECT_TIMEOUT_OPTION,
     SUMMARY_JSON_OPTION,
+    broker_topics,
+    create_missing_topics,
     field_mapping,
     field_mapping_options,
     topic_names,
@@ -157,7 +157,10 @@ def replay(
     if fmt is None:
         _refuse_unknown_formats(inputs)
     mapping = field_mapping(mapping_options)
-    _ensure_topic(bootstrap, topic, partitions or config.kafka.partitions, connect_timeout)
+    broker_topics(bootstrap, connect_timeout)
+    create_missing_topics(
+        bootstrap, {topic: partitions or config.kafka.partitions}, connect_timeout
+    )
     stats = ReadStats()
     console = Console(stderr=True)
     show = console.is_terminal if progress is None else progress
@@ -255,16 +258,6 @@ def _refuse_unknown_formats(inputs: list[Path]) -> None:
             detect_format(path)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-
-
-def _ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
-    """Create ``topic`` if missing; an unreachable broker is a one-line error (the probe runs with
-    librdkafka's own logging off, so nothing else reaches stderr)."""
-    try:
-        AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=timeout)
-        ensure_topics(bootstrap, {topic: partitions}, timeout=timeout)
-    except Exception as exc:  # confluent-kafka raises several types here: report them in one line
-        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
 
 
 def _report(

@@ -11,7 +11,9 @@ import click
 
 from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import topic_name_problem
+from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
+from sparsewatch.errors import SparsewatchError
 from sparsewatch.replay.readers import FieldMapping
 
 BOOTSTRAP_OPTION = click.option(
@@ -33,6 +35,27 @@ UNTIL_IDLE_OPTION = click.option(
 SUMMARY_JSON_OPTION = click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON."
 )
+
+
+def broker_topics(bootstrap: str, timeout: float) -> set[str]:
+    """The topics the broker has; a broker that does not answer is a one-line error (the probe
+    runs with librdkafka's own logging off, so nothing else reaches stderr)."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        return set(admin.list_topics(timeout=timeout).topics)
+    except Exception as exc:  # confluent-kafka raises several types here: report them in one line
+        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+
+
+def create_missing_topics(bootstrap: str, partitions: dict[str, int], timeout: float) -> None:
+    """Create the topics of ``partitions`` (name -> partition count) the broker lacks; a failure
+    is a one-line error."""
+    try:
+        ensure_topics(bootstrap, partitions, timeout=timeout)
+    except Exception as exc:  # as above
+        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
 
 
 def stream_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
