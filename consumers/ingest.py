@@ -39,6 +39,7 @@ from sparsewatch.consumers.kafka_client import (
     next_offsets,
     produce,
 )
+from sparsewatch.consumers.metrics import IngestMetrics
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.producer import encode
 from sparsewatch.replay.readers import (
@@ -100,6 +101,15 @@ class IngestStats:
     busy_s: float = 0.0
     per_reason: dict[str, int] = field(default_factory=dict)
 
+    def add(self, read: int, forwarded: int, reasons: dict[str, int]) -> None:
+        """Count one committed transaction."""
+        self.transactions += 1
+        self.read += read
+        self.forwarded += forwarded
+        for reason, n in reasons.items():
+            self.dead_lettered += n
+            self.per_reason[reason] = self.per_reason.get(reason, 0) + n
+
 
 @dataclass(frozen=True)
 class IngestRoute:
@@ -122,12 +132,14 @@ def run_ingest(
     kafka_time: bool = False,
     until_idle_s: float | None = None,
     batch_size: int = 1000,
+    metrics: IngestMetrics | None = None,
 ) -> IngestStats:
-    """Bridge ``route.source_topics`` to ``route.docs_topic`` until ``stop`` is set or nothing
-    arrived for ``until_idle_s`` seconds; the batch in progress commits first. A batch (one
-    transaction) holds what arrived within half a second, at most ``batch_size`` records.
+    """Bridge ``route.source_topics`` to ``route.docs_topic`` until ``stop`` is set or the
+    sources have been drained for ``until_idle_s`` seconds; the batch in progress commits
+    first. A batch (one transaction) holds what arrived within half a second, at most
+    ``batch_size`` records.
     Fencing by a newer bridge with the same transactional id, and other fatal Kafka errors, are
-    SparsewatchErrors."""
+    SparsewatchErrors. Committed transactions and the source lag also go to ``metrics``."""
     stats = IngestStats()
     to_message = partial(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
@@ -143,17 +155,32 @@ def run_ingest(
     consumer = BatchConsumer(
         route.bootstrap, route.group_id, route.source_topics, **{"group.instance.id": tid}
     )
+    metrics = metrics or IngestMetrics()
     try:
-        last_input = time.monotonic()
+        quiet_since = time.monotonic()
         while not stop.is_set():
             batch = consumer.poll_batch(batch_size, timeout=0.5)
+            now = time.monotonic()
+            lag = consumer.lag()
+            metrics.set_lag(lag)
+            # "Idle" means drained, as for the workers: nothing read, partitions assigned and
+            # none of them behind (an unknown lag is not "caught up"), so a bridge still joining
+            # its group or waiting for its first fetch does not stop before it read anything.
+            if batch or not lag or any(n != 0 for n in lag.values()):
+                quiet_since = now
             if not batch:
-                if until_idle_s is not None and time.monotonic() - last_input >= until_idle_s:
+                if until_idle_s is not None and now - quiet_since >= until_idle_s:
                     break
                 continue
-            last_input = time.monotonic()
-            _transfer(batch, route, to_message, producer, consumer, stats)
-            stats.busy_s += time.monotonic() - last_input
+            outcome = _transfer(batch, route, to_message, producer, consumer)
+            busy = time.monotonic() - now
+            stats.busy_s += busy
+            if outcome is None:
+                stats.aborted += 1
+                metrics.aborted()
+                continue
+            stats.add(len(batch), *outcome)
+            metrics.committed(outcome[0], sum(outcome[1].values()), busy)
     finally:
         consumer.close()
         producer.flush(10)
@@ -166,10 +193,10 @@ def _transfer(
     to_message: Callable[[Message], tuple[bytes, bytes]],
     producer: Producer,
     consumer: BatchConsumer,
-    stats: IngestStats,
-) -> None:
-    """One batch in one transaction; on an abortable error it is aborted and the consumer sent
-    back to the committed offsets, so the batch is read again."""
+) -> tuple[int, dict[str, int]] | None:
+    """One batch in one transaction: the documents forwarded and the dead letters per reason it
+    committed. On an abortable error the transaction is aborted and the consumer sent back to the
+    committed offsets, so the batch is read again: None."""
     forwarded = 0
     reasons: dict[str, int] = {}
     try:
@@ -202,14 +229,8 @@ def _transfer(
         log.warning("transaction aborted, the batch is read again: %s", error.str())
         producer.abort_transaction(_TXN_TIMEOUT_S)
         consumer.rewind_to_committed()
-        stats.aborted += 1
-        return
-    stats.transactions += 1
-    stats.read += len(batch)
-    stats.forwarded += forwarded
-    for reason, n in reasons.items():
-        stats.dead_lettered += n
-        stats.per_reason[reason] = stats.per_reason.get(reason, 0) + n
+        return None
+    return forwarded, reasons
 
 
 def _commit(producer: Producer) -> None:

@@ -1,7 +1,10 @@
-"""Prometheus metrics of the workers (served by ``sparsewatch run --metrics-port``).
+"""Prometheus metrics of the workers (served by ``sparsewatch run --metrics-port``) and of the
+ingest bridge (``sparsewatch ingest --metrics-port``).
 
 documents/s is ``rate(sparsewatch_documents_total[1m])``; the novelty rate is
-``rate(sparsewatch_novel_total[5m]) / rate(sparsewatch_documents_total[5m])``.
+``rate(sparsewatch_novel_total[5m]) / rate(sparsewatch_documents_total[5m])``. The bridge's
+records/s is ``rate(sparsewatch_ingest_records_total[1m])`` (by ``outcome``: forwarded or
+dead_lettered), its lag ``sparsewatch_consumer_lag{worker="ingest"}``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from sparsewatch.errors import SparsewatchError
 
 DOCUMENTS = Counter("sparsewatch_documents", "Documents processed in closed windows", ["worker"])
 NOVEL = Counter("sparsewatch_novel", "Documents flagged novel or anomalous", ["worker"])
@@ -24,6 +29,21 @@ WINDOW_LATENCY = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 LAG = Gauge("sparsewatch_consumer_lag", "Messages behind the end of the input topic", ["worker"])
+INGEST_RECORDS = Counter(
+    "sparsewatch_ingest_records",
+    "Source records in committed ingest transactions, by outcome (forwarded, dead_lettered)",
+    ["outcome"],
+)
+INGEST_TRANSACTIONS = Counter(
+    "sparsewatch_ingest_transactions",
+    "Ingest transactions, by result (committed, aborted: their batch is read again)",
+    ["result"],
+)
+INGEST_BATCH_SECONDS = Histogram(
+    "sparsewatch_ingest_batch_seconds",
+    "From an ingest batch in hand to its transaction committed",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 
 
 class WorkerMetrics:
@@ -50,12 +70,40 @@ class WorkerMetrics:
         LAG.labels(self.worker).set(sum(lag.values()))
 
 
-def serve(port: int) -> Callable[[], None]:
-    """Expose /metrics on 127.0.0.1:``port`` (0 = do not serve); OSError when the port cannot be
-    bound. Returns the function that stops the server and frees its port."""
+class IngestMetrics:
+    """The metrics of the ingest bridge; its consumer lag and dead letters are the workers'
+    gauges and counters with ``worker="ingest"``."""
+
+    worker = "ingest"
+
+    def committed(self, forwarded: int, dead_lettered: int, seconds: float) -> None:
+        """Count one committed transaction: records forwarded and dead-lettered, its duration."""
+        INGEST_RECORDS.labels("forwarded").inc(forwarded)
+        INGEST_RECORDS.labels("dead_lettered").inc(dead_lettered)
+        DEAD_LETTERS.labels(self.worker).inc(dead_lettered)
+        INGEST_TRANSACTIONS.labels("committed").inc()
+        INGEST_BATCH_SECONDS.observe(seconds)
+
+    def aborted(self) -> None:
+        INGEST_TRANSACTIONS.labels("aborted").inc()
+
+    def set_lag(self, lag: dict[tuple[str, int], int | None]) -> None:
+        """Total lag over the source partitions the bridge owns (unknown ones left out)."""
+        LAG.labels(self.worker).set(sum(n for n in lag.values() if n is not None))
+
+
+def serve_metrics(port: int, setting: str) -> Callable[[], None]:
+    """Expose /metrics on 127.0.0.1:``port`` (0 = do not serve) until the returned function is
+    called; a port that cannot be bound (taken, or privileged) is a one-line SparsewatchError
+    naming ``setting``, where the port was given."""
     if not port:
         return lambda: None
-    server, thread = start_http_server(port, addr="127.0.0.1")
+    try:
+        server, thread = start_http_server(port, addr="127.0.0.1")
+    except OSError as exc:
+        raise SparsewatchError(
+            f"cannot serve metrics on 127.0.0.1:{port} ({setting}): {exc.strerror or exc}"
+        ) from None
 
     def stop() -> None:
         server.shutdown()

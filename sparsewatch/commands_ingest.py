@@ -11,6 +11,7 @@ import click
 from sparsewatch.commands_run import setup_logging
 from sparsewatch.config import load_config
 from sparsewatch.consumers.ingest import IngestRoute, IngestStats, run_ingest
+from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
@@ -69,6 +70,13 @@ from sparsewatch.kafka_options import (
     show_default=True,
     help="Most records per transaction: larger batches spread its commit over more records.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    help="Serve Prometheus metrics on 127.0.0.1:PORT (records forwarded and dead-lettered, "
+    "transactions, batch time, source lag; default 0: not served).",
+)
 @UNTIL_IDLE_OPTION
 @CONNECT_TIMEOUT_OPTION
 @SUMMARY_JSON_OPTION
@@ -82,6 +90,7 @@ def ingest(
     instance: int,
     kafka_timestamp: bool,
     batch_size: int,
+    metrics_port: int,
     until_idle: float | None,
     connect_timeout: float,
     as_json: bool,
@@ -113,6 +122,7 @@ def ingest(
     )
     _prepare_topics(route, config.kafka.partitions, connect_timeout)
     setup_logging(config.log_level)
+    stop_metrics = serve_metrics(metrics_port, "--metrics-port")
     stop = StopFlag()
     previous = {sig: signal.signal(sig, stop.request) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -128,6 +138,7 @@ def ingest(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        stop_metrics()
     _report(stats, route, as_json)
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
 from sparsewatch.config import Config
-from sparsewatch.consumers.metrics import serve
+from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import RetryAbandonedError
 from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import WriterError
@@ -146,18 +145,6 @@ def _run_threads(
         raise errors[0]
 
 
-def _serve_metrics(port: int) -> Callable[[], None]:
-    """Serve the metrics on ``port`` (0: not at all) until the returned function is called; a
-    port that cannot be bound (taken, or privileged) is a one-line error naming the setting."""
-    try:
-        return serve(port)
-    except OSError as exc:
-        raise SparsewatchError(
-            f"cannot serve metrics on 127.0.0.1:{port} (metrics_port, SPARSEWATCH_METRICS_PORT, "
-            f"--metrics-port): {exc.strerror or exc}"
-        ) from None
-
-
 def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
     """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
     only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError)."""
@@ -184,7 +171,9 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
         except KafkaException as exc:  # creating the topics is the first contact with the broker
             bootstrap = config.kafka.bootstrap_servers
             raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
-        stop_metrics = _serve_metrics(config.metrics_port)
+        stop_metrics = serve_metrics(
+            config.metrics_port, "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port"
+        )
         try:
             run_loops(
                 workers,

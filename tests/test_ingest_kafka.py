@@ -218,7 +218,9 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
-def _spawn(route: IngestRoute, log: Path, until_idle: float | None) -> subprocess.Popen:
+def _spawn(
+    route: IngestRoute, log: Path, until_idle: float | None, extra: tuple[str, ...] = ()
+) -> subprocess.Popen:
     args = [
         sys.executable, "-m", "sparsewatch", "ingest",
         "--bootstrap-servers", route.bootstrap,
@@ -230,6 +232,7 @@ def _spawn(route: IngestRoute, log: Path, until_idle: float | None) -> subproces
     ]  # fmt: skip
     if until_idle is not None:
         args += ["--until-idle", str(until_idle)]
+    args += extra
     env = {**os.environ, "SPARSEWATCH_KAFKA_TOPIC_PREFIX": route.dlq_topic.removesuffix(".dlq")}
     return subprocess.Popen(args, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
@@ -367,6 +370,21 @@ def test_sigterm_commits_the_batch_in_progress_and_exits_cleanly(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
     assert "read 1000, forwarded 1000" in log.read_text()
+    assert len(_read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
+
+
+def test_until_idle_counts_from_the_sources_drained_not_from_the_start(
+    kafka_bootstrap: str, topic_name: str
+) -> None:
+    """A bridge joining its group and fetching for the first time is not idle: with an idle
+    limit shorter than its start it still forwards the whole backlog before it stops."""
+    route = _route(kafka_bootstrap, topic_name)
+    _prepare(route)
+    tweets = [(b"k", json.dumps(_tweet(i, "en")).encode()) for i in range(3_000)]
+    _produce(kafka_bootstrap, route.source_topics[0], tweets)
+    started = time.monotonic()
+    stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=0.2, batch_size=100)
+    assert stats.forwarded == len(tweets), time.monotonic() - started
     assert len(_read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
 
 
