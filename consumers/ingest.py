@@ -9,7 +9,8 @@ partition. :func:`run_ingest` (``sparsewatch ingest``) bridges such a topic to
 as ``user.lang``, or the record's own Kafka timestamp as the event time) to a document message
 keyed by its stream; a record that cannot be mapped (not JSON, a missing field, a bad date, a
 text the detector would refuse, a tombstone) goes to ``<prefix>.dlq`` with the reason and its
-source ``topic:partition:offset``, as the workers' dead letters do.
+source ``topic:partition:offset``, as the workers' dead letters do, and (given a sink) to the
+results database's ``dead_letters`` table, where ``sparsewatch dead-letters`` finds it.
 
 Consume-transform-produce runs in Kafka transactions: a batch's documents, its dead letters and
 its consumed offsets (``send_offsets_to_transaction``) commit together or not at all, so a crash,
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
 from sparsewatch.consumers.kafka_client import (
@@ -54,6 +56,9 @@ from sparsewatch.replay.readers import (
 from sparsewatch.errors import SparsewatchError
 
 log = logging.getLogger(__name__)
+
+DeadLetterSink = Callable[[list[dict[str, Any]]], None]
+"""Records a batch's dead letters (topic, partition, offset, reason, payload) idempotently."""
 
 _TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
 
@@ -133,13 +138,16 @@ def run_ingest(
     until_idle_s: float | None = None,
     batch_size: int = 1000,
     metrics: IngestMetrics | None = None,
+    record_dead_letters: DeadLetterSink | None = None,
 ) -> IngestStats:
     """Bridge ``route.source_topics`` to ``route.docs_topic`` until ``stop`` is set or the
     sources have been drained for ``until_idle_s`` seconds; the batch in progress commits
     first. A batch (one transaction) holds what arrived within half a second, at most
     ``batch_size`` records.
     Fencing by a newer bridge with the same transactional id, and other fatal Kafka errors, are
-    SparsewatchErrors. Committed transactions and the source lag also go to ``metrics``."""
+    SparsewatchErrors. Committed transactions and the source lag also go to ``metrics``; each
+    batch's dead letters, whole, to ``record_dead_letters`` (the results database's
+    ``dead_letters`` table, keyed by source coordinates) before its transaction."""
     stats = IngestStats()
     to_message = partial(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
@@ -172,7 +180,7 @@ def run_ingest(
                 if until_idle_s is not None and now - quiet_since >= until_idle_s:
                     break
                 continue
-            outcome = _transfer(batch, route, to_message, producer, consumer)
+            outcome = _transfer(batch, route, to_message, producer, consumer, record_dead_letters)
             busy = time.monotonic() - now
             stats.busy_s += busy
             if outcome is None:
@@ -193,27 +201,46 @@ def _transfer(
     to_message: Callable[[Message], tuple[bytes, bytes]],
     producer: Producer,
     consumer: BatchConsumer,
+    record_dead_letters: DeadLetterSink | None,
 ) -> tuple[int, dict[str, int]] | None:
     """One batch in one transaction: the documents forwarded and the dead letters per reason it
     committed. On an abortable error the transaction is aborted and the consumer sent back to the
-    committed offsets, so the batch is read again: None."""
-    forwarded = 0
+    committed offsets, so the batch is read again: None.
+
+    The dead letters go to ``record_dead_letters`` first, before the transaction begins (a slow
+    database does not hold a transaction open); the sink must ignore a record it already holds,
+    as a batch read again records them again."""
+    documents: list[tuple[bytes, bytes]] = []
+    dead: list[tuple[Message, str]] = []
+    for msg in batch:
+        try:
+            documents.append(to_message(msg))
+        except RecordError as exc:
+            dead.append((msg, str(exc)))
+    if dead and record_dead_letters is not None:
+        record_dead_letters(
+            [
+                {
+                    "topic": msg.topic(),
+                    "partition": msg.partition(),
+                    "offset": msg.offset(),
+                    "reason": reason,
+                    "payload": msg.value() or b"",
+                }
+                for msg, reason in dead
+            ]
+        )
     reasons: dict[str, int] = {}
     try:
         producer.begin_transaction()
-        for msg in batch:
-            try:
-                key, value = to_message(msg)
-            except RecordError as exc:
-                reason = str(exc)
-                reasons[reason] = reasons.get(reason, 0) + 1
-                dkey, payload, headers = dead_letter_message(
-                    msg.topic(), msg.partition(), msg.offset(), reason, msg.value() or b""
-                )
-                produce(producer, route.dlq_topic, dkey, payload, headers=headers)
-                continue
+        for msg, reason in dead:
+            reasons[reason] = reasons.get(reason, 0) + 1
+            dkey, payload, headers = dead_letter_message(
+                msg.topic(), msg.partition(), msg.offset(), reason, msg.value() or b""
+            )
+            produce(producer, route.dlq_topic, dkey, payload, headers=headers)
+        for key, value in documents:
             produce(producer, route.docs_topic, key, value)
-            forwarded += 1
         producer.send_offsets_to_transaction(
             consumer.positions_for(next_offsets(batch)), consumer.group_metadata(), _TXN_TIMEOUT_S
         )
@@ -230,7 +257,7 @@ def _transfer(
         producer.abort_transaction(_TXN_TIMEOUT_S)
         consumer.rewind_to_committed()
         return None
-    return forwarded, reasons
+    return len(documents), reasons
 
 
 def _commit(producer: Producer) -> None:

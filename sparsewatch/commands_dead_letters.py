@@ -1,8 +1,10 @@
-"""``sparsewatch dead-letters``: the messages the workers refused, from the results database.
+"""``sparsewatch dead-letters``: the messages the workers and the ingest bridge refused, from the
+results database.
 
 Every refused message (bad JSON, wrong types, a duplicate, a stream on a second partition, ...) is
-stored with its reason, its source topic, partition and offset, and its original bytes, in the
-same transaction as the window it arrived with. The command lists them newest first, or counts
+stored with its reason, its source topic, partition and offset, and its original bytes: by a
+worker in the same transaction as the window it arrived with, by ``sparsewatch ingest`` before
+the Kafka transaction of its batch. The command lists them newest first, or counts
 them by reason (``--summary``), so an operator sees what goes wrong without a Kafka client. JSON
 and CSV carry the exact bytes (``payload_base64``) to re-send a repaired message.
 """
@@ -65,7 +67,7 @@ def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
     "source_topics",
     multiple=True,
     help="Only messages refused on this topic (repeatable; <prefix>.docs: the detector's, "
-    "<prefix>.scores: the anomaly worker's).",
+    "<prefix>.scores: the anomaly worker's, an ingest source topic: the bridge's).",
 )
 @click.option("--reason", default=None, help="Only reasons containing this text (any case).")
 @click.option(

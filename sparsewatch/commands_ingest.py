@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import signal
+from contextlib import ExitStack
 from typing import Any
 
 import click
 
 from sparsewatch.commands_run import setup_logging
 from sparsewatch.config import load_config
-from sparsewatch.consumers.ingest import IngestRoute, IngestStats, run_ingest
+from sparsewatch.consumers.ingest import DeadLetterSink, IngestRoute, IngestStats, run_ingest
 from sparsewatch.consumers.metrics import serve_metrics
-from sparsewatch.consumers.retry import StopFlag
-from sparsewatch.errors import SparsewatchError
+from sparsewatch.consumers.retry import (
+    TRANSIENT_DB_ERRORS,
+    RetryAbandonedError,
+    StopFlag,
+    with_backoff,
+)
+from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.kafka_options import (
     BOOTSTRAP_OPTION,
     CONNECT_TIMEOUT_OPTION,
@@ -25,6 +31,9 @@ from sparsewatch.kafka_options import (
     field_mapping_options,
     topic_names,
 )
+from sparsewatch.runner import open_results_store
+from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.store import Store
 
 
 @click.command()
@@ -77,6 +86,14 @@ from sparsewatch.kafka_options import (
     help="Serve Prometheus metrics on 127.0.0.1:PORT (records forwarded and dead-lettered, "
     "transactions, batch time, source lag; default 0: not served).",
 )
+@click.option(
+    "--database/--no-database",
+    "to_database",
+    default=True,
+    show_default=True,
+    help="Also record the dead letters in the results database (database_url), where "
+    "`sparsewatch dead-letters` lists them with the workers' own.",
+)
 @UNTIL_IDLE_OPTION
 @CONNECT_TIMEOUT_OPTION
 @SUMMARY_JSON_OPTION
@@ -91,6 +108,7 @@ def ingest(
     kafka_timestamp: bool,
     batch_size: int,
     metrics_port: int,
+    to_database: bool,
     until_idle: float | None,
     connect_timeout: float,
     as_json: bool,
@@ -100,7 +118,8 @@ def ingest(
     input topic, exactly once, keyed by stream.
 
     Fields are picked as `replay` picks them (a.b reads a nested field, e.g. user.lang); records
-    that cannot be mapped go to the dead-letter topic <prefix>.dlq with the reason. Each batch's
+    that cannot be mapped go to the dead-letter topic <prefix>.dlq with the reason, and to the
+    results database (see `sparsewatch dead-letters`) unless --no-database. Each batch's
     documents, dead letters and consumed offsets commit in one Kafka transaction, so a crash or a
     restart neither loses nor repeats a record. SIGTERM or Ctrl-C: the batch in progress commits,
     then the bridge stops.
@@ -122,24 +141,44 @@ def ingest(
     )
     _prepare_topics(route, config.kafka.partitions, connect_timeout)
     setup_logging(config.log_level)
-    stop_metrics = serve_metrics(metrics_port, "--metrics-port")
-    stop = StopFlag()
-    previous = {sig: signal.signal(sig, stop.request) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        stats = run_ingest(
-            route,
-            mapping,
-            stop,
-            max_text_bytes=config.max_text_bytes,
-            kafka_time=kafka_timestamp,
-            until_idle_s=until_idle,
-            batch_size=batch_size,
-        )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        stop_metrics()
+    with ExitStack() as cleanup:
+        store = None
+        if to_database:
+            store = open_results_store(config)
+            cleanup.callback(store.dispose)
+        cleanup.callback(serve_metrics(metrics_port, "--metrics-port"))
+        stop = StopFlag()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            cleanup.callback(signal.signal, sig, signal.signal(sig, stop.request))
+        try:
+            stats = run_ingest(
+                route,
+                mapping,
+                stop,
+                max_text_bytes=config.max_text_bytes,
+                kafka_time=kafka_timestamp,
+                until_idle_s=until_idle,
+                batch_size=batch_size,
+                record_dead_letters=None if store is None else _dead_letter_sink(store, stop),
+            )
+        except RetryAbandonedError as exc:
+            raise SparsewatchError(f"{exc}; the batch is read again at the next start") from None
+        except TRANSIENT_DB_ERRORS as exc:
+            raise SparsewatchError(
+                f"cannot record dead letters in {mask_url(config.resolved_database_url)} "
+                f"(retried for 2 minutes): {first_line(exc)}"
+            ) from None
     _report(stats, route, as_json)
+
+
+def _dead_letter_sink(store: Store, stop: StopFlag) -> DeadLetterSink:
+    """Dead letters into the ``dead_letters`` table (a record already there stays as it is),
+    retried with backoff while the database is unavailable, abandoned when ``stop`` is set."""
+
+    def record(rows: list[dict[str, Any]]) -> None:
+        with_backoff(lambda: store.insert_dead_letters(rows), "recording dead letters", stop=stop)
+
+    return record
 
 
 def _prepare_topics(route: IngestRoute, partitions: int, timeout: float) -> None:

@@ -145,6 +145,23 @@ def _run_threads(
         raise errors[0]
 
 
+def open_results_store(config: Config) -> Store:
+    """The configured results database for writing, its schema created or migrated; what cannot
+    be opened, and an in-memory SQLite database (gone with its connection), is a
+    SparsewatchError."""
+    url = config.resolved_database_url
+    if is_in_memory_sqlite(url):
+        raise SparsewatchError(
+            f"database_url {url!r} is an in-memory SQLite database, which lives and dies with "
+            "one connection: the workers and the ingest bridge need a file (sqlite:///path.db) or "
+            "PostgreSQL"
+        )
+    try:
+        return Store.open(url)
+    except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
+        raise SparsewatchError(f"cannot open database {mask_url(url)}: {first_line(exc)}") from None
+
+
 def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
     """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
     only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError)."""
@@ -155,16 +172,7 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
                 "the anomaly worker is disabled in the configuration "
                 "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
             )
-    url = config.resolved_database_url
-    if is_in_memory_sqlite(url):
-        raise SparsewatchError(
-            f"database_url {url!r} is an in-memory SQLite database, which lives and dies with "
-            "one connection: the workers need a file (sqlite:///path.db) or PostgreSQL"
-        )
-    try:
-        store = Store.open(url)
-    except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
-        raise SparsewatchError(f"cannot open database {mask_url(url)}: {first_line(exc)}") from None
+    store = open_results_store(config)
     try:
         try:
             workers = [build_worker(role, config, store) for role in roles]

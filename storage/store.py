@@ -440,6 +440,12 @@ class Store:
         with write_connection(self.engine) as conn, conn.begin():
             yield StoreTx(conn)
 
+    def insert_dead_letters(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Record dead letters in a transaction of their own (the ingest bridge's, which has no
+        window to write them with); one already recorded is left as it is."""
+        with self.transaction() as tx:
+            tx.insert_dead_letters(rows)
+
     @contextmanager
     def reading(self) -> Iterator[sa.Connection]:
         """A read-only connection in one transaction (a consistent view)."""

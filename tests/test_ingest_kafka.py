@@ -29,6 +29,7 @@ from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest, tr
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.readers import FieldMapping, RecordError
+from sparsewatch.storage.store import Store
 
 TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
 
@@ -134,8 +135,14 @@ def test_the_kafka_timestamp_can_be_the_event_time() -> None:
 # -- through the broker ---------------------------------------------------------------------------
 
 
+def _source(msg: Message) -> tuple[str, int, int]:
+    """A dead letter's source coordinates, from its ``source`` header."""
+    topic, partition, offset = dict(msg.headers())["source"].decode().rsplit(":", 2)
+    return topic, int(partition), int(offset)
+
+
 def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
-    kafka_bootstrap: str, topic_name: str
+    kafka_bootstrap: str, topic_name: str, database_url: str
 ) -> None:
     route = _route(kafka_bootstrap, topic_name)
     _prepare(route)
@@ -160,7 +167,13 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     records[250:250] = bad[4:]
     _produce(kafka_bootstrap, route.source_topics[0], records)
 
-    stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=3.0)
+    store = Store.open(database_url)
+    try:
+        sink = store.insert_dead_letters
+        stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=3.0, record_dead_letters=sink)
+        stored = store.dead_letters(limit=None)
+    finally:
+        store.dispose()
 
     assert (stats.read, stats.forwarded, stats.dead_lettered) == (307, 300, 7)
     docs = _read_all(kafka_bootstrap, route.docs_topic, 300)
@@ -183,13 +196,17 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     assert any(r.startswith("not UTF-8 (byte") and r.endswith("of the message)") for r in reasons)
     assert "null value (a tombstone), not a document" in reasons
     for msg in dead:  # original bytes, and where they came from
-        topic, partition, offset = dict(msg.headers())["source"].decode().rsplit(":", 2)
+        topic, partition, offset = _source(msg)
         assert (
             topic == route.source_topics[0]
             and msg.key().decode() == f"{topic}:{partition}:{offset}"
         )
-        source = _read_at(kafka_bootstrap, topic, int(partition), int(offset))
+        source = _read_at(kafka_bootstrap, topic, partition, offset)
         assert msg.value() == (source.value() or b"")
+    # the database holds the same dead letters, with their reasons and whole payloads
+    assert sorted(
+        (r["topic"], r["partition"], r["offset"], r["reason"], r["payload"]) for r in stored
+    ) == sorted((*_source(m), dict(m.headers())["reason"].decode(), m.value()) for m in dead)
 
 
 def _read_at(bootstrap: str, topic: str, partition: int, offset: int) -> Message:
@@ -219,8 +236,14 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
 
 
 def _spawn(
-    route: IngestRoute, log: Path, until_idle: float | None, extra: tuple[str, ...] = ()
+    route: IngestRoute,
+    log: Path,
+    until_idle: float | None,
+    extra: tuple[str, ...] = (),
+    database_url: str | None = None,
 ) -> subprocess.Popen:
+    """``sparsewatch ingest`` for ``route`` writing to ``log``; its dead letters go to
+    ``database_url`` (default: ``ingest.db`` beside the log)."""
     args = [
         sys.executable, "-m", "sparsewatch", "ingest",
         "--bootstrap-servers", route.bootstrap,
@@ -233,7 +256,11 @@ def _spawn(
     if until_idle is not None:
         args += ["--until-idle", str(until_idle)]
     args += extra
-    env = {**os.environ, "SPARSEWATCH_KAFKA_TOPIC_PREFIX": route.dlq_topic.removesuffix(".dlq")}
+    env = {
+        **os.environ,
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": route.dlq_topic.removesuffix(".dlq"),
+        "SPARSEWATCH_DATABASE_URL": database_url or f"sqlite:///{log.parent / 'ingest.db'}",
+    }
     return subprocess.Popen(args, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
@@ -312,6 +339,16 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
         assert got == want
     dead = _read_all(kafka_bootstrap, route.dlq_topic, len(bad))
     assert sorted(m.value() for m in dead) == sorted(bad)
+    # the database's dead letters are the topic's, once each (a batch read again after a kill
+    # records its dead letters again: the table keeps the first)
+    store = Store.open(f"sqlite:///{tmp_path / 'ingest.db'}", create=False)
+    try:
+        rows = store.dead_letters(limit=None)
+    finally:
+        store.dispose()
+    assert sorted((r["topic"], r["partition"], r["offset"], r["payload"]) for r in rows) == sorted(
+        (*_source(m), m.value()) for m in dead
+    )
     assert "Traceback" not in log.read_text()
 
 
@@ -388,8 +425,8 @@ def test_until_idle_counts_from_the_sources_drained_not_from_the_start(
     assert len(_read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SPARSEWATCH_DEBUG"}
+def _cli(*args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SPARSEWATCH_DEBUG"} | env_vars
     return subprocess.run(
         [sys.executable, "-m", "sparsewatch", "ingest", *args],
         env=env,
@@ -417,6 +454,13 @@ def test_bad_arguments_and_missing_topics_are_one_line_errors(
     proc = _cli("--bootstrap-servers", "127.0.0.1:1", "--from-topic", "a", "--connect-timeout", "1")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "cannot reach Kafka" in lines[0]
+    route = _route(kafka_bootstrap, topic_name)
+    _create(kafka_bootstrap, route.source_topics[0], 1)
+    nowhere = "postgresql+psycopg://nobody:secret@127.0.0.1:1/none"
+    proc = _cli(*at, "--from-topic", route.source_topics[0], SPARSEWATCH_DATABASE_URL=nowhere)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "cannot open database" in lines[0] and "secret" not in lines[0]
 
 
 def _twitter_time(iso: str) -> str:

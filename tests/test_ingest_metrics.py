@@ -134,6 +134,7 @@ def test_a_port_it_cannot_bind_is_a_one_line_error(kafka_bootstrap: str, topic_n
             "--bootstrap-servers", kafka_bootstrap,
             "--from-topic", route.source_topics[0],
             "--metrics-port", str(port),
+            "--no-database",
         )  # fmt: skip
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
