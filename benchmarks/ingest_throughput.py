@@ -1,19 +1,24 @@
 """What exactly-once costs the ingest bridge: ``run_ingest`` (one Kafka transaction per batch:
 documents, dead letters and consumed offsets together) against the same bridge made
 at-least-once (the same consumer, mapping and idempotent producer, no transaction: each batch is
-flushed, then its offsets committed), on the same tweets, in the same run.
+flushed, then its offsets committed), on the same tweets, in the same run; and what recording
+the dead letters in the results database costs (``sparsewatch ingest``'s default: one SQL
+transaction per batch that has dead letters) against the exactly-once bridge without it.
 
     python benchmarks/ingest_throughput.py [--records 50000] [--repeats 5] [--batch-size 1000]
+        [--database-url URL]
 
 Each repeat writes ``--records`` tweets in Twitter's JSON (1% malformed) to a fresh source topic
-of 3 partitions, then runs the two bridges one after the other (in alternating order) over it,
+of 3 partitions, then runs the three bridges one after the other (in rotating order) over it,
 each in its own consumer group and to its own documents topic, both with batches of at most
 ``--batch-size`` records (one transaction each for the exactly-once bridge). Measured: the
 seconds spent on batches (from a batch in hand to its commit; the idle wait at the end excluded)
 and the process CPU over the run. Reported: medians over the repeats, and the median of the
-per-repeat ratios (exactly-once over at-least-once). Uses the broker in
-``KAFKA_BOOTSTRAP_SERVERS``, else starts the local one. Results:
-``benchmarks/results/ingest_throughput.json``.
+per-repeat ratios (exactly-once over at-least-once; with the database over without). The
+database is ``--database-url``, else a SQLite file in a temporary folder (the default of
+``database_url``: a file). Uses the broker in ``KAFKA_BOOTSTRAP_SERVERS``, else starts the local
+one. Results: ``benchmarks/results/ingest_throughput.json`` (``_postgresql.json`` with a
+PostgreSQL ``--database-url``).
 """
 
 from __future__ import annotations
@@ -42,10 +47,13 @@ from sparsewatch.consumers.kafka_client import (
 )
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.readers import FieldMapping, RecordError
+from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.store import Store
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest_throughput.json"
 TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
 LANGS = ("en", "de", "fr", "es", "it", "pt")
+KINDS = ("eo", "alo", "eo_db")  # exactly-once, at-least-once, exactly-once with the database
 
 
 def _tweets(n: int, seed: int) -> list[bytes]:
@@ -112,6 +120,21 @@ def _exactly_once(route: IngestRoute, idle_s: float, batch_size: int) -> dict[st
     return {"busy_s": stats.busy_s, "forwarded": stats.forwarded}
 
 
+def _exactly_once_to_database(store: Store) -> Any:
+    def run(route: IngestRoute, idle_s: float, batch_size: int) -> dict[str, float]:
+        stats = run_ingest(
+            route,
+            TWEETS,
+            StopFlag(),
+            until_idle_s=idle_s,
+            batch_size=batch_size,
+            record_dead_letters=store.insert_dead_letters,
+        )
+        return {"busy_s": stats.busy_s, "forwarded": stats.forwarded}
+
+    return run
+
+
 def _timed(run: Any, route: IngestRoute, batch_size: int) -> dict[str, float]:
     cpu = time.process_time()
     result = run(route, 3.0, batch_size)
@@ -120,12 +143,15 @@ def _timed(run: Any, route: IngestRoute, batch_size: int) -> dict[str, float]:
     return result
 
 
-def bench(bootstrap: str, records: int, repeats: int, batch_size: int) -> dict[str, Any]:
+def bench(
+    bootstrap: str, records: int, repeats: int, batch_size: int, store: Store
+) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for r in range(repeats):
         tag = f"ingest-bench-{uuid.uuid4().hex[:8]}"
         source = f"{tag}.src"
-        _create(bootstrap, {source: 3, f"{tag}.docs-eo": 4, f"{tag}.docs-alo": 4, f"{tag}.dlq": 1})
+        docs = {f"{tag}.docs-{kind}": 4 for kind in KINDS}
+        _create(bootstrap, {source: 3, **docs, f"{tag}.dlq": 1})
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
         tweets = _tweets(records, seed=r)
         for i, value in enumerate(tweets):
@@ -139,18 +165,25 @@ def bench(bootstrap: str, records: int, repeats: int, batch_size: int) -> dict[s
                 bootstrap, f"{tag}.{kind}", (source,), f"{tag}.docs-{kind}", f"{tag}.dlq"
             )
 
-        order = [("eo", _exactly_once), ("alo", _at_least_once)]
-        if r % 2:
-            order.reverse()
-        result = {kind: _timed(run, route(kind), batch_size) for kind, run in order}
+        bridges = {
+            "eo": _exactly_once,
+            "alo": _at_least_once,
+            "eo_db": _exactly_once_to_database(store),
+        }
+        order = KINDS[r % 3 :] + KINDS[: r % 3]
+        result = {kind: _timed(bridges[kind], route(kind), batch_size) for kind in order}
         result["ratio_busy"] = result["eo"]["busy_s"] / result["alo"]["busy_s"]
         result["ratio_cpu"] = result["eo"]["cpu_s"] / result["alo"]["cpu_s"]
+        result["ratio_busy_db"] = result["eo_db"]["busy_s"] / result["eo"]["busy_s"]
         assert result["eo"]["forwarded"] == result["alo"]["forwarded"]
+        assert result["eo_db"]["forwarded"] == result["eo"]["forwarded"]
         runs.append(result)
         print(
             f"repeat {r}: exactly-once {result['eo']['records_per_s']:,.0f} records/s, "
             f"at-least-once {result['alo']['records_per_s']:,.0f} records/s, "
-            f"ratio {result['ratio_busy']:.3f}"
+            f"ratio {result['ratio_busy']:.3f}; with the database "
+            f"{result['eo_db']['records_per_s']:,.0f} records/s, "
+            f"ratio {result['ratio_busy_db']:.3f}"
         )
 
     def median(kind: str, key: str) -> float:
@@ -162,7 +195,11 @@ def bench(bootstrap: str, records: int, repeats: int, batch_size: int) -> dict[s
         "batch_size": batch_size,
         "exactly_once": {k: median("eo", k) for k in ("busy_s", "cpu_s", "records_per_s")},
         "at_least_once": {k: median("alo", k) for k in ("busy_s", "cpu_s", "records_per_s")},
+        "exactly_once_database": {
+            k: median("eo_db", k) for k in ("busy_s", "cpu_s", "records_per_s")
+        },
         "median_ratio_busy": statistics.median(run["ratio_busy"] for run in runs),
+        "median_ratio_busy_database": statistics.median(run["ratio_busy_db"] for run in runs),
         "median_ratio_cpu": statistics.median(run["ratio_cpu"] for run in runs),
         "runs": runs,
     }
@@ -173,7 +210,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
+    url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp(prefix='bench-db-')) / 'db'}"
+    store = Store.open(url)
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None
     if not bootstrap:
@@ -183,22 +223,28 @@ def main() -> None:
         bootstrap = broker.up()
     try:
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        results = bench(bootstrap, args.records, args.repeats, args.batch_size)
+        results = bench(bootstrap, args.records, args.repeats, args.batch_size, store)
     finally:
+        store.dispose()
         if broker is not None:
             broker.down()
     results["command"] = (
         f"python benchmarks/ingest_throughput.py --records {args.records} --repeats {args.repeats}"
         f" --batch-size {args.batch_size}"
+        + (f" --database-url {mask_url(url)}" if args.database_url else "")
     )
+    results["database"] = url.split(":", 1)[0]
     results["started"] = started
     results["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count()}
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    out = RESULTS if url.startswith("sqlite") else RESULTS.with_stem(f"{RESULTS.stem}_postgresql")
+    out.write_text(json.dumps(results, indent=2) + "\n")
     eo, alo = results["exactly_once"], results["at_least_once"]
     print(
         f"exactly-once {eo['records_per_s']:,.0f} records/s against at-least-once "
         f"{alo['records_per_s']:,.0f}: busy time x{results['median_ratio_busy']:.3f}, "
-        f"CPU x{results['median_ratio_cpu']:.3f} (medians of {args.repeats})"
+        f"CPU x{results['median_ratio_cpu']:.3f} (medians of {args.repeats}); dead letters "
+        f"also in the database: {results['exactly_once_database']['records_per_s']:,.0f} "
+        f"records/s, busy time x{results['median_ratio_busy_database']:.3f}"
     )
 
 
