@@ -5,4 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check -e .
+# Without a configured broker the demo starts the local one, which needs Java and Maven; a failed
+# install is not fatal here (a broker may answer at the default address: the demo says what it
+# needs when it finds none).
+if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}${SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+  source scripts/java_maven.sh
+  java_and_maven || true
+fi
 exec sparsewatch demo "$@"

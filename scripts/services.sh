@@ -5,6 +5,8 @@
 # services_up exports KAFKA_BOOTSTRAP_SERVERS and SPARSEWATCH_TEST_DATABASE_URL and fails (never
 # skips) when either service cannot be started.
 
+source "$(dirname "${BASH_SOURCE[0]}")/java_maven.sh"
+
 SW_SERVICES_DIR="${SW_SERVICES_DIR:-$(mktemp -d /tmp/sparsewatch-services.XXXXXX)}"
 SW_PG_PORT="${SW_PG_PORT:-55432}"
 
@@ -71,6 +73,7 @@ postgres_down() {
 kafka_up() {
   # (a failed start printed "Kafka is up at " and returned 0)
   local bootstrap
+  java_and_maven || return 1
   bootstrap=$(sparsewatch kafka up --port 0 --run-dir "$SW_SERVICES_DIR/kafka") || return 1
   export KAFKA_BOOTSTRAP_SERVERS="$bootstrap"
   echo "== Kafka is up at $KAFKA_BOOTSTRAP_SERVERS"
