@@ -140,28 +140,35 @@ def _utf8(value: str, key: str) -> bytes:
         ) from None
 
 
+def decode_json_object(data: bytes, what: str = "message") -> dict[str, Any]:
+    """The JSON object in ``data`` (UTF-8; ``what`` it is, for the reasons: a message, a line);
+    an :class:`InvalidMessageError` says what is wrong with it, in the words the workers, the
+    ingest bridge and the replay tool all use."""
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidMessageError(f"not UTF-8 (byte {exc.start} of the {what})") from None
+    except json.JSONDecodeError as exc:
+        where = (
+            f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno}, column {exc.colno}"
+        )
+        raise InvalidMessageError(f"invalid JSON: {exc.msg} ({where})") from None
+    except ValueError as exc:  # e.g. an integer of more digits than int() converts
+        reason = str(exc).split(";")[0]  # without advice on Python's own settings
+        raise InvalidMessageError(f"invalid JSON: {reason}") from None
+    except RecursionError:
+        raise InvalidMessageError("invalid JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise InvalidMessageError(f"not a JSON object but {type(obj).__name__}")
+    return obj
+
+
 def _decode_object(payload: bytes | None, max_text_bytes: int) -> dict[str, Any]:
     if payload is None:
         raise InvalidMessageError("empty message (null value)")
     if len(payload) > max_text_bytes + 64_000:
         raise InvalidMessageError(f"message of {len(payload)} bytes exceeds the size limit")
-    try:
-        decoded = payload.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidMessageError(f"not UTF-8 (byte {exc.start})") from None
-    try:
-        obj = json.loads(decoded)
-    except json.JSONDecodeError as exc:
-        raise InvalidMessageError(
-            f"invalid JSON: {exc.msg} at line {exc.lineno} col {exc.colno}"
-        ) from None
-    except ValueError as exc:  # e.g. an integer of more digits than int() converts
-        raise InvalidMessageError(f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidMessageError("invalid JSON: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise InvalidMessageError(f"message must be a JSON object, got {type(obj).__name__}")
-    return obj
+    return decode_json_object(payload)
 
 
 def parse_document(payload: bytes | None, max_text_bytes: int = 100_000) -> Document:

@@ -45,6 +45,7 @@ from sparsewatch.consumers.messages import (
     MAX_STREAM_CHARS,
     MIN_EPOCH_MS,
     InvalidMessageError,
+    decode_json_object,
     looks_like_epoch_seconds,
     parse_document,
     storable_string,
@@ -152,13 +153,6 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes | None, str]]:
             yield number + 1, None, f"{what}: reading stopped after line {number}"
 
 
-def _decode(line: bytes, what: str = "line") -> str:
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecordError(f"not UTF-8 (byte {exc.start} of the {what})") from None
-
-
 def _raw(line: bytes | str) -> str:
     text = line.decode("utf-8", "backslashreplace") if isinstance(line, bytes) else line
     return text.rstrip("\r\n")[:_RAW_CHARS]
@@ -166,21 +160,11 @@ def _raw(line: bytes | str) -> str:
 
 def parse_json_object(data: bytes, what: str = "line") -> dict[str, Any]:
     """The JSON object in ``data`` (UTF-8; a ``what``: a line, a message); a RecordError says
-    what is wrong with it."""
+    what is wrong with it (:func:`~sparsewatch.consumers.messages.decode_json_object`)."""
     try:
-        obj = json.loads(_decode(data, what))
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    except RecordError:
-        raise
-    except ValueError as exc:  # e.g. an integer of more digits than int() converts
-        reason = str(exc).split(";")[0]  # without advice on Python's own settings
-        raise RecordError(f"invalid JSON: {reason}") from None
-    except RecursionError:
-        raise RecordError("invalid JSON: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise RecordError(f"not a JSON object but {type(obj).__name__}")
-    return obj
+        return decode_json_object(data, what)
+    except InvalidMessageError as exc:
+        raise RecordError(exc.reason) from None
 
 
 def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:

@@ -6,12 +6,15 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka import Message
+from sparsewatch.consumers.ingest import map_record
 from sparsewatch.consumers.messages import (
     EndOfStream,
     InvalidMessageError,
     parse_document,
     parse_message,
 )
+from sparsewatch.replay.readers import FieldMapping, RecordError, parse_json_object
 
 
 def test_good_document_with_iso_and_epoch_times():
@@ -94,9 +97,34 @@ def test_end_of_stream_markers_parse_and_documents_still_do():
         (b'{"stream": "a", "end_of_stream": false}', "'end_of_stream' must be true"),
         (b'{"stream": "a", "end_of_stream": 1}', "'end_of_stream' must be true"),
         (b'{"stream": 3, "end_of_stream": true}', "'stream' must be a string"),
-        (b"[true]", "must be a JSON object"),
+        (b"[true]", "not a JSON object but list"),
     ],
 )
 def test_bad_end_of_stream_markers_have_reasons(payload, reason):
     with pytest.raises(InvalidMessageError, match=reason):
         parse_message(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"\xff\xfe garbage", "not UTF-8 (byte 0 of the message)"),
+        (b"{not json", "invalid JSON: Expecting property name enclosed in double quotes "
+         "(column 2)"),
+        (b'{"a": 1,\n "b": }', "invalid JSON: Expecting value (line 2, column 7)"),
+        (b"[1, 2]", "not a JSON object but list"),
+        (b'{"a": 1' + b"9" * 5000 + b"}", "invalid JSON: Exceeds the limit (4300 digits) for "
+         "integer string conversion: value has 5001 digits"),
+        (b"[" * 100_000, "invalid JSON: nested too deeply"),
+    ],
+)  # fmt: skip
+def test_the_workers_the_bridge_and_the_replay_tool_give_one_reason(payload, reason):
+    """A payload that is not a JSON object gets the same reason from the detector worker, the
+    ingest bridge and the replay tool (one decoder), without Python's advice on its settings."""
+    with pytest.raises(InvalidMessageError) as worker:
+        parse_document(payload)
+    with pytest.raises(RecordError) as bridge:
+        map_record(Message(topic="t", partition=0, offset=0, value=payload), FieldMapping())
+    with pytest.raises(RecordError) as replay:
+        parse_json_object(payload, "message")
+    assert worker.value.reason == str(bridge.value) == str(replay.value) == reason
