@@ -21,19 +21,28 @@ transaction's timeout); several bridges in one consumer group need distinct ids
 (:func:`transactional_id`), which are also their static group memberships, so a restart takes
 its partitions back without waiting for its predecessor's session to time out. An abortable
 error (a rebalance fencing a stale member, a delivery failure) aborts the batch and re-reads it
-from the committed offsets.
+from the committed offsets; so does a client call that hangs past its timeout after a broker
+restart (a librdkafka bug: :func:`_send_offsets`), with a new producer fencing the hung one.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from sparsewatch.consumers.kafka_client import (
     BatchConsumer,
     dead_letter_message,
@@ -61,6 +70,7 @@ DeadLetterSink = Callable[[list[dict[str, Any]]], None]
 """Records a batch's dead letters (topic, partition, offset, reason, payload) idempotently."""
 
 _TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
+_HUNG_AFTER_S = 5.0  # past a call's timeout, when it counts as hung
 
 
 def transactional_id(group_id: str, instance: int) -> str:
@@ -153,11 +163,8 @@ def run_ingest(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
     )
     tid = transactional_id(route.group_id, route.instance)
-    producer = make_producer(route.bootstrap, **{"transactional.id": tid})
-    try:
-        producer.init_transactions(_TXN_TIMEOUT_S)
-    except KafkaException as exc:
-        raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
+    producer = _transactional_producer(route.bootstrap, tid)
+    hung: list[Producer] = []  # replaced producers whose call never returned, kept alive
     # Static membership under the same id: a restarted bridge takes its partitions back at once
     # instead of after its killed predecessor's session timeout.
     consumer = BatchConsumer(
@@ -180,7 +187,20 @@ def run_ingest(
                 if until_idle_s is not None and now - quiet_since >= until_idle_s:
                     break
                 continue
-            outcome = _transfer(batch, route, to_message, producer, consumer, record_dead_letters)
+            try:
+                outcome = _transfer(
+                    batch, route, to_message, producer, consumer, record_dead_letters
+                )
+            except _HungClientError:
+                log.warning(
+                    "the Kafka client did not return from committing offsets to the "
+                    "transaction (after a broker restart); a new producer takes over, the "
+                    "batch is read again"
+                )
+                hung.append(producer)
+                producer = _transactional_producer(route.bootstrap, tid)  # fences the old one
+                consumer.rewind_to_committed()
+                outcome = None
             busy = time.monotonic() - now
             stats.busy_s += busy
             if outcome is None:
@@ -241,8 +261,8 @@ def _transfer(
             produce(producer, route.dlq_topic, dkey, payload, headers=headers)
         for key, value in documents:
             produce(producer, route.docs_topic, key, value)
-        producer.send_offsets_to_transaction(
-            consumer.positions_for(next_offsets(batch)), consumer.group_metadata(), _TXN_TIMEOUT_S
+        _send_offsets(
+            producer, consumer.positions_for(next_offsets(batch)), consumer.group_metadata()
         )
         _commit(producer)
     except KafkaException as exc:
@@ -258,6 +278,65 @@ def _transfer(
         consumer.rewind_to_committed()
         return None
     return len(documents), reasons
+
+
+class _HungClientError(Exception):
+    """The Kafka client did not return from a transactional call long after its timeout."""
+
+
+def _transactional_producer(bootstrap: str, tid: str) -> Producer:
+    """A producer with transactional id ``tid``, its transactions initialised: a producer of
+    the same id before it is fenced, and the transaction it left open aborted."""
+    producer = make_producer(bootstrap, **{"transactional.id": tid})
+    try:
+        producer.init_transactions(_TXN_TIMEOUT_S)
+    except KafkaException as exc:
+        raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
+    return producer
+
+
+def _send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any) -> None:
+    """``send_offsets_to_transaction``, retried while the client calls its error retriable;
+    a :class:`_HungClientError` when a call has not returned ``_HUNG_AFTER_S`` after its own
+    timeout. librdkafka (2.16 and before: issues 5456 and 5511) can wait for ever for a group
+    coordinator it cached as down when a broker restarts, ignoring the call's timeout; the
+    call therefore runs on a thread of its own, left behind if it hangs."""
+    while True:
+        exc = _on_a_thread(
+            lambda: producer.send_offsets_to_transaction(offsets, group, _TXN_TIMEOUT_S),
+            _TXN_TIMEOUT_S + _HUNG_AFTER_S,
+        )
+        if exc is None:
+            return
+        error: KafkaError = exc.args[0]
+        if not error.retriable() or error.txn_requires_abort():
+            raise exc
+        log.warning("committing offsets to the transaction: %s; retrying", error.str())
+
+
+def _on_a_thread(action: Callable[[], object], deadline_s: float) -> KafkaException | None:
+    """Run ``action`` on a daemon thread: the KafkaException it raised, None when it returned,
+    a :class:`_HungClientError` when it did not within ``deadline_s``; another exception it
+    raised is raised here."""
+    done = threading.Event()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            action()
+        except BaseException as exc:
+            raised.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name="kafka-call", daemon=True).start()
+    if not done.wait(deadline_s):
+        raise _HungClientError
+    if not raised:
+        return None
+    if isinstance(raised[0], KafkaException):
+        return raised[0]
+    raise raised[0]
 
 
 def _commit(producer: Producer) -> None:

@@ -22,10 +22,22 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Message, Producer, TopicPartition
+import pytest
+from confluent_kafka import (
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
+from sparsewatch.consumers import ingest
 from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest, transactional_id
+from sparsewatch.consumers.kafka_client import producer_config
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.readers import FieldMapping, RecordError
@@ -530,3 +542,141 @@ def test_tweets_bridged_from_an_unkeyed_topic_are_processed_as_the_core_processe
     ]
     assert len(stored) == len(tweets) == len(as_sent)
     _assert_same(stored, _offline(config, as_sent))
+
+
+def _tweets_with_bad(n: int) -> tuple[list[tuple[bytes, bytes]], list[str], list[bytes]]:
+    """``n`` records over three streams, one in a hundred malformed: the records, the good
+    ones' ids and the bad ones' bytes."""
+    records, good, bad = [], [], []
+    for i in range(n):
+        if i % 100 == 37:
+            records.append((b"k", f"broken {i}".encode()))
+            bad.append(f"broken {i}".encode())
+        else:
+            tweet = _tweet(i, ("en", "de", "fr")[i % 3])
+            records.append((b"k", json.dumps(tweet).encode()))
+            good.append(tweet["id_str"])
+    return records, good, bad
+
+
+def _assert_exactly_once(
+    route: IngestRoute, store: Store, good: list[str], bad: list[bytes]
+) -> None:
+    docs = _read_all(route.bootstrap, route.docs_topic, len(good))
+    ids = [parse_document(m.value(), 100_000).id for m in docs]
+    assert len(ids) == len(set(ids)) == len(good) and set(ids) == set(good)
+    dead = _read_all(route.bootstrap, route.dlq_topic, len(bad))
+    assert sorted(m.value() for m in dead) == sorted(bad)
+    assert sorted(r["payload"] for r in store.dead_letters(limit=None)) == sorted(bad)
+
+
+def _bridge_in_a_thread(route: IngestRoute, store: Store, **kwargs: Any):
+    """run_ingest on a thread (dead letters into ``store``): its stop flag, the thread, and
+    the dict that gets its stats or its error."""
+    stop, out = StopFlag(), {}
+
+    def run() -> None:
+        try:
+            out["stats"] = run_ingest(
+                route, TWEETS, stop, record_dead_letters=store.insert_dead_letters, **kwargs
+            )
+        except Exception as exc:  # reported by the test
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return stop, thread, out
+
+
+def test_a_hung_offsets_call_is_left_behind_and_a_new_producer_takes_over(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """librdkafka can block in send_offsets_to_transaction for ever, past its timeout, after a
+    broker restart (its issues 5456 and 5511). Made to hang once here, the call is given up
+    after its timeout and a grace period; a new producer with the same transactional id fences
+    the hung one and aborts its transaction, the batch is read again, and every record still
+    arrives exactly once."""
+    monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(ingest, "_HUNG_AFTER_S", 1.0)
+    release = threading.Event()
+    made: list[Producer] = []
+
+    class HangsOnce(Producer):
+        def send_offsets_to_transaction(self, *args: Any) -> None:
+            if len(made) == 1 and self is made[0] and not getattr(self, "hung", False):
+                self.hung = True
+                release.wait()  # as librdkafka does: never returns in time
+                raise KafkaException(KafkaError(KafkaError._FENCED, "released", fatal=True))
+            super().send_offsets_to_transaction(*args)
+
+    def make(bootstrap: str, **overrides: Any) -> Producer:
+        made.append(HangsOnce(producer_config(bootstrap, **overrides)))
+        return made[-1]
+
+    monkeypatch.setattr(ingest, "make_producer", make)
+    route = _route(kafka_bootstrap, topic_name)
+    _prepare(route)
+    records, good, bad = _tweets_with_bad(2_000)
+    _produce(kafka_bootstrap, route.source_topics[0], records)
+    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
+    try:
+        _, thread, out = _bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=100)
+        thread.join(120)
+        release.set()
+        assert not thread.is_alive() and "error" not in out, out
+        assert len(made) == 2 and out["stats"].aborted == 1
+        _assert_exactly_once(route, store, good, bad)
+    finally:
+        release.set()
+        store.dispose()
+
+
+def test_the_bridge_rides_out_a_broker_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker is killed while the bridge is forwarding a backlog and comes back on its port:
+    the bridge carries on by itself, replacing its producer if the client hangs (see above; a
+    10 s call timeout here instead of 60 s), and every record is delivered exactly once,
+    documents and dead letters (topic and table) alike."""
+    from sparsewatch.kafka_local import LocalKafka
+
+    monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 10.0)
+    broker = LocalKafka(tmp_path / "broker", port=0)
+    bootstrap = broker.up()
+    port = int(bootstrap.rsplit(":", 1)[1])
+    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
+    try:
+        route = _route(bootstrap, f"brk-{time.monotonic_ns()}")
+        _prepare(route)
+        records, good, bad = _tweets_with_bad(20_000)
+        _produce(bootstrap, route.source_topics[0], records)
+        # small transactions, so that the backlog lasts until the broker is killed
+        stop, thread, out = _bridge_in_a_thread(route, store, batch_size=50)
+        source = route.source_topics[0]
+        deadline = time.monotonic() + 120
+        while (_committed_or_none(bootstrap, route.group_id, source) or 0) < len(records) // 4:
+            assert thread.is_alive() and time.monotonic() < deadline, out
+            time.sleep(0.05)
+        broker.kill()  # the broker dies mid-stream ...
+        time.sleep(3.0)
+        LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
+        deadline = time.monotonic() + 240
+        while _committed_or_none(bootstrap, route.group_id, source) != len(records):
+            assert thread.is_alive() and time.monotonic() < deadline, out
+            time.sleep(0.5)
+        stop.request()
+        thread.join(60)
+        assert not thread.is_alive() and "error" not in out, out
+        _assert_exactly_once(route, store, good, bad)
+    finally:
+        store.dispose()
+        LocalKafka(tmp_path / "broker", port=port).down()
+
+
+def _committed_or_none(bootstrap: str, group: str, topic: str) -> int | None:
+    """:func:`_committed` over 3 partitions, or None while the broker cannot say (its group
+    coordinator still loading after a restart)."""
+    try:
+        return _committed(bootstrap, group, topic, 3)
+    except KafkaException:
+        return None
