@@ -71,6 +71,7 @@ DeadLetterSink = Callable[[list[dict[str, Any]]], None]
 
 _TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
 _HUNG_AFTER_S = 5.0  # past a call's timeout, when it counts as hung
+_PATTERN_REFRESH_MS = 10_000  # how soon a new topic that a ^pattern source matches is read
 
 
 def transactional_id(group_id: str, instance: int) -> str:
@@ -132,7 +133,7 @@ class IngestRoute:
 
     bootstrap: str
     group_id: str
-    source_topics: tuple[str, ...]
+    source_topics: tuple[str, ...]  # names, or regular expressions starting with ^
     docs_topic: str
     dlq_topic: str
     instance: int = 0
@@ -167,9 +168,11 @@ def run_ingest(
     hung: list[Producer] = []  # replaced producers whose call never returned, kept alive
     # Static membership under the same id: a restarted bridge takes its partitions back at once
     # instead of after its killed predecessor's session timeout.
-    consumer = BatchConsumer(
-        route.bootstrap, route.group_id, route.source_topics, **{"group.instance.id": tid}
-    )
+    overrides: dict[str, Any] = {"group.instance.id": tid}
+    if any(source.startswith("^") for source in route.source_topics):
+        # a topic created later is seen at the next metadata refresh (5 minutes by default)
+        overrides["topic.metadata.refresh.interval.ms"] = _PATTERN_REFRESH_MS
+    consumer = BatchConsumer(route.bootstrap, route.group_id, route.source_topics, **overrides)
     metrics = metrics or IngestMetrics()
     try:
         quiet_since = time.monotonic()

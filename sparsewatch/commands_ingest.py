@@ -29,6 +29,8 @@ from sparsewatch.kafka_options import (
     create_missing_topics,
     field_mapping,
     field_mapping_options,
+    reads_topic,
+    source_topics,
     topic_names,
 )
 from sparsewatch.runner import open_results_store
@@ -42,8 +44,9 @@ from sparsewatch.storage.store import Store
     "source_topics",
     multiple=True,
     required=True,
-    callback=topic_names,
-    help="Topic of JSON records to read; repeat for several.",
+    callback=source_topics,
+    help="Topic of JSON records to read; repeat for several. Starting with ^, a regular "
+    "expression: every topic it matches, those created later too (e.g. '^tweets\\..*').",
 )
 @click.option(
     "--to-topic",
@@ -129,8 +132,19 @@ def ingest(
     if kafka_timestamp and mapping.timestamp is not None:
         raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")
     docs_topic = to_topic or config.kafka.topic("docs")
-    if docs_topic in source_topics:
-        raise click.UsageError(f"--from-topic {docs_topic} is the topic the documents go to")
+    # A source must not read the bridge's own output (a loop) nor Kafka's own bookkeeping.
+    forbidden = {
+        docs_topic: "the topic the documents go to",
+        config.kafka.topic("dlq"): "the topic the dead letters go to",
+        "__consumer_offsets": "Kafka's internal topic",
+        "__transaction_state": "Kafka's internal topic",
+    }
+    for source in source_topics:
+        for topic, what in forbidden.items():
+            if source == topic:
+                raise click.UsageError(f"--from-topic {source} is {what}")
+            if reads_topic(source, topic):
+                raise click.UsageError(f"--from-topic {source} matches {topic}, {what}")
     route = IngestRoute(
         bootstrap=bootstrap_servers or config.kafka.bootstrap_servers,
         group_id=group or f"{config.kafka.group_id}.ingest",
@@ -182,12 +196,18 @@ def _dead_letter_sink(store: Store, stop: StopFlag) -> DeadLetterSink:
 
 
 def _prepare_topics(route: IngestRoute, partitions: int, timeout: float) -> None:
-    """One-line errors for an unreachable broker and a missing source topic; the documents and
-    dead-letter topics are created when missing (as the workers create them)."""
+    """One-line errors for an unreachable broker and a missing source topic (a pattern that
+    matches no topic yet is only a warning: its topics are read once created); the documents
+    and dead-letter topics are created when missing (as the workers create them)."""
     known = broker_topics(route.bootstrap, timeout)
-    missing = [t for t in route.source_topics if t not in known]
-    if missing:
-        raise SparsewatchError(f"no topic {missing[0]!r} on the broker at {route.bootstrap}")
+    for source in route.source_topics:
+        if not any(reads_topic(source, topic) for topic in known):
+            if not source.startswith("^"):
+                raise SparsewatchError(f"no topic {source!r} on the broker at {route.bootstrap}")
+            click.echo(
+                f"warning: no topic matches {source} yet; its topics are read once created",
+                err=True,
+            )
     create_missing_topics(
         route.bootstrap, {route.docs_topic: partitions, route.dlq_topic: 1}, timeout
     )

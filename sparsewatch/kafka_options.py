@@ -4,6 +4,7 @@ which input fields make a document (:class:`~sparsewatch.replay.readers.FieldMap
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,29 @@ def topic_names(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any
         if problem:
             raise click.BadParameter(problem)
     return value
+
+
+def source_topics(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    """Topics to read: names Kafka accepts, or regular expressions starting with ``^``
+    (librdkafka's pattern subscriptions); a usage error otherwise."""
+    for name in value:
+        if name.startswith("^"):
+            try:
+                re.compile(name)
+            except re.error as exc:
+                raise click.BadParameter(f"{name!r} is not a regular expression: {exc}") from None
+            continue
+        problem = topic_name_problem(name)
+        if problem:
+            raise click.BadParameter(problem)
+    return value
+
+
+def reads_topic(source: str, topic: str) -> bool:
+    """Whether the source ``source`` (a name, or a ``^`` pattern) reads ``topic``."""
+    if source.startswith("^"):
+        return re.search(source, topic) is not None
+    return source == topic
 
 
 _MAPPING_OPTIONS = (

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -458,6 +459,11 @@ def test_bad_arguments_and_missing_topics_are_one_line_errors(
         (["--from-topic", "bad name!"], "--from-topic"),
         (["--from-topic", f"{topic_name}-absent"], f"no topic '{topic_name}-absent'"),
         (["--from-topic", "a", "--stream", " "], "blank"),
+        (["--from-topic", "^tweets-(["], "'^tweets-([' is not a regular expression"),
+        (["--from-topic", "^.*docs"], "matches sparsewatch.docs, the topic the documents go to"),
+        (["--from-topic", "^sparsewatch"], "matches sparsewatch.docs, the topic the documents"),
+        (["--from-topic", "^.*dlq$"], "matches sparsewatch.dlq, the topic the dead letters go"),
+        (["--from-topic", "^_"], "matches __consumer_offsets, Kafka's internal topic"),
     ]
     for args, message in cases:
         proc = _cli(*at, *args)
@@ -680,3 +686,40 @@ def _committed_or_none(bootstrap: str, group: str, topic: str) -> int | None:
         return _committed(bootstrap, group, topic, 3)
     except KafkaException:
         return None
+
+
+def test_a_pattern_source_reads_every_matching_topic_also_one_created_later(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--from-topic '^tweets-.*'``: the topics it matches are read, and one created while the
+    bridge runs is read from its first record (metadata refreshed every 2 s here, 10 s by
+    default); a topic it does not match is not."""
+    monkeypatch.setattr(ingest, "_PATTERN_REFRESH_MS", 2_000)
+    route = replace(_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-tw-",))
+    for name in ("a", "b", "c", "other"):
+        _create(kafka_bootstrap, f"{topic_name}-{'tw-' if name != 'other' else ''}{name}", 2)
+    _create(kafka_bootstrap, route.docs_topic, 2)
+    _create(kafka_bootstrap, route.dlq_topic, 1)
+
+    def tweets(start: int) -> list[tuple[bytes | None, bytes | None]]:
+        return [(None, json.dumps(_tweet(start + i, "en")).encode()) for i in range(300)]
+
+    _produce(kafka_bootstrap, f"{topic_name}-tw-a", tweets(0))
+    _produce(kafka_bootstrap, f"{topic_name}-tw-b", tweets(1000))
+    _produce(kafka_bootstrap, f"{topic_name}-other", tweets(2000))
+    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
+    try:
+        stop, thread, out = _bridge_in_a_thread(route, store)
+        assert len(_read_all(kafka_bootstrap, route.docs_topic, 600)) == 600
+        _create(kafka_bootstrap, f"{topic_name}-tw-late", 1)
+        _produce(kafka_bootstrap, f"{topic_name}-tw-late", tweets(3000))
+        _produce(kafka_bootstrap, f"{topic_name}-tw-c", tweets(4000))
+        docs = _read_all(kafka_bootstrap, route.docs_topic, 1200)
+        stop.request()
+        thread.join(60)
+        assert not thread.is_alive() and "error" not in out, out
+    finally:
+        store.dispose()
+    ids = sorted(int(parse_document(m.value(), 100_000).id) - 10_000 for m in docs)
+    want = [start + i for start in (0, 1000, 3000, 4000) for i in range(300)]
+    assert ids == want  # each once, none from the topic the pattern does not match
