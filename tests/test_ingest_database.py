@@ -25,6 +25,7 @@ from tests.test_ingest_kafka import (
     _source,
     _spawn,
     _tweet,
+    reap_bridges,  # noqa: F401 (autouse: kills what _spawn started)
 )
 
 

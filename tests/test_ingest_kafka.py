@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -248,6 +250,21 @@ def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
+_SPAWNED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def reap_bridges() -> Iterator[None]:
+    """Bridges a test spawned are killed when it ends, also when it fails (one left running kept
+    a dead broker's address busy with retries for the rest of the session)."""
+    yield
+    while _SPAWNED:
+        proc = _SPAWNED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _spawn(
     route: IngestRoute,
     log: Path,
@@ -274,7 +291,9 @@ def _spawn(
         "SPARSEWATCH_KAFKA_TOPIC_PREFIX": route.dlq_topic.removesuffix(".dlq"),
         "SPARSEWATCH_DATABASE_URL": database_url or f"sqlite:///{log.parent / 'ingest.db'}",
     }
-    return subprocess.Popen(args, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(args, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    _SPAWNED.append(proc)
+    return proc
 
 
 def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
@@ -576,9 +595,13 @@ def _assert_exactly_once(
     assert sorted(r["payload"] for r in store.dead_letters(limit=None)) == sorted(bad)
 
 
-def _bridge_in_a_thread(route: IngestRoute, store: Store, **kwargs: Any):
+@contextmanager
+def _bridge_in_a_thread(
+    route: IngestRoute, store: Store, **kwargs: Any
+) -> Iterator[tuple[StopFlag, threading.Thread, dict[str, Any]]]:
     """run_ingest on a thread (dead letters into ``store``): its stop flag, the thread, and
-    the dict that gets its stats or its error."""
+    the dict that gets its stats or its error; stopped and joined when the block ends, also
+    when a test fails in it."""
     stop, out = StopFlag(), {}
 
     def run() -> None:
@@ -589,9 +612,13 @@ def _bridge_in_a_thread(route: IngestRoute, store: Store, **kwargs: Any):
         except Exception as exc:  # reported by the test
             out["error"] = exc
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    return stop, thread, out
+    try:
+        yield stop, thread, out
+    finally:
+        stop.request()
+        thread.join(90)
 
 
 def test_a_hung_offsets_call_is_left_behind_and_a_new_producer_takes_over(
@@ -626,8 +653,9 @@ def test_a_hung_offsets_call_is_left_behind_and_a_new_producer_takes_over(
     _produce(kafka_bootstrap, route.source_topics[0], records)
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
-        _, thread, out = _bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=100)
-        thread.join(120)
+        bridge = _bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=100)
+        with bridge as (_, thread, out):
+            thread.join(120)
         release.set()
         assert not thread.is_alive() and "error" not in out, out
         assert len(made) == 2 and out["stats"].aborted == 1
@@ -657,21 +685,19 @@ def test_the_bridge_rides_out_a_broker_restart(
         records, good, bad = _tweets_with_bad(20_000)
         _produce(bootstrap, route.source_topics[0], records)
         # small transactions, so that the backlog lasts until the broker is killed
-        stop, thread, out = _bridge_in_a_thread(route, store, batch_size=50)
         source = route.source_topics[0]
-        deadline = time.monotonic() + 120
-        while (_committed_or_none(bootstrap, route.group_id, source) or 0) < len(records) // 4:
-            assert thread.is_alive() and time.monotonic() < deadline, out
-            time.sleep(0.05)
-        broker.kill()  # the broker dies mid-stream ...
-        time.sleep(3.0)
-        LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
-        deadline = time.monotonic() + 240
-        while _committed_or_none(bootstrap, route.group_id, source) != len(records):
-            assert thread.is_alive() and time.monotonic() < deadline, out
-            time.sleep(0.5)
-        stop.request()
-        thread.join(60)
+        with _bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out):
+            deadline = time.monotonic() + 120
+            while (_committed_or_none(bootstrap, route.group_id, source) or 0) < len(records) // 4:
+                assert thread.is_alive() and time.monotonic() < deadline, out
+                time.sleep(0.05)
+            broker.kill()  # the broker dies mid-stream ...
+            time.sleep(3.0)
+            LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
+            deadline = time.monotonic() + 240
+            while _committed_or_none(bootstrap, route.group_id, source) != len(records):
+                assert thread.is_alive() and time.monotonic() < deadline, out
+                time.sleep(0.5)
         assert not thread.is_alive() and "error" not in out, out
         _assert_exactly_once(route, store, good, bad)
     finally:
@@ -709,14 +735,12 @@ def test_a_pattern_source_reads_every_matching_topic_also_one_created_later(
     _produce(kafka_bootstrap, f"{topic_name}-other", tweets(2000))
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
-        stop, thread, out = _bridge_in_a_thread(route, store)
-        assert len(_read_all(kafka_bootstrap, route.docs_topic, 600)) == 600
-        _create(kafka_bootstrap, f"{topic_name}-tw-late", 1)
-        _produce(kafka_bootstrap, f"{topic_name}-tw-late", tweets(3000))
-        _produce(kafka_bootstrap, f"{topic_name}-tw-c", tweets(4000))
-        docs = _read_all(kafka_bootstrap, route.docs_topic, 1200)
-        stop.request()
-        thread.join(60)
+        with _bridge_in_a_thread(route, store) as (_, thread, out):
+            assert len(_read_all(kafka_bootstrap, route.docs_topic, 600)) == 600
+            _create(kafka_bootstrap, f"{topic_name}-tw-late", 1)
+            _produce(kafka_bootstrap, f"{topic_name}-tw-late", tweets(3000))
+            _produce(kafka_bootstrap, f"{topic_name}-tw-c", tweets(4000))
+            docs = _read_all(kafka_bootstrap, route.docs_topic, 1200)
         assert not thread.is_alive() and "error" not in out, out
     finally:
         store.dispose()

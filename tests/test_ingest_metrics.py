@@ -18,7 +18,16 @@ from sparsewatch.consumers.ingest import run_ingest
 from sparsewatch.consumers.metrics import IngestMetrics
 from sparsewatch.consumers.retry import StopFlag
 
-from tests.test_ingest_kafka import TWEETS, _cli, _prepare, _produce, _route, _spawn, _tweet
+from tests.test_ingest_kafka import (
+    TWEETS,
+    _cli,
+    _prepare,
+    _produce,
+    _route,
+    _spawn,
+    _tweet,
+    reap_bridges,  # noqa: F401 (autouse: kills what _spawn started)
+)
 
 
 def _records(n_good: int, n_bad: int) -> list[tuple[bytes | None, bytes | None]]:
