@@ -45,11 +45,13 @@ def window_spec(config: Config) -> WindowSpec:
             count=w.count,
             allowed_lateness_ms=lateness,
             idle_timeout_s=w.idle_timeout_s,
+            dedup_documents=w.dedup_documents,
         )
     return WindowSpec(
         size_ms=parse_duration_ms(w.size),
         allowed_lateness_ms=lateness,
         idle_timeout_s=w.idle_timeout_s,
+        dedup_documents=w.dedup_documents,
     )
 
 
@@ -139,11 +141,11 @@ class DetectorStreamState:
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
         elif status == "duplicate":
-            first = self.windows.buffered_as(item.id)
-            at = "" if first is None else f" (partition {first.partition} offset {first.offset})"
+            first_offset, still_open = self.windows.first_copy(item.id)
+            where = "an open window holds it" if still_open else "a closed window had it"
             raise InvalidMessageError(
-                f"duplicate document id {item.id!r} in stream {item.stream!r}: an open window "
-                f"holds it{at}"
+                f"duplicate document id {item.id!r} in stream {item.stream!r}: {where} "
+                f"(partition {partition} offset {first_offset})"
             )
         return self._outputs(closed)
 

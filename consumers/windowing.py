@@ -17,9 +17,16 @@ Either kind also closes every open window when the stream has been idle (no docu
 complaint is windows that never close on an idle stream), and at once on an end-of-stream marker
 (:meth:`StreamWindower.close_all`), which, unlike the wall clock, replays deterministically.
 
+A document id is processed once per stream: a message whose id an open window holds, or one of the
+stream's last ``dedup_documents`` documents of closed windows (late ones included) had, is a
+*duplicate* (a producer's retry, a corpus replayed twice): neither scored nor learnt again. The
+source offset of each remembered id tells a re-send (another offset) from the same message read
+again after a restart (the same offset), which is not a duplicate.
+
 The state that must survive a restart (:meth:`StreamWindower.get_state`) is small: the watermark,
-where closed windows end, and the count-window position. Buffered documents are not checkpointed:
-the worker re-reads them from Kafka, starting at :meth:`StreamWindower.min_buffered_offset`.
+where closed windows end, the count-window position and the remembered ids with their offsets.
+Buffered documents are not checkpointed: the worker re-reads them from Kafka, starting at
+:meth:`StreamWindower.min_buffered_offset`.
 
 Example: one-minute windows with 10 s of allowed lateness (``now`` is the wall clock, seconds):
 
@@ -35,12 +42,17 @@ Example: one-minute windows with 10 s of allowed lateness (``now`` is the wall c
 ([(0, 'watermark', ['d0'])], 'buffered')
 >>> w.add(doc(3, 30_000), now=3.0)  # its window has closed: scored, flagged late, not learnt
 ([], 'late')
->>> [(c.seq, c.closed_by, len(c.items)) for c in w.close_if_idle(now=3.0 + 60)]
+>>> w.add(doc(0, 5_000), now=4.0)  # the same message read again (same offset): late as before
+([], 'late')
+>>> w.add(Buffered(Document("d0", "some text", 5_000), 0, offset=9), now=5.0)  # re-sent
+([], 'duplicate')
+>>> [(c.seq, c.closed_by, len(c.items)) for c in w.close_if_idle(now=5.0 + 60)]
 [(1, 'idle', 2)]
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +69,7 @@ class WindowSpec:
     count: int | None = None
     allowed_lateness_ms: int = 0
     idle_timeout_s: float = 30.0
+    dedup_documents: int = 20_000
 
     def __post_init__(self) -> None:
         if (self.size_ms is None) == (self.count is None):
@@ -67,6 +80,8 @@ class WindowSpec:
             raise ValueError("window count must be positive")
         if self.allowed_lateness_ms < 0 or self.idle_timeout_s <= 0:
             raise ValueError("allowed lateness must be >= 0 and the idle timeout > 0")
+        if self.dedup_documents < 0:
+            raise ValueError("dedup_documents must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,8 @@ class StreamWindower:
     last_activity: float = 0.0
     _open: dict[int, list[Buffered]] = field(default_factory=dict)
     _ids: dict[str, Buffered] = field(default_factory=dict)  # the open windows' documents by id
+    # the last ``spec.dedup_documents`` ids of closed windows and late documents: id -> offset
+    _done: OrderedDict[str, int] = field(default_factory=OrderedDict)
 
     # -- feeding ---------------------------------------------------------------------------------
     def add(self, item: Buffered, now: float) -> tuple[list[ClosedWindow], str]:
@@ -111,10 +128,14 @@ class StreamWindower:
 
         The status is ``"buffered"``, ``"late"`` (its window already closed: score it, do not
         learn from it), ``"seen"`` (a count window already consumed it before a restart) or
-        ``"duplicate"`` (an open window holds a document with its id, :meth:`buffered_as`: a
-        message sent twice; not buffered, so it is neither scored nor learnt twice).
+        ``"duplicate"`` (a message sent twice: an open window holds a document with its id, or a
+        remembered closed one had it at another offset, :meth:`first_copy`; it is neither scored
+        nor learnt again).
         """
         self.last_activity = now
+        done_at = self._done.get(item.doc.id)
+        if done_at is not None and done_at != item.offset:
+            return [], "duplicate"
         if self.spec.count is not None:
             if item.offset < self.count_next_offset:
                 return [], "seen"
@@ -122,12 +143,13 @@ class StreamWindower:
                 return [], "duplicate"
             self._ids[item.doc.id] = item
             return self._add_count(item), "buffered"
+        if item.doc.id in self._ids:
+            return [], "duplicate"
         size = int(self.spec.size_ms or 0)
         seq = item.doc.timestamp_ms // size
         if seq * size < self.closed_until_ms or self._passed(seq):
+            self._remember(item)
             return [], "late"
-        if item.doc.id in self._ids:
-            return [], "duplicate"
         self._ids[item.doc.id] = item
         self._open.setdefault(seq, []).append(item)
         self.watermark_ms = max(self.watermark_ms, item.doc.timestamp_ms)
@@ -140,14 +162,27 @@ class StreamWindower:
             return []
         return [self._pop_count_window("count")]
 
-    def buffered_as(self, doc_id: str) -> Buffered | None:
-        """The document of id ``doc_id`` an open window holds, if any."""
-        return self._ids.get(doc_id)
+    def first_copy(self, doc_id: str) -> tuple[int, bool]:
+        """Where the document of id ``doc_id`` (a ``"duplicate"``) was read first: its source
+        offset, and whether an open window still holds it. KeyError for an id not known."""
+        if doc_id in self._ids:
+            return self._ids[doc_id].offset, True
+        return self._done[doc_id], False
+
+    def _remember(self, item: Buffered) -> None:
+        """Remember a processed document's id, forgetting the oldest beyond the bound."""
+        limit = self.spec.dedup_documents
+        if limit == 0 or item.doc.id in self._done:
+            return
+        self._done[item.doc.id] = item.offset
+        if len(self._done) > limit:
+            self._done.popitem(last=False)
 
     def _pop(self, seq: int) -> list[Buffered]:
         items = self._open.pop(seq)
         for b in items:
             del self._ids[b.doc.id]
+            self._remember(b)
         return items
 
     def _pop_count_window(self, closed_by: str) -> ClosedWindow:
@@ -210,20 +245,37 @@ class StreamWindower:
         self._ids.clear()
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """What a checkpoint must hold to continue exactly (buffers are re-read from Kafka)."""
+        """What a checkpoint must hold to continue exactly (buffers are re-read from Kafka). The
+        remembered ids are one UTF-8 byte string with each id's length (no object arrays: a
+        checkpoint is loaded with ``allow_pickle=False``), oldest first."""
+        encoded = [doc_id.encode() for doc_id in self._done]
         return {
             "watermark_ms": np.int64(self.watermark_ms),
             "closed_until_ms": np.int64(self.closed_until_ms),
             "count_seq": np.int64(self.count_seq),
             "count_next_offset": np.int64(self.count_next_offset),
+            "done_ids_utf8": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            "done_id_bytes": np.fromiter(map(len, encoded), np.int64, len(encoded)),
+            "done_offsets": np.fromiter(self._done.values(), np.int64, len(encoded)),
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamWindower:
-        """Restore :meth:`get_state`'s values; open windows start empty."""
+        """Restore :meth:`get_state`'s values; open windows start empty. A checkpoint written
+        before ids were remembered restores none."""
         self.watermark_ms = int(state["watermark_ms"])
         self.closed_until_ms = int(state["closed_until_ms"])
         self.count_seq = int(state["count_seq"])
         self.count_next_offset = int(state["count_next_offset"])
         self._open.clear()
         self._ids.clear()
+        self._done.clear()
+        if "done_ids_utf8" in state:
+            raw = np.asarray(state["done_ids_utf8"], dtype=np.uint8).tobytes()
+            ends = np.cumsum(state["done_id_bytes"]).tolist()
+            starts = [0, *ends[:-1]]
+            offsets = np.asarray(state["done_offsets"]).tolist()
+            for start, end, offset in zip(starts, ends, offsets, strict=True):
+                self._done[raw[start:end].decode()] = offset
+            while len(self._done) > self.spec.dedup_documents:  # a smaller bound configured
+                self._done.popitem(last=False)
         return self

@@ -81,6 +81,7 @@ class WindowConfig:
     allowed_lateness: str = "0s"
     idle_timeout_s: float = 30.0
     checkpoint_every: int = 10
+    dedup_documents: int = 20000
 
 
 @dataclass
@@ -304,6 +305,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
     ("windows", "idle_timeout_s"): (lambda v: v > 0, "> 0"),
     ("windows", "checkpoint_every"): (lambda v: v >= 1, ">= 1"),
+    ("windows", "dedup_documents"): (lambda v: v >= 0, ">= 0 (0: open windows only)"),
     ("detector", "novel_mode"): (lambda v: v in ("top_q", "threshold"), "'top_q' or 'threshold'"),
     ("detector", "novel_top_q"): (lambda v: 0 < v <= 1, "in (0, 1]"),
     ("detector", "initial_atoms"): (lambda v: v >= 1, ">= 1"),

@@ -144,12 +144,81 @@ def test_a_document_id_already_in_an_open_window_is_a_duplicate():
     w.add(_item(1, 1100), now=0.0)  # window 1 opens; window 0 stays open (watermark 100)
     assert w.add(_copy(0, 150, 7), now=0.0) == ([], "duplicate")
     assert w.add(_copy(1, 1900, 8), now=0.0) == ([], "duplicate")  # any open window
-    assert w.buffered_as("d0") == _item(0, 100) and w.n_buffered == 2
+    assert w.first_copy("d0") == (0, True) and w.n_buffered == 2
     closed = w.close_all("end_of_stream")
     assert [[b.offset for b in c.items] for c in closed] == [[0], [1]]  # the first copies
-    # once its window has closed, an id is no longer held (the store keeps the first row)
-    assert w.buffered_as("d0") is None
-    assert w.add(_copy(0, 2500, 9), now=0.0) == ([], "buffered")
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["in-a-later-window", "late"])
+def test_a_document_id_of_a_closed_window_is_a_duplicate(late: bool):
+    """A copy arriving after its first copy's window closed was processed again: in a later
+    window (learnt twice) or as a late document (scored and published twice)."""
+    w = StreamWindower("s", WindowSpec(size_ms=1000))
+    w.add(_item(0, 100), now=0.0)
+    w.add(_item(1, 1100), now=0.0)  # window 0 closes
+    assert w.first_copy("d0") == (0, False)
+    ts = 500 if late else 2500
+    assert w.add(_copy(0, ts, 9), now=0.0) == ([], "duplicate")
+    # still open: a duplicate as before, also with a late time stamp (it was stored as late,
+    # and its window's row then lost to that first write)
+    assert w.add(_copy(1, ts, 10), now=0.0) == ([], "duplicate")
+    assert w.n_buffered == 1
+    # a late document is remembered too: its re-send is a duplicate, not late again
+    assert w.add(_item(5, 200), now=0.0) == ([], "late")
+    assert w.add(_copy(5, 300, 11), now=0.0) == ([], "duplicate")
+    assert w.first_copy("d5") == (5, False)
+
+
+def test_the_same_message_read_again_is_not_a_duplicate():
+    """After a restart Kafka delivers messages again from the resume offset, some of windows that
+    closed before the checkpoint: same offset, so handled as before (late, or seen), not
+    dead-lettered as duplicates."""
+    w = StreamWindower("s", WindowSpec(size_ms=1000))
+    for i, ts in enumerate([100, 1100, 2100]):
+        w.add(_item(i, ts), now=0.0)
+    restored = StreamWindower("s", WindowSpec(size_ms=1000)).set_state(w.get_state())
+    assert restored.add(_item(0, 100), now=0.0) == ([], "late")
+    assert restored.add(_item(1, 1100), now=0.0) == ([], "late")
+    counted = StreamWindower("s", WindowSpec(size_ms=None, count=2))
+    for i in range(3):
+        counted.add(_item(i, i), now=0.0)
+    again = StreamWindower("s", WindowSpec(size_ms=None, count=2)).set_state(counted.get_state())
+    assert [again.add(_item(i, i), now=0.0)[1] for i in range(3)] == ["seen", "seen", "buffered"]
+    assert again.add(_copy(1, 5, 7), now=0.0) == ([], "duplicate")
+
+
+def test_remembered_ids_survive_a_checkpoint_and_are_bounded():
+    ids = ["d0", "zürich-ü", "東京-1", "", "x" * 300, "d5", "d6"]
+    w = StreamWindower("s", WindowSpec(size_ms=None, count=1, dedup_documents=5))
+    for offset, doc_id in enumerate(ids):
+        w.add(Buffered(Document(doc_id, "t", offset), 0, offset), now=0.0)
+    state = w.get_state()
+    assert all(a.dtype != object for a in state.values())
+    restored = StreamWindower("s", WindowSpec(size_ms=None, count=1, dedup_documents=5))
+    restored.set_state(state)
+    for offset, doc_id in list(enumerate(ids))[2:]:  # the five newest are remembered
+        status = restored.add(Buffered(Document(doc_id, "t", 99), 0, 100 + offset), now=0.0)[1]
+        assert status == "duplicate" and restored.first_copy(doc_id) == (offset, False), doc_id
+    for i, doc_id in enumerate(ids[:2]):  # the oldest forgotten
+        item = Buffered(Document(doc_id, "t", 99), 0, 200 + i)
+        assert restored.add(item, now=0.0)[1] == "buffered"
+    # a smaller bound keeps the newest; a checkpoint from before ids were remembered restores none
+    smaller = StreamWindower("s", WindowSpec(size_ms=None, count=1, dedup_documents=2))
+    smaller.set_state(state)
+    assert smaller.add(_copy(5, 0, 50), now=0.0)[1] == "duplicate"
+    assert smaller.add(Buffered(Document(ids[2], "t", 0), 0, 60), now=0.0)[1] == "buffered"
+    old = {k: v for k, v in state.items() if not k.startswith("done_")}
+    fresh = StreamWindower("s", WindowSpec(size_ms=None, count=1)).set_state(old)
+    assert fresh.add(_copy(5, 0, 70), now=0.0)[1] == "buffered"
+
+
+def test_dedup_documents_zero_checks_open_windows_only():
+    w = StreamWindower("s", WindowSpec(size_ms=1000, dedup_documents=0))
+    w.add(_item(0, 100), now=0.0)
+    assert w.add(_copy(0, 150, 7), now=0.0) == ([], "duplicate")
+    w.add(_item(1, 1100), now=0.0)  # window 0 closes
+    assert w.add(_copy(0, 2500, 9), now=0.0)[1] == "buffered"
+    assert w.get_state()["done_offsets"].size == 0
 
 
 def test_duplicates_in_count_windows_and_after_dropped_buffers():
@@ -160,4 +229,4 @@ def test_duplicates_in_count_windows_and_after_dropped_buffers():
     assert w.add(_item(0, 0), now=0.0) == ([], "buffered")
     closed = [c for i in (1, 2) for c in w.add(_item(i, i), now=0.0)[0]]
     assert [[b.doc.id for b in c.items] for c in closed] == [["d0", "d1", "d2"]]
-    assert w.add(_copy(0, 3, 3), now=0.0) == ([], "buffered")  # its window has closed
+    assert w.add(_copy(0, 3, 3), now=0.0) == ([], "duplicate")  # its window has closed
