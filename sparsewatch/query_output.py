@@ -93,8 +93,10 @@ def emit(
             table.add_column(header, overflow="fold")
         for row in rows:
             # Text, not str: a cell is data, never Rich markup ("[/b]" in a tweet raised
-            # MarkupError; "[bold]" restyled the cell)
-            table.add_row(*(Text(show(row[key])) for _, key, show in table_columns))
+            # MarkupError; "[bold]" restyled the cell); nor terminal control (a tweet's
+            # "\x1b]2;...\x07" retitled the analyst's terminal, "\x1b[41m" recoloured it)
+            cells = (Text(printable(show(row[key]))) for _, key, show in table_columns)
+            table.add_row(*cells)
         Console(width=max(Console().width, 120)).print(table)
 
 

@@ -361,6 +361,45 @@ def test_table_cells_are_shown_as_written_not_as_markup(database_url, monkeypatc
         assert text in out
 
 
+def test_table_cells_never_reach_the_terminal_as_control_sequences(
+    database_url, monkeypatch, capsys
+):
+    """A tweet's "\x1b]2;...\x07" retitled the analyst's terminal and "\x1b[41m" recoloured
+    it: the alerts and documents tables printed ids, streams and texts raw. Now they show the
+    sequences escaped, as dead-letters and status do; JSON and CSV keep the text as stored."""
+    doc_id, stream, text = "evil\x1b[5m", "s\x1b[31m", "\x1b]2;pwned\x07\x1b[41mBREAK\x1b[0m"
+    with Store.open(database_url) as store, store.transaction() as tx:
+        tx.upsert_window(stream, 0, T0, T0 + timedelta(hours=1), 1, 0.9, {}, "watermark")
+        tx.insert_documents(
+            [
+                {
+                    "stream": stream, "doc_id": doc_id, "event_time": T0, "window_seq": 0,
+                    "novelty_score": 0.9, "reconstruction_error": 0.9, "novel": True,
+                    "late": False, "dominant_topic": 0, "top_atoms": [], "labels": [],
+                    "text": text,
+                }
+            ]
+        )  # fmt: skip
+        tx.insert_alerts(
+            [
+                {
+                    "kind": "novel_document", "stream": stream, "subject_id": doc_id,
+                    "score": 0.9, "window_seq": 0, "event_time": T0, "summary": text,
+                }
+            ]
+        )  # fmt: skip
+    for command in ("documents", "alerts"):
+        code, out, err = run(monkeypatch, capsys, command, "--database-url", database_url)
+        assert code == 0, err
+        assert not any(c in out for c in "\x1b\x07"), command
+        unfolded = "".join(line.strip("│ ") for line in out.splitlines())
+        assert "evil\\x1b[5m" in unfolded and "pwned\\x07" in unfolded, command
+        code, out, err = run(
+            monkeypatch, capsys, command, "--format", "json", "--database-url", database_url
+        )
+        assert code == 0 and text in {row.get("text", row.get("summary")) for row in json.loads(out)}
+
+
 def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
     code, out, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", database_url)
     assert code == 0, err
