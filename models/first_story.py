@@ -16,6 +16,9 @@ rows are L2-normalised internally. The vocabulary may grow between calls (more c
 vectors are zero-padded, so columns must keep their meaning (an append-only vocabulary); a
 narrower ``X`` than the memory raises ``ValueError``. ``n_features_in_`` is the memory's width.
 
+Scores lie in ``[0, 1]``: the largest cosine counts from 0 (an empty memory, or only negative
+cosines) and is clipped at 1 (an exact duplicate's rounds to ``1 + 4e-16``).
+
 ``score_samples`` learns nothing: a row's score depends on the memory only, whatever the order or
 batching of the rows. ``partial_fit`` and ``score_stream`` depend on the order by design (a
 document is novel against the ones before it), as first-story detection is defined.
@@ -136,7 +139,7 @@ class ExactFirstStory(_FirstStoryBase):
         for start in range(0, M.shape[0], self.chunk_size):
             S = (M[start : start + self.chunk_size] @ QT).toarray()
             np.maximum(best, S.max(axis=0), out=best)
-        return best
+        return np.minimum(best, 1.0, out=best)
 
     def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Novelty ``1 - max cosine`` against the memory (higher is more novel)."""
@@ -151,7 +154,7 @@ class ExactFirstStory(_FirstStoryBase):
         if S.shape[0]:
             np.maximum(best, S.max(axis=1), out=best)
         self.partial_fit(Q)
-        return 1.0 - best
+        return 1.0 - np.minimum(best, 1.0, out=best)
 
 
 class LSHFirstStory(_FirstStoryBase):
@@ -251,7 +254,7 @@ class LSHFirstStory(_FirstStoryBase):
         recent = M[max(0, M.shape[0] - self.n_recent) :]
         if recent.shape[0]:
             np.maximum(best, (Q @ recent.T).toarray().max(axis=1), out=best)
-        return best
+        return np.minimum(best, 1.0, out=best)
 
     def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Approximate novelty ``1 - max cosine`` (higher is more novel)."""

@@ -236,7 +236,7 @@ def l1_sparse_code(
         finite; duplicate sparse entries are summed (scipy's meaning).
     A : (m, k) finite dictionary with ``A >= 0`` (required by the exact row reduction), dense or
         sparse.
-    lam : the l1 penalty ``lambda`` of Eq. (3).
+    lam : the l1 penalty ``lambda`` of Eq. (3), finite and ``>= 0``.
     phi, gamma : Algorithm 5's penalty and dual step (paper defaults 5 and 1.89).
     phi_scale : Algorithm 5 assumes unit-scale entries; a block of ``s`` rows of a unit-l1
         document has entries of size ``1/s``. When true, block ``d`` uses
@@ -247,7 +247,7 @@ def l1_sparse_code(
         used only without the polish.
     check_every : iterations between convergence checks (and removal of converged blocks); the
         interval doubles (up to 20x) while a check finds nothing new.
-    x0 : optional (n, k) warm start.
+    x0 : optional (n, k) warm start (``ValueError`` for another shape).
     dtype : float32 or float64 for the iterations (default: ``A``'s float type).
     over_weight : weight ``w`` in ``(0, 1]`` of over-representation in the loss (see
         :func:`weighted_l1_loss`); ``1`` is Eq. (3) exactly.
@@ -259,6 +259,8 @@ def l1_sparse_code(
     w = float(over_weight)
     if not 0.0 < w <= 1.0:
         raise ValueError(f"over_weight must be in (0, 1], got {over_weight}")
+    if not 0.0 <= lam < np.inf:  # NaN fails too
+        raise ValueError(f"lam must be finite and >= 0, got {lam}")
     A = A if sp.issparse(A) else np.asarray(A)
     dt = (
         np.dtype(dtype)
@@ -281,11 +283,14 @@ def l1_sparse_code(
     k = A.shape[1]
     if A.shape[0] != m:
         raise ValueError(f"P has {m} rows but A has {A.shape[0]}")
+    if x0 is not None and np.shape(x0) != (n, k):
+        raise ValueError(f"x0 must have shape (n, k) = {(n, k)}, got {np.shape(x0)}")
+    # float64 even without entries (a weighted bincount of nothing is int64)
     pnorm = np.bincount(
         np.repeat(np.arange(n), np.diff(Pc.indptr)),
         weights=weighted_l1_loss(Pc.data.astype(np.float64), w),
         minlength=n,
-    )
+    ).astype(np.float64, copy=False)
     objective = pnorm.copy()
     gap = np.zeros(n)
     converged = np.ones(n, dtype=bool)

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sparsewatch.models.projections import project_l1_ball_nonneg, project_l1_ball_nonneg_csc
 from sparsewatch.models.text_features import remap_rows
 
@@ -383,7 +384,13 @@ class OIADMM(BaseEstimator):
         return self
 
     def partial_fit(self, P: sp.spmatrix | np.ndarray, X: sp.spmatrix | np.ndarray) -> OIADMM:
-        """One OIADMM step on the window ``P`` (``m x n``) with its codes ``X`` (``k x n``)."""
+        """One OIADMM step on the window ``P`` (``m x n``) with its codes ``X`` (``k x n``);
+        ``NotFittedError`` before :meth:`initialize`."""
+        if not hasattr(self, "components_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance has no dictionary yet: call 'initialize' "
+                "with one before 'partial_fit'."
+            )
         m, n = P.shape
         if self.components_.shape[0] < m:  # vocabulary grew without an explicit remap
             self.remap_rows(np.arange(self.components_.shape[0]), m - self.components_.shape[0])

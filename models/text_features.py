@@ -188,7 +188,8 @@ class StreamingTfidf(BaseEstimator):
     Parameters
     ----------
     max_features : vocabulary cap; beyond it the rarest, stalest terms are evicted.
-    df_half_life : half-life, in documents, of the document frequencies (``None``: no decay).
+    df_half_life : half-life (> 0), in documents, of the document frequencies (``None``: no
+        decay).
     min_df_new : a new term enters the vocabulary only when it appears in at least this many
         documents of the window that introduces it (1 = every term).
     max_terms_per_doc : salient-term truncation (keep the largest TF-IDF weights), ``None`` = all.
@@ -330,9 +331,15 @@ class StreamingTfidf(BaseEstimator):
         self.n_new_ = 0
 
     # ------------------------------------------------------------------ learning
+    def _check_params(self) -> None:
+        """``ValueError`` for a ``df_half_life`` neither ``None`` nor > 0 (0 divided by zero)."""
+        if self.df_half_life is not None and not self.df_half_life > 0:
+            raise ValueError(f"df_half_life must be > 0 or None, got {self.df_half_life}")
+
     def fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
         """Forget what was learned, then :meth:`partial_fit` ``texts``."""
         docs = self.tokenize(texts)  # invalid input raises before the state is reset
+        self._check_params()
         self._init_state()
         return self._update(docs)
 
@@ -341,6 +348,7 @@ class StreamingTfidf(BaseEstimator):
         return self._update(self.tokenize(texts))
 
     def _update(self, docs: list[list[str]]) -> StreamingTfidf:
+        self._check_params()
         if not hasattr(self, "terms_"):
             self._init_state()
         n = len(docs)
@@ -463,9 +471,13 @@ class StreamingTfidf(BaseEstimator):
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, np.ndarray]:
-        """Learned state as plain numpy arrays (vocabulary as a unicode array)."""
+        """Learned state as plain numpy arrays (vocabulary as a unicode array); unfitted, the
+        empty state (a :class:`~sparsewatch.models.novelty.Detector` checkpoints it in its warm-up),
+        leaving this instance unfitted."""
         if not hasattr(self, "terms_"):
-            self._init_state()
+            empty = StreamingTfidf()
+            empty._init_state()
+            return empty.get_state()
         return {
             "terms": self.terms_.astype(str),
             "df": self.df_.astype(np.float64),
