@@ -397,7 +397,8 @@ def test_table_cells_never_reach_the_terminal_as_control_sequences(
         code, out, err = run(
             monkeypatch, capsys, command, "--format", "json", "--database-url", database_url
         )
-        assert code == 0 and text in {row.get("text", row.get("summary")) for row in json.loads(out)}
+        stored = {row.get("text", row.get("summary")) for row in json.loads(out)}
+        assert code == 0 and text in stored
 
 
 def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
