@@ -350,16 +350,17 @@ def process_window(
     models.windows_done += 1
     snapshot = None
     if models.detector.fitted and models.windows_done % max(config.snapshot_every, 1) == 0:
+        dictionary = models.detector.model.components_  # as learnt from this window
         snapshot = {
             "model_kind": "l1_dictionary",
             "arrays": {
-                **_sparse_dictionary(models.detector.model.components_),
+                **_sparse_dictionary(dictionary),
                 "terms": np.asarray(models.detector.features.terms_, dtype=str),
             },
             "meta": {
                 "layout": "dictionary_* = scipy.sparse CSC (terms x atoms)",
-                "n_terms": result.n_terms,
-                "n_atoms": result.n_atoms,
+                "n_terms": dictionary.shape[0],
+                "n_atoms": dictionary.shape[1],
                 "threshold": _finite(result.threshold),
             },
             "vocabulary_version": models.windows_done,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 
 DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
@@ -48,7 +49,10 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
     "--max-steps", type=click.IntRange(min=1), default=7, show_default=True, help="Steps evaluated."
 )
 @click.option(
-    "--methods", default=DEFAULT_METHODS, show_default=True, help="Comma-separated method names."
+    "--methods",
+    default=DEFAULT_METHODS,
+    show_default=True,
+    help="Comma-separated method names; detector: the product's, as configured ([detector]).",
 )
 @click.option(
     "--docs",
@@ -74,7 +78,9 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
     default=None,
     help="Folder for <corpus>.json and ROC/step PNGs (default: print JSON only).",
 )
+@click.pass_context
 def evaluate(
+    ctx: click.Context,
     corpus: str,
     path: Path | None,
     warmup: int,
@@ -87,6 +93,7 @@ def evaluate(
     out: Path | None,
 ) -> None:
     """Score a labelled corpus step by step; report ROC AUC, SRE and time per method."""
+    from sparsewatch.consumers.detector_core import build_models
     from sparsewatch.replay.eval_methods import SharedTfidf, build_methods
     from sparsewatch.replay.evaluate import (
         evaluate_corpus,
@@ -101,7 +108,13 @@ def evaluate(
     names = [n.strip() for n in methods.split(",") if n.strip()]
     if not names:
         raise click.BadParameter("name at least one method", param_hint="'--methods'")
-    evaluated = build_methods(names)  # unknown names are an error before the corpus is read
+    # the configuration is read (and a bad one refused) as by every command; the product's
+    # detector is evaluated as the workers would build it
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    configured = build_models(config.detector).detector
+    detector = {"features": configured.features, "model": configured.model}
+    # unknown names are an error before the corpus is read
+    evaluated = build_methods(names, {"detector": detector})
     if corpus == "synthetic":
         docs = generate_stream(n_docs, kind=kind, seed=seed)  # type: ignore[arg-type]
     elif corpus == "reuters":

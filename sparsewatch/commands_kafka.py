@@ -35,7 +35,7 @@ def _broker(ctx: click.Context, port: int | None, run_dir: str | None) -> LocalK
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     if port is None:
         port = _first_port(config.kafka.bootstrap_servers)
-    folder = Path(run_dir) if run_dir else Path(config.data_dir) / "kafka"
+    folder = Path(run_dir) if run_dir else config.data_path() / "kafka"
     return LocalKafka(folder.resolve(), port=port)
 
 

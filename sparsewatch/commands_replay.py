@@ -148,9 +148,7 @@ def replay(
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     topic = topic or config.kafka.topic("docs")
     bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
-    errors_file = (
-        Path(errors_path) if errors_path else Path(config.data_dir) / "replay-errors.jsonl"
-    )
+    errors_file = Path(errors_path) if errors_path else config.data_path() / "replay-errors.jsonl"
     inputs = [Path(p) for p in paths]
     _refuse_input_as_errors_file(errors_file, inputs)
     _refuse_unwritable_errors_file(errors_file)

@@ -147,7 +147,14 @@ class Config:
         """``database_url``, or a SQLite file under ``data_dir`` when it is empty."""
         if self.database_url:
             return self.database_url
-        return f"sqlite:///{Path(self.data_dir).resolve() / 'sparsewatch.db'}"
+        from sparsewatch.storage.engine import sqlite_url  # SQLAlchemy only when needed
+
+        return sqlite_url(self.data_path() / "sparsewatch.db")
+
+    def data_path(self) -> Path:
+        """``data_dir`` as an absolute path, ``~`` expanded (a TOML file's ``"~/sw"`` made a
+        folder named ``~`` in the working directory)."""
+        return Path(self.data_dir).expanduser().resolve()
 
 
 # The span of event times a document may have (1970..2200): a window this long holds them all.
@@ -308,6 +315,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("windows", "dedup_documents"): (lambda v: v >= 0, ">= 0 (0: open windows only)"),
     ("detector", "novel_mode"): (lambda v: v in ("top_q", "threshold"), "'top_q' or 'threshold'"),
     ("detector", "novel_top_q"): (lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("detector", "novel_threshold"): (lambda v: v >= 0, ">= 0 (scores are >= 0)"),
+    ("detector", "top_terms"): (lambda v: v >= 1, ">= 1"),
     ("detector", "initial_atoms"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_atoms"): (lambda v: v >= 1, ">= 1"),
     ("detector", "new_atoms_per_window"): (lambda v: v >= 0, ">= 0"),

@@ -32,6 +32,7 @@ from sparsewatch.kafka_local import LocalKafka, wait_for_broker
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.runner import build_worker, run_loops
+from sparsewatch.storage.engine import sqlite_url
 from sparsewatch.storage.store import Store
 
 MALFORMED = [
@@ -144,7 +145,7 @@ def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = Non
 def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
     """The demo's steps (:func:`run_demo`)."""
     start = time.perf_counter()
-    data_dir = Path(config.data_dir).resolve()
+    data_dir = config.data_path()
     out = out_dir or data_dir / "demo"
     out.mkdir(parents=True, exist_ok=True)
     bootstrap, broker = _bootstrap(config, data_dir / "kafka")
@@ -156,7 +157,7 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
         db_path = out / "demo.db"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-        config.database_url = f"sqlite:///{db_path}"
+        config.database_url = sqlite_url(db_path)
         docs = generate_stream(n_documents, kind="tweet", seed=7)
         topic = config.kafka.topic("docs")
         ensure_topics(bootstrap, {topic: config.kafka.partitions})

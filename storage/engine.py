@@ -104,6 +104,13 @@ def sqlite_file(url: str | sa.engine.URL) -> Path | None:
     return None if database.startswith("file:") else Path(database).expanduser()
 
 
+def sqlite_url(path: str | Path) -> str:
+    """The URL of the SQLite file at ``path``, quoted: a ``?``, ``#`` or ``%`` in a folder name
+    is part of the path (written into ``sqlite:///...`` as it is, ``?x=1`` became the URL's
+    query and the database landed in another folder)."""
+    return sa.engine.URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
 def is_in_memory_sqlite(url: str | sa.engine.URL) -> bool:
     """Whether ``url`` is an in-memory SQLite database (one connection's, invisible to others)."""
     parsed = sa.engine.make_url(url)

@@ -115,3 +115,26 @@ def test_demo_with_the_anomaly_worker_disabled(
     assert f"== dead letters by reason ({len(MALFORMED)} in total)" in out
     assert sum(r["count"] for r in reasons) == len(MALFORMED)
     assert all(f"{r['count']:8d}  {r['reason']}" in out for r in reasons)
+
+
+def test_evaluate_reads_the_configuration(monkeypatch, capsys, tmp_path) -> None:
+    """evaluate never read the configuration: a bad file or a misspelt variable passed silently,
+    and the detector evaluated was not the configured one."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[detector\n")
+    args = ["evaluate", "--docs", "700", "--warmup", "300", "--step", "200", "--max-steps", "2"]
+    code, out, err = _main(monkeypatch, capsys, "--config", str(bad), *args)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    monkeypatch.setenv("SPARSEWATCH_DETECTOR_MAX_ATMOS", "10")
+    code, out, err = _main(monkeypatch, capsys, *args, "--methods", "detector")
+    assert code == 2 and "SPARSEWATCH_DETECTOR_MAX_ATOMS" in err and err.count("\n") == 1, err
+    monkeypatch.delenv("SPARSEWATCH_DETECTOR_MAX_ATMOS")
+    aucs = []
+    for atoms in (None, "3"):
+        if atoms is not None:  # a fixed dictionary of 3 atoms scores the stream differently
+            monkeypatch.setenv("SPARSEWATCH_DETECTOR_INITIAL_ATOMS", atoms)
+            monkeypatch.setenv("SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW", "0")
+        code, out, err = _main(monkeypatch, capsys, *args, "--methods", "detector")
+        assert code == 0, err
+        aucs.append(json.loads(out)["methods"]["detector"]["auc_any"])
+    assert aucs[0] != aucs[1]

@@ -146,3 +146,22 @@ def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
         assert all(t >= config.detector.n_topics for t in marked)
         announced += len(alerts)
     assert announced >= 3
+
+
+def test_a_snapshots_sizes_are_those_of_its_arrays():
+    """The snapshot's n_atoms was the dictionary's size when the window was scored, before the
+    window's new atoms: every stored snapshot of a growing dictionary under-counted them."""
+    docs = generate_stream(1050, kind="mixed", seed=5)
+    config = _config()
+    models = build_models(config.detector)
+    snapshots = []
+    for w in _windows(docs, 150):
+        comp = process_window(models, w, config.detector)
+        if comp.snapshot is not None:
+            snapshots.append(comp.snapshot)
+    grown = {s["meta"]["n_atoms"] for s in snapshots}
+    assert len(snapshots) >= 2 and len(grown) >= 2  # the dictionary grew between snapshots
+    for snapshot in snapshots:
+        arrays, meta = snapshot["arrays"], snapshot["meta"]
+        assert [meta["n_terms"], meta["n_atoms"]] == list(arrays["dictionary_shape"])
+        assert meta["n_terms"] == len(arrays["terms"])

@@ -516,3 +516,22 @@ def test_relative_and_absolute_times():
     for text in ("0001-01-01T00:59:59+01:00", "9999-12-31T23:00:00-01:00", "3000000d"):
         with pytest.raises(ValueError, match="outside the dates"):
             parse_time(text, now)
+
+
+@pytest.mark.parametrize("folder", ["dir?x=1", "a%2Fb", "d#frag", "spaced dir", "~/sw-home"])
+def test_the_default_database_is_where_data_dir_says(folder, tmp_path, monkeypatch, capsys):
+    """The default SQLite URL was ``sqlite:///<data_dir>/sparsewatch.db`` written as a string: a
+    ``?`` in a folder name started the URL's query (the file became ``<tmp>/dir``), ``%2F`` was
+    decoded into a sub-folder, ``#`` cut the path; ``~`` was a folder in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    data_dir = folder if folder.startswith("~") else str(tmp_path / folder)
+    monkeypatch.setenv("SPARSEWATCH_DATA_DIR", data_dir)
+    code, out, err = run(monkeypatch, capsys, "db", "upgrade")
+    assert code == 0, err
+    expected = Path(data_dir).expanduser() / "sparsewatch.db"
+    assert expected.is_file()
+    created = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert created == [expected.relative_to(tmp_path)]
+    code, out, err = run(monkeypatch, capsys, "alerts", "--format", "json")
+    assert (code, json.loads(out)) == (0, [])
