@@ -7,6 +7,7 @@ from datetime import datetime
 
 import click
 
+from sparsewatch.config import load_config
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, TIME, open_store
 from sparsewatch.storage.engine import mask_url
 
@@ -74,6 +75,13 @@ def prune(
     """Delete old results so that the database stops growing (checkpoints and offsets stay)."""
     if before is None and dead_letters_before is None:
         raise click.UsageError("give --before, --dead-letters-before or both")
+    every = load_config(ctx.obj.get("config_path") if ctx.obj else None).windows.checkpoint_every
+    if keep_windows < every:  # the windows a restarted worker recomputes must keep their rows
+        raise click.BadParameter(
+            f"{keep_windows} is below windows.checkpoint_every ({every}): a restarted worker "
+            "recomputes that many windows and would store a pruned one's rows and alerts again",
+            param_hint="'--keep-windows'",
+        )
     with open_store(ctx, database_url) as store:
         report = store.prune(
             before=before,

@@ -269,6 +269,14 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
             raise SparsewatchError(f"configuration file {path} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
             raise SparsewatchError(f"configuration file {path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:  # TOML is UTF-8
+            raise SparsewatchError(
+                f"configuration file {path} is not UTF-8 (byte {exc.start + 1}): TOML is UTF-8"
+            ) from None
+        except OSError as exc:  # a folder, no permission
+            raise SparsewatchError(
+                f"cannot read configuration file {path}: {exc.strerror}"
+            ) from None
         _apply(config, data, "")
     _apply_env(config, env, ENV_PREFIX)
     _check_ranges(config)

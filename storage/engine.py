@@ -23,6 +23,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from sparsewatch.errors import SparsewatchError
+
 BUSY_TIMEOUT_S = 30.0
 WRITE_OPTION = "sw_write"
 _WAL_RETRY_S = 0.01
@@ -78,8 +80,9 @@ def parse_url(url: str | sa.engine.URL) -> sa.engine.URL:
 
 
 def create_engine(url: str) -> sa.Engine:
-    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``); a SQLite path
-    may start with ``~`` (the user's home)."""
+    """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``, also written
+    ``postgresql://...``); a SQLite path may start with ``~`` (the user's home); another database
+    or driver is a :class:`SparsewatchError` (not a missing module's traceback)."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_file(parsed)
@@ -90,6 +93,13 @@ def create_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
         _sqlite_events(engine)
         return engine
+    if parsed.drivername == "postgresql":  # libpq's spelling: the driver sparsewatch ships
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername != "postgresql+psycopg":
+        raise SparsewatchError(
+            f"unsupported database {mask_url(url)}: sparsewatch stores results in SQLite "
+            "(sqlite:///path.db) or PostgreSQL (postgresql+psycopg://user:password@host/db)"
+        )
     connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
@@ -102,6 +112,21 @@ def sqlite_file(url: str | sa.engine.URL) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
     return None if database.startswith("file:") else Path(database).expanduser()
+
+
+def sqlite_uri_file(url: str | sa.engine.URL) -> Path | None:
+    """The file of a SQLite ``file:`` URI database (``sqlite:///file:/path/x.db?uri=true``);
+    ``None`` for any other URL and for ``mode=memory``."""
+    parsed = parse_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or not database.startswith("file:"):
+        return None
+    if parsed.query.get("mode") == "memory":
+        return None
+    rest = database.removeprefix("file:")
+    if rest.startswith("//"):  # file://localhost/path or file:///path
+        rest = "/" + rest[2:].partition("/")[2]
+    return Path(rest).expanduser() if rest else None
 
 
 def sqlite_url(path: str | Path) -> str:

@@ -46,7 +46,13 @@ import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage import queries, retention
 from sparsewatch.storage.bulk import bulk_execute
-from sparsewatch.storage.engine import create_engine, mask_url, sqlite_file, write_connection
+from sparsewatch.storage.engine import (
+    create_engine,
+    mask_url,
+    sqlite_file,
+    sqlite_uri_file,
+    write_connection,
+)
 from sparsewatch.storage.schema import (
     alerts,
     checkpoints,
@@ -408,7 +414,7 @@ class Store:
         not exist and a database without sparsewatch's tables raise :class:`MissingDatabaseError`
         (a mistyped path used to become a new empty database, and the query an empty answer).
         """
-        path = sqlite_file(url)
+        path = sqlite_file(url) or sqlite_uri_file(url)
         if not create and path is not None and not path.exists():
             raise MissingDatabaseError(f"no database at {path}: {_MISSING_HINT}")
         store = cls(create_engine(url))

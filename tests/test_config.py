@@ -111,6 +111,18 @@ def test_a_malformed_file_is_refused_in_one_line(tmp_path: Path, body: str, mess
     assert message in str(err.value)
 
 
+def test_an_unreadable_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A file that is not UTF-8 stopped every command with a bare UnicodeDecodeError that did not
+    name the file; a folder with an IsADirectoryError."""
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('data_dir = "Zürich"\n'.encode("latin-1"))
+    with pytest.raises(SparsewatchError) as err:
+        load_config(path, env={})
+    assert str(err.value) == f"configuration file {path} is not UTF-8 (byte 14): TOML is UTF-8"
+    with pytest.raises(SparsewatchError, match=f"^cannot read configuration file {tmp_path}: "):
+        load_config(tmp_path, env={})
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [

@@ -473,7 +473,7 @@ def test_queries_create_no_database(command, database_url, monkeypatch, capsys, 
         (("replay", "x.jsonl", "--rate", "0"), "'--rate'"),
         (("run", "detector", "--until-idle", "nan"), "'--until-idle'"),
         (("kafka", "up", "--timeout", "nan"), "'--timeout'"),
-        (("topics", "--database-url", "nosuchdb://x"), "cannot open database"),
+        (("topics", "--database-url", "nosuchdb://x"), "unsupported database nosuchdb://x: "),
         # --database-url replaces the configured URL, not the check of the configuration
         (
             ("--config", "/nonexistent/sw.toml", "alerts", "--database-url", "sqlite://"),

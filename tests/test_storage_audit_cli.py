@@ -145,3 +145,51 @@ def test_an_unencoded_at_sign_in_the_password_is_not_shown(monkeypatch, capsys):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: cannot open database postgresql+psycopg://u:***@127.0.0.1:1/x: ")
     assert "cret" not in err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://u:pw@127.0.0.1:1/x",
+        "postgresql+psycopg2://u:pw@127.0.0.1:1/x",
+        "postgresql+asyncpg://u:pw@127.0.0.1:1/x",
+        "oracle://u:pw@127.0.0.1:1/x",
+    ],
+)
+def test_an_unsupported_database_is_a_one_line_error(url, monkeypatch, capsys):
+    """A MySQL URL or another PostgreSQL driver ended in "ModuleNotFoundError: No module named
+    'MySQLdb'" (exit 1): nothing said that sparsewatch does not store results there."""
+    code, out, err = run(monkeypatch, capsys, "alerts", "--database-url", url)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: unsupported database ") and "pw" not in err
+    assert "sqlite:///" in err and "postgresql+psycopg://" in err
+
+
+def test_libpq_style_postgresql_urls_use_the_shipped_driver(postgres_database, monkeypatch, capsys):
+    """``postgresql://`` (libpq's spelling) means psycopg 3, as ``postgresql+psycopg://`` does,
+    whatever SQLAlchemy's default driver (psycopg2, not installed, before SQLAlchemy 2.1)."""
+    url, _ = postgres_database
+    plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    assert plain != url
+    code, _, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", plain)
+    assert code == 0, err
+    assert json.loads(output(monkeypatch, capsys, plain, "alerts", "--format", "json")) == []
+    with Store.open(url, create=False) as store:  # the same database
+        assert store.revision() is not None
+
+
+def test_a_query_creates_no_sqlite_file_uri_database(tmp_path, monkeypatch, capsys):
+    """``sqlite:///file:PATH?uri=true`` skipped the existence check: the query created the file
+    (and answered with an empty table) although query commands create nothing."""
+    path = tmp_path / "uri.db"
+    for url in (f"sqlite:///file:{path}?uri=true", f"sqlite:///file://{path}?uri=true"):
+        code, out, err = run(monkeypatch, capsys, "alerts", "--database-url", url)
+        assert (
+            code == 2
+            and out == ""
+            and err == f"error: no database at {path}: " + err.split(": ", 2)[2]
+        )
+        assert not path.exists()
+    code, _, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", url)
+    assert code == 0 and path.is_file(), err
+    assert json.loads(output(monkeypatch, capsys, url, "alerts", "--format", "json")) == []

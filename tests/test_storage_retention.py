@@ -100,9 +100,12 @@ def test_the_command(store, database_url, monkeypatch, capsys):
     url = database_url
     code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url)
     assert code == 2 and "give --before, --dead-letters-before or both" in err
-    code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url,
-                         "--before", (T0 + timedelta(hours=3)).isoformat(), "--keep-windows",
-                         "1", "--dry-run")  # fmt: skip
+    args = ["db", "prune", "--database-url", url, "--before", (T0 + timedelta(hours=3)).isoformat()]
+    # fewer than the windows a restarted worker recomputes: refused (was accepted)
+    code, out, err = run(monkeypatch, capsys, *args, "--keep-windows", "9", "--dry-run")
+    assert code == 2 and out == "" and "windows.checkpoint_every (10)" in err
+    monkeypatch.setenv("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "1")
+    code, out, err = run(monkeypatch, capsys, *args, "--keep-windows", "1", "--dry-run")
     assert code == 0 and err == ""
     # windows 0 and 1 of both streams ended before T0 + 3h: 2 x 20 + 2 x 5 documents, 3 novel
     # alerts a news window and 1 a tweets window, 4 topics and 1 snapshot a window
