@@ -58,6 +58,12 @@ _register()
 _TRUE = ("1", "true", "t", "yes", "y", "on")
 
 
+def _one_line(message: str) -> str:
+    """click's ``message`` on one line (a missing choice argument listed its choices one per
+    line: "Choose from:\n\tdetector,\n\tanomaly,\n\tall")."""
+    return " ".join(message.split())
+
+
 def main() -> None:
     """Console entry point: run the click group, turning errors into one-line messages."""
     debug = (
@@ -75,10 +81,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     except SparsewatchError as exc:
         if debug:

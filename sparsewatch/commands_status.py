@@ -148,7 +148,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
         )
         end = s["last_window_end"]
         last = "" if end is None else f", the last ending {show_time(end)} (event time"
-        if end is not None and looks_like_epoch_seconds(round(end.timestamp() * 1000)):
+        if s["epoch_seconds_as_ms"]:
             last += "; epoch seconds sent as milliseconds?"
         last += "" if end is None else ")"
         lines = [
@@ -243,6 +243,10 @@ def status(
             except (KafkaException, TimeoutError) as exc:
                 note = f"Kafka at {bootstrap} did not tell the ingest bridge's offsets: {exc}"
     result["offsets"] = offset_rows(result["offsets"], groups, marks)
+    for stream in result["streams"]:  # the replay tool's hint, in the table and the JSON
+        end = stream["last_window_end"]
+        stamp = None if end is None else round(end.timestamp() * 1000)
+        stream["epoch_seconds_as_ms"] = stamp is not None and looks_like_epoch_seconds(stamp)
     if fmt == "json":
         result["kafka"] = "not asked" if no_kafka else (note or "ok")
         text = json.dumps(json_value(result), indent=2, sort_keys=True, ensure_ascii=False)

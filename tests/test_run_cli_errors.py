@@ -48,3 +48,16 @@ def test_an_unreachable_broker_is_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1")
     assert proc.returncode == 2
     assert _one_line(proc).startswith("error: cannot reach Kafka at 127.0.0.1:1: ")
+
+
+def test_a_missing_worker_argument_is_one_line(tmp_path: Path) -> None:
+    """click listed the choices one per line (four lines on stderr)."""
+    full = {**os.environ, "SPARSEWATCH_DATA_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "run"], env=full, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert _one_line(proc) == (
+        "error: Missing argument '{detector|anomaly|all}'. Choose from: detector, anomaly, all "
+        "(see 'python -m sparsewatch run --help')"
+    )

@@ -128,6 +128,10 @@ def test_status_marks_a_stream_whose_event_times_look_like_epoch_seconds(
         "milliseconds?)"
     )
     assert lines[ms + 1] == "  windows: 1, the last ending 2026-01-01 01:00:00 (event time)"
+    args = ("--database-url", database_url, "--no-kafka", "--format", "json")
+    code, out, err = status(monkeypatch, capsys, *args)  # the JSON had no such mark
+    marks = {s["stream"]: s["epoch_seconds_as_ms"] for s in json.loads(out)["streams"]}
+    assert code == 0 and marks == {"secs": True, "ms": False}
 
 
 def test_status_shows_what_the_ingest_bridge_has_not_forwarded(
