@@ -240,6 +240,10 @@ def _transfer(
             documents.append(to_message(msg))
         except RecordError as exc:
             dead.append((msg, str(exc)))
+        except Exception as exc:  # a record the mapping did not foresee: never a crash loop
+            where = (msg.topic(), msg.partition(), msg.offset())
+            log.exception("record %s:%d:%d could not be mapped", *where)
+            dead.append((msg, f"cannot be mapped ({type(exc).__name__}: {exc})"[:500]))
     if dead and record_dead_letters is not None:
         record_dead_letters(
             [

@@ -11,11 +11,14 @@ over a corpus' empty months. ``skip``/``limit`` select a slice of the event-time
 so an interrupted or limited replay resumes with ``skip`` = the summary's ``resume_skip``. A
 message the broker did not acknowledge (``failed``) goes to the errors file like a rejected
 document, so none is lost unnoticed. With ``end_of_stream``, a completed
-replay ends with an end-of-stream marker per stream it produced (same key, so the same partition,
-after the stream's last document): the detector then closes the stream's last windows at once
-instead of after its idle timeout. Only for a corpus that nothing of the same streams follows: a
-later document of a closed window is late. A document the detector would refuse (``max_text_bytes``:
-its configured text limit) is rejected here instead of landing in the dead-letter topic.
+replay ends with an end-of-stream marker per stream whose documents all lie up to the end of the
+slice (same key, so the same partition, after the stream's last document): the detector then
+closes the stream's last windows at once instead of after its idle timeout. A stream that goes on
+after a ``limit`` gets none (its next document would be late), one that ended in the ``skip``
+part (an interrupted replay, resumed) gets one. Only for a corpus that nothing of the same
+streams follows: a later document of a closed window is late. A document the detector would
+refuse (``max_text_bytes``: its configured text limit) is rejected here instead of landing in the
+dead-letter topic.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from sparsewatch.replay.readers import (
     FieldMapping,
     RecordError,
     Rejected,
+    raw_json,
     sort_by_event_time,
     to_document,
 )
@@ -156,8 +160,7 @@ def _messages(
             yield as_message(doc, max_text_bytes)
         except (RecordError, TypeError, AttributeError) as exc:
             summary.rejected += 1
-            raw = json.dumps(doc, ensure_ascii=False, default=str)[:2000]
-            errors.write(Rejected("<documents>", position + 1, str(exc), raw))
+            errors.write(Rejected("<documents>", position + 1, str(exc), raw_json(doc, 2000)))
 
 
 def replay_documents(
@@ -211,15 +214,21 @@ def replay_documents(
 
         return report
 
+    if end_of_stream and limit is not None and not sort:
+        raise ValueError("end_of_stream with a limit needs the sorted replay (which streams go on)")
     started = time.monotonic()
-    streams: dict[str, None] = {}  # produced to, in order of first appearance
+    streams: dict[str, None] = {}  # of the slice and before it, in order of first appearance
     messages = _messages(docs, errors, summary, max_text_bytes)
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
     try:
         for message in ordered:
             if limit is not None and summary.read - summary.skipped >= limit:
+                if end_of_stream:  # sorted: everything was read, the rest costs no rejections
+                    going_on = {message["stream"], *(m["stream"] for m in ordered)}
+                    streams = {s: None for s in streams if s not in going_on}
                 break
             summary.read += 1
+            streams.setdefault(message["stream"])
             if summary.read <= skip:
                 summary.skipped += 1
                 summary.resume_skip = summary.read
@@ -247,7 +256,6 @@ def replay_documents(
             if summary.first_timestamp_ms is None:
                 summary.first_timestamp_ms = message["timestamp"]
             summary.last_timestamp_ms = message["timestamp"]
-            streams.setdefault(message["stream"])
             producer.poll(0)
             if progress is not None:
                 progress(summary)

@@ -298,6 +298,15 @@ def _tag(block: str, name: str) -> str | None:
     return None if match is None else match.group(1)
 
 
+def _body(block: str) -> str | None:
+    """A story's BODY; for a ``<TEXT TYPE="UNPROC">`` story (no TITLE or BODY: the collection's
+    README, "unprocessed"), the TEXT element's content, which was dropped."""
+    body = _tag(block, "BODY")
+    if body is None and (unproc := _UNPROC.search(block)) is not None:
+        body = unproc.group(1)
+    return body
+
+
 def _char(reference: re.Match[str]) -> str:
     """The character of a numeric reference ``&#N;``; a RecordError when N is no code point."""
     digits = reference.group(1).lstrip("0") or "0"
@@ -344,7 +353,7 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
                 "id": attrs["NEWID"],
                 "date": _sgml_text(_tag(block, "DATE")),
                 "title": _sgml_text(_tag(block, "TITLE")),
-                "body": _sgml_text(_tag(block, "BODY")),
+                "body": _sgml_text(_body(block)),
                 "dateline": _sgml_text(_tag(block, "DATELINE")),
                 "topics": _D.findall(_tag(block, "TOPICS") or ""),
                 "places": _D.findall(_tag(block, "PLACES") or ""),
@@ -386,6 +395,7 @@ def read_records(path: Path, fmt: InputFormat | None = None) -> Iterator[SourceR
     return READERS[fmt or detect_format(path)](path)
 
 
+_UNPROC = re.compile(r"<TEXT\b[^>]*\bTYPE\s*=\s*\"?UNPROC\"?[^>]*>(.*?)</TEXT>", re.DOTALL)
 _REUTERS_DATE = re.compile(
     r"^\s*(\d{1,2})-([A-Za-z]{3})-(\d{4})\s+(\d{1,2}):(\d{2}):(\d{2})(\.\d+)?"
 )
@@ -394,6 +404,14 @@ _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
 
 
 _EPOCH_MS_TEXT = re.compile(r"\s*(-?\d+)(?:\.\d*)?\s*")
+_ZONE_OFFSET = re.compile(r"([+-])(\d{2}):?(\d{2})")
+# the last alphabetic word of a mail date that is not a weekday or month: its zone name
+_MAIL_ZONE = re.compile(
+    r"(?<![A-Za-z])(?!(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov"
+    r"|dec)\b)[A-Za-z]{1,5}(?![A-Za-z])(?=[^A-Za-z]*$)",
+    re.IGNORECASE,
+)
+_ZERO_ZONES = ("UT", "UTC", "GMT", "Z")
 
 
 def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
@@ -427,12 +445,15 @@ def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     if isinstance(value, int | float | Decimal):
         if isinstance(value, float) and not math.isfinite(value):
             raise RecordError(f"bad timestamp {value!r}")
-        if unit_ms == 1:
-            ms = int(value)
-        elif isinstance(value, float):  # 1767225600.999 * 1000 is 1767225600998.9998
-            ms = math.floor(round(value * unit_ms, 3))
-        else:
-            ms = math.floor(value * unit_ms)
+        try:
+            if unit_ms == 1:
+                ms = int(value)
+            elif isinstance(value, float):  # 1767225600.999 * 1000 is 1767225600998.9998
+                ms = math.floor(round(value * unit_ms, 3))
+            else:
+                ms = math.floor(value * unit_ms)
+        except OverflowError:  # 1e306 seconds: infinite milliseconds
+            raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200") from None
     elif isinstance(value, str):
         ms = _parse_date_text(value)
     else:
@@ -455,13 +476,15 @@ def _parse_date_text(value: str) -> int:
     match = _REUTERS_DATE.match(text)
     if match and match.group(2).upper() in _MONTHS:
         day, mon, year, hh, mm, ss, frac = match.groups()
+        offset_s = _zone_offset_s(text[match.end() :], value)
         try:
             moment = datetime(
                 int(year), _MONTHS[mon.upper()], int(day), int(hh), int(mm), int(ss), tzinfo=UTC
             )
         except ValueError as exc:
             raise RecordError(f"bad timestamp {value[:40]!r} ({exc})") from None
-        return round(moment.timestamp() * 1000) + (round(float(frac) * 1000) if frac else 0)
+        ms = round(moment.timestamp() * 1000) + (round(float(frac) * 1000) if frac else 0)
+        return ms - offset_s * 1000
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
@@ -475,17 +498,41 @@ def _parse_date_text(value: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
+def _zone_offset_s(zone: str, value: str) -> int:
+    """Seconds east of UTC of the zone after a Reuters-style date: none (UTC), ``Z``, ``UTC``,
+    ``GMT`` or ``+HHMM`` / ``-HH:MM``; a RecordError for anything else (a zone name such as
+    ``PST`` was ignored, and the time read as UTC)."""
+    zone = zone.strip()
+    if zone.upper() in ("", "Z", "UTC", "GMT"):
+        return 0
+    match = _ZONE_OFFSET.fullmatch(zone)
+    if match is None:
+        raise RecordError(f"bad timestamp {value[:40]!r} (time zone {zone[:12]!r}: give +HHMM)")
+    sign, hours, minutes = match.groups()
+    offset = int(hours) * 3600 + int(minutes) * 60
+    if offset >= 86_400 or int(minutes) >= 60:
+        raise RecordError(f"bad timestamp {value[:40]!r} (time zone offset {zone!r})")
+    return -offset if sign == "-" else offset
+
+
 def _mail_date(value: str) -> datetime:
     """An RFC 2822 date (``Wed, 10 Oct 2018 20:19:24 +0000``, e-mail and RSS) or Twitter's
-    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); without a zone, UTC."""
+    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); without a zone, UTC. A zone name
+    RFC 2822 does not define (``CET``) and an offset of a day or more are RecordErrors: the
+    parser read them as UTC."""
     parts = parsedate_tz(value)
     if parts is None:
         raise RecordError(f"bad timestamp {value[:40]!r} (not ISO-8601 or epoch ms)")
+    offset = parts[9] or 0
+    zone = _MAIL_ZONE.search(value)
+    if zone is not None and offset == 0 and zone.group(0).upper() not in _ZERO_ZONES:
+        raise RecordError(f"bad timestamp {value[:40]!r} (unknown time zone {zone.group(0)!r})")
+    if abs(offset) >= 86_400:
+        raise RecordError(f"bad timestamp {value[:40]!r} (time zone offset of a day or more)")
     try:
-        moment = datetime(*parts[:6], tzinfo=UTC)
-    except ValueError as exc:
+        return datetime(*parts[:6], tzinfo=UTC) - timedelta(seconds=offset)
+    except (ValueError, OverflowError) as exc:  # 31 Dec 9999 23:59 -0100 is past year 9999
         raise RecordError(f"bad timestamp {value[:40]!r} ({exc})") from None
-    return moment - timedelta(seconds=parts[9] or 0)
 
 
 def _pick(fields: dict[str, Any], name: str | None, what: str) -> tuple[str | None, Any]:
@@ -579,10 +626,35 @@ def to_document(
         "timestamp": timestamp_ms,
         "stream": str(stream),
         "labels": parse_labels(labels),
-        "meta": {k: v for k, v in fields.items() if k not in used},
+        "meta": _unused(fields, used),
     }
     _check_deliverable(document, max_text_bytes)
     return document
+
+
+def _unused(fields: dict[str, Any], used: set[str]) -> dict[str, Any]:
+    """``fields`` without the ``used`` ones, for the document's ``meta``; a used nested field
+    (``extended_tweet.full_text``) is taken out of its objects, which are copied, and an object
+    left empty goes too (the meta kept a second copy of a long nested text, and its message went
+    over the size limit)."""
+    meta = {k: v for k, v in fields.items() if k not in used}
+    for name in used:
+        parts = name.split(".")
+        if name in fields or len(parts) < 2 or parts[0] not in meta:
+            continue
+        chain = [meta]
+        for part in parts[:-1]:
+            inner = chain[-1].get(part)
+            if not isinstance(inner, dict):
+                break
+            chain[-1][part] = inner = dict(inner)  # copied: the record's objects stay whole
+            chain.append(inner)
+        else:
+            chain[-1].pop(parts[-1], None)
+        for part, outer in zip(reversed(parts[:-1]), reversed(chain[:-1]), strict=True):
+            if isinstance(outer.get(part), dict) and not outer[part]:
+                del outer[part]
+    return meta
 
 
 def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
@@ -612,6 +684,8 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
         raise RecordError("field 'meta' contains an unpaired surrogate") from None
     except (TypeError, ValueError) as exc:  # a value JSON has no form for, a circular reference
         raise RecordError(f"field 'meta' cannot be written as JSON ({exc})") from None
+    except RecursionError:  # objects nested about a thousand deep
+        raise RecordError("field 'meta' is nested too deeply to be written as JSON") from None
     if len(payload) > max_text_bytes:
         try:
             parse_document(payload, max_text_bytes)
@@ -625,7 +699,8 @@ class ErrorFile:
     The lines go to a temporary file beside ``path`` that replaces ``path`` atomically when the
     file is closed, so a file already at ``path`` stays whole until then, and stays as it was when
     the ``with`` block ends with an exception (the new lines are dropped). Nothing is written
-    until the first error arrives.
+    until the first error arrives. A ``path`` that exists but is no regular file (``/dev/null``,
+    a FIFO, ``/dev/stderr``) is written to directly: it was replaced by a file, or removed.
     """
 
     def __init__(self, path: Path | None) -> None:
@@ -633,13 +708,16 @@ class ErrorFile:
         self.count = 0
         self._fh: IO[str] | None = None
         self._partial: Path | None = None
+        self.special = path is not None and path.exists() and not path.is_file()
 
     def write(self, rejected: Rejected) -> None:
         """Record one rejected record."""
         self.count += 1
         if self.path is None:
             return
-        if self._fh is None:
+        if self._fh is None and self.special:
+            self._fh = self.path.open("a", encoding="utf-8", errors="backslashreplace")
+        elif self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._partial = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp")
             # An unpaired surrogate in ``raw`` is written as its JSON escape (``\\ud800``).
@@ -654,6 +732,9 @@ class ErrorFile:
 
     def close(self) -> None:
         """Flush the file and move it to ``path`` (when an error was written)."""
+        if self.special and self._fh is not None:
+            self._fh.close()
+            self._fh = None
         if self._fh is None or self._partial is None or self.path is None:
             return
         self._fh.flush()
@@ -664,7 +745,10 @@ class ErrorFile:
         self._partial = None
 
     def discard(self) -> None:
-        """Drop what was written; a file at ``path`` stays as it was."""
+        """Drop what was written; a file at ``path`` stays as it was (what went to a special
+        file has gone)."""
+        if self.special:
+            self.close()
         if self._fh is None or self._partial is None:
             return
         self._fh.close()
@@ -735,8 +819,8 @@ def read_documents(
                     document = to_document(record.fields, mapping, max_text_bytes)
                 except RecordError as exc:
                     stats.rejected += 1
-                    raw = json.dumps(record.fields, ensure_ascii=False, default=str)
-                    errors.write(Rejected(record.source, record.line, str(exc), raw[:_RAW_CHARS]))
+                    raw = raw_json(record.fields, _RAW_CHARS)
+                    errors.write(Rejected(record.source, record.line, str(exc), raw))
                     continue
                 stats.per_file[str(path)] += 1
                 stats.note_timestamp(document["timestamp"])
@@ -745,6 +829,16 @@ def read_documents(
             stats.read += 1
             stats.rejected += 1
             errors.write(Rejected(str(path), 0, f"cannot read file: {exc.strerror or exc}"))
+
+
+def raw_json(fields: Any, limit: int) -> str:
+    """``fields`` as JSON for an error report, cut to ``limit`` characters (anything JSON has no
+    form for as its text; objects nested too deeply to write, which were refused for that, as a
+    note)."""
+    try:
+        return json.dumps(fields, ensure_ascii=False, default=str)[:limit]
+    except RecursionError:
+        return "<nested too deeply to show>"
 
 
 def _spill(run: list[tuple[int, int, dict[str, Any]]], folder: Path) -> Path:

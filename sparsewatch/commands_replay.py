@@ -31,6 +31,7 @@ from sparsewatch.replay.readers import (
     detect_format,
     read_documents,
 )
+from sparsewatch.runtime import sigterm_interrupts
 
 
 @click.command()
@@ -107,8 +108,9 @@ from sparsewatch.replay.readers import (
 @click.option(
     "--end-of-stream",
     is_flag=True,
-    help="After the last document, an end-of-stream marker per stream: the detector closes its "
-    "last windows at once instead of after the idle timeout (only when nothing more of these "
+    help="After the last document, an end-of-stream marker per stream that ends by then (also "
+    "one that ended in the --skip part; not one that goes on after --limit): the detector closes "
+    "its last windows at once instead of after the idle timeout (only when nothing more of these "
     "streams follows).",
 )
 @SUMMARY_JSON_OPTION
@@ -145,6 +147,11 @@ def replay(
         raise click.UsageError("give --rate or --speedup, not both")
     if max_wait is not None and speedup is None:
         raise click.UsageError("--max-wait caps the pauses of --speedup: give --speedup too")
+    if end_of_stream and limit is not None and no_sort:
+        raise click.UsageError(
+            "--end-of-stream with --limit needs the sorted replay, which knows the streams that "
+            "go on after the limit: drop --no-sort"
+        )
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     topic = topic or config.kafka.topic("docs")
     bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
@@ -162,7 +169,7 @@ def replay(
     stats = ReadStats()
     console = Console(stderr=True)
     show = console.is_terminal if progress is None else progress
-    with ErrorFile(errors_file) as errors:
+    with sigterm_interrupts(), ErrorFile(errors_file) as errors:  # SIGTERM stops as Ctrl-C
         docs = read_documents(inputs, mapping, errors, fmt, stats, config.max_text_bytes)
         bar = Progress(
             TextColumn("replay"),
@@ -203,7 +210,7 @@ def replay(
                 max_text_bytes=config.max_text_bytes,
             )
             bar.update(task, completed=summary.read, total=summary.read)
-    if not errors.count:
+    if not errors.count and not errors.special:
         errors_file.unlink(missing_ok=True)  # an earlier replay's errors would mislead
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)
     if mapping.timestamp_unit_ms == 1 and stats.looks_like_seconds():

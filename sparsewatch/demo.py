@@ -16,14 +16,9 @@
 from __future__ import annotations
 
 import secrets
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 from sparsewatch.config import Config
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
@@ -32,6 +27,7 @@ from sparsewatch.kafka_local import LocalKafka, wait_for_broker
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.runner import build_worker, run_loops
+from sparsewatch.runtime import sigterm_interrupts
 from sparsewatch.storage.engine import sqlite_url
 from sparsewatch.storage.store import Store
 
@@ -72,26 +68,6 @@ def _bootstrap(config: Config, run_dir: Path) -> tuple[str, LocalKafka | None]:
         broker = LocalKafka(run_dir, port=0)
         ours = not broker.status().running
         return broker.up(), broker if ours else None
-
-
-def _interrupt(*_: object) -> NoReturn:
-    """A signal handler that interrupts the main thread as Ctrl-C does."""
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt in the block, as Ctrl-C does, so that cleanup runs: by
-    default it ended the process at once and left the demo's broker running. While the workers
-    run, both signals stop them after their batch instead (:func:`run_loops`)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _plot(store: Store, docs: list[dict], path: Path) -> None:
@@ -138,7 +114,7 @@ def _plot(store: Store, docs: list[dict], path: Path) -> None:
 def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = None) -> DemoResult:
     """Run the demo (see the module docstring) and return where its results are. ``config`` is
     changed to the demo's broker, topic prefix, consumer group and database."""
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         return _run(config, n_documents, out_dir)
 
 

@@ -1,4 +1,5 @@
-"""Process-wide settings of a worker process: BLAS threads and the garbage collector.
+"""Process-wide settings: a worker process's BLAS threads and garbage collector, and SIGTERM
+handled as Ctrl-C by the commands that clean up after an interruption (demo, replay).
 
 Both are set around the whole run of the workers (``sparsewatch run``, :func:`run_loops`) and
 restored afterwards, and the throughput benchmarks apply the same settings to the per-window core
@@ -21,8 +22,11 @@ they compare against, so the comparison is of the transport alone.
 from __future__ import annotations
 
 import gc
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from threadpoolctl import threadpool_limits
 
@@ -44,3 +48,24 @@ def worker_process(blas_threads: int = 1, gc_threshold: int = 10_000) -> Iterato
         if gc_threshold > 0:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
+
+
+def _interrupt(*_: object) -> NoReturn:
+    """A signal handler that interrupts the main thread as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the block, as Ctrl-C does, so that cleanup runs: by
+    default it ended the process at once (the demo left its broker running; the replay flushed
+    nothing and printed no summary or resume point). While the workers run, both signals stop
+    them after their batch instead (:func:`~sparsewatch.runner.run_loops`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

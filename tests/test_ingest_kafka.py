@@ -747,3 +747,46 @@ def test_a_pattern_source_reads_every_matching_topic_also_one_created_later(
     ids = sorted(int(parse_document(m.value(), 100_000).id) - 10_000 for m in docs)
     want = [start + i for start in (0, 1000, 3000, 4000) for i in range(300)]
     assert ids == want  # each once, none from the topic the pattern does not match
+
+
+def test_a_record_the_mapping_did_not_foresee_is_dead_lettered_not_a_crash_loop(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception the mapping did not turn into a RecordError (an out-of-range date raised
+    OverflowError) ended the bridge; the record was never committed, so every restart died on
+    it and nothing after it was forwarded. Now such a record is dead-lettered with the error."""
+    real = ingest.map_record
+
+    def fails_on_poison(msg: Message, *args: Any, **kwargs: Any) -> tuple[bytes, bytes]:
+        if b"poison" in (msg.value() or b""):
+            raise OverflowError("date value out of range")
+        return real(msg, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "map_record", fails_on_poison)
+    route = _route(kafka_bootstrap, topic_name)
+    _prepare(route, source_partitions=1)
+    tweets = [_tweet(i, "en") for i in range(20)]
+    records = [(b"en", json.dumps(t).encode()) for t in tweets]
+    records.insert(5, (b"en", json.dumps({**_tweet(99, "en"), "full_text": "poison"}).encode()))
+    _produce(kafka_bootstrap, route.source_topics[0], records)
+    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
+    try:
+        stats = run_ingest(
+            route,
+            TWEETS,
+            StopFlag(),
+            until_idle_s=3.0,
+            record_dead_letters=store.insert_dead_letters,
+        )
+        stored = store.dead_letters(limit=None)
+    finally:
+        store.dispose()
+    assert (stats.read, stats.forwarded, stats.dead_lettered) == (21, 20, 1)
+    docs = _read_all(kafka_bootstrap, route.docs_topic, 20)
+    assert sorted(parse_document(m.value(), 100_000).id for m in docs) == sorted(
+        t["id_str"] for t in tweets
+    )
+    assert [row["reason"] for row in stored] == [
+        "cannot be mapped (OverflowError: date value out of range)"
+    ]
+    assert stored[0]["offset"] == 5

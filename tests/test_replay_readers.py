@@ -512,7 +512,8 @@ def test_dotted_field_names_read_nested_objects(tmp_path):
         ("17", "the long text", "en", MS_2024),
         ("17", "the long text", "default", MS_2024),  # no user.lang: the default stream
     ]
-    assert docs[0]["labels"] == ["top"] and docs[0]["meta"]["user"] == {"lang": "en", "id": 5}
+    assert docs[0]["labels"] == ["top"] and docs[0]["meta"]["user"] == {"id": 5}  # lang used
+    assert "extended_tweet" not in docs[0]["meta"]  # emptied by the text taken out of it
     assert errors == []
     with pytest.raises(RecordError, match=r"missing text field 'extended_tweet\.text'"):
         to_document(tweet, FieldMapping(id="id_str", text=("extended_tweet.text",)))
