@@ -265,6 +265,7 @@ class ProcessWriter:
         self._conn = Connection(parent_sock.detach())
         self._conn.send((database_url, destination, os.getpid(), logging.getLogger().level))
         self._pending: _ProcessPending | None = None
+        self._in_flight = False  # a job sent and not answered yet (also while being waited for)
 
     def submit(self, job: WriteJob) -> Pending:
         if self._pending is not None:
@@ -273,13 +274,16 @@ class ProcessWriter:
             self._conn.send(job)
         except OSError as exc:
             raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
+        self._in_flight = True
         self._pending = _ProcessPending(self)
         return self._pending
 
     def abandon_retries(self) -> None:
         """Tell the child to abandon a transaction waiting to be retried (SIGUSR1; sent only
-        with a job in flight: the child handles it once it reads jobs, and it has)."""
-        if self._pending is not None and self._process.poll() is None:
+        with a job in flight: the child handles it once it reads jobs, and it has). Also while
+        the loop waits for that job's answer, which is where a SIGTERM finds it during a
+        database outage (the signal was not sent then, and the worker waited out the outage)."""
+        if self._in_flight and self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._process.pid, signal.SIGUSR1)
 
@@ -292,15 +296,16 @@ class ProcessWriter:
 
     def _receive(self) -> tuple[str, Any]:
         self._pending = None
-        while not self._conn.poll(1.0):
-            if self._process.poll() is not None:
-                raise WriterError(
-                    f"the writer process of {self.name} died (exit code {self._process.returncode})"
-                )
         try:
+            while not self._conn.poll(1.0):
+                if self._process.poll() is not None:
+                    code = self._process.returncode
+                    raise WriterError(f"the writer process of {self.name} died (exit code {code})")
             return self._conn.recv()
         except (EOFError, OSError) as exc:
             raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
+        finally:
+            self._in_flight = False
 
     def close(self) -> None:
         """Wait for the job in flight, then let the child finish and exit."""

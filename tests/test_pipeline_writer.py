@@ -269,3 +269,44 @@ def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
         assert restored.documents(limit=None) == [] and restored.windows() == []
     finally:
         restored.dispose()
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_abandon_retries_reaches_a_job_the_loop_is_waiting_for(
+    kafka_bootstrap, postgres_database, postgres_outage, kind
+):
+    """Where a SIGTERM finds the worker during an outage: blocked in the job's ``result``. The
+    process writer sent its child nothing then (it counted a job as in flight only until the
+    loop began waiting for it), so the worker waited out the whole outage and committed."""
+    url, _ = postgres_database
+    store = Store.open(url)
+    writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
+    outcome: list[BaseException | float] = []
+    try:
+        postgres_outage.begin()
+        pending = writer.submit(_job())
+
+        def wait() -> None:
+            try:
+                outcome.append(pending.result())
+            except WriterError as exc:
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(2.0)  # the loop is waiting; the job failed and waits to retry
+        t0 = time.monotonic()
+        writer.abandon_retries()
+        waiter.join(30)
+        assert not waiter.is_alive() and time.monotonic() - t0 < 5.0
+        assert isinstance(outcome[0], WriterError)
+        assert "RetryAbandonedError: writing results abandoned" in str(outcome[0])
+    finally:
+        writer.close()
+        store.dispose()
+        postgres_outage.end()
+    restored = Store.open(url)
+    try:
+        assert restored.documents(limit=None) == [] and restored.windows() == []
+    finally:
+        restored.dispose()
