@@ -141,11 +141,12 @@ class DetectorStreamState:
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
         elif status == "duplicate":
+            # the id is in the dead letter's payload: a reason without it groups in summaries
             first_offset, still_open = self.windows.first_copy(item.id)
             where = "an open window holds it" if still_open else "a closed window had it"
             raise InvalidMessageError(
-                f"duplicate document id {item.id!r} in stream {item.stream!r}: {where} "
-                f"(partition {partition} offset {first_offset})"
+                f"duplicate of the document at partition {partition}, offset {first_offset} "
+                f"({where})"
             )
         return self._outputs(closed)
 

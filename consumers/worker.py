@@ -479,9 +479,12 @@ class WorkerLoop:
             self._last_read.pop(stream, None)
 
     def _count_windows(self, stream: str, outputs: list[Output], forced: bool) -> None:
-        n = sum(out.is_window for out in outputs)
-        if n:
-            self._dirty[stream] = self._dirty.get(stream, 0) + n
+        """Count the windows among ``outputs``. Any output makes the stream's state differ from
+        its checkpoint, also one without a window (late documents, whose ids the windower
+        remembers: a restart or a dropped quiet state forgot them, and a re-send was not caught
+        as a duplicate)."""
+        if outputs:
+            self._dirty[stream] = self._dirty.get(stream, 0) + sum(o.is_window for o in outputs)
             if forced:
                 self._forced.add(stream)
 

@@ -19,9 +19,11 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -664,9 +666,82 @@ def test_a_document_sent_twice_is_dead_lettered_and_changes_nothing(
             dead = conn.execute(text("select reason, payload from dead_letters")).all()
     finally:
         store.dispose()
-    assert all(reason.startswith("duplicate document id ") for reason, _ in dead)
+    assert all(reason.startswith("duplicate of the document at partition ") for reason, _ in dead)
     where = {"an open window holds it": open_copies, "a closed window had it": closed_copies}
     for says, copies in where.items():
-        ids = [json.loads(payload)["id"] for reason, payload in dead if f": {says} (" in reason]
+        ids = [json.loads(payload)["id"] for reason, payload in dead if f"({says})" in reason]
         assert sorted(ids) == sorted(copies), says
     _assert_same(stored, _offline(config, docs))
+
+
+@pytest.mark.parametrize("how", ["restart", "quiet-state-dropped"])
+def test_a_late_documents_id_is_remembered_across_checkpoints(kafka_bootstrap, tmp_path, how):
+    """A late document changed the windower's remembered ids but did not make its stream's state
+    differ from the checkpoint: once the stream had gone quiet and been checkpointed, a clean
+    restart, or its quiet state dropped and restored from that checkpoint, forgot the late
+    document, and its re-send was stored as late again (published twice) instead of going to
+    the dead letters, citing the first copy's offset."""
+    url = f"sqlite:///{tmp_path / 'late.db'}"
+    extra = {"SPARSEWATCH_WINDOWS_SIZE": "1h"}
+    if how == "quiet-state-dropped":
+        extra["SPARSEWATCH_MAX_IDLE_STREAMS"] = "0"
+    config = _quick_detector_config(kafka_bootstrap, "late", url, **extra)
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    docs = generate_stream(300, kind="tweet", stream="alpha", seed=21)
+    docs.sort(key=lambda d: d["timestamp"])
+    late = {**docs[0], "id": "late-1", "text": "a late story about a harbour fire"}
+    late_offset = len(docs) + 1  # after the documents and the end-of-stream marker
+    producer = make_producer(kafka_bootstrap)
+
+    def send(*messages: dict) -> None:
+        for message in messages:
+            producer.produce(topic, key=b"alpha", value=json.dumps(message).encode())
+        assert producer.flush(60) == 0
+
+    def wait_for(what: str, condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60
+        while not condition():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.2)
+
+    def dead_letters() -> list[tuple[str, int]]:
+        with store.reading() as conn:
+            rows = conn.execute(text('select reason, "offset" from dead_letters')).all()
+        return [(reason, offset) for reason, offset in rows]
+
+    def stored(doc_id: str) -> list[dict]:
+        return [d for d in store.documents(limit=None) if d["doc_id"] == doc_id]
+
+    store = Store.open(url)
+    try:
+        send(*docs, {"stream": "alpha", "end_of_stream": True})
+        if how == "restart":  # each phase a worker of its own, stopped cleanly
+            build_worker("detector", config, store).run(until_idle_s=4.0)
+            send(late)
+            build_worker("detector", config, store).run(until_idle_s=4.0)
+            assert len(stored("late-1")) == 1
+            send(late)  # re-sent
+            build_worker("detector", config, store).run(until_idle_s=4.0)
+        else:  # one worker; the stream goes quiet (checkpointed, its state dropped) in between
+            worker = build_worker("detector", config, store)
+            runner = threading.Thread(target=worker.run, kwargs={"until_idle_s": 60.0})
+            runner.start()
+            try:
+                wait_for("windows stored", lambda: len(store.documents(limit=None)) == len(docs))
+                time.sleep(4.0)
+                send(late)
+                wait_for("the late document stored", lambda: len(stored("late-1")) == 1)
+                time.sleep(4.0)
+                send(late)  # re-sent
+                wait_for("the re-send dead-lettered", lambda: bool(dead_letters()))
+            finally:
+                worker.stop()
+                runner.join(60)
+        assert len(stored("late-1")) == 1 and stored("late-1")[0]["late"]
+        assert dead_letters() == [
+            (f"duplicate of the document at partition 0, offset {late_offset} "
+             "(a closed window had it)", late_offset + 1)
+        ]  # fmt: skip
+    finally:
+        store.dispose()
