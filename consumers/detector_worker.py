@@ -142,10 +142,10 @@ class DetectorStreamState:
             self._late.append(Buffered(item, partition, offset))
         elif status == "duplicate":
             # the id is in the dead letter's payload: a reason without it groups in summaries
-            first_offset, still_open = self.windows.first_copy(item.id)
+            first_partition, first_offset, still_open = self.windows.first_copy(item.id)
             where = "an open window holds it" if still_open else "a closed window had it"
             raise InvalidMessageError(
-                f"duplicate of the document at partition {partition}, offset {first_offset} "
+                f"duplicate of the document at partition {first_partition}, offset {first_offset} "
                 f"({where})"
             )
         return self._outputs(closed)

@@ -59,6 +59,7 @@ import numpy as np
 from sparsewatch.consumers.messages import Document
 
 NO_TIME = np.iinfo(np.int64).min
+_ANY_PARTITION = -2  # a checkpoint's count_partition when its offset holds for any partition
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,14 @@ class StreamWindower:
     closed_until_ms: int = NO_TIME
     count_seq: int = 0
     count_next_offset: int = -1
+    # the partition count_next_offset counts on (None: any, a checkpoint written without it)
+    count_partition: int | None = -1
     last_activity: float = 0.0
     _open: dict[int, list[Buffered]] = field(default_factory=dict)
     _ids: dict[str, Buffered] = field(default_factory=dict)  # the open windows' documents by id
-    # the last ``spec.dedup_documents`` ids of closed windows and late documents: id -> offset
-    _done: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    # the last ``spec.dedup_documents`` ids of closed windows and late documents, with where
+    # they were read: id -> (partition, offset)
+    _done: OrderedDict[str, tuple[int, int]] = field(default_factory=OrderedDict)
 
     # -- feeding ---------------------------------------------------------------------------------
     def add(self, item: Buffered, now: float) -> tuple[list[ClosedWindow], str]:
@@ -134,10 +138,13 @@ class StreamWindower:
         """
         self.last_activity = now
         done_at = self._done.get(item.doc.id)
-        if done_at is not None and done_at != item.offset:
+        if done_at is not None and done_at != (item.partition, item.offset):
             return [], "duplicate"
         if self.spec.count is not None:
-            if item.offset < self.count_next_offset:
+            if done_at is not None or (
+                item.offset < self.count_next_offset
+                and self.count_partition in (None, item.partition)
+            ):  # offsets of another partition say nothing (a stream moved: keys rehashed)
                 return [], "seen"
             if item.doc.id in self._ids:
                 return [], "duplicate"
@@ -162,19 +169,21 @@ class StreamWindower:
             return []
         return [self._pop_count_window("count")]
 
-    def first_copy(self, doc_id: str) -> tuple[int, bool]:
+    def first_copy(self, doc_id: str) -> tuple[int, int, bool]:
         """Where the document of id ``doc_id`` (a ``"duplicate"``) was read first: its source
-        offset, and whether an open window still holds it. KeyError for an id not known."""
+        partition and offset, and whether an open window still holds it. KeyError for an id not
+        known."""
         if doc_id in self._ids:
-            return self._ids[doc_id].offset, True
-        return self._done[doc_id], False
+            first = self._ids[doc_id]
+            return first.partition, first.offset, True
+        return *self._done[doc_id], False
 
     def _remember(self, item: Buffered) -> None:
         """Remember a processed document's id, forgetting the oldest beyond the bound."""
         limit = self.spec.dedup_documents
         if limit == 0 or item.doc.id in self._done:
             return
-        self._done[item.doc.id] = item.offset
+        self._done[item.doc.id] = (item.partition, item.offset)
         if len(self._done) > limit:
             self._done.popitem(last=False)
 
@@ -193,6 +202,7 @@ class StreamWindower:
         )
         self.count_seq += 1
         self.count_next_offset = max(b.offset for b in items) + 1
+        self.count_partition = items[-1].partition
         return window
 
     def _passed(self, seq: int) -> bool:
@@ -254,18 +264,29 @@ class StreamWindower:
             "closed_until_ms": np.int64(self.closed_until_ms),
             "count_seq": np.int64(self.count_seq),
             "count_next_offset": np.int64(self.count_next_offset),
+            "count_partition": np.int64(
+                _ANY_PARTITION if self.count_partition is None else self.count_partition
+            ),
             "done_ids_utf8": np.frombuffer(b"".join(encoded), dtype=np.uint8),
             "done_id_bytes": np.fromiter(map(len, encoded), np.int64, len(encoded)),
-            "done_offsets": np.fromiter(self._done.values(), np.int64, len(encoded)),
+            "done_partitions": np.fromiter(
+                (p for p, _ in self._done.values()), np.int64, len(encoded)
+            ),
+            "done_offsets": np.fromiter(
+                (o for _, o in self._done.values()), np.int64, len(encoded)
+            ),
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamWindower:
         """Restore :meth:`get_state`'s values; open windows start empty. A checkpoint written
-        before ids were remembered restores none."""
+        before ids were remembered restores none, and its count-window offset holds for any
+        partition (as it did)."""
         self.watermark_ms = int(state["watermark_ms"])
         self.closed_until_ms = int(state["closed_until_ms"])
         self.count_seq = int(state["count_seq"])
         self.count_next_offset = int(state["count_next_offset"])
+        partition = int(state.get("count_partition", _ANY_PARTITION))
+        self.count_partition = None if partition == _ANY_PARTITION else partition
         self._open.clear()
         self._ids.clear()
         self._done.clear()
@@ -273,9 +294,10 @@ class StreamWindower:
             raw = np.asarray(state["done_ids_utf8"], dtype=np.uint8).tobytes()
             ends = np.cumsum(state["done_id_bytes"]).tolist()
             starts = [0, *ends[:-1]]
+            partitions = np.asarray(state["done_partitions"]).tolist()
             offsets = np.asarray(state["done_offsets"]).tolist()
-            for start, end, offset in zip(starts, ends, offsets, strict=True):
-                self._done[raw[start:end].decode()] = offset
+            for start, end, p, offset in zip(starts, ends, partitions, offsets, strict=True):
+                self._done[raw[start:end].decode()] = (p, offset)
             while len(self._done) > self.spec.dedup_documents:  # a smaller bound configured
                 self._done.popitem(last=False)
         return self

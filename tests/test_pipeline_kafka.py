@@ -745,3 +745,36 @@ def test_a_late_documents_id_is_remembered_across_checkpoints(kafka_bootstrap, t
         ]  # fmt: skip
     finally:
         store.dispose()
+
+
+def test_count_windows_go_on_when_a_stream_moves_partition_between_runs(kafka_bootstrap, tmp_path):
+    """Count windows, a stream on partition 0, a clean stop; then its documents arrive on
+    partition 1 (partitions added, keys rehashed). The restored count-window offset, of partition
+    0, made the new partition's first messages "seen": 200 documents vanished without a dead
+    letter. Now they are processed."""
+    url = f"sqlite:///{tmp_path / 'moved.db'}"
+    config = _quick_detector_config(kafka_bootstrap, "moved", url, SPARSEWATCH_WINDOWS_COUNT="50")
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    docs = generate_stream(600, kind="tweet", stream="m", seed=23)
+    docs.sort(key=lambda d: d["timestamp"])
+    producer = make_producer(kafka_bootstrap)
+
+    def send(batch: list[dict], partition: int) -> None:
+        for doc in batch:
+            producer.produce(topic, key=b"m", value=json.dumps(doc).encode(), partition=partition)
+        assert producer.flush(60) == 0
+
+    store = Store.open(url)
+    try:
+        send(docs[:400], partition=0)
+        build_worker("detector", config, store).run(until_idle_s=4.0)
+        assert len(store.documents(limit=None)) == 400
+        send(docs[400:], partition=1)
+        build_worker("detector", config, store).run(until_idle_s=4.0)
+        stored = {d["doc_id"] for d in store.documents(limit=None)}
+        with store.reading() as conn:
+            dead = conn.execute(text("select count(*) from dead_letters")).scalar_one()
+    finally:
+        store.dispose()
+    assert stored == {d["id"] for d in docs} and dead == 0

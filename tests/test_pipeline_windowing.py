@@ -144,7 +144,7 @@ def test_a_document_id_already_in_an_open_window_is_a_duplicate():
     w.add(_item(1, 1100), now=0.0)  # window 1 opens; window 0 stays open (watermark 100)
     assert w.add(_copy(0, 150, 7), now=0.0) == ([], "duplicate")
     assert w.add(_copy(1, 1900, 8), now=0.0) == ([], "duplicate")  # any open window
-    assert w.first_copy("d0") == (0, True) and w.n_buffered == 2
+    assert w.first_copy("d0") == (0, 0, True) and w.n_buffered == 2
     closed = w.close_all("end_of_stream")
     assert [[b.offset for b in c.items] for c in closed] == [[0], [1]]  # the first copies
 
@@ -156,7 +156,7 @@ def test_a_document_id_of_a_closed_window_is_a_duplicate(late: bool):
     w = StreamWindower("s", WindowSpec(size_ms=1000))
     w.add(_item(0, 100), now=0.0)
     w.add(_item(1, 1100), now=0.0)  # window 0 closes
-    assert w.first_copy("d0") == (0, False)
+    assert w.first_copy("d0") == (0, 0, False)
     ts = 500 if late else 2500
     assert w.add(_copy(0, ts, 9), now=0.0) == ([], "duplicate")
     # still open: a duplicate as before, also with a late time stamp (it was stored as late,
@@ -166,7 +166,7 @@ def test_a_document_id_of_a_closed_window_is_a_duplicate(late: bool):
     # a late document is remembered too: its re-send is a duplicate, not late again
     assert w.add(_item(5, 200), now=0.0) == ([], "late")
     assert w.add(_copy(5, 300, 11), now=0.0) == ([], "duplicate")
-    assert w.first_copy("d5") == (5, False)
+    assert w.first_copy("d5") == (0, 5, False)
 
 
 def test_the_same_message_read_again_is_not_a_duplicate():
@@ -198,7 +198,7 @@ def test_remembered_ids_survive_a_checkpoint_and_are_bounded():
     restored.set_state(state)
     for offset, doc_id in list(enumerate(ids))[2:]:  # the five newest are remembered
         status = restored.add(Buffered(Document(doc_id, "t", 99), 0, 100 + offset), now=0.0)[1]
-        assert status == "duplicate" and restored.first_copy(doc_id) == (offset, False), doc_id
+        assert status == "duplicate" and restored.first_copy(doc_id) == (0, offset, False), doc_id
     for i, doc_id in enumerate(ids[:2]):  # the oldest forgotten
         item = Buffered(Document(doc_id, "t", 99), 0, 200 + i)
         assert restored.add(item, now=0.0)[1] == "buffered"
@@ -230,3 +230,25 @@ def test_duplicates_in_count_windows_and_after_dropped_buffers():
     closed = [c for i in (1, 2) for c in w.add(_item(i, i), now=0.0)[0]]
     assert [[b.doc.id for b in c.items] for c in closed] == [["d0", "d1", "d2"]]
     assert w.add(_copy(0, 3, 3), now=0.0) == ([], "duplicate")  # its window has closed
+
+
+def test_count_offsets_of_another_partition_are_not_taken_for_consumed():
+    """A stream that moved partition (partitions added, keys rehashed; an unkeyed producer)
+    after a checkpoint: its restored count-window offset, of the old partition, made every
+    message of the new one below it "seen", dropped without a trace."""
+    w = StreamWindower("s", WindowSpec(size_ms=None, count=2))
+    for i in range(4):
+        w.add(_item(i, i), now=0.0)  # partition 0, offsets 0..3: two windows
+    restored = StreamWindower("s", WindowSpec(size_ms=None, count=2)).set_state(w.get_state())
+    moved = [Buffered(Document(f"m{i}", "t", 10 + i), partition=1, offset=i) for i in range(3)]
+    statuses = [restored.add(b, now=0.0) for b in moved]
+    assert [status for _, status in statuses] == ["buffered"] * 3
+    assert [[b.doc.id for b in c.items] for c in statuses[1][0]] == [["m0", "m1"]]
+    assert restored.add(_item(1, 1), now=0.0)[1] == "seen"  # a consumed message read again
+    # a re-send across partitions is still a duplicate; the reason names the first copy's place
+    assert restored.add(Buffered(Document("d1", "t", 1), 1, 9), now=0.0)[1] == "duplicate"
+    assert restored.first_copy("d1") == (0, 1, False)
+    # a checkpoint written before partitions were kept: its offset holds for any, as it did
+    old = {k: v for k, v in w.get_state().items() if k != "count_partition"}
+    legacy = StreamWindower("s", WindowSpec(size_ms=None, count=2)).set_state(old)
+    assert legacy.add(moved[0], now=0.0)[1] == "seen"
