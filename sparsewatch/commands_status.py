@@ -12,6 +12,7 @@ that does not answer is a note, not an error: the database part is still printed
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -66,6 +67,73 @@ def watermarks(
     finally:
         consumer.close()
     return marks, missing, None
+
+
+# Up to this many offsets behind, a partition's unstored records are counted by reading them
+# (read committed, as the workers do); beyond, the offset difference stands (an upper bound).
+_COUNT_UP_TO = 10_000
+
+
+def count_committed(
+    bootstrap: str, ranges: dict[tuple[str, int], tuple[int, int]], timeout: float
+) -> dict[tuple[str, int], int]:
+    """Per (topic, partition), the records a read-committed consumer gets from ``start`` up to
+    ``end`` (``ranges``' values): offsets hold transaction markers too (one per transaction of a
+    transactional producer such as the ingest bridge), which no worker ever stores, so the
+    offset difference stayed at 1 or more for a caught-up worker. Records of a transaction
+    still open count as not stored. A partition not read to its end within ``timeout`` keeps its
+    offset difference."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    counts = {tp: 0 for tp in ranges}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"sparsewatch-status-{uuid.uuid4().hex}",  # never joins: assign only
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "log_level": 0,
+        }
+    )
+    open_tps = set(ranges)
+    try:
+        consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in ranges.items()])
+        deadline = time.monotonic() + timeout
+        while open_tps and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.2):
+                tp = (msg.topic(), msg.partition())
+                if tp not in open_tps:
+                    continue
+                end = ranges[tp][1]
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        counts[tp] += max(end - msg.offset(), 0)  # an open transaction's
+                        open_tps.discard(tp)
+                elif msg.offset() < end:
+                    counts[tp] += 1
+                else:
+                    open_tps.discard(tp)
+    finally:
+        consumer.close()
+    return {tp: n for tp, n in counts.items() if tp not in open_tps}
+
+
+def _count_not_stored(rows: list[dict[str, Any]], bootstrap: str, timeout: float) -> None:
+    """Replace each row's offset difference by the records behind it, where up to
+    ``_COUNT_UP_TO`` (:func:`count_committed`; one consumer per group: two groups may stand at
+    different offsets of one partition)."""
+    for group in {o["group_id"] for o in rows}:
+        mine = [o for o in rows if o["group_id"] == group and (o["not_stored"] or 0) > 0]
+        ranges = {
+            (o["topic"], o["partition"]): (o["end_offset"] - o["not_stored"], o["end_offset"])
+            for o in mine
+            if o["not_stored"] <= _COUNT_UP_TO
+        }
+        if ranges:
+            counted = count_committed(bootstrap, ranges, timeout)
+            for o in mine:
+                o["not_stored"] = counted.get((o["topic"], o["partition"]), o["not_stored"])
 
 
 def offset_rows(
@@ -243,6 +311,8 @@ def status(
             except (KafkaException, TimeoutError) as exc:
                 note = f"Kafka at {bootstrap} did not tell the ingest bridge's offsets: {exc}"
     result["offsets"] = offset_rows(result["offsets"], groups, marks)
+    if not no_kafka and note is None:
+        _count_not_stored(result["offsets"], bootstrap, kafka_timeout)
     for stream in result["streams"]:  # the replay tool's hint, in the table and the JSON
         end = stream["last_window_end"]
         stamp = None if end is None else round(end.timestamp() * 1000)

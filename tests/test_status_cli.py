@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
@@ -171,3 +172,51 @@ def test_status_shows_what_the_ingest_bridge_has_not_forwarded(
     monkeypatch.setenv("SPARSEWATCH_KAFKA_GROUP_ID", f"{group}-never")  # a bridge never run
     code, out, err = status(monkeypatch, capsys, *args, "--format", "json")
     assert code == 0 and json.loads(out)["ingest"] == []
+
+
+def test_transaction_markers_are_not_counted_as_unstored(
+    kafka_bootstrap, tmp_path, monkeypatch, capsys
+):
+    """A transactional producer (the ingest bridge) leaves one marker offset per transaction:
+    a caught-up worker showed "1 not stored" per partition for ever."""
+    from confluent_kafka import Producer
+
+    url = f"sqlite:///{tmp_path / 'tx.db'}"
+    prefix = f"status-tx-{uuid.uuid4().hex[:8]}"
+    env = _env(
+        kafka_bootstrap, prefix, url, SPARSEWATCH_ANOMALY_ENABLED="false", **FIXED_DICTIONARY
+    )
+    env["SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S"] = "1"
+    config = load_config(env=env)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{prefix}-tx"})
+    producer.init_transactions(30)
+
+    def in_a_transaction(docs: list[dict]) -> None:
+        producer.begin_transaction()
+        for doc in docs:
+            producer.produce(topic, key=doc["stream"].encode(), value=json.dumps(doc).encode())
+        producer.commit_transaction(30)
+
+    docs = _streams(150)
+    for start in range(0, len(docs), 100):  # three transactions
+        in_a_transaction(docs[start : start + 100])
+    store = Store.open(url)
+    try:
+        run_loops([build_worker("detector", config, store)], [4.0], install_signals=False)
+        assert len(store.documents(limit=None)) == len(docs)
+    finally:
+        store.dispose()
+    args = ("--database-url", url, "--bootstrap-servers", kafka_bootstrap, "--format", "json")
+    code, out, err = status(monkeypatch, capsys, *args)
+    assert code == 0, err
+    mine = [o for o in json.loads(out)["offsets"] if o["topic"] == topic]
+    assert mine and all(o["not_stored"] == 0 for o in mine)
+    assert sum(o["end_offset"] - o["next_offset"] for o in mine) > 0  # the markers
+    in_a_transaction(_streams(4))  # sent after the worker stopped: 8 documents, one marker each
+    code, out, err = status(monkeypatch, capsys, *args)
+    mine = [o for o in json.loads(out)["offsets"] if o["topic"] == topic]
+    assert code == 0 and sum(o["not_stored"] for o in mine) == 8
