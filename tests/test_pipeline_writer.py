@@ -242,42 +242,16 @@ def test_writer_process_imports_no_migration_machinery(tmp_path):
     assert out == ["False", "True"]
 
 
+@pytest.mark.parametrize("waiting", [False, True], ids=["before-the-wait", "during-the-wait"])
 @pytest.mark.parametrize("kind", ["process", "thread"])
 def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
-    kafka_bootstrap, postgres_database, postgres_outage, kind
+    kafka_bootstrap, postgres_database, postgres_outage, kind, waiting
 ):
     """SIGTERM during an outage: the job in flight retried for two minutes before the worker
-    could exit; now it is abandoned at once, with nothing committed."""
-    url, _ = postgres_database
-    store = Store.open(url)
-    writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
-    try:
-        postgres_outage.begin()
-        pending = writer.submit(_job())
-        time.sleep(2.0)  # failed, waiting to retry
-        t0 = time.monotonic()
-        writer.abandon_retries()
-        with pytest.raises(WriterError, match="RetryAbandonedError: writing results abandoned"):
-            pending.result()
-        assert time.monotonic() - t0 < 5.0
-    finally:
-        writer.close()
-        store.dispose()
-        postgres_outage.end()
-    restored = Store.open(url)
-    try:
-        assert restored.documents(limit=None) == [] and restored.windows() == []
-    finally:
-        restored.dispose()
-
-
-@pytest.mark.parametrize("kind", ["process", "thread"])
-def test_abandon_retries_reaches_a_job_the_loop_is_waiting_for(
-    kafka_bootstrap, postgres_database, postgres_outage, kind
-):
-    """Where a SIGTERM finds the worker during an outage: blocked in the job's ``result``. The
-    process writer sent its child nothing then (it counted a job as in flight only until the
-    loop began waiting for it), so the worker waited out the whole outage and committed."""
+    could exit; now it is abandoned at once, with nothing committed. Also where a SIGTERM
+    usually finds the worker: blocked in the job's ``result`` (the process writer sent its child
+    nothing then: it counted a job as in flight only until the loop began waiting for it, so the
+    worker waited out the whole outage and committed)."""
     url, _ = postgres_database
     store = Store.open(url)
     writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
@@ -293,10 +267,13 @@ def test_abandon_retries_reaches_a_job_the_loop_is_waiting_for(
                 outcome.append(exc)
 
         waiter = threading.Thread(target=wait)
-        waiter.start()
-        time.sleep(2.0)  # the loop is waiting; the job failed and waits to retry
+        if waiting:
+            waiter.start()
+        time.sleep(2.0)  # the job failed and waits to retry
         t0 = time.monotonic()
         writer.abandon_retries()
+        if not waiting:
+            waiter.start()
         waiter.join(30)
         assert not waiter.is_alive() and time.monotonic() - t0 < 5.0
         assert isinstance(outcome[0], WriterError)
