@@ -176,6 +176,7 @@ def run_ingest(
     metrics = metrics or IngestMetrics()
     try:
         quiet_since = time.monotonic()
+        warned = False
         while not stop.is_set():
             batch = consumer.poll_batch(batch_size, timeout=0.5)
             now = time.monotonic()
@@ -183,9 +184,16 @@ def run_ingest(
             metrics.set_lag(lag)
             # "Idle" means drained, as for the workers: nothing read, partitions assigned and
             # none of them behind (an unknown lag is not "caught up"), so a bridge still joining
-            # its group or waiting for its first fetch does not stop before it read anything.
-            if batch or not lag or any(n != 0 for n in lag.values()):
+            # its group or waiting for its first fetch does not stop before it read anything;
+            # nothing assigned because no topic is a source is drained too.
+            if batch or any(n != 0 for n in lag.values()):
                 quiet_since = now
+            elif not lag:
+                if until_idle_s is None or not _matches_no_topic(consumer):
+                    quiet_since = now
+                elif not warned:
+                    log.warning("no topic matches %s: nothing to read", ", ".join(route.source_topics))
+                    warned = True
             if not batch:
                 if until_idle_s is not None and now - quiet_since >= until_idle_s:
                     break
@@ -216,6 +224,16 @@ def run_ingest(
         consumer.close()
         producer.flush(10)
     return stats
+
+
+def _matches_no_topic(consumer: BatchConsumer) -> bool:
+    """With no partition assigned: whether that is because no topic of the cluster is a source
+    (a pattern matching nothing, a misspelt name), so the bridge has drained all there is; else
+    its group is still joining. An unreachable broker is not known to be drained."""
+    try:
+        return consumer.matches_no_topic()
+    except KafkaException:
+        return False
 
 
 def _transfer(

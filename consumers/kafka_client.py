@@ -10,6 +10,7 @@ instead of losing it; idempotent writes downstream make the re-delivery harmless
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -159,6 +160,7 @@ class BatchConsumer:
         config.setdefault("error_cb", self._on_error)
         config.setdefault("on_commit", self._on_commit)
         self._consumer = Consumer(config)
+        self._topics = list(topics)
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._on_lost = on_lost or on_revoke
@@ -263,6 +265,21 @@ class BatchConsumer:
     def assignment(self) -> list[tuple[str, int]]:
         """The (topic, partition) pairs this consumer owns now."""
         return [(p.topic, p.partition) for p in self._consumer.assignment()]
+
+    def matches_no_topic(self, timeout: float = 5.0) -> bool:
+        """Whether no topic of the cluster is subscribed: none of the subscribed names exists
+        and no ``^pattern`` matches one (topics named ``__...`` are the broker's own). Such a
+        consumer is never assigned anything, and librdkafka says so with no callback at all."""
+        topics = self._consumer.list_topics(timeout=timeout).topics
+        names = [name for name in topics if not name.startswith("__")]
+        for source in self._topics:
+            if source.startswith("^"):
+                pattern = re.compile(source)
+                if any(pattern.search(name) for name in names):
+                    return False
+            elif source in topics:
+                return False
+        return True
 
     def lag(self) -> dict[tuple[str, int], int | None]:
         """Messages behind the high watermark for each owned partition; ``None`` while unknown.

@@ -322,6 +322,9 @@ def _sgml_text(text: str | None) -> str:
     return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "", text).strip()
 
 
+_NOT_REUTERS = "no REUTERS element in this file (not Reuters-21578 SGML? see --input-format)"
+
+
 def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
     """Reuters-21578 ``reut2-NNN.sgm``: fields ``id`` (NEWID), ``date``, ``title``, ``body``,
     ``topics``, ``places``, ``lewissplit``, ``cgisplit``, ``topics_attr``, ``dateline``.
@@ -339,6 +342,8 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
     text = b"".join(chunks).decode("latin-1")
     line_of = _line_index(text)
     end = 0
+    if text.strip() and "<REUTERS" not in text:
+        yield Rejected(source, 1, _NOT_REUTERS, text.lstrip()[:_RAW_CHARS])
     for match in _REUTERS.finditer(text):
         yield from _unterminated(source, text, end, match.start(), line_of)
         end = match.end()

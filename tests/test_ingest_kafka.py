@@ -13,6 +13,7 @@ exactly once, against a real broker (consumers/ingest.py).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -747,6 +748,28 @@ def test_a_pattern_source_reads_every_matching_topic_also_one_created_later(
     ids = sorted(int(parse_document(m.value(), 100_000).id) - 10_000 for m in docs)
     want = [start + i for start in (0, 1000, 3000, 4000) for i in range(300)]
     assert ids == want  # each once, none from the topic the pattern does not match
+
+
+def test_until_idle_stops_a_bridge_whose_pattern_matches_no_topic(
+    kafka_bootstrap: str, topic_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No topic matching the pattern: librdkafka assigns nothing and calls no callback, and a
+    bridge run with an idle limit waited for ever for its group to join."""
+    route = replace(_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-none-",))
+    _create(kafka_bootstrap, route.docs_topic, 1)
+    _create(kafka_bootstrap, route.dlq_topic, 1)
+    _create(kafka_bootstrap, f"{topic_name}-other", 1)  # a topic it does not match
+    result: list[object] = []
+    thread = threading.Thread(
+        target=lambda: result.append(run_ingest(route, TWEETS, StopFlag(), until_idle_s=1.0)),
+        daemon=True,
+    )
+    with caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"):
+        thread.start()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert result and result[0].read == 0
+    assert f"no topic matches ^{topic_name}-none-: nothing to read" in caplog.text
 
 
 def test_a_record_the_mapping_did_not_foresee_is_dead_lettered_not_a_crash_loop(

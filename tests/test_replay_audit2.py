@@ -154,6 +154,28 @@ def test_unprocessed_reuters_stories_keep_their_text(tmp_path) -> None:
     assert (fields["100"]["title"], fields["100"]["body"]) == ("A TITLE", "A body.")
 
 
+@pytest.mark.parametrize(
+    ("content", "rejected"),
+    [
+        ('{"id": "a", "text": "t", "timestamp": 0}\n', 1),  # JSONL read as Reuters
+        ("id,text\n1,t\n", 1),
+        ('<!DOCTYPE lewis SYSTEM "lewis.dtd">\n', 1),
+        ("", 0),  # an empty file is no error
+        ("  \n\n", 0),
+    ],
+)
+def test_a_file_without_reuters_elements_is_reported(tmp_path, content, rejected) -> None:
+    """A JSONL or CSV corpus replayed with ``--input-format reuters`` read as zero documents,
+    nothing rejected, exit 0: the analyst saw an empty replay and no hint why."""
+    path = tmp_path / "corpus.txt"
+    path.write_text(content)
+    records = list(read_reuters_sgml(path))
+    assert all(isinstance(r, Rejected) for r in records) and len(records) == rejected
+    if rejected:
+        assert records[0].line == 1 and "no REUTERS element" in records[0].reason
+        assert records[0].raw.strip() == content.strip()[: len(records[0].raw.strip())]
+
+
 def test_an_errors_path_that_is_no_regular_file_is_written_not_replaced(tmp_path) -> None:
     """``--errors`` naming a FIFO (or, as root, /dev/null) replaced it by a regular file, or
     removed it after a run without rejections."""
