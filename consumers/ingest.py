@@ -192,7 +192,9 @@ def run_ingest(
                 if until_idle_s is None or not _matches_no_topic(consumer):
                     quiet_since = now
                 elif not warned:
-                    log.warning("no topic matches %s: nothing to read", ", ".join(route.source_topics))
+                    log.warning(
+                        "no topic matches %s: nothing to read", ", ".join(route.source_topics)
+                    )
                     warned = True
             if not batch:
                 if until_idle_s is not None and now - quiet_since >= until_idle_s:

@@ -249,11 +249,6 @@ class StreamWindower:
         """Documents waiting in open windows."""
         return sum(len(items) for items in self._open.values())
 
-    def drop_buffers(self) -> None:
-        """Forget open windows (on revoke or shutdown: Kafka will deliver them again)."""
-        self._open.clear()
-        self._ids.clear()
-
     def get_state(self) -> dict[str, np.ndarray]:
         """What a checkpoint must hold to continue exactly (buffers are re-read from Kafka). The
         remembered ids are one UTF-8 byte string with each id's length (no object arrays: a
@@ -292,8 +287,10 @@ class StreamWindower:
         self._done.clear()
         if "done_ids_utf8" in state:
             raw = np.asarray(state["done_ids_utf8"], dtype=np.uint8).tobytes()
-            ends = np.cumsum(state["done_id_bytes"]).tolist()
-            starts = [0, *ends[:-1]]
+            lengths = np.asarray(state["done_id_bytes"], dtype=np.int64)
+            ends = np.cumsum(lengths)
+            starts = (ends - lengths).tolist()
+            ends = ends.tolist()
             partitions = np.asarray(state["done_partitions"]).tolist()
             offsets = np.asarray(state["done_offsets"]).tolist()
             for start, end, p, offset in zip(starts, ends, partitions, offsets, strict=True):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -76,10 +76,6 @@ class ReplaySummary:
     def rate(self) -> float:
         """Produced documents per second of wall time."""
         return self.produced / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The summary as plain JSON-ready values (rate included)."""
-        return {**asdict(self), "rate": self.rate}
 
 
 def as_message(doc: dict[str, Any], max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> dict[str, Any]:

@@ -281,6 +281,8 @@ def _report(
         "rate": round(summary.rate, 1),
         "interrupted": summary.interrupted,
         "resume_skip": summary.resume_skip,
+        "first_timestamp_ms": summary.first_timestamp_ms,
+        "last_timestamp_ms": summary.last_timestamp_ms,
         "errors_file": str(errors) if errors else None,
     }
     if as_json:

@@ -218,14 +218,23 @@ def test_dedup_documents_zero_checks_open_windows_only():
     assert w.add(_copy(0, 150, 7), now=0.0) == ([], "duplicate")
     w.add(_item(1, 1100), now=0.0)  # window 0 closes
     assert w.add(_copy(0, 2500, 9), now=0.0)[1] == "buffered"
-    assert w.get_state()["done_offsets"].size == 0
+    state = w.get_state()
+    assert state["done_offsets"].size == 0
+    # a checkpoint without remembered ids restores (it raised ValueError: every restart of a
+    # worker configured with dedup_documents = 0 crashed)
+    fresh = StreamWindower("s", WindowSpec(size_ms=1000, dedup_documents=0)).set_state(state)
+    assert (
+        fresh.closed_until_ms == w.closed_until_ms and fresh.get_state()["done_id_bytes"].size == 0
+    )
 
 
-def test_duplicates_in_count_windows_and_after_dropped_buffers():
+def test_duplicates_in_count_windows_and_after_a_restore():
     w = StreamWindower("s", WindowSpec(size_ms=None, count=3))
     w.add(_item(0, 0), now=0.0)
     assert w.add(_copy(0, 1, 1), now=0.0) == ([], "duplicate")
-    w.drop_buffers()  # revoked: Kafka delivers the open window again, nothing is a duplicate
+    # revoked and restored from the checkpoint: Kafka delivers the open window again, and
+    # nothing of it is a duplicate
+    w = StreamWindower("s", WindowSpec(size_ms=None, count=3)).set_state(w.get_state())
     assert w.add(_item(0, 0), now=0.0) == ([], "buffered")
     closed = [c for i in (1, 2) for c in w.add(_item(i, i), now=0.0)[0]]
     assert [[b.doc.id for b in c.items] for c in closed] == [["d0", "d1", "d2"]]

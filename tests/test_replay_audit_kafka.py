@@ -149,9 +149,12 @@ def test_cli_reports_where_to_resume(kafka_bootstrap, topic_name, tmp_path, monk
     assert code == 0, err
     first = json.loads(out)
     assert (first["produced"], first["rejected"], first["resume_skip"]) == (3, 1, 4)
+    assert (first["first_timestamp_ms"], first["last_timestamp_ms"]) == (T0, T0 + 3)
     code, out, err = run_cli(monkeypatch, capsys, *common, "--skip", str(first["resume_skip"]))
     assert code == 0, err
-    assert json.loads(out)["produced"] == 2
+    second = json.loads(out)
+    assert second["produced"] == 2
+    assert (second["first_timestamp_ms"], second["last_timestamp_ms"]) == (T0 + 4, T0 + 5)
     ids = [v["id"] for v in consume_values(kafka_bootstrap, topic_name)]
     assert ids == ["d0", "d1", "d3", "d4", "d5"]
 
