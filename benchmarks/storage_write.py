@@ -111,7 +111,7 @@ def write_window(
     return parts
 
 
-def single_row_baseline(store: Store, seq: int, docs: list[dict]) -> float:
+def single_row_baseline(store: Store, docs: list[dict]) -> float:
     """The documents as one INSERT statement per row (same transaction discipline)."""
     t = time.perf_counter()
     with store.transaction() as tx:
@@ -154,7 +154,7 @@ def bench(url: str, n_docs: int, n_windows: int, state: dict[str, np.ndarray]) -
             docs, alerts = window_rows(seq, n_docs, rng)
             parts = write_window(store, seq, docs, alerts, state)
             base_docs, _ = window_rows(seq + 10_000, n_docs, rng)
-            base = single_row_baseline(store, seq + 10_000, base_docs)
+            base = single_row_baseline(store, base_docs)
             many_docs, _ = window_rows(seq + 20_000, n_docs, rng)
             many = sqlalchemy_executemany_baseline(store, many_docs)
             if seq > 0:  # the first window warms caches and the connection pool

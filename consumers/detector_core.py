@@ -215,10 +215,16 @@ def _score_messages(
 ) -> list[tuple[str, bytes]]:
     """Per-document results for the anomaly worker (JSON; key = stream)."""
     codes = result.codes.tocsr()
+    indptr = codes.indptr.tolist()
+    indices = codes.indices.tolist()
+    values = codes.data.astype(float).tolist()
+    scores = result.scores.tolist()
+    errors = result.reconstruction_errors.tolist()
+    novel = result.novel.tolist()
     n = len(items)
     out = []
     for i, b in enumerate(items):
-        lo, hi = codes.indptr[i], codes.indptr[i + 1]
+        lo, hi = indptr[i], indptr[i + 1]
         out.append(
             (
                 stream,
@@ -230,11 +236,11 @@ def _score_messages(
                         "index": i,
                         "n": n,
                         "timestamp": b.doc.timestamp_ms,
-                        "score": float(result.scores[i]),
-                        "reconstruction_error": float(result.reconstruction_errors[i]),
-                        "novel": bool(result.novel[i]),
-                        "code_index": codes.indices[lo:hi].tolist(),
-                        "code_value": codes.data[lo:hi].astype(float).tolist(),
+                        "score": scores[i],
+                        "reconstruction_error": errors[i],
+                        "novel": bool(novel[i]),
+                        "code_index": indices[lo:hi],
+                        "code_value": values[lo:hi],
                         "n_terms": len(b.doc.text.split()),
                     }
                 ),
@@ -334,19 +340,19 @@ def process_window(
     docs = _document_rows(
         window.stream, window.seq, window.items, result, dominant, emerging, late=False
     )
-    for row, flag in zip(docs, result.novel.tolist(), strict=True):
-        if flag:
-            alerts.append(
-                {
-                    "kind": "novel_document",
-                    "stream": window.stream,
-                    "subject_id": row["doc_id"],
-                    "score": row["novelty_score"],
-                    "window_seq": window.seq,
-                    "event_time": row["event_time"],
-                    "summary": _summary(row["text"]),
-                }
-            )
+    for i in np.flatnonzero(result.novel).tolist():
+        row = docs[i]
+        alerts.append(
+            {
+                "kind": "novel_document",
+                "stream": window.stream,
+                "subject_id": row["doc_id"],
+                "score": row["novelty_score"],
+                "window_seq": window.seq,
+                "event_time": row["event_time"],
+                "summary": _summary(row["text"]),
+            }
+        )
     models.windows_done += 1
     snapshot = None
     if models.detector.fitted and models.windows_done % max(config.snapshot_every, 1) == 0:

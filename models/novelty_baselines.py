@@ -417,7 +417,7 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
             P = self.P_
             self.P_ = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(m, P.shape[1]))
 
-    def code(self, X: sp.spmatrix | np.ndarray):
+    def code(self, X: sp.spmatrix | np.ndarray) -> L1CodingResult:
         """Algorithm 5 result (codes, objective, reconstruction error) for the rows of ``X``."""
         check_is_fitted(self, "components_")
         P = self._columns(X)

@@ -323,7 +323,7 @@ class OIADMM(BaseEstimator):
         dtype: type = np.float32,
         over_weight: float = 1.0,
         sparse: bool = False,
-    ):
+    ) -> None:
         self.beta = beta
         self.tau = tau
         self.dtype = dtype

@@ -43,6 +43,7 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -353,10 +354,8 @@ class StreamingTfidf(BaseEstimator):
             self._init_state()
         n = len(docs)
         decay = 1.0 if self.df_half_life is None else 0.5 ** (n / self.df_half_life)
-        counts: dict[str, int] = {}  # insertion order = first appearance: deterministic rows
-        for d in docs:
-            for t in dict.fromkeys(d):
-                counts[t] = counts.get(t, 0) + 1
+        # documents containing each term; insertion order = first appearance: deterministic rows
+        counts = Counter(itertools.chain.from_iterable(map(dict.fromkeys, docs)))
         new_terms = [
             t for t, c in counts.items() if t not in self.vocabulary_ and c >= self.min_df_new
         ]

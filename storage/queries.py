@@ -214,7 +214,6 @@ def fetch_documents(
     until: datetime | None = None,
     min_score: float | None = None,
     limit: int | None = 100,
-    with_text: bool = True,
     topic: int | None = None,
     text: str | None = None,
 ) -> list[dict[str, Any]]:
@@ -239,9 +238,8 @@ def fetch_documents(
         conditions.append(
             sa.or_(documents.c.dominant_topic == topic, documents.c.emerging_topic == topic)
         )
-    columns = [c for c in documents.c if with_text or c.name != "text"]
     stmt = (
-        sa.select(*columns)
+        sa.select(documents)
         .where(*conditions)
         .order_by(
             documents.c.event_time.nulls_last(),
