@@ -42,6 +42,7 @@ first window warms the models up; the second is scored, flagged, learnt from):
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -67,15 +68,31 @@ from sparsewatch.config import DetectorConfig
 
 SUMMARY_CHARS = 120
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class StreamModels:
-    """The models of one stream. ``windows_done`` counts processed (non-empty) windows."""
+    """The models of one stream. ``windows_done`` counts processed (non-empty) windows.
+
+    Topic ids: MOR-NMF's topics are ``0 .. n_topics - 1``; the dynamic NMF's topic ``i`` is
+    ``emerging_id_base + i``; ``next_topic_id`` is the smallest id this stream has not used. A
+    dynamic NMF started afresh (enabled again, ``n_topics`` changed) is based there, so an id
+    never names two topics of one stream.
+    """
 
     detector: Detector
     topics: MORNMF | None
     emerging: DynamicNMF | None
+    n_topics: int
     windows_done: int = 0
+    emerging_id_base: int = -1  # -1: n_topics
+    next_topic_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.emerging_id_base < 0:
+            self.emerging_id_base = self.n_topics
+        self.next_topic_id = max(self.next_topic_id, self.n_topics)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """All model state, prefixed per model (npz-safe)."""
@@ -84,21 +101,49 @@ class StreamModels:
             if model is not None and hasattr(model, "components_"):
                 state.update({f"{name}.{k}": v for k, v in model.get_state().items()})
         state["windows_done"] = np.int64(self.windows_done)
+        state["n_topics"] = np.int64(self.n_topics)
+        state["emerging_id_base"] = np.int64(self.emerging_id_base)
+        state["next_topic_id"] = np.int64(self.next_topic_id)
         return state
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamModels:
-        """Restore :meth:`get_state` (a topic model the checkpoint has no state for starts afresh,
-        as it was when the checkpoint was taken; it was left as it was)."""
+        """Restore :meth:`get_state`. A topic model the checkpoint has no state for starts
+        afresh (as it was when the checkpoint was taken), and so do both topic models when the
+        checkpoint was taken with another ``n_topics`` (the configuration changed: its MOR-NMF
+        had the old rank), with a warning; a dynamic NMF started afresh gets ids no earlier
+        topic of the stream had. Checkpoints from before topic ids were kept: the ids as the
+        configuration gives them, as then."""
 
         def part(prefix: str) -> dict[str, np.ndarray]:
             return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
 
         self.detector.set_state(part("detector."))
-        for name in ("topics", "emerging"):
-            model, sub = getattr(self, name), part(f"{name}.")
-            if model is not None:  # a checkpoint without the model's state: an unfitted copy
-                setattr(self, name, model.set_state(sub) if sub else clone(model))
         self.windows_done = int(state["windows_done"])
+        saved_n_topics = int(state.get("n_topics", self.n_topics))
+        changed = saved_n_topics != self.n_topics
+        if changed and (self.topics is not None or self.emerging is not None):
+            log.warning(
+                "the checkpoint's topic models have %d topics, the configuration %d: they "
+                "start afresh",
+                saved_n_topics,
+                self.n_topics,
+            )
+        base = int(state.get("emerging_id_base", self.n_topics))
+        next_id = int(state.get("next_topic_id", self.n_topics))
+        emerging_state = part("emerging.")
+        if "next_topic_id" not in state and "next_topic_id_" in emerging_state:
+            next_id = base + int(emerging_state["next_topic_id_"])  # (an older checkpoint)
+        self.next_topic_id = max(next_id, self.n_topics)
+        if self.topics is not None:
+            sub = part("topics.")
+            self.topics = self.topics.set_state(sub) if sub and not changed else clone(self.topics)
+        if self.emerging is not None:
+            if emerging_state and not changed:
+                self.emerging = self.emerging.set_state(emerging_state)
+                self.emerging_id_base = base
+            else:
+                self.emerging = clone(self.emerging)
+                self.emerging_id_base = self.next_topic_id
         return self
 
 
@@ -140,7 +185,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
         if config.emerging_topics
         else None
     )
-    return StreamModels(detector, topics, emerging)
+    return StreamModels(detector, topics, emerging, n_topics=config.n_topics)
 
 
 @dataclass
@@ -285,10 +330,13 @@ def _update_topics(
             )
     if models.emerging is not None and X.shape[0] >= models.emerging.n_initial_topics:
         models.emerging.partial_fit(X, vocabulary=[str(t) for t in terms])
+        models.next_topic_id = max(
+            models.next_topic_id, models.emerging_id_base + models.emerging.next_topic_id_
+        )
         for event in models.emerging.events_:
             if event.n_documents < config.emerging_min_documents:
                 continue  # a topic no document is dominated by is not news yet
-            topic_id = config.n_topics + int(event.topic_id)
+            topic_id = models.emerging_id_base + int(event.topic_id)
             emerging[models.emerging.labels_ == event.topic_id] = topic_id
             rows.append(
                 {

@@ -165,3 +165,62 @@ def test_a_snapshots_sizes_are_those_of_its_arrays():
         arrays, meta = snapshot["arrays"], snapshot["meta"]
         assert [meta["n_terms"], meta["n_atoms"]] == list(arrays["dictionary_shape"])
         assert meta["n_terms"] == len(arrays["terms"])
+
+
+def _restored(state: dict | None, env: dict[str, str]):
+    config = load_config(env={"SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "150", **env})
+    models = build_models(config.detector)
+    return config, models if state is None else models.set_state(state)
+
+
+def _emerging_ids(comps) -> set[int]:
+    return {r["topic_id"] for c in comps for r in c.topics if r["emerging"]}
+
+
+def test_changed_topic_settings_restart_the_topic_models_and_never_reuse_an_id(caplog):
+    """A checkpoint taken with 10 topics restored under ``n_topics = 5``: MOR-NMF kept its 10
+    topics silently, and the emerging topics' ids (``n_topics + i``) moved down, so one id named
+    two topics of the stream; turning the emerging topics off and on again reused ids too."""
+    docs = generate_stream(3000, kind="tweet", seed=21)
+    docs.sort(key=lambda d: d["timestamp"])
+    windows = _windows(docs, 300)
+    config, models = _restored(None, {})
+    first = [process_window(models, w, config.detector) for w in windows[:4]]
+    used = _emerging_ids(first) | set(range(config.detector.n_topics))
+    assert _emerging_ids(first) and models.next_topic_id > max(used)
+
+    with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_core"):
+        config5, fewer = _restored(models.get_state(), {"SPARSEWATCH_DETECTOR_N_TOPICS": "5"})
+    assert "have 10 topics, the configuration 5: they start afresh" in caplog.text
+    later = [process_window(fewer, w, config5.detector) for w in windows[4:]]
+    assert fewer.topics.components_.shape[0] == 5
+    assert {r["topic_id"] for c in later for r in c.topics if not r["emerging"]} == set(range(5))
+    assert _emerging_ids(later) and not _emerging_ids(later) & used
+    assert fewer.detector.fitted and fewer.windows_done == len(windows)
+
+    # emerging topics off for a while, then on again: new ids again
+    config_off, off = _restored(
+        fewer.get_state(),
+        {"SPARSEWATCH_DETECTOR_N_TOPICS": "5", "SPARSEWATCH_DETECTOR_EMERGING_TOPICS": "false"},
+    )
+    assert off.emerging is None
+    used |= _emerging_ids(later)
+    config_on, on = _restored(off.get_state(), {"SPARSEWATCH_DETECTOR_N_TOPICS": "5"})
+    again = [process_window(on, w, config_on.detector) for w in windows[:6]]
+    assert _emerging_ids(again) and not _emerging_ids(again) & used
+
+
+def test_an_unchanged_configuration_keeps_the_emerging_ids_across_a_restore():
+    docs = generate_stream(3000, kind="tweet", seed=21)
+    docs.sort(key=lambda d: d["timestamp"])
+    windows = _windows(docs, 300)
+    config, a = _restored(None, {})
+    for w in windows[:4]:
+        process_window(a, w, config.detector)
+    _, b = _restored(a.get_state(), {})
+    assert (b.emerging_id_base, b.next_topic_id) == (a.emerging_id_base, a.next_topic_id)
+    for w in windows[4:]:
+        assert (
+            process_window(a, w, config.detector).topics
+            == process_window(b, w, config.detector).topics
+        )
