@@ -60,6 +60,10 @@ N_FEATURES = 6
 MAX_WINDOW_DOCUMENTS = 10_000_000
 # Window numbers are stored as int64 (the checkpoint's ``last_seq``).
 MAX_WINDOW_SEQ = 2**63 - 1
+# The largest feature value accepted (the detector's are about 1; a document's length is a count).
+MAX_FEATURE = 1e12
+# Processed windows remembered per stream, to tell a re-sent window from one never processed.
+REMEMBERED_WINDOWS = 4096
 
 log = logging.getLogger(__name__)
 
@@ -83,16 +87,45 @@ class ScoredDocument:
     raw: bytes = field(default=b"", repr=False, compare=False)  # for a dead letter, if dropped
 
 
+def _integer(msg: dict[str, Any], name: str) -> int:
+    """A field that must be a JSON integer (not a string, a float or a boolean)."""
+    value = msg[name]
+    if type(value) is not int:
+        raise InvalidMessageError(f"{name} must be an integer, got {_shown(value)}")
+    return value
+
+
+def _number(value: Any, name: str) -> float:
+    """A JSON number (not a string or a boolean), finite and at most ``MAX_FEATURE`` in size:
+    standardising a larger one overflowed to infinity, and the model refused the window (the
+    worker stopped on every restart) or, in a refit, dropped the feature for the whole stream."""
+    if type(value) not in (int, float):
+        raise InvalidMessageError(f"{name} must be a number, got {_shown(value)}")
+    if not abs(value) <= MAX_FEATURE:  # (NaN fails too)
+        raise InvalidMessageError(f"{name} {value!r} is not a finite number of size <= 1e12")
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    return f"{type(value).__name__} {json.dumps(value)[:40]}"
+
+
 def representation(msg: dict[str, Any]) -> tuple[float, ...]:
     """The fixed-length representation of one scored document (see the module docstring)."""
-    values = [float(v) for v in msg["code_value"]]
+    code = msg["code_value"]
+    if not isinstance(code, list):
+        raise InvalidMessageError(f"code_value must be a list of numbers, got {_shown(code)}")
+    values = [_number(v, "a code_value") for v in code]
+    n_terms = _integer(msg, "n_terms")
+    if not 0 <= n_terms <= MAX_FEATURE:
+        raise InvalidMessageError("n_terms is not in 0..1e12")
     return (
-        float(msg["score"]),
-        float(msg["reconstruction_error"]),
+        _number(msg["score"], "score"),
+        _number(msg["reconstruction_error"], "reconstruction_error"),
         float(sum(values)),
         float(len(values)),
         max(values, default=0.0),
-        math.log1p(int(msg["n_terms"])),
+        math.log1p(n_terms),
     )
 
 
@@ -110,10 +143,10 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
         doc = ScoredDocument(
             string_field(msg, "stream", MAX_STREAM_CHARS),
             string_field(msg, "doc_id", MAX_ID_CHARS),
-            int(msg["window_seq"]),
-            int(msg["index"]),
-            int(msg["n"]),
-            int(msg["timestamp"]),
+            _integer(msg, "window_seq"),
+            _integer(msg, "index"),
+            _integer(msg, "n"),
+            _integer(msg, "timestamp"),
             representation(msg),
             payload,
         )
@@ -135,8 +168,6 @@ def parse_scored(payload: bytes | None) -> ScoredDocument:
         raise InvalidMessageError(
             f"bad scores message: timestamp {doc.timestamp_ms} ms is outside 1970..2200"[:240]
         )
-    if not all(math.isfinite(v) for v in doc.features):
-        raise InvalidMessageError("bad scores message: non-finite values")
     return doc
 
 
@@ -169,10 +200,17 @@ class AnomalyStreamState:
         # Further copies of pending messages (same window, size and index), by (window, size):
         # ignored if their version is processed, dead letters with it if it is dropped.
         self._copies: dict[tuple[int, int], list[_Received]] = {}
+        # The latest processed windows; every window up to ``done_floor`` counts as processed
+        # (forgotten from ``done``, or from a checkpoint that did not remember them).
+        self.done: dict[int, None] = {}
+        self.done_floor = -1
+        self._refused_seq: int | None = None
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
             self.last_seq = int(st["last_seq"])
+            self.done = dict.fromkeys(np.asarray(st.get("done_seqs", []), np.int64).tolist())
+            self.done_floor = int(st.get("done_floor", self.last_seq))
             self.since_fit = int(st["since_fit"])
             self.center = np.asarray(st["center"], dtype=float)
             self.scale = np.asarray(st["scale"], dtype=float)
@@ -183,7 +221,9 @@ class AnomalyStreamState:
 
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
         if item.window_seq <= self.last_seq:
-            return []  # re-sent after a detector restart: already processed
+            if item.window_seq <= self.done_floor or item.window_seq in self.done:
+                return []  # re-sent after a detector restart: already processed
+            return [self._refuse_old(item, partition, offset)]
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
         if item.index in version:  # re-sent by a restarted detector: changes no version
             self._copies.setdefault((item.window_seq, item.n), []).append((item, partition, offset))
@@ -212,6 +252,21 @@ class AnomalyStreamState:
         if dead:
             outputs.insert(0, Output(dead=dead, is_window=False))
         return outputs
+
+    def _refuse_old(self, item: ScoredDocument, partition: int, offset: int) -> Output:
+        """A message of a window below the last processed one that was never processed (a stray
+        window far ahead was processed first, or the detector's window numbers went down when
+        ``windows.size`` changed): a dead letter, not silently dropped as a re-send."""
+        why = (
+            f"scores message of window {item.window_seq} not used: it came after window "
+            f"{self.last_seq}, a later one, was processed (its window dropped incomplete, a stray "
+            "window far ahead, or window numbers that went down: windows.size changed?)"
+        )
+        if self._refused_seq != item.window_seq:
+            self._refused_seq = item.window_seq
+            log.warning("anomaly: stream %s: %s", self.stream, why)
+        dead = [{"partition": partition, "offset": offset, "reason": why, "payload": item.raw}]
+        return Output(dead=dead, is_window=False)
 
     def _complete_size(self, seq: int) -> int | None:
         """The size ``n`` of a complete version of window ``seq``; None if none is complete."""
@@ -277,6 +332,11 @@ class AnomalyStreamState:
         t0 = time.perf_counter()
         X = np.array([d.features for d in docs], dtype=float)
         self.last_seq = seq
+        self.done[seq] = None
+        if len(self.done) > REMEMBERED_WINDOWS:
+            oldest = next(iter(self.done))
+            del self.done[oldest]
+            self.done_floor = max(self.done_floor, oldest)
         self.reference = np.vstack([self.reference, X])[-self.config.reference_documents :]
         due = (
             len(self.reference) >= self.config.reference_documents
@@ -330,6 +390,8 @@ class AnomalyStreamState:
         state: dict[str, np.ndarray] = {
             "reference": self.reference,
             "last_seq": np.int64(self.last_seq),
+            "done_seqs": np.fromiter(self.done, np.int64, len(self.done)),
+            "done_floor": np.int64(self.done_floor),
             "since_fit": np.int64(self.since_fit),
             "center": self.center,
             "scale": self.scale,

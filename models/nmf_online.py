@@ -59,6 +59,9 @@ the default MOR-NMF buffer, so most of a period runs with small, averaging steps
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -209,6 +212,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
                 return self
             self._initialise(X)
         else:
+            if self.components_.shape[0] != self.n_components:  # set_params after fitting
+                raise ValueError(
+                    f"n_components is {self.n_components} but the model has "
+                    f"{self.components_.shape[0]} bases: fit it again, or clone it"
+                )
             check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
             if X.shape[1] > self.n_features_in_:
                 self.resize_features(X.shape[1])
@@ -280,6 +288,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
         missing = [name for name in self._state_names() if name not in state]
         if missing:
             raise ValueError(f"state is missing {missing}")
+        if np.shape(state["components_"])[0] != self.n_components:
+            raise ValueError(
+                f"state has {np.shape(state['components_'])[0]} bases, but n_components is "
+                f"{self.n_components}"
+            )
         for name in self._state_names():
             value = np.array(state[name])
             setattr(self, name, value if value.ndim else value.item())
@@ -323,6 +336,22 @@ class ORNMF(TransformerMixin, BaseEstimator):
             raise ValueError(f"horizon must be >= 1, got {self.horizon}")
         if self.nnls_method not in ("bpp", "pgd"):
             raise ValueError(f"nnls_method must be 'bpp' or 'pgd', got {self.nnls_method!r}")
+        at_least = {
+            "n_components": 1,  # 0: an empty model
+            "max_inner_iter": 1,  # 0: the bases never moved
+            "is_inner_iter": 1,
+            "max_epochs": 1,  # 0: fit returned an unfitted model
+        }
+        for name, low in at_least.items():
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name in ("tau", "alpha_h_l1", "alpha_h_l2", "alpha_W"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.h_max is not None and not self.h_max > 0:  # <= 0 gave negative coefficients
+            raise ValueError(f"h_max must be None or > 0, got {self.h_max!r}")
 
     def _w_min(self) -> float:
         if self.w_min is not None:

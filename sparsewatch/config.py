@@ -280,6 +280,7 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
         _apply(config, data, "")
     _apply_env(config, env, ENV_PREFIX)
     _check_ranges(config)
+    _check_combinations(config)
     return config
 
 
@@ -341,7 +342,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "emerging_max_documents"): (lambda v: v >= 0, ">= 0 (0: every document)"),
     ("anomaly", "reference_documents"): (lambda v: v >= 2, ">= 2"),
     ("anomaly", "refit_every_windows"): (lambda v: v >= 1, ">= 1"),
-    ("anomaly", "contamination"): (lambda v: 0 < v < 1, "in (0, 1)"),
+    ("anomaly", "contamination"): (lambda v: 0 < v < 0.5, "in (0, 0.5)"),
     ("anomaly", "n_atoms"): (lambda v: v >= 1, ">= 1"),
     ("anomaly", "sparsity"): (lambda v: v >= 1, ">= 1"),
 }
@@ -355,6 +356,24 @@ def _check_ranges(config: Config) -> None:
             key = f"{section}.{option}" if section else option
             env = ENV_PREFIX + key.replace(".", "_").upper()
             raise SparsewatchError(f"'{key}' ({env}) must be {expected}, got {value!r}")
+
+
+def _check_combinations(config: Config) -> None:
+    """Reject options that are valid alone but not together (the models refused them only when
+    first fitted, with a message naming no option, and the worker stopped on every restart)."""
+    detector, anomaly = config.detector, config.anomaly
+    if detector.max_topics < detector.n_topics:
+        raise SparsewatchError(
+            f"'detector.max_topics' ({detector.max_topics}) must be at least 'detector.n_topics' "
+            f"({detector.n_topics}): the emerging-topic model would drop its initial topics"
+        )
+    needed = max(3, anomaly.sparsity + 1)
+    if anomaly.reference_documents < needed:
+        raise SparsewatchError(
+            f"'anomaly.reference_documents' ({anomaly.reference_documents}) must be at least "
+            f"{needed}: DL-OCSVM with 'anomaly.sparsity' {anomaly.sparsity} needs max(3, "
+            "sparsity + 1) reference documents"
+        )
 
 
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:

@@ -201,7 +201,8 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_DETECTOR_TOP_TERMS", "-3", ">= 1"),
         ("SPARSEWATCH_DETECTOR_TOP_TERMS", "0", ">= 1"),
         ("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "0", ">= 1"),
-        ("SPARSEWATCH_ANOMALY_CONTAMINATION", "1.5", "in (0, 1)"),
+        ("SPARSEWATCH_ANOMALY_CONTAMINATION", "1.5", "in (0, 0.5)"),
+        ("SPARSEWATCH_ANOMALY_CONTAMINATION", "0.6", "in (0, 0.5)"),  # DL-OCSVM refused it later
         ("SPARSEWATCH_LOG_LEVEL", "LOUD", "one of CRITICAL, ERROR, WARNING, INFO, DEBUG"),
         ("SPARSEWATCH_METRICS_PORT", "99999", "in 0..65535"),
         ("SPARSEWATCH_GC_THRESHOLD", "-1", "in 0..2147483647 (0: Python's default)"),
@@ -228,6 +229,32 @@ def test_out_of_range_values_are_refused_naming_the_option(
     assert "\n" not in message
     assert variable in message and f"must be {expected}, got " in message
     assert message.endswith(repr(_parsed(value)))
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"SPARSEWATCH_DETECTOR_MAX_TOPICS": "3"},
+            "'detector.max_topics' (3) must be at least 'detector.n_topics' (10)",
+        ),
+        (
+            {"SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "2"},
+            "'anomaly.reference_documents' (2) must be at least 3: DL-OCSVM with "
+            "'anomaly.sparsity' 2 needs",
+        ),
+        (
+            {"SPARSEWATCH_ANOMALY_SPARSITY": "9", "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "9"},
+            "'anomaly.reference_documents' (9) must be at least 10",
+        ),
+    ],
+)
+def test_options_valid_alone_but_not_together_are_refused(env, expected) -> None:
+    """Accepted until now: the emerging-topic model dropped its initial topics every window, or
+    the anomaly worker stopped (on every restart) once the reference set filled."""
+    with pytest.raises(SparsewatchError) as err:
+        load_config(env=env)
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(

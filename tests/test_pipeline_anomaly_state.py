@@ -9,10 +9,12 @@ import pytest
 from sparsewatch.consumers.anomaly_worker import (
     MAX_WINDOW_DOCUMENTS,
     MAX_WINDOW_SEQ,
+    REMEMBERED_WINDOWS,
     AnomalyStreamState,
     parse_scored,
 )
 from sparsewatch.consumers.messages import InvalidMessageError
+from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import load_config
 
@@ -86,12 +88,27 @@ def test_constant_features_are_left_out():
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"timestamp": 1e400}, "OverflowError"),  # json reads 1e400 as inf; int(inf) overflows
-        ({"window_seq": 1e400}, "OverflowError"),
-        ({"n_terms": 10**400}, "OverflowError"),  # log1p of an int beyond float range
+        ({"timestamp": 1e400}, "timestamp must be an integer, got float Infinity"),
+        ({"window_seq": 1e400}, "window_seq must be an integer"),
+        ({"n_terms": 10**400}, "n_terms is not in 0..1e12"),  # log1p overflowed
         ({"n": MAX_WINDOW_DOCUMENTS + 1, "index": 0}, "at most"),
         ({"index": 3, "n": 3}, "index 3 of a window of 3"),
-        ({"score": float("nan")}, "non-finite"),
+        ({"score": float("nan")}, "score nan is not a finite number"),
+        # accepted and used until now: a string, a float, a boolean read as numbers, and a string
+        # of digits read as the code values 9, 8, 7
+        ({"window_seq": "0"}, "window_seq must be an integer, got str"),
+        ({"n": 2.9}, "n must be an integer, got float 2.9"),
+        ({"index": True}, "index must be an integer, got bool true"),
+        ({"score": True}, "score must be a number, got bool"),
+        ({"score": "0.5"}, "score must be a number, got str"),
+        ({"code_value": "987"}, "code_value must be a list of numbers, got str"),
+        ({"code_value": [0.1, None]}, "a code_value must be a number, got NoneType"),
+        ({"n_terms": -1}, "n_terms is not in 0..1e12"),
+        # finite, but standardising it overflowed: the model refused the window and the worker
+        # stopped on every restart
+        ({"score": 1e308}, r"score 1e\+308 is not a finite number of size <= 1e12"),
+        ({"reconstruction_error": -2e12}, "reconstruction_error -2000000000000.0 is not"),
+        ({"code_value": [1e300]}, r"a code_value 1e\+300 is not"),
         # each of these passed and then stopped the worker when stored, on every restart
         ({"window_seq": 2**63}, "window number"),  # beyond the checkpoint's int64
         ({"window_seq": -1}, "window number"),
@@ -203,7 +220,9 @@ def test_an_incomplete_window_is_dead_lettered_when_a_later_window_completes(cap
     ]
     assert "window 0: 2 messages dead-lettered" in caplog.text
     assert state.min_buffered_offset(0) is None
-    assert _window(state, 0, 4, offset0=5, indices=[2, 3]) == ([], [])  # too late: never used
+    windows, dead = _window(state, 0, 4, offset0=5, indices=[2, 3])  # too late: never used
+    assert windows == [] and [offset for offset, _, _ in dead] == [5, 6]
+    assert "it came after window 1, a later one, was processed" in dead[0][1]
 
 
 def test_a_later_window_interleaved_with_an_incomplete_one_waits_for_it():
@@ -263,9 +282,9 @@ def test_copies_of_a_dead_lettered_version_are_dead_lettered_with_it():
     "score",
     [
         lambda i: 123456789.123,  # constant, but its std rounds to 1.5e-8, above the cut-off
-        lambda i: 1e200 if i % 2 else -1e200,  # finite, but its variance overflows
+        lambda i: 1e12 if i == 5 else 1e12 * (1 - 1e-17),  # one ulp apart: a std of ~1e-5
     ],
-    ids=["large-constant", "overflowing-spread"],
+    ids=["large-constant", "largest-near-constant"],
 )
 def test_a_feature_the_model_cannot_use_is_left_out_instead_of_stopping_the_worker(score):
     """Finite scores messages whose feature DL-OCSVM refused after the standardisation stopped
@@ -279,3 +298,36 @@ def test_a_feature_the_model_cannot_use_is_left_out_instead_of_stopping_the_work
     assert len(outputs) == 4 and state.model is not None
     assert state.scale[0] == 0.0  # the score is left out
     assert all(np.isfinite(state.scale))
+
+
+def test_a_window_never_processed_below_the_last_processed_one_is_dead_lettered(caplog):
+    """A stray complete window far ahead (or window numbers that went down when the detector's
+    windows.size changed) made every later window of the stream count as already processed:
+    silently dropped, for ever, with nothing in the dead letters or the log."""
+    state = AnomalyStreamState("s", _config(), None)
+    for seq in range(3):
+        assert _window(state, seq, 20, offset0=100 * seq)[0] == [20]
+    assert _window(state, 500, 1, offset0=300)[0] == [1]  # a stray, complete window
+    with caplog.at_level("WARNING"):
+        windows, dead = _window(state, 3, 20, offset0=400)
+    assert windows == [] and [offset for offset, _, _ in dead] == list(range(400, 420))
+    assert caplog.text.count("scores message of window 3 not used") == 1  # one line a window
+    # windows it processed, re-sent by a restarted detector, are still ignored silently
+    assert _window(state, 1, 20, offset0=500) == ([], [])
+    # and so after a restore, also from a checkpoint that did not remember windows (all those
+    # up to its last one count as processed, as before)
+    st, meta = state.checkpoint()
+    restored = AnomalyStreamState("s", _config(), Checkpoint("g", "s", st, meta, None))
+    assert _window(restored, 2, 20, offset0=600) == ([], [])
+    assert len(_window(restored, 4, 20, offset0=700)[1]) == 20
+    legacy = {k: v for k, v in st.items() if not k.startswith("done_")}
+    old = AnomalyStreamState("s", _config(), Checkpoint("g", "s", legacy, meta, None))
+    assert _window(old, 4, 20, offset0=800) == ([], [])
+
+
+def test_processed_windows_are_remembered_within_a_bound():
+    state = AnomalyStreamState("s", _config(), None)
+    for seq in range(REMEMBERED_WINDOWS + 5):
+        assert _window(state, seq, 1, offset0=seq)[0] == [1]
+    assert len(state.done) == REMEMBERED_WINDOWS and state.done_floor == 4
+    assert _window(state, 0, 1, offset0=10**6) == ([], [])  # forgotten, but below the floor

@@ -199,7 +199,7 @@ def test_changed_topic_settings_restart_the_topic_models_and_never_reuse_an_id(c
     assert fewer.detector.fitted and fewer.windows_done == len(windows)
 
     # emerging topics off for a while, then on again: new ids again
-    config_off, off = _restored(
+    _, off = _restored(
         fewer.get_state(),
         {"SPARSEWATCH_DETECTOR_N_TOPICS": "5", "SPARSEWATCH_DETECTOR_EMERGING_TOPICS": "false"},
     )
