@@ -14,7 +14,11 @@ to the dead letters rather than holding back the stream, and the resume offset, 
 their messages interleave, as when a detector that lost its partition still sends while the new
 owner re-sends, the later window waits). Likewise for a later window all of whose messages came
 before a window that completes (such as a stray message with a window number far ahead): the
-detector sends a window only after the earlier ones. Windows are then processed in order:
+detector sends a window only after the earlier ones. A re-sent window is recognised by its
+number among the last ``REMEMBERED_WINDOWS`` processed, not by being below the last one: window
+numbers go down when the detector's ``windows.size`` changes (they count sizes since the epoch),
+and a stray complete window far ahead would otherwise have turned scoring off for the stream.
+Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set, and every
@@ -62,7 +66,8 @@ MAX_WINDOW_DOCUMENTS = 10_000_000
 MAX_WINDOW_SEQ = 2**63 - 1
 # The largest feature value accepted (the detector's are about 1; a document's length is a count).
 MAX_FEATURE = 1e12
-# Processed windows remembered per stream, to tell a re-sent window from one never processed.
+# Processed windows remembered per stream, to tell a re-sent window (a detector re-sends the
+# windows after its last checkpoint) from one never processed that has a lower number.
 REMEMBERED_WINDOWS = 4096
 
 log = logging.getLogger(__name__)
@@ -200,11 +205,10 @@ class AnomalyStreamState:
         # Further copies of pending messages (same window, size and index), by (window, size):
         # ignored if their version is processed, dead letters with it if it is dropped.
         self._copies: dict[tuple[int, int], list[_Received]] = {}
-        # The latest processed windows; every window up to ``done_floor`` counts as processed
-        # (forgotten from ``done``, or from a checkpoint that did not remember them).
+        # The latest processed windows (re-sends are of recent ones), and, from a checkpoint
+        # that did not remember them, the window up to which all count as processed.
         self.done: dict[int, None] = {}
         self.done_floor = -1
-        self._refused_seq: int | None = None
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
@@ -220,10 +224,8 @@ class AnomalyStreamState:
                 self.model = build_model(self.config, sparsity).set_state(model_state)
 
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
-        if item.window_seq <= self.last_seq:
-            if item.window_seq <= self.done_floor or item.window_seq in self.done:
-                return []  # re-sent after a detector restart: already processed
-            return [self._refuse_old(item, partition, offset)]
+        if item.window_seq in self.done or item.window_seq <= self.done_floor:
+            return []  # re-sent after a detector restart: already processed
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
         if item.index in version:  # re-sent by a restarted detector: changes no version
             self._copies.setdefault((item.window_seq, item.n), []).append((item, partition, offset))
@@ -252,21 +254,6 @@ class AnomalyStreamState:
         if dead:
             outputs.insert(0, Output(dead=dead, is_window=False))
         return outputs
-
-    def _refuse_old(self, item: ScoredDocument, partition: int, offset: int) -> Output:
-        """A message of a window below the last processed one that was never processed (a stray
-        window far ahead was processed first, or the detector's window numbers went down when
-        ``windows.size`` changed): a dead letter, not silently dropped as a re-send."""
-        why = (
-            f"scores message of window {item.window_seq} not used: it came after window "
-            f"{self.last_seq}, a later one, was processed (its window dropped incomplete, a stray "
-            "window far ahead, or window numbers that went down: windows.size changed?)"
-        )
-        if self._refused_seq != item.window_seq:
-            self._refused_seq = item.window_seq
-            log.warning("anomaly: stream %s: %s", self.stream, why)
-        dead = [{"partition": partition, "offset": offset, "reason": why, "payload": item.raw}]
-        return Output(dead=dead, is_window=False)
 
     def _complete_size(self, seq: int) -> int | None:
         """The size ``n`` of a complete version of window ``seq``; None if none is complete."""
@@ -334,9 +321,7 @@ class AnomalyStreamState:
         self.last_seq = seq
         self.done[seq] = None
         if len(self.done) > REMEMBERED_WINDOWS:
-            oldest = next(iter(self.done))
-            del self.done[oldest]
-            self.done_floor = max(self.done_floor, oldest)
+            del self.done[next(iter(self.done))]
         self.reference = np.vstack([self.reference, X])[-self.config.reference_documents :]
         due = (
             len(self.reference) >= self.config.reference_documents

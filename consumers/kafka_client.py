@@ -26,6 +26,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sparsewatch.logs import RDKAFKA_LOGGER
+
 log = logging.getLogger(__name__)
 
 TopicOffsets = dict[tuple[str, int], int]
@@ -66,6 +68,7 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
         "heartbeat.interval.ms": 1_000,
         "max.poll.interval.ms": 300_000,
         "log_level": 3,
+        "logger": RDKAFKA_LOGGER,
     }
     config.update(overrides)
     return config
@@ -80,6 +83,7 @@ def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "linger.ms": 5,
         "compression.type": "lz4",
         "log_level": 3,
+        "logger": RDKAFKA_LOGGER,
     }
     config.update(overrides)
     return config

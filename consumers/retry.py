@@ -70,15 +70,22 @@ def with_backoff(
     With ``stop``, the waits end as soon as a stop is requested and the operation is abandoned
     (:class:`RetryAbandonedError`): a worker told to shut down during an outage exits at once
     instead of retrying for ``max_wait_s`` past its grace period; its next start resumes."""
-    delay, waited = first_delay_s, 0.0
+    delay, waited, failures = first_delay_s, 0.0, 0
     while True:
         try:
-            return action()
+            result = action()
         except transient as exc:
             if waited >= max_wait_s:
                 raise
+            failures += 1
             if stop is None or not stop.is_set():
-                log.warning("%s failed (%s); retrying in %.1fs", what, type(exc).__name__, delay)
+                log.warning(
+                    "%s failed (%s: %s); retrying in %.1fs",
+                    what,
+                    type(exc).__name__,
+                    first_line(exc)[:200],
+                    delay,
+                )
                 if stop is None:
                     sleep(delay)
                 else:
@@ -88,3 +95,7 @@ def with_backoff(
                 raise RetryAbandonedError(f"{what} abandoned on shutdown ({reason})") from exc
             waited += delay
             delay = min(delay * 2, 10.0)
+        else:
+            if failures:
+                log.info("%s succeeded after %d failed attempts", what, failures)
+            return result

@@ -50,6 +50,7 @@ from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
 from sparsewatch.config import WRITER_MODES
+from sparsewatch.logs import setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -349,7 +350,7 @@ def serve(fd: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop = StopFlag()
     signal.signal(signal.SIGUSR1, stop.request)  # ProcessWriter.abandon_retries
-    logging.basicConfig(level=log_level)
+    setup_logging(log_level)
     store = Store.open(database_url, upgrade=False)
     writer = ResultWriter(store, make_producer(destination.bootstrap), destination, stop)
     try:

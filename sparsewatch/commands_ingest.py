@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from sparsewatch.commands_run import setup_logging
 from sparsewatch.config import load_config
 from sparsewatch.consumers.ingest import DeadLetterSink, IngestRoute, IngestStats, run_ingest
 from sparsewatch.consumers.metrics import serve_metrics
@@ -33,6 +32,7 @@ from sparsewatch.kafka_options import (
     source_topics,
     topic_names,
 )
+from sparsewatch.logs import setup_logging
 from sparsewatch.runner import open_results_store
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.store import Store

@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import logging
 from pathlib import Path
 
 import click
 
 from sparsewatch.config import load_config
 from sparsewatch.kafka_options import UNTIL_IDLE_OPTION
-
-
-class JsonLines(logging.Formatter):
-    """One JSON object per record: time, level, logger, message, and the traceback if any. A
-    ``%``-format template broke the JSON on a quote or a newline in a message (a database error
-    quotes its host) and put a logged exception's traceback on lines of its own."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        """The record as one line of JSON."""
-        entry = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["traceback"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False)
-
-
-def setup_logging(level: str) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonLines())
-    logging.basicConfig(level=level.upper(), handlers=[handler])
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+from sparsewatch.logs import setup_logging
 
 
 @click.command()

@@ -60,7 +60,7 @@ def test_worker_log_lines_are_json_whatever_the_message() -> None:
     own."""
     code = """
 import logging
-from sparsewatch.commands_run import setup_logging
+from sparsewatch.logs import setup_logging
 setup_logging("INFO")
 log = logging.getLogger("sparsewatch.check")
 log.info('connection to server at "127.0.0.1", port 1 failed\\nsecond line')
@@ -79,6 +79,28 @@ except ZeroDivisionError:
     ]
     assert entries[0]["level"] == "INFO" and entries[0]["logger"] == "sparsewatch.check"
     assert "ZeroDivisionError" in entries[1]["traceback"]
+
+
+def test_the_kafka_clients_own_log_lines_are_json_too() -> None:
+    """librdkafka wrote its errors straight to stderr (``%3|1795576352.629|FAIL|...``) between
+    the workers' JSON lines."""
+    code = """
+import time
+from sparsewatch.logs import setup_logging
+from sparsewatch.consumers.kafka_client import BatchConsumer
+setup_logging("INFO")
+consumer = BatchConsumer("127.0.0.1:1", "g", ["t"])
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline:
+    consumer.poll_batch(10, timeout=0.5)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    entries = [json.loads(line) for line in proc.stderr.splitlines()]
+    library = [e for e in entries if e["logger"] == "sparsewatch.rdkafka"]
+    assert library and "Connection refused" in library[0]["message"], proc.stderr
+    assert all(e["time"].endswith("+00:00") for e in entries)  # ISO 8601, UTC
 
 
 def _jvm_alive(pid: int) -> bool:

@@ -12,8 +12,10 @@ import sqlalchemy as sa
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 
 
-def test_transaction_retried_after_database_outage(tmp_path):
-    """A locked SQLite database (another writer) is a real transient OperationalError."""
+def test_transaction_retried_after_database_outage(tmp_path, caplog):
+    """A locked SQLite database (another writer) is a real transient OperationalError. The log
+    says why each attempt failed (it named only the exception's class) and when it recovered
+    (nothing did)."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     engine = sa.create_engine(url, connect_args={"timeout": 0.05})
     with engine.begin() as conn:
@@ -32,8 +34,13 @@ def test_transaction_retried_after_database_outage(tmp_path):
         if len(sleeps) == 2:
             blocker.rollback()
 
-    assert with_backoff(write, "test", sleep=release_after_two) == 1
+    with caplog.at_level("INFO", logger="sparsewatch.consumers.retry"):
+        assert with_backoff(write, "writing results", sleep=release_after_two) == 1
     assert len(attempts) == 3 and sleeps == [0.2, 0.4]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"writing results failed (OperationalError: database is locked); retrying in {delay}s"
+        for delay in (0.2, 0.4)
+    ] + ["writing results succeeded after 2 failed attempts"]
     blocker.close()
     engine.dispose()
 
