@@ -51,6 +51,10 @@ class WorkerMetrics:
 
     def __init__(self, worker: str) -> None:
         self.worker = worker
+        # Every series exists, at 0, from the start: a series born at its first increment hides
+        # that increment from increase() and rate(), and "no data" is not "0 documents/s".
+        for family in (DOCUMENTS, NOVEL, WINDOWS, DEAD_LETTERS, WINDOW_LATENCY, LAG):
+            family.labels(worker)
 
     def observe(self, outputs: Iterable[Any], latencies: Iterable[float], n_dead: int) -> None:
         """Count one committed batch: window outputs, their close-to-commit latencies, DLQ."""
@@ -75,6 +79,14 @@ class IngestMetrics:
     gauges and counters with ``worker="ingest"``."""
 
     worker = "ingest"
+
+    def __init__(self) -> None:
+        for outcome in ("forwarded", "dead_lettered"):
+            INGEST_RECORDS.labels(outcome)
+        for result in ("committed", "aborted"):
+            INGEST_TRANSACTIONS.labels(result)
+        DEAD_LETTERS.labels(self.worker)
+        LAG.labels(self.worker)
 
     def committed(self, forwarded: int, dead_lettered: int, seconds: float) -> None:
         """Count one committed transaction: records forwarded and dead-lettered, its duration."""

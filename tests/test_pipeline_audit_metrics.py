@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
 from sparsewatch.consumers.messages import EndOfStream
+from sparsewatch.consumers.metrics import IngestMetrics, WorkerMetrics
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 from sqlalchemy import text
@@ -133,3 +134,25 @@ def test_the_metrics_endpoint_stops_with_the_workers(kafka_bootstrap, tmp_path):
         assert served and b"sparsewatch_documents_total" in served[0]
         with pytest.raises(OSError):  # nothing listens once the workers have stopped
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_every_series_exists_from_the_start() -> None:
+    """Series were born at their first increment: increase() and rate() missed it (the first
+    dead letters after every restart) and documents/s read "no data" instead of 0."""
+    WorkerMetrics("metrics-probe")
+    IngestMetrics()
+    for name in (
+        "sparsewatch_documents_total",
+        "sparsewatch_novel_total",
+        "sparsewatch_windows_total",
+        "sparsewatch_dead_letters_total",
+        "sparsewatch_window_latency_seconds_count",
+        "sparsewatch_consumer_lag",
+    ):
+        assert REGISTRY.get_sample_value(name, {"worker": "metrics-probe"}) == 0.0, name
+    for name, labels in (
+        ("sparsewatch_ingest_records_total", {"outcome": "dead_lettered"}),
+        ("sparsewatch_ingest_transactions_total", {"result": "aborted"}),
+        ("sparsewatch_dead_letters_total", {"worker": "ingest"}),
+    ):
+        assert REGISTRY.get_sample_value(name, labels) is not None, name
