@@ -181,7 +181,12 @@ def parse_duration_ms(text: str) -> int:
     )
 
 
-def _coerce(value: str, typ: Any, name: str) -> Any:
+def _env_name(key: str) -> str:
+    """The variable of option ``key`` (``kafka.partitions`` -> ``SPARSEWATCH_KAFKA_PARTITIONS``)."""
+    return ENV_PREFIX + key.replace(".", "_").upper()
+
+
+def _coerce(value: str, typ: Any, name: str, key: str) -> Any:
     try:
         if typ is bool:
             lowered = value.strip().lower()
@@ -195,11 +200,13 @@ def _coerce(value: str, typ: Any, name: str) -> Any:
         if typ is float:
             number = float(value)
             if not math.isfinite(number):
-                raise SparsewatchError(f"{name}={value!r} is not a finite number")
+                raise SparsewatchError(f"{name}={value!r} ('{key}') is not a finite number")
             return number
         return value
     except ValueError:
-        raise SparsewatchError(f"{name}={value!r} is not a valid {typ.__name__}") from None
+        raise SparsewatchError(
+            f"{name}={value!r} ('{key}') is not a valid {typ.__name__}"
+        ) from None
 
 
 def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
@@ -207,7 +214,9 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
     names = {f.name for f in dataclasses.fields(obj)}
     for key, value in values.items():
         if key not in names:
-            raise SparsewatchError(f"unknown configuration key '{where}{key}'")
+            close = difflib.get_close_matches(key, sorted(names), n=1)
+            hint = f" (did you mean '{where}{close[0]}'?)" if close else ""
+            raise SparsewatchError(f"unknown configuration key '{where}{key}'{hint}")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
@@ -219,22 +228,25 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
             value = float(value)
         if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
             raise SparsewatchError(
-                f"'{where}{key}' must be {typ.__name__}, got {type(value).__name__}"
+                f"'{where}{key}' ({_env_name(where + key)}) must be {typ.__name__}, got "
+                f"{type(value).__name__}"
             )
         if typ is float and not math.isfinite(value):  # TOML has nan and inf
-            raise SparsewatchError(f"'{where}{key}' must be a finite number, got {value!r}")
+            raise SparsewatchError(
+                f"'{where}{key}' ({_env_name(where + key)}) must be a finite number, got {value!r}"
+            )
         setattr(obj, key, value)
 
 
-def _apply_env(obj: Any, env: dict[str, str], prefix: str) -> None:
+def _apply_env(obj: Any, env: dict[str, str], prefix: str, where: str = "") -> None:
     hints = get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         current = getattr(obj, f.name)
         name = f"{prefix}{f.name.upper()}"
         if dataclasses.is_dataclass(current):
-            _apply_env(current, env, f"{name}_")
+            _apply_env(current, env, f"{name}_", f"{where}{f.name}.")
         elif name in env:
-            setattr(obj, f.name, _coerce(env[name], hints[f.name], name))
+            setattr(obj, f.name, _coerce(env[name], hints[f.name], name, where + f.name))
 
 
 def _check_env_names(env: dict[str, str]) -> None:
@@ -277,7 +289,10 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
             raise SparsewatchError(
                 f"cannot read configuration file {path}: {exc.strerror}"
             ) from None
-        _apply(config, data, "")
+        try:
+            _apply(config, data, "")
+        except SparsewatchError as exc:
+            raise SparsewatchError(f"configuration file {path}: {exc}") from None
     _apply_env(config, env, ENV_PREFIX)
     _check_ranges(config)
     _check_combinations(config)
@@ -305,6 +320,10 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "max_idle_streams"): (lambda v: v >= 0, ">= 0"),
     ("", "writer"): (lambda v: v in WRITER_MODES, " or ".join(map(repr, WRITER_MODES))),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
+    # empty: "cannot reach Kafka at :" half a minute later; a group "" re-read every topic from
+    # the start under the group ".detector" and published every window again
+    ("kafka", "bootstrap_servers"): (lambda v: bool(v.strip()), "a non-empty host:port list"),
+    ("kafka", "group_id"): (lambda v: bool(v.strip()), "non-empty"),
     ("kafka", "topic_prefix"): (
         lambda v: topic_name_problem(v + _LONGEST_TOPIC_SUFFIX) is None,
         "ASCII letters, digits, '.', '_' and '-', at most "
@@ -319,7 +338,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         f"a duration of at most {_MAX_DAYS}d (0s, 30s, 15m, ...)",
     ),
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
-    ("windows", "idle_timeout_s"): (lambda v: v > 0, "> 0"),
+    # (a quiet worker checks its streams four times per timeout: 0.001 s kept a core busy)
+    ("windows", "idle_timeout_s"): (lambda v: v >= 0.1, ">= 0.1"),
     ("windows", "checkpoint_every"): (lambda v: v >= 1, ">= 1"),
     ("windows", "dedup_documents"): (lambda v: v >= 0, ">= 0 (0: open windows only)"),
     ("detector", "novel_mode"): (lambda v: v in ("top_q", "threshold"), "'top_q' or 'threshold'"),
@@ -354,7 +374,7 @@ def _check_ranges(config: Config) -> None:
         value = getattr(getattr(config, section) if section else config, option)
         if not ok(value):
             key = f"{section}.{option}" if section else option
-            env = ENV_PREFIX + key.replace(".", "_").upper()
+            env = _env_name(key)
             raise SparsewatchError(f"'{key}' ({env}) must be {expected}, got {value!r}")
 
 

@@ -95,11 +95,21 @@ def test_the_file_overrides_the_defaults_and_the_environment_overrides_the_file(
     ("body", "message"),
     [
         ("[kafka]\nnope = 1\n", "unknown configuration key 'kafka.nope'"),
+        ("[kafka]\npartition = 4\n", "key 'kafka.partition' (did you mean 'kafka.partitions'?)"),
         ("[nosuchsection]\nx = 1\n", "unknown configuration key 'nosuchsection'"),
         ("kafka = 3\n", "'kafka' must be a table"),
-        ('[kafka]\npartitions = "4"\n', "'kafka.partitions' must be int, got str"),
-        ("[detector]\ntopics = 1\n", "'detector.topics' must be bool, got int"),
-        ("[detector]\nmax_atoms = true\n", "'detector.max_atoms' must be int, got bool"),
+        (
+            '[kafka]\npartitions = "4"\n',
+            "'kafka.partitions' (SPARSEWATCH_KAFKA_PARTITIONS) must be int, got str",
+        ),
+        (
+            "[detector]\ntopics = 1\n",
+            "'detector.topics' (SPARSEWATCH_DETECTOR_TOPICS) must be bool, got int",
+        ),
+        (
+            "[detector]\nmax_atoms = true\n",
+            "'detector.max_atoms' (SPARSEWATCH_DETECTOR_MAX_ATOMS) must be int, got bool",
+        ),
         ("data_dir = [\n", "is not valid TOML"),
     ],
 )
@@ -108,7 +118,7 @@ def test_a_malformed_file_is_refused_in_one_line(tmp_path: Path, body: str, mess
     path.write_text(body)
     with pytest.raises(SparsewatchError) as err:
         load_config(path, env={})
-    assert message in str(err.value)
+    assert message in str(err.value) and str(path) in str(err.value)  # the file is named
 
 
 def test_an_unreadable_file_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -129,12 +139,12 @@ def test_an_unreadable_file_is_refused_in_one_line(tmp_path: Path) -> None:
         (
             "SPARSEWATCH_DETECTOR_TOPICS",
             "maybe",
-            "SPARSEWATCH_DETECTOR_TOPICS='maybe' is not a valid bool",
+            "SPARSEWATCH_DETECTOR_TOPICS='maybe' \\('detector.topics'\\) is not a valid bool",
         ),
         (
             "SPARSEWATCH_KAFKA_PARTITIONS",
             "4.5",
-            "SPARSEWATCH_KAFKA_PARTITIONS='4.5' is not a valid int",
+            "SPARSEWATCH_KAFKA_PARTITIONS='4.5' \\('kafka.partitions'\\) is not a valid int",
         ),
     ],
 )
@@ -209,6 +219,10 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_GC_THRESHOLD", "99999999999999", "in 0..2147483647 (0: Python's default)"),
         ("SPARSEWATCH_WRITER", "bogus", "'process' or 'thread'"),
         ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
+        ("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "", "a non-empty host:port list"),
+        ("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "  ", "a non-empty host:port list"),
+        ("SPARSEWATCH_KAFKA_GROUP_ID", "", "non-empty"),
+        ("SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S", "0.001", ">= 0.1"),
         ("SPARSEWATCH_WINDOWS_SIZE", "banana", _SIZE),
         ("SPARSEWATCH_WINDOWS_SIZE", "0s", _SIZE),
         ("SPARSEWATCH_WINDOWS_ALLOWED_LATENESS", "-5s", _LATENESS),
@@ -269,11 +283,14 @@ def test_options_valid_alone_but_not_together_are_refused(env, expected) -> None
 def test_float_options_must_be_finite(variable: str, value: str, tmp_path: Path) -> None:
     """nan passes every range check and flagged nothing (novel_threshold), or stopped ``run``
     with a bare ValueError (heap_free_limit_mb)."""
-    with pytest.raises(SparsewatchError, match=f"^{variable}='{value}' is not a finite number$"):
-        load_config(env={variable: value})
     section, _, key = variable.removeprefix("SPARSEWATCH_").lower().partition("_")
     if section not in ("detector", "windows"):
         section, key = "", variable.removeprefix("SPARSEWATCH_").lower()
+    option = f"{section}.{key}" if section else key
+    with pytest.raises(
+        SparsewatchError, match=f"^{variable}='{value}' \\('{option}'\\) is not a finite number$"
+    ):
+        load_config(env={variable: value})
     path = tmp_path / "sparsewatch.toml"
     line = f"{key} = {value}\n"
     path.write_text(f"[{section}]\n{line}" if section else line)
