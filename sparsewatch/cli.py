@@ -81,6 +81,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        if isinstance(exc, click.NoSuchOption) and exc.option_name in ("--config", "--debug"):
+            hint = (
+                f" ({exc.option_name} goes before the command: sparsewatch {exc.option_name} ...)"
+            )
         click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

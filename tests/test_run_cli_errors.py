@@ -61,3 +61,20 @@ def test_a_missing_worker_argument_is_one_line(tmp_path: Path) -> None:
         "error: Missing argument '{detector|anomaly|all}'. Choose from: detector, anomaly, all "
         "(see 'python -m sparsewatch run --help')"
     )
+
+
+def test_global_options_after_the_command_say_where_they_go(tmp_path: Path) -> None:
+    """``sparsewatch run all --config f.toml`` said only "No such option '--config'"."""
+    full = {**os.environ, "SPARSEWATCH_DATA_DIR": str(tmp_path)}
+    full.pop("SPARSEWATCH_DEBUG", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "run", "all", "--config", "f.toml"],
+        env=full,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert _one_line(proc) == (
+        "error: No such option '--config'. (--config goes before the command: "
+        "sparsewatch --config ...)"
+    )
