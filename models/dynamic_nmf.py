@@ -64,6 +64,8 @@ weights ``W >= 0`` (``N x K``):
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from dataclasses import asdict, dataclass
 
@@ -84,6 +86,10 @@ from sparsewatch.models.projections import project_simplex, simplex_box_threshol
 __all__ = ["DynamicNMF", "EmergingTopicEvent", "hp_smoother"]
 
 EVOLVING, EMERGING = 0, 1
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -327,8 +333,32 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         cap = self.max_step_documents
         if cap is not None and cap < 1:
             raise ValueError(f"max_step_documents must be >= 1 or None, got {cap}")
+        self._check_params()
         if hasattr(self, "components_"):
             check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
+
+    def _check_params(self) -> None:
+        """``ValueError`` naming the parameter, before any state changes, for values that gave
+        wrong results silently (``n_emerging=-1`` made 29 emerging topics, a negative
+        ``n_top_terms`` reported terms from the end) or failed deep inside (``window=0``:
+        IndexError; ``max_topics=0``: argmax of an empty sequence; ``delta<0``: empty set)."""
+        at_least = {
+            "n_initial_topics": 1,
+            "n_emerging": 0,
+            "window": 1,
+            "max_iter": 1,
+            "pg_iter": 1,
+            "n_top_terms": 1,
+            "max_topics": max(self.n_initial_topics, 1) if _is_int(self.n_initial_topics) else 1,
+        }
+        for name, low in at_least.items():
+            value = getattr(self, name)
+            if not _is_int(value) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name in ("delta", "mu", "margin", "hp_lambda", "tol"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
     def _check_fitted(self) -> None:
         """``NotFittedError`` before the first :meth:`fit` or time point."""
@@ -378,7 +408,9 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         cap = self.max_step_documents
         if cap is None or n <= cap:
             return np.arange(n)
-        seed = 0 if self.random_state is None else self.random_state
+        # an int seeds the samples; None or a RandomState instance (whose seed cannot be read
+        # back, and whose draws a checkpoint would not restore) sample with seed 0
+        seed = self.random_state if _is_int(self.random_state) else 0
         rng = np.random.default_rng([seed, t])
         return np.sort(rng.choice(n, cap, replace=False))
 

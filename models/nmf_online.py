@@ -80,10 +80,11 @@ __all__ = ["MORNMF", "ORNMF", "WORNMF"]
 _IS = "itakura-saito"
 
 
-def _as_float(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
+def _as_float(X: np.ndarray | sp.spmatrix, model: str) -> np.ndarray | sp.csr_matrix:
     """``X`` as float64 (CSR when sparse), checked by :func:`nonnegative_matrix` (negative entries
-    were learned from silently; ``1/2 sum ||v||^2`` is taken from the stored entries)."""
-    return nonnegative_matrix(X, "OR-NMF")
+    were learned from silently; ``1/2 sum ||v||^2`` is taken from the stored entries); errors
+    name ``model``."""
+    return nonnegative_matrix(X, model)
 
 
 def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:
@@ -185,7 +186,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
 
         Invalid ``X`` or ``init`` raises ``ValueError`` before the state is forgotten, and so
         does ``X`` without samples or features (it returned a model without bases)."""
-        X = _as_float(X)
+        X = _as_float(X, type(self).__name__)
         require_samples_and_features(X, type(self).__name__)
         self._check_loss(X)
         self._check_params()
@@ -204,7 +205,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         vocabulary has no simplex to put them on). ``X`` with NaN or infinite entries raises
         ``ValueError`` before anything changes (they would poison ``B_`` for good).
         """
-        X = _as_float(X)
+        X = _as_float(X, type(self).__name__)
         self._check_loss(X)
         self._check_params()
         if not hasattr(self, "components_"):
@@ -231,7 +232,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         A wider ``X`` (terms the vocabulary appended since) is read with zero weight on the new
         terms, without changing the model; a narrower one raises ``ValueError``."""
         check_is_fitted(self, "components_")
-        X = _as_float(X)
+        X = _as_float(X, type(self).__name__)
         self._check_loss(X)
         return self._codes(X, self._bases_for(X.shape[1]))
 
@@ -268,7 +269,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         """Mean loss per sample of ``X`` with its optimal coefficients (no regularisers).
 
         ``ValueError`` for ``X`` without samples (no mean; it raised ``ZeroDivisionError``)."""
-        X = _as_float(X)
+        X = _as_float(X, type(self).__name__)
         H = self.transform(X)
         if X.shape[0] == 0:
             raise ValueError("X has no samples: the mean loss per sample is undefined")

@@ -398,7 +398,7 @@ SNAPSHOT_COLUMNS = (
 
 @click.group()
 def snapshots() -> None:
-    """Model snapshots (dictionaries, topic models) stored every N windows."""
+    """Model snapshots (the l1 novelty dictionary) stored every N windows."""
 
 
 @snapshots.command("list")

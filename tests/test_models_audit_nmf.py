@@ -320,3 +320,65 @@ def test_mor_nmf_buffer_size_changed_after_fitting() -> None:
     model.fit(X)
     assert model.ring_n_.shape == (2,)
     model.partial_fit(X[:10])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"n_components": 0}, "n_components must be an integer >= 1, got 0"),  # an empty model
+        ({"max_inner_iter": 0}, "max_inner_iter must be an integer >= 1"),  # bases never moved
+        ({"max_epochs": 0}, "max_epochs must be an integer >= 1"),  # fit left it unfitted
+        ({"tau": -1.0}, "tau must be a finite number >= 0"),
+        ({"alpha_W": float("nan")}, "alpha_W must be a finite number >= 0"),
+        ({"h_max": -1.0}, "h_max must be None or > 0"),  # gave negative coefficients
+    ],
+)
+@pytest.mark.parametrize("cls", [ORNMF, WORNMF, MORNMF])
+def test_online_nmf_parameters_are_checked(cls, params, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        cls(**params).fit(_documents())
+
+
+def test_a_changed_rank_is_refused_not_kept_silently() -> None:
+    """``set_params(n_components=5)`` on a rank-3 model, then ``partial_fit``, or restoring a
+    rank-3 state into a rank-5 model, kept 3 bases without a word."""
+    model = MORNMF(n_components=3, batch_size=10, random_state=0).fit(_documents())
+    state = _state(model)
+    with pytest.raises(ValueError, match="n_components is 5 but the model has 3 bases"):
+        model.set_params(n_components=5).partial_fit(_documents(1))
+    with pytest.raises(ValueError, match="state has 3 bases, but n_components is 5"):
+        MORNMF(n_components=5).set_state(state)
+    assert MORNMF(n_components=3).set_state(state).components_.shape[0] == 3
+
+
+def test_errors_name_the_model_used() -> None:
+    with pytest.raises(ValueError, match="MORNMF"):
+        MORNMF(n_components=2).fit(-_documents())
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"n_emerging": -1}, "n_emerging must be an integer >= 0"),  # made 29 emerging topics
+        ({"n_top_terms": -2}, "n_top_terms must be an integer >= 1"),
+        ({"window": 0}, "window must be an integer >= 1"),  # IndexError
+        ({"max_topics": 0}, "max_topics must be an integer >= 5"),  # argmax of empty sequence
+        ({"max_topics": 4}, "max_topics must be an integer >= 5"),  # dropped initial topics
+        ({"delta": -0.1}, "delta must be a finite number >= 0"),  # "empty set"
+        ({"mu": -1.0}, "mu must be a finite number >= 0"),
+        ({"hp_lambda": float("inf")}, "hp_lambda must be a finite number >= 0"),
+        ({"n_initial_topics": 0}, "n_initial_topics must be an integer >= 1"),
+    ],
+)
+def test_dynamic_nmf_parameters_are_checked(params, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        DynamicNMF(**params).partial_fit(_documents())
+
+
+def test_dynamic_nmf_accepts_a_random_state_instance_with_sampled_time_points() -> None:
+    """A RandomState instance (a standard scikit-learn ``random_state``) raised TypeError once a
+    time point had more documents than ``max_step_documents``."""
+    model = DynamicNMF(2, max_step_documents=10, random_state=np.random.RandomState(0))
+    for seed in range(3):
+        model.partial_fit(_documents(seed))
+    assert model.components_.shape[1] == 12
