@@ -209,6 +209,7 @@ class AnomalyStreamState:
         # that did not remember them, the window up to which all count as processed.
         self.done: dict[int, None] = {}
         self.done_floor = -1
+        self._warned_constant = False
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
@@ -305,8 +306,17 @@ class AnomalyStreamState:
         scale[~usable] = 0.0
         self.since_fit = 0
         if not scale.any():
+            if self.model is not None or not self._warned_constant:
+                log.warning(
+                    "anomaly: stream %s: every feature is constant over its %d reference "
+                    "documents: nothing can be scored until they vary (fitted again each window)",
+                    self.stream,
+                    len(self.reference),
+                )
+                self._warned_constant = True
             self.model = None
             return
+        self._warned_constant = False
         self.center, self.scale = center, scale
         sparsity = min(self.config.sparsity, int((scale > 0).sum()))
         self.model = build_model(self.config, sparsity).fit(self._standardise(self.reference))

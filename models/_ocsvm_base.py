@@ -28,6 +28,7 @@ quantities, so that the weight ``alpha`` of the OC-SVM term does not depend on t
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from dataclasses import dataclass
 
@@ -421,11 +422,26 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         return int(self.n_nonzero_coefs)
 
     def _nu(self) -> float:
+        """``nu`` in (0, 1): at 1 every training point is a support vector and libsvm's dual
+        coefficients are not finite (it failed inside the fit, as scikit-learn's OneClassSVM
+        does)."""
         nu = self.nu if self.nu is not None else self.contamination
         nu = 0.1 if nu is None else float(nu)
-        if not 0.0 < nu <= 1.0:
-            raise ValueError(f"nu must be in (0, 1], got {nu}")
+        if not 0.0 < nu < 1.0:
+            raise ValueError(f"nu must be in (0, 1), got {nu}")
         return nu
+
+    def _check_counts(self) -> None:
+        """``ValueError`` naming the parameter for counts out of range (``n_iter=-1`` was taken
+        as 0 sweeps, ``n_components=0`` failed in the OC-SVM with "Mean of empty slice",
+        ``n_landmarks=0`` in ``check_pairwise_arrays``)."""
+        low = {"n_components": 1, "n_iter": 0, "power_iter": 1, "n_landmarks": 1}
+        for name, least in low.items():
+            value = getattr(self, name, None)
+            if value is None and name == "n_landmarks":  # None: every training row
+                continue
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
 
     def _check_contamination(self) -> None:
         c = self.contamination
@@ -448,6 +464,7 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         and the old dictionary scored with them).
         """
         self._check_contamination()
+        self._check_counts()
         X = check_training_data(X, self._sparsity())
         learned = {k: v for k, v in vars(self).items() if k.endswith("_")}
         try:

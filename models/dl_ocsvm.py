@@ -19,7 +19,9 @@ with ``d*`` exact (trust-region sub-problem through the SVD of ``R``) or by the 
 the OC-SVM is refitted after each sweep. Theorem 1 minimises ``F`` with the hinge replaced by its
 Lagrangian at the current ``lambda`` (a minorant tight at the current codes); an atom update that
 would nevertheless raise ``F`` is not taken (counted in ``n_rejected_updates_``), so that ``F``
-never increases across sweeps and refits, which is Proposition 3's monotonicity.
+never increases across sweeps and refits, which is Proposition 3's monotonicity (with the default
+``omp_refresh=False``: OMP re-coding between sweeps is greedy, not a descent step, and can raise
+``F`` by a little).
 
 Algorithm 3 (inference): OMP with the learned dictionary, then each code row scaled by the factor
 ``1 - beta/||v||`` that the training rule gave that atom (zero for the trimmed atoms: a signal that
@@ -237,7 +239,8 @@ class DLOCSVM(OCSVMDetectorBase):
         ``None`` uses the OC-SVM's own sign (score > 0 is an outlier).
     atom_solver : ``"exact"`` (SVD trust-region sub-problem) or ``"power"``.
     power_iter : iterations of the power method.
-    omp_refresh : re-run OMP on the current dictionary between outer iterations.
+    omp_refresh : re-run OMP on the current dictionary between outer iterations (greedy codes:
+        ``F`` may then rise between sweeps).
     replace_dead_atoms : restart unused atoms on the worst-represented signal during the sweep.
     init : initial dictionary, ``"data"`` (random signals) or ``"random"`` (Gaussian).
     ocsvm_tol : libsvm tolerance; ``None`` scales it to the codes (1e-5 of the mean ||x||^2).

@@ -42,3 +42,23 @@ def test_nu_shapes_the_svm_and_contamination_sets_the_threshold(proto, nu, used)
 def test_invalid_nu_rejected(cls) -> None:
     with pytest.raises(ValueError, match="nu must be in"):
         cls(n_components=4, nu=1.5).fit(data(1))
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"nu": 1.0}, r"nu must be in \(0, 1\), got 1.0"),  # libsvm: dual coefficients not finite
+        ({"n_iter": -1}, "n_iter must be an integer >= 0, got -1"),  # was 0 sweeps, silently
+        ({"n_components": 0}, "n_components must be an integer >= 1, got 0"),
+        ({"power_iter": 0}, "power_iter must be an integer >= 1"),
+    ],
+)
+@pytest.mark.parametrize("cls", [DLOCSVM, DPLOCSVM, KDLOCSVM])
+def test_out_of_range_parameters_are_refused_by_name(cls, params, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        cls(**{"n_components": 4, **params}).fit(data(1))
+
+
+def test_zero_landmarks_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="n_landmarks must be an integer >= 1, got 0"):
+        KDLOCSVM(n_components=4, n_landmarks=0).fit(data(1))

@@ -335,3 +335,19 @@ def test_processed_windows_are_remembered_within_a_bound():
     assert len(state.done) == REMEMBERED_WINDOWS and state.done_floor == -1
     assert _window(state, 5, 1, offset0=10**6) == ([], [])  # remembered: a re-send
     assert _window(state, 0, 1, offset0=10**6 + 1) == ([1], [])  # forgotten: processed again
+
+
+def test_a_stream_whose_features_never_vary_says_so_once(caplog):
+    """Every document unexplained (score 1, empty code): no feature varies, so no model is ever
+    fitted and nothing is scored, which the log did not say."""
+    state = AnomalyStreamState("s", _config(), None)
+    with caplog.at_level("WARNING"):
+        for seq in range(5):
+            outs = [
+                o
+                for i in range(20)
+                for o in state.add(parse_scored(_msg(seq, i, 20, 1.0, 0)), 0, 0, now=0.0)
+            ]
+            assert [o.n_documents for o in outs] == [20] and not outs[0].calls
+    assert state.model is None
+    assert caplog.text.count("every feature is constant over its 40 reference documents") == 1
