@@ -15,7 +15,7 @@ born at random times between 5% and 90% of the stream) and scores every alert ag
   ``--horizon`` windows of its birth; recall is the fraction of those topics caught, the delay
   is counted in windows from the window of its first document.
 
-    python benchmarks/emerging_topics.py                          # K_em = 1, 2, 3, 5
+    python benchmarks/emerging_topics.py --repeat-windows 3,0      # K_em = 1, 2, 3, 5
     python benchmarks/emerging_topics.py --documents 10000 --emerging 1
 
 Writes ``benchmarks/results/emerging_topics.json``.
@@ -58,9 +58,10 @@ def own_words(docs: list[dict]) -> dict[str, set[str]]:
     return out
 
 
-def run(docs: list[dict], n_emerging: int, horizon: int) -> dict:
+def run(docs: list[dict], n_emerging: int, horizon: int, repeat_windows: int) -> dict:
     config = _config("unused", "unused", "sqlite://", 10)
     config.detector.emerging_per_window = n_emerging
+    config.detector.emerging_repeat_windows = repeat_windows
     closed = closed_windows(docs, config, "alpha")
     models = build_models(config.detector)
     own = own_words(docs)
@@ -99,8 +100,11 @@ def run(docs: list[dict], n_emerging: int, horizon: int) -> dict:
         1 for a in alerts if a["topic"] in new and 0 <= a["window"] - new[a["topic"]] <= horizon
     )
     matched = sum(1 for a in alerts if a["topic"] is not None)
+    named = [a["topic"] for a in alerts if a["topic"] is not None]
     return {
         "n_emerging": n_emerging,
+        "repeat_windows": repeat_windows,
+        "alerts_repeating_a_named_topic": len(named) - len(set(named)),
         "windows": len(closed),
         "alerts": len(alerts),
         "alerts_naming_a_topic": matched,
@@ -125,29 +129,36 @@ def main() -> None:
     ap.add_argument("--emerging", default="1,2,3,5", help="K_em values, comma-separated")
     ap.add_argument("--horizon", type=int, default=5, help="windows after a topic's birth")
     ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument(
+        "--repeat-windows",
+        default="3",
+        help="detector.emerging_repeat_windows values, comma-separated (0: every topic alerted)",
+    )
     args = ap.parse_args()
     docs = generate_stream(args.documents, kind="tweet", stream="alpha", seed=args.seed)
     docs.sort(key=lambda d: d["timestamp"])
     out = {
         "command": "python benchmarks/emerging_topics.py "
         f"--documents {args.documents} --emerging {args.emerging} --horizon {args.horizon} "
-        f"--seed {args.seed}",
+        f"--seed {args.seed} --repeat-windows {args.repeat_windows}",
         "machine": f"{platform.machine()}, 2 cores; python {platform.python_version()}",
         "runs": [],
     }
     with threadpool_limits(1):
         for k in (int(x) for x in args.emerging.split(",")):
-            res = run(docs, k, args.horizon)
-            out["runs"].append(res)
-            print(
-                f"n_emerging={k}: {res['alerts']} alerts over {res['windows']} windows, "
-                f"{res['alerts_naming_a_topic']} name a topic, "
-                f"{res['alerts_naming_a_new_topic_in_time']} a new one in time; caught "
-                f"{res['new_topics_caught']}/{res['new_topics']} new topics, median delay "
-                f"{res['median_delay_windows']} windows; {res['cpu_s']:.1f} s CPU "
-                f"({res['topics_s']:.1f} s in the topic models)",
-                flush=True,
-            )
+            for r in (int(x) for x in args.repeat_windows.split(",")):
+                res = run(docs, k, args.horizon, r)
+                out["runs"].append(res)
+                print(
+                    f"n_emerging={k}, repeat_windows={r}: {res['alerts']} alerts over "
+                    f"{res['windows']} windows, {res['alerts_naming_a_topic']} name a topic "
+                    f"({res['alerts_repeating_a_named_topic']} one already named), "
+                    f"{res['alerts_naming_a_new_topic_in_time']} a new one in time; caught "
+                    f"{res['new_topics_caught']}/{res['new_topics']} new topics, median delay "
+                    f"{res['median_delay_windows']} windows; {res['cpu_s']:.1f} s CPU "
+                    f"({res['topics_s']:.1f} s in the topic models)",
+                    flush=True,
+                )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "emerging_topics.json").write_text(json.dumps(out, indent=1))
 

@@ -107,6 +107,7 @@ class DetectorConfig:
     max_topics: int = 30
     emerging_per_window: int = 3
     emerging_min_documents: int = 3
+    emerging_repeat_windows: int = 3
     emerging_max_documents: int = 2000
     top_terms: int = 8
 
@@ -359,6 +360,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),
     ("detector", "emerging_per_window"): (lambda v: v >= 1, ">= 1"),
     ("detector", "emerging_min_documents"): (lambda v: v >= 0, ">= 0"),
+    ("detector", "emerging_repeat_windows"): (lambda v: v >= 0, ">= 0 (0: alert every one)"),
     ("detector", "emerging_max_documents"): (lambda v: v >= 0, ">= 0 (0: every document)"),
     ("anomaly", "reference_documents"): (lambda v: v >= 2, ">= 2"),
     ("anomaly", "refit_every_windows"): (lambda v: v >= 1, ">= 1"),

@@ -5,7 +5,12 @@ from __future__ import annotations
 import io
 
 import numpy as np
-from sparsewatch.consumers.detector_core import build_models, process_window, score_late
+from sparsewatch.consumers.detector_core import (
+    _repeats_an_alert,
+    build_models,
+    process_window,
+    score_late,
+)
 from sparsewatch.consumers.messages import Document
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.replay.synthetic import generate_stream
@@ -219,8 +224,67 @@ def test_an_unchanged_configuration_keeps_the_emerging_ids_across_a_restore():
         process_window(a, w, config.detector)
     _, b = _restored(a.get_state(), {})
     assert (b.emerging_id_base, b.next_topic_id) == (a.emerging_id_base, a.next_topic_id)
+    assert a.announced and b.announced == a.announced  # the recent alerts' terms too
     for w in windows[4:]:
         assert (
             process_window(a, w, config.detector).topics
             == process_window(b, w, config.detector).topics
         )
+
+
+def test_repeats_of_a_recent_emerging_topic_alert_are_recognised():
+    announced: dict = {}
+    story = {"quake": 0.7, "tokyo": 0.3}
+    assert _repeats_an_alert(announced, story, seq=10, windows=3) is None
+    announced[40] = (10, story)
+    again = {"quake": 0.6, "tokyo": 0.2, "aftershock": 0.2}  # cosine 0.93
+    assert _repeats_an_alert(announced, again, seq=13, windows=3) == 40
+    assert _repeats_an_alert(announced, {"election": 1.0}, seq=13, windows=3) is None
+    assert _repeats_an_alert(announced, again, seq=14, windows=3) is None  # forgotten
+    assert announced == {}
+    announced[41] = (14, story)
+    assert _repeats_an_alert(announced, again, seq=14, windows=0) is None  # 0: never a repeat
+
+
+def _emerging_alerts(comps) -> list[tuple[int, dict, dict[str, float]]]:
+    """(window, alert, its topic's terms) of every emerging-topic alert."""
+    out = []
+    for k, comp in enumerate(comps):
+        rows = {r["topic_id"]: dict(r["terms"]) for r in comp.topics}
+        for a in comp.alerts:
+            if a["kind"] == "emerging_topic":
+                out.append((k, a, rows[int(a["subject_id"].removeprefix("topic-"))]))
+    return out
+
+
+def test_an_emerging_topic_repeating_a_recent_alert_is_not_alerted_again():
+    """The dynamic NMF drops a topic under its cap while the story goes on, and the story then
+    emerges again under a new id: a second alert for the same story, a window or two later."""
+    docs = generate_stream(6000, kind="tweet", seed=21)
+    docs.sort(key=lambda d: d["timestamp"])
+    windows = _windows(docs, 500)
+    runs = {}
+    for repeat_windows in ("3", "0"):
+        config, models = _restored(
+            None, {"SPARSEWATCH_DETECTOR_EMERGING_REPEAT_WINDOWS": repeat_windows}
+        )
+        runs[repeat_windows] = [process_window(models, w, config.detector) for w in windows]
+    kept, every = _emerging_alerts(runs["3"]), _emerging_alerts(runs["0"])
+    kept_ids = [(k, a["subject_id"]) for k, a, _ in kept]
+    every_ids = [(k, a["subject_id"]) for k, a, _ in every]
+    assert kept_ids == [i for i in every_ids if i in kept_ids]  # a subsequence of them all
+    dropped = [(k, a, terms) for k, a, terms in every if (k, a["subject_id"]) not in kept_ids]
+    assert dropped
+    for k, alert, terms in dropped:
+        # its topic row and its documents are still stored under its id ...
+        topic_id = int(alert["subject_id"].removeprefix("topic-"))
+        assert any(r["emerging_topic"] == topic_id for r in runs["3"][k].documents)
+        # ... and it repeats an alert raised in its window or the three before
+        earlier = [t for j, _, t in kept if k - 3 <= j <= k and t is not terms]
+        assert any(
+            _repeats_an_alert({0: (k, other)}, terms, seq=k, windows=3) == 0 for other in earlier
+        )
+    # the novelty side is untouched
+    assert [r["novelty_score"] for c in runs["3"] for r in c.documents] == [
+        r["novelty_score"] for c in runs["0"] for r in c.documents
+    ]
