@@ -354,7 +354,9 @@ def _update_topics(
                         [t, float(w)]
                         for t, w in zip(event.top_terms, event.top_weights, strict=True)
                     ],
-                    "strength": float(event.strength),
+                    # the share of the window's documents it dominates: on the scale of a
+                    # MOR-NMF topic's share (its event's strength is a weighted volume)
+                    "strength": event.n_documents / max(n, 1),
                     "emerging": True,
                 }
             )

@@ -353,7 +353,10 @@ def topics(
     fmt: str,
     database_url: str | None,
 ) -> None:
-    """Topics per window with their top terms, newest window and strongest topic first."""
+    """Topics per window with their top terms, newest window and strongest topic first.
+
+    Strength is the topic's share of its window: a MOR-NMF topic's of the documents' topic
+    weight, an emerging topic's of the documents it dominates."""
     if window_seq is not None:
         if (from_window, to_window) != (None, None):
             raise click.BadParameter(
