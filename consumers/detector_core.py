@@ -218,6 +218,11 @@ def _sparse_dictionary(A: Any) -> dict[str, np.ndarray]:
     }
 
 
+def _trend(values: tuple[float, ...]) -> str:
+    """The smoothed volume over the dynamic NMF's window, oldest first (``0.5 1.21 3.4``)."""
+    return " ".join(f"{v:.3g}" for v in values)
+
+
 def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -372,7 +377,8 @@ def _update_topics(
                     "window_seq": seq,
                     "event_time": None,
                     "summary": f"emerging topic ({event.n_documents} docs, slope "
-                    f"{event.slope:.3g}): " + ", ".join(event.top_terms),
+                    f"{event.slope:.3g}, trend {_trend(event.trend)}): "
+                    + ", ".join(event.top_terms),
                 }
             )
     return dominant, emerging, rows, alerts

@@ -145,6 +145,11 @@ def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
             for a in comp.alerts
             if a["kind"] == "emerging_topic"
         }
+        for a in comp.alerts:  # the trend behind the slope is in the summary
+            if a["kind"] == "emerging_topic":
+                trend = [float(v) for v in a["summary"].split("trend ")[1].split(")")[0].split()]
+                slope, rounding = trend[-1] - trend[-2], 5e-3 * (abs(trend[-1]) + abs(trend[-2]))
+                assert abs(slope - a["score"]) <= rounding + 1e-9
         assert marked == alerts  # every announced topic, with its count, and nothing else
         emerging_rows = {r["topic_id"] for r in comp.topics if r["emerging"]}
         assert set(marked) == emerging_rows
