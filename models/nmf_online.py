@@ -253,6 +253,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
         if keep.size > n_features:
             raise ValueError("keep_index is longer than n_features")
+        self._check_box(n_features)
         W = self._resize_rows(self.components_.T, keep, n_features)
         sums = W.sum(axis=0)
         W = np.where(sums > 0, W / np.where(sums > 0, sums, 1.0), 1.0 / n_features)
@@ -381,9 +382,19 @@ class ORNMF(TransformerMixin, BaseEstimator):
         elif self.init not in ("data", "random"):
             raise ValueError(f"unknown init {self.init!r}")
 
+    def _check_box(self, n_features: int) -> None:
+        """``ValueError`` when no basis over ``n_features`` terms can give each at least
+        ``w_min`` (the projection said only "empty set" once a vocabulary grew that far)."""
+        if self._w_min() * n_features > 1.0:
+            raise ValueError(
+                f"w_min = {self._w_min():g} for {n_features} terms: the bases sum to 1, so w_min "
+                f"must be at most 1 / n_features = {1.0 / n_features:.3g}"
+            )
+
     def _initialise(self, X: np.ndarray | sp.csr_matrix) -> None:
         m, r = X.shape[1], self.n_components
         self._check_init(m)
+        self._check_box(m)
         rng = check_random_state(self.random_state)
         if isinstance(self.init, np.ndarray):
             W = np.array(self.init, dtype=np.float64)

@@ -382,3 +382,15 @@ def test_dynamic_nmf_accepts_a_random_state_instance_with_sampled_time_points() 
     for seed in range(3):
         model.partial_fit(_documents(seed))
     assert model.components_.shape[1] == 12
+
+
+def test_a_lower_bound_the_vocabulary_outgrows_is_named() -> None:
+    """``w_min`` above 1 / n_terms: the projection's bare "empty set", once the vocabulary grew."""
+    model = ORNMF(n_components=2, w_min=0.05, batch_size=10, random_state=0)
+    model.fit(_documents(m=12))
+    before = _state(model)
+    with pytest.raises(ValueError, match=r"w_min = 0\.05 for 30 terms: .* at most 1 / n_features"):
+        model.partial_fit(_documents(1, m=30))
+    _assert_same_state(model, before)
+    with pytest.raises(ValueError, match=r"w_min = 0\.05 for 30 terms"):
+        ORNMF(n_components=2, w_min=0.05).fit(_documents(m=30))
