@@ -324,6 +324,8 @@ def _update_topics(
     if models.topics is not None and X.shape[0] >= models.topics.n_components:
         models.topics.partial_fit(X)
         H = models.topics.transform(X)
+        if reseed_topics(models.topics, X, H, config.topic_reseeds_per_window):
+            H = models.topics.transform(X)
         dominant = np.where(H.max(axis=1) > 0, H.argmax(axis=1), -1)
         strength = H.sum(axis=0) / max(H.sum(), 1e-12)
         for t, w in enumerate(models.topics.components_):
@@ -382,6 +384,72 @@ def _update_topics(
                 }
             )
     return dominant, emerging, rows, alerts
+
+
+# A MOR-NMF topic used this little (share of the window's topic weight, relative to 1 / r), or
+# this close to a more used one (cosine of the bases), is re-seeded; from documents the bases
+# explain worst, at least RESEED_MIN_DOCUMENTS of one story (cosine to the worst one).
+RESEED_USAGE = 0.5
+RESEED_DUPLICATE = 0.8
+RESEED_STORY = 0.3
+RESEED_MIN_DOCUMENTS = 3
+RESEED_RESIDUAL = 0.5  # documents the bases leave at least half of (squared norm) unexplained
+RESEED_KNOWN = 0.5  # a story whose mean has this cosine with a topic is that topic's
+
+
+def reseed_topics(model: MORNMF, X: sp.csr_matrix, H: np.ndarray, max_new: int) -> list[int]:
+    """Re-seed up to ``max_new`` of ``model``'s topics that the window ``X`` (codes ``H``)
+    barely uses or that duplicate another, from the window's worst-explained story; the
+    topics replaced (:meth:`~sparsewatch.models.nmf_online.ORNMF.replace_components`).
+
+    MOR-NMF's averaged steps keep the topics of the warm-up: on the synthetic stream of
+    ``benchmarks/emerging_topics.py`` the share of documents whose dominant topic named their
+    own story fell from 0.43 to 0.16 over the stream, and no topic named the stories born late
+    (``benchmarks/topics.md``, section 4). A story counts when at least
+    :data:`RESEED_MIN_DOCUMENTS` of the worst-explained tenth of the documents are close to its
+    worst-explained one; its topic starts as their mean and learns from the next windows.
+    """
+    if max_new < 1:
+        return []
+    W = model.components_
+    r = W.shape[0]
+    usage = H.sum(axis=0) / max(float(H.sum()), 1e-300)
+    unit = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-300)
+    cosine = unit @ unit.T
+    np.fill_diagonal(cosine, 0.0)
+    more_used = usage[None, :] >= usage[:, None]
+    duplicate = np.flatnonzero(((cosine >= RESEED_DUPLICATE) & more_used).any(axis=1)).tolist()
+    candidates = sorted(
+        set(duplicate) | set(np.flatnonzero(usage < RESEED_USAGE / r).tolist()),
+        key=lambda i: usage[i],
+    )
+    replaced: list[int] = []
+    Xd = X.tocsr()
+    norms = np.asarray(Xd.multiply(Xd).sum(axis=1)).ravel()
+    # ||x - h W||^2 without forming h W (documents x terms): ||x||^2 - 2 x.(h W) + h (W W^T) h
+    residual = norms - 2.0 * ((Xd @ W.T) * H).sum(axis=1) + ((H @ (W @ W.T)) * H).sum(axis=1)
+    share = np.where(norms > 0, residual / np.maximum(norms, 1e-300), -np.inf)
+    pool = np.argsort(-share, kind="stable")[: max(RESEED_MIN_DOCUMENTS, X.shape[0] // 10)]
+    pool = pool[share[pool] >= RESEED_RESIDUAL]
+    unit_rows = sp.diags(1.0 / np.sqrt(norms[pool])) @ Xd[pool]
+    close = (unit_rows @ unit_rows.T).toarray() >= RESEED_STORY  # pool x pool
+    free = np.ones(pool.size, dtype=bool)
+    topics = iter(candidates[:max_new])
+    for i in range(pool.size):  # the worst-explained first
+        story = close[i] & free
+        if not free[i] or story.sum() < RESEED_MIN_DOCUMENTS:
+            continue  # a document without a story of its own: the next worst
+        free &= ~story
+        seed = np.asarray(Xd[pool[story]].mean(axis=0)).ravel()
+        if float((unit @ seed).max()) >= RESEED_KNOWN * float(np.linalg.norm(seed)):
+            continue  # a story a topic has (its documents only partly explained): not new
+        topic = next(topics, None)
+        if topic is None:
+            break
+        model.replace_components([topic], seed[None, :])
+        unit[topic] = seed / float(np.linalg.norm(seed))
+        replaced.append(topic)
+    return replaced
 
 
 # An emerging topic this close (cosine of the term distributions) to one announced lately is the

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -240,6 +241,39 @@ class ORNMF(TransformerMixin, BaseEstimator):
         """Dominant topic of each document (``argmax`` of its coefficients; -1 when all zero)."""
         H = self.transform(X)
         return np.where(H.max(axis=1) > 0, H.argmax(axis=1), -1)
+
+    def replace_components(self, index: Sequence[int], bases: np.ndarray) -> ORNMF:
+        """Replace the topics ``index`` by ``bases`` (one row per topic over the current terms,
+        projected onto the feasible set) and forget their statistics, so that they learn from
+        the next steps only.
+
+        Not part of Guan et al.'s algorithms: an extension for drifting streams. The averaged
+        stochastic-approximation steps move a basis only by what its documents add to ``B_``,
+        so a topic no document uses any more, or a second copy of another, stays as it is while
+        new stories go unmodelled (the detector worker re-seeds such topics from documents the
+        bases explain worst, :func:`sparsewatch.consumers.detector_core.reseed_topics`).
+        """
+        check_is_fitted(self, "components_")
+        idx = np.asarray(index, dtype=np.int64).ravel()
+        W = np.asarray(bases, dtype=np.float64).reshape(idx.size, -1)
+        if W.shape[1] != self.n_features_in_:
+            raise ValueError(f"bases have {W.shape[1]} terms, the model {self.n_features_in_}")
+        if idx.size and not (idx.min() >= 0 and idx.max() < self.n_components):
+            raise ValueError(f"topic index out of range 0..{self.n_components - 1}: {idx}")
+        if np.any(W < 0) or not np.all(np.isfinite(W)):
+            raise ValueError("bases must be finite and non-negative")
+        W = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-300)
+        self.components_[idx] = self._project(W, axis=1)
+        self._forget(idx)
+        return self
+
+    def _forget(self, idx: np.ndarray) -> None:
+        """Zero the statistics of topics ``idx`` (their rows and columns of ``A_``, columns of
+        ``B_``)."""
+        self.B_[:, idx] = 0.0
+        self.A_[:, idx] = 0.0
+        if self.beta_loss != _IS:
+            self.A_[idx, :] = 0.0
 
     def resize_features(self, n_features: int, keep_index: np.ndarray | None = None) -> ORNMF:
         """Change the term dimension consistently in the bases and all statistics.
@@ -749,6 +783,13 @@ class MORNMF(ORNMF):
 
     def _state_names(self) -> list[str]:
         return [*super()._state_names(), "ring_A_", "ring_B_", "ring_sq_", "ring_n_", "ring_pos_"]
+
+    def _forget(self, idx: np.ndarray) -> None:
+        super()._forget(idx)
+        self.ring_B_[:, :, idx] = 0.0
+        self.ring_A_[:, :, idx] = 0.0
+        if self.beta_loss != _IS:
+            self.ring_A_[:, idx, :] = 0.0
 
     def _row_stats(self) -> list[str]:
         extra = ["ring_B_", "ring_A_"] if self.beta_loss == _IS else ["ring_B_"]

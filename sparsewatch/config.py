@@ -103,6 +103,7 @@ class DetectorConfig:
     snapshot_every: int = 10
     topics: bool = True
     n_topics: int = 10
+    topic_reseeds_per_window: int = 1
     emerging_topics: bool = True
     max_topics: int = 30
     emerging_per_window: int = 3
@@ -357,6 +358,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "max_step_documents"): (lambda v: v >= 0, ">= 0 (0: no bound)"),
     ("detector", "snapshot_every"): (lambda v: v >= 1, ">= 1"),
     ("detector", "n_topics"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "topic_reseeds_per_window"): (lambda v: v >= 0, ">= 0 (0: MOR-NMF as published)"),
     ("detector", "max_topics"): (lambda v: v >= 1, ">= 1"),
     ("detector", "emerging_per_window"): (lambda v: v >= 1, ">= 1"),
     ("detector", "emerging_min_documents"): (lambda v: v >= 0, ">= 0"),

@@ -394,3 +394,31 @@ def test_a_lower_bound_the_vocabulary_outgrows_is_named() -> None:
     _assert_same_state(model, before)
     with pytest.raises(ValueError, match=r"w_min = 0\.05 for 30 terms"):
         ORNMF(n_components=2, w_min=0.05).fit(_documents(m=30))
+
+
+@pytest.mark.parametrize("cls", [ORNMF, MORNMF])
+def test_a_replaced_topic_starts_from_its_seed_with_no_statistics(cls) -> None:
+    model = cls(n_components=3, batch_size=10, random_state=0).fit(_documents())
+    seed = np.zeros(12)
+    seed[[3, 7]] = [3.0, 1.0]
+    model.replace_components([1], seed[None, :])
+    np.testing.assert_allclose(model.components_[1], seed / 4.0)  # on the simplex
+    assert not model.B_[:, 1].any() and not model.A_[1].any() and not model.A_[:, 1].any()
+    if cls is MORNMF:
+        assert not model.ring_B_[:, :, 1].any() and not model.ring_A_[:, 1].any()
+        model.partial_fit(_documents(1))
+        np.testing.assert_allclose(model.B_, model.ring_B_.sum(axis=0), atol=1e-12)
+    else:
+        model.partial_fit(_documents(1))
+    assert np.all(model.components_ >= 0)
+    np.testing.assert_allclose(model.components_.sum(axis=1), 1.0)
+
+
+def test_replacing_topics_refuses_bad_bases() -> None:
+    model = MORNMF(n_components=2, batch_size=10, random_state=0).fit(_documents())
+    with pytest.raises(ValueError, match="bases have 5 terms, the model 12"):
+        model.replace_components([0], np.ones((1, 5)))
+    with pytest.raises(ValueError, match="topic index out of range"):
+        model.replace_components([2], np.ones((1, 12)))
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        model.replace_components([0], -np.ones((1, 12)))

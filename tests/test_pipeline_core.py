@@ -5,14 +5,17 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import scipy.sparse as sp
 from sparsewatch.consumers.detector_core import (
     _repeats_an_alert,
     build_models,
     process_window,
+    reseed_topics,
     score_late,
 )
 from sparsewatch.consumers.messages import Document
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
+from sparsewatch.models.nmf_online import MORNMF
 from sparsewatch.replay.synthetic import generate_stream
 
 from sparsewatch.config import load_config
@@ -299,3 +302,38 @@ def test_an_emerging_topic_repeating_a_recent_alert_is_not_alerted_again():
     assert [r["novelty_score"] for c in runs["3"] for r in c.documents] == [
         r["novelty_score"] for c in runs["0"] for r in c.documents
     ]
+
+
+def _story_docs(rng, terms: list[int], n: int, m: int = 30) -> np.ndarray:
+    X = np.zeros((n, m))
+    for row in X:
+        row[rng.choice(terms, size=3, replace=False)] = rng.uniform(0.5, 1.0, 3)
+        row[rng.integers(25, m)] = 0.1  # a background word
+    return X
+
+
+def test_a_topic_no_document_uses_is_reseeded_from_the_story_left_unexplained():
+    """MOR-NMF kept the warm-up's topics: a story born later was never a topic of its own."""
+    rng = np.random.default_rng(0)
+    stories = {"a": [0, 1, 2, 3, 4], "b": [5, 6, 7, 8, 9], "c": [10, 11, 12, 13, 14]}
+    warm = np.vstack([_story_docs(rng, t, 40) for t in stories.values()])
+    model = MORNMF(n_components=3, batch_size=30, max_epochs=20, random_state=0).fit(warm)
+    later = np.vstack(  # story c is over, story d is new
+        [
+            _story_docs(rng, stories["a"], 40),
+            _story_docs(rng, stories["b"], 40),
+            _story_docs(rng, [20, 21, 22, 23, 24], 12),
+        ]
+    )
+    X = sp.csr_matrix(later)
+    model.partial_fit(X)
+    H = model.transform(X)
+    old_c = int(np.argmax(model.components_[:, 10:15].sum(axis=1)))
+    assert reseed_topics(model, X, H, max_new=0) == []
+    assert reseed_topics(model, X, H, max_new=1) == [old_c]
+    assert model.components_[old_c, 20:25].sum() > 0.9  # the new story's words
+    dominant = model.transform(X).argmax(axis=1)
+    assert (dominant[-12:] == old_c).all() and not (dominant[:80] == old_c).any()
+    # nothing left to explain: nothing re-seeded
+    H = model.transform(X)
+    assert reseed_topics(model, X, H, max_new=1) == []
