@@ -210,6 +210,7 @@ def test_follow_waits_out_a_database_outage(postgres_database, postgres_outage) 
         postgres_outage.end()
         code, err = _stop(proc, signal.SIGINT)
     assert code == 0
-    assert "reading the alerts failed (OperationalError); retrying" in err
+    assert "reading the alerts failed (OperationalError: " in err  # with the error's first line
+    assert "); retrying in " in err
     assert "Traceback" not in err
     assert lines.get(timeout=5) is None  # nothing else was printed
