@@ -61,6 +61,8 @@ from sparsewatch.models.novelty import (
     Detector,
     OnlineL1NoveltyDetector,
     WindowResult,
+    pack_texts,
+    unpack_texts,
 )
 from sparsewatch.models.text_features import StreamingTfidf
 
@@ -350,17 +352,14 @@ def _update_topics(
                 continue  # a topic no document is dominated by is not news yet
             topic_id = models.emerging_id_base + int(event.topic_id)
             emerging[models.emerging.labels_ == event.topic_id] = topic_id
-            terms = dict(zip(event.top_terms, event.top_weights, strict=True))
-            repeat = _repeats_an_alert(models.announced, terms, seq, config.emerging_repeat_windows)
+            named = dict(zip(event.top_terms, event.top_weights, strict=True))
+            repeat = _repeats_an_alert(models.announced, named, seq, config.emerging_repeat_windows)
             rows.append(
                 {
                     "stream": stream,
                     "window_seq": seq,
                     "topic_id": topic_id,
-                    "terms": [
-                        [t, float(w)]
-                        for t, w in zip(event.top_terms, event.top_weights, strict=True)
-                    ],
+                    "terms": [[t, float(w)] for t, w in named.items()],
                     # the share of the window's documents it dominates: on the scale of a
                     # MOR-NMF topic's share (its event's strength is a weighted volume)
                     "strength": event.n_documents / max(n, 1),
@@ -369,7 +368,7 @@ def _update_topics(
             )
             if repeat is not None:
                 continue  # the story of an alert raised lately: its documents carry this id
-            models.announced[topic_id] = (seq, terms)
+            models.announced[topic_id] = (seq, named)
             alerts.append(
                 {
                     "kind": "emerging_topic",
@@ -486,14 +485,14 @@ def _repeats_an_alert(
 
 
 def _announced_state(announced: dict[int, tuple[int, dict[str, float]]]) -> dict[str, np.ndarray]:
-    """:attr:`StreamModels.announced` as npz-safe arrays (terms as UTF-8 bytes and lengths)."""
-    terms = [t.encode() for _, named in announced.values() for t in named]
+    """:attr:`StreamModels.announced` as npz-safe arrays (terms packed by :func:`pack_texts`)."""
+    utf8, offsets = pack_texts([t for _, named in announced.values() for t in named])
     return {
         "announced_ids": np.fromiter(announced, np.int64, len(announced)),
         "announced_windows": np.asarray([w for w, _ in announced.values()], np.int64),
         "announced_n_terms": np.asarray([len(n) for _, n in announced.values()], np.int64),
-        "announced_terms_utf8": np.frombuffer(b"".join(terms), dtype=np.uint8),
-        "announced_term_bytes": np.asarray([len(t) for t in terms], np.int64),
+        "announced_terms_utf8": utf8,
+        "announced_terms_offsets": offsets,
         "announced_weights": np.asarray(
             [w for _, named in announced.values() for w in named.values()], np.float64
         ),
@@ -504,11 +503,7 @@ def _announced_from(state: dict[str, np.ndarray]) -> dict[int, tuple[int, dict[s
     """The inverse of :func:`_announced_state` (nothing from a checkpoint without it)."""
     if "announced_ids" not in state:
         return {}
-    raw = np.asarray(state["announced_terms_utf8"], np.uint8).tobytes()
-    lengths = np.asarray(state["announced_term_bytes"], np.int64)
-    ends = np.cumsum(lengths)
-    starts = (ends - lengths).tolist()
-    terms = [raw[a:b].decode() for a, b in zip(starts, ends.tolist(), strict=True)]
+    terms = unpack_texts(state["announced_terms_utf8"], state["announced_terms_offsets"])
     weights = np.asarray(state["announced_weights"], np.float64).tolist()
     out: dict[int, tuple[int, dict[str, float]]] = {}
     at = 0

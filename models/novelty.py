@@ -95,20 +95,20 @@ DEFAULT_FEATURES: dict[str, object] = {
 }
 
 
-def _pack_texts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def pack_texts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Variable-length strings as npz-safe arrays (no pickle): their UTF-8 bytes concatenated
     (``uint8``) and ``n + 1`` ``int64`` offsets. A fixed-width unicode array pads every entry to
     the longest at 4 bytes a character: one 100 kB text among 1,000 made a 400 MB array. Lone
     surrogates (valid in JSON strings) pass through (``surrogatepass``), so the round trip of
-    :func:`_unpack_texts` is exact."""
+    :func:`unpack_texts` is exact."""
     encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def _unpack_texts(data: np.ndarray, offsets: np.ndarray) -> list[str]:
-    """The strings :func:`_pack_texts` packed."""
+def unpack_texts(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """The strings :func:`pack_texts` packed."""
     blob = np.asarray(data, dtype=np.uint8).tobytes()
     bounds = np.asarray(offsets, dtype=np.int64).tolist()
     return [blob[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(bounds)]
@@ -851,7 +851,7 @@ class Detector:
         st = {f"features.{k}": v for k, v in self.features.get_state().items()}
         if self.fitted:
             st.update({f"model.{k}": v for k, v in self.model.get_state().items()})
-        st["warmup_utf8"], st["warmup_offsets"] = _pack_texts(self._warmup)
+        st["warmup_utf8"], st["warmup_offsets"] = pack_texts(self._warmup)
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> Detector:
@@ -866,5 +866,5 @@ class Detector:
         if "warmup_texts" in state:  # checkpoints written before the packed layout
             self._warmup = [str(t) for t in np.asarray(state["warmup_texts"]).tolist()]
         else:
-            self._warmup = _unpack_texts(state["warmup_utf8"], state["warmup_offsets"])
+            self._warmup = unpack_texts(state["warmup_utf8"], state["warmup_offsets"])
         return self
