@@ -189,7 +189,7 @@ def run_ingest(
             if batch or any(n != 0 for n in lag.values()):
                 quiet_since = now
             elif not lag:
-                if until_idle_s is None or not _matches_no_topic(consumer):
+                if until_idle_s is None or not consumer.matches_no_topic():
                     quiet_since = now
                 elif not warned:
                     log.warning(
@@ -226,16 +226,6 @@ def run_ingest(
         consumer.close()
         producer.flush(10)
     return stats
-
-
-def _matches_no_topic(consumer: BatchConsumer) -> bool:
-    """With no partition assigned: whether that is because no topic of the cluster is a source
-    (a pattern matching nothing, a misspelt name), so the bridge has drained all there is; else
-    its group is still joining. An unreachable broker is not known to be drained."""
-    try:
-        return consumer.matches_no_topic()
-    except KafkaException:
-        return False
 
 
 def _transfer(

@@ -273,8 +273,12 @@ class BatchConsumer:
     def matches_no_topic(self, timeout: float = 5.0) -> bool:
         """Whether no topic of the cluster is subscribed: none of the subscribed names exists
         and no ``^pattern`` matches one (topics named ``__...`` are the broker's own). Such a
-        consumer is never assigned anything, and librdkafka says so with no callback at all."""
-        topics = self._consumer.list_topics(timeout=timeout).topics
+        consumer is never assigned anything, and librdkafka says so with no callback at all.
+        An unreachable broker is not known to have none: False."""
+        try:
+            topics = self._consumer.list_topics(timeout=timeout).topics
+        except KafkaException:
+            return False
         names = [name for name in topics if not name.startswith("__")]
         for source in self._topics:
             if source.startswith("^"):

@@ -188,7 +188,8 @@ def _env_name(key: str) -> str:
     return ENV_PREFIX + key.replace(".", "_").upper()
 
 
-def _coerce(value: str, typ: Any, name: str, key: str) -> Any:
+def _coerce(value: str, typ: Any, key: str) -> Any:
+    name = _env_name(key)
     try:
         if typ is bool:
             lowered = value.strip().lower()
@@ -248,7 +249,7 @@ def _apply_env(obj: Any, env: dict[str, str], prefix: str, where: str = "") -> N
         if dataclasses.is_dataclass(current):
             _apply_env(current, env, f"{name}_", f"{where}{f.name}.")
         elif name in env:
-            setattr(obj, f.name, _coerce(env[name], hints[f.name], name, where + f.name))
+            setattr(obj, f.name, _coerce(env[name], hints[f.name], where + f.name))
 
 
 def _check_env_names(env: dict[str, str]) -> None:
