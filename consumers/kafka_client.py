@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    ConsumerGroupState,
     KafkaError,
     KafkaException,
     Message,
@@ -26,6 +27,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sparsewatch.errors import SparsewatchError
 from sparsewatch.logs import RDKAFKA_LOGGER
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,39 @@ def ensure_topics(
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise RuntimeError(f"could not create topic {name}: {exc}") from exc
+
+
+class NonEmptyGroupError(SparsewatchError):
+    """The broker refused to delete a consumer group that has members."""
+
+
+def consumer_group_members(bootstrap: str, group: str, timeout: float) -> int | None:
+    """How many members ``group`` has on the broker; ``None`` when the broker has no such group.
+    KafkaException (or TimeoutError) when the broker does not answer."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    found = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+    description = found.result(timeout + 1.0)  # the request times out first
+    if description.state == ConsumerGroupState.DEAD:
+        return None
+    return len(description.members)
+
+
+def delete_consumer_group(bootstrap: str, group: str, timeout: float) -> bool:
+    """Delete ``group`` (its committed offsets) on the broker: ``True`` when deleted, ``False``
+    when the broker has no such group. The broker deletes only a group without members
+    (checked and deleted in one request): :class:`NonEmptyGroupError` otherwise.
+    KafkaException when the broker does not answer."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        admin.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 1.0)
+    except KafkaException as exc:
+        code = exc.args[0].code()
+        if code == KafkaError.GROUP_ID_NOT_FOUND:
+            return False
+        if code == KafkaError.NON_EMPTY_GROUP:
+            raise NonEmptyGroupError(f"consumer group {group!r} has members") from None
+        raise
+    return True
 
 
 def next_offsets(messages: Iterable[Message]) -> TopicOffsets:

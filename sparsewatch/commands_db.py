@@ -1,4 +1,5 @@
-"""``sparsewatch db upgrade|prune``: the results database's schema and its size."""
+"""``sparsewatch db upgrade|prune|forget-group``: the results database's schema, its size, and the
+state kept for consumer groups."""
 
 from __future__ import annotations
 
@@ -6,15 +7,24 @@ import json
 from datetime import datetime
 
 import click
+from confluent_kafka import KafkaException
 
+from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
+from sparsewatch.consumers.kafka_client import (
+    NonEmptyGroupError,
+    consumer_group_members,
+    delete_consumer_group,
+)
+from sparsewatch.errors import SparsewatchError
+from sparsewatch.kafka_options import BOOTSTRAP_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, TIME, open_store
 from sparsewatch.storage.engine import mask_url
 
 
 @click.group()
 def db() -> None:
-    """The results database: schema migrations, retention."""
+    """The results database: schema migrations, retention, consumer groups' state."""
 
 
 @db.command()
@@ -96,3 +106,103 @@ def prune(
         return
     counts = ", ".join(f"{n} {table.replace('_', ' ')}" for table, n in report.deleted.items())
     click.echo(f"{'would delete' if dry_run else 'deleted'} {counts}")
+
+
+def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> str:
+    """Delete ``group`` on the broker (or, in a dry run, say whether that would work): "deleted",
+    "would delete" or "not found"; a group with members, or a broker that does not answer, is a
+    one-line error."""
+    live = "has members on the broker (a running worker, or one stopped less than its session "
+    live += "timeout ago): stop its workers and try again"
+    try:
+        if dry_run:
+            members = consumer_group_members(bootstrap, group, timeout)
+            if members:
+                raise SparsewatchError(f"consumer group {group!r} {live}")
+            return "not found" if members is None else "would delete"
+        return "deleted" if delete_consumer_group(bootstrap, group, timeout) else "not found"
+    except NonEmptyGroupError:
+        raise SparsewatchError(f"consumer group {group!r} {live}; nothing forgotten") from None
+    except (KafkaException, TimeoutError) as exc:
+        why = exc.args[0].str() if isinstance(exc, KafkaException) else "timed out"
+        raise SparsewatchError(
+            f"cannot reach Kafka at {bootstrap}: {why} (--no-kafka forgets the group in the "
+            "database only)"
+        ) from None
+
+
+@db.command("forget-group")
+@click.argument("groups", nargs=-1, required=True)
+@BOOTSTRAP_OPTION
+@click.option(
+    "--no-kafka",
+    is_flag=True,
+    help="Forget in the database only; the group's committed offsets on the broker stay.",
+)
+@click.option(
+    "--kafka-timeout",
+    type=FiniteFloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds to wait for the broker.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@DATABASE_OPTION
+@click.pass_context
+def forget_group(
+    ctx: click.Context,
+    groups: tuple[str, ...],
+    bootstrap_servers: str | None,
+    no_kafka: bool,
+    kafka_timeout: float,
+    dry_run: bool,
+    as_json: bool,
+    database_url: str | None,
+) -> None:
+    """Forget consumer groups no longer used (GROUPS as `status` lists them, e.g.
+    sparsewatch.detector): their checkpoints and resume offsets in the database and, unless
+    --no-kafka, the group and its committed offsets on the broker. Results stay. A group with
+    members on the broker is refused. A worker started later under a forgotten group builds its
+    models afresh, from the first retained messages (with --no-kafka: from the offsets the
+    group committed on the broker)."""
+    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
+    report: dict[str, dict[str, int | str]] = {}
+    with open_store(ctx, database_url) as store:
+        known = store.groups()
+        unknown = [g for g in dict.fromkeys(groups) if g not in known]
+        broker: dict[str, str] = {}
+        if not no_kafka:  # the broker first: it refuses a live group before anything is deleted
+            for group in dict.fromkeys(groups):
+                broker[group] = _broker_state(bootstrap, group, kafka_timeout, dry_run=True)
+            unknown = [g for g in unknown if broker[g] == "not found"]
+        if unknown:
+            where = "in the database" + ("" if no_kafka else " or on the broker")
+            have = ", ".join(known) if known else "none"
+            raise SparsewatchError(
+                f"no consumer group {', '.join(map(repr, unknown))} {where} (the database keeps "
+                f"state for: {have})"
+            )
+        for group in dict.fromkeys(groups):
+            if not no_kafka and not dry_run:
+                broker[group] = _broker_state(bootstrap, group, kafka_timeout, dry_run=False)
+            report[group] = {
+                **store.forget_group(group, dry_run=dry_run),
+                "broker": broker.get(group, "not asked"),
+            }
+    if as_json:
+        click.echo(json.dumps({"dry_run": dry_run, "groups": report}, sort_keys=True))
+        return
+    for group, counts in report.items():
+        verb = "would forget" if dry_run else "forgot"
+        on_broker = {
+            "deleted": "; deleted on the broker",
+            "would delete": "; would delete it on the broker",
+            "not found": "; no such group on the broker",
+            "not asked": "; the broker was not asked (--no-kafka)",
+        }[str(counts["broker"])]
+        click.echo(
+            f"{verb} {group}: {counts['checkpoints']} checkpoints, "
+            f"{counts['partition_offsets']} resume offsets{on_broker}"
+        )

@@ -8,6 +8,9 @@ restarted worker needs is never deleted: every stream keeps its newest ``keep_wi
 and their rows must still be there for first-write-wins to hold), each (stream, model kind) keeps
 its newest ``keep_snapshots`` snapshots, and checkpoints and stored offsets are not touched.
 Dead letters have no window: they are deleted by the time they were stored.
+
+A consumer group no longer used is forgotten as a whole (:func:`forget_group`): its checkpoints
+and stored offsets, the state a restarted worker of that group would resume from.
 """
 
 from __future__ import annotations
@@ -19,7 +22,16 @@ from typing import Any
 
 import sqlalchemy as sa
 from sparsewatch.storage.engine import write_connection
-from sparsewatch.storage.schema import alerts, dead_letters, documents, snapshots, topics, windows
+from sparsewatch.storage.schema import (
+    alerts,
+    checkpoints,
+    dead_letters,
+    documents,
+    partition_offsets,
+    snapshots,
+    topics,
+    windows,
+)
 
 WINDOW_BATCH = 200
 DEAD_LETTER_BATCH = 5_000
@@ -177,3 +189,21 @@ def _prune_dead_letters(engine: sa.Engine, before: datetime, report: PruneReport
             report.deleted["dead_letters"] += int(
                 conn.execute(sa.delete(dead_letters).where(where)).rowcount
             )
+
+
+_GROUP_STATE = (checkpoints, partition_offsets)
+
+
+def stored_groups(engine: sa.Engine) -> list[str]:
+    """The consumer groups the database keeps a checkpoint or a resume offset for."""
+    query = sa.union(*(sa.select(t.c.group_id) for t in _GROUP_STATE))
+    with engine.connect() as conn:
+        return sorted(conn.execute(query).scalars())
+
+
+def forget_group(engine: sa.Engine, group: str, dry_run: bool = False) -> dict[str, int]:
+    """Delete, in one transaction, what the database keeps for consumer group ``group``: its
+    checkpoints (one per stream) and its stored resume offsets; results (windows, documents,
+    alerts, ...) stay. Returns the rows deleted per table (with ``dry_run``, counted only)."""
+    with write_connection(engine) as conn, conn.begin():
+        return {t.name: _apply(conn, t, t.c.group_id == group, dry_run) for t in _GROUP_STATE}

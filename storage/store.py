@@ -517,6 +517,14 @@ class Store:
         """Delete old windows' results and old dead letters (:func:`~.retention.prune`)."""
         return retention.prune(self.engine, **options)
 
+    def groups(self) -> list[str]:
+        """Groups with a checkpoint or a stored offset (:func:`~.retention.stored_groups`)."""
+        return retention.stored_groups(self.engine)
+
+    def forget_group(self, group: str, dry_run: bool = False) -> dict[str, int]:
+        """Delete a consumer group's checkpoints and offsets (:func:`~.retention.forget_group`)."""
+        return retention.forget_group(self.engine, group, dry_run)
+
     def dead_letters(self, **filters: Any) -> list[dict[str, Any]]:
         """Dead letters, newest first (filters: :func:`~.queries.fetch_dead_letters`)."""
         with self.reading() as conn:
