@@ -5,14 +5,27 @@ documents/s is ``rate(sparsewatch_documents_total[1m])``; the novelty rate is
 ``rate(sparsewatch_novel_total[5m]) / rate(sparsewatch_documents_total[5m])``. The bridge's
 records/s is ``rate(sparsewatch_ingest_records_total[1m])`` (by ``outcome``: forwarded or
 dead_lettered), its lag ``sparsewatch_consumer_lag{worker="ingest"}``.
+
+Every family lives in prometheus_client's default registry; each endpoint serves a registry of
+its role's families only (:func:`role_registry`), so a worker's ``/metrics`` shows no ingest
+histogram and the bridge's no window latency.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
 
 from sparsewatch.errors import SparsewatchError
 
@@ -44,6 +57,25 @@ INGEST_BATCH_SECONDS = Histogram(
     "From an ingest batch in hand to its transaction committed",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+
+
+_SHARED = (DEAD_LETTERS, LAG)
+_FAMILIES = {
+    "workers": (DOCUMENTS, NOVEL, WINDOWS, WINDOW_LATENCY, *_SHARED),
+    "ingest": (INGEST_RECORDS, INGEST_TRANSACTIONS, INGEST_BATCH_SECONDS, *_SHARED),
+}
+
+
+def role_registry(role: Literal["workers", "ingest"]) -> CollectorRegistry:
+    """What the workers' (or the ingest bridge's) endpoint serves: that role's families and the
+    process, platform and garbage-collector metrics of the default registry."""
+    registry = CollectorRegistry()
+    for family in _FAMILIES[role]:
+        registry.register(family)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
 
 
 class WorkerMetrics:
@@ -104,14 +136,16 @@ class IngestMetrics:
         LAG.labels(self.worker).set(sum(n for n in lag.values() if n is not None))
 
 
-def serve_metrics(port: int, setting: str) -> Callable[[], None]:
-    """Expose /metrics on 127.0.0.1:``port`` (0 = do not serve) until the returned function is
-    called; a port that cannot be bound (taken, or privileged) is a one-line SparsewatchError
-    naming ``setting``, where the port was given."""
+def serve_metrics(
+    port: int, setting: str, role: Literal["workers", "ingest"]
+) -> Callable[[], None]:
+    """Expose ``role``'s /metrics (:func:`role_registry`) on 127.0.0.1:``port`` (0 = do not
+    serve) until the returned function is called; a port that cannot be bound (taken, or
+    privileged) is a one-line SparsewatchError naming ``setting``, where the port was given."""
     if not port:
         return lambda: None
     try:
-        server, thread = start_http_server(port, addr="127.0.0.1")
+        server, thread = start_http_server(port, addr="127.0.0.1", registry=role_registry(role))
     except OSError as exc:
         raise SparsewatchError(
             f"cannot serve metrics on 127.0.0.1:{port} ({setting}): {exc.strerror or exc}"

@@ -122,7 +122,7 @@ def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> 
             return "not found" if members is None else "would delete"
         return "deleted" if delete_consumer_group(bootstrap, group, timeout) else "not found"
     except NonEmptyGroupError:
-        raise SparsewatchError(f"consumer group {group!r} {live}; nothing forgotten") from None
+        raise SparsewatchError(f"consumer group {group!r} {live}; it was not forgotten") from None
     except (KafkaException, TimeoutError) as exc:
         why = exc.args[0].str() if isinstance(exc, KafkaException) else "timed out"
         raise SparsewatchError(

@@ -160,7 +160,7 @@ def ingest(
         if to_database:
             store = open_results_store(config)
             cleanup.callback(store.dispose)
-        cleanup.callback(serve_metrics(metrics_port, "--metrics-port"))
+        cleanup.callback(serve_metrics(metrics_port, "--metrics-port", "ingest"))
         stop = StopFlag()
         for sig in (signal.SIGTERM, signal.SIGINT):
             cleanup.callback(signal.signal, sig, signal.signal(sig, stop.request))

@@ -180,7 +180,7 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
             bootstrap = config.kafka.bootstrap_servers
             raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
         stop_metrics = serve_metrics(
-            config.metrics_port, "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port"
+            config.metrics_port, "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port", "workers"
         )
         try:
             run_loops(

@@ -127,6 +127,11 @@ def test_the_bridge_serves_its_metrics_while_it_runs(
         assert samples[dead] == 20
         assert samples['sparsewatch_dead_letters_total{worker="ingest"}'] == 20
         assert samples['sparsewatch_ingest_transactions_total{result="committed"}'] >= 1
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+        # the bridge's own families and the process's, none of the workers' (empty) ones
+        assert "sparsewatch_window_latency" not in text and "sparsewatch_documents" not in text
+        assert "process_resident_memory_bytes" in text
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]

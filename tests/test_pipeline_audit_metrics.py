@@ -132,6 +132,9 @@ def test_the_metrics_endpoint_stops_with_the_workers(kafka_bootstrap, tmp_path):
             running.clear()
             scraper.join()
         assert served and b"sparsewatch_documents_total" in served[0]
+        # the workers' families and the process's, none of the ingest bridge's (empty) ones
+        assert b"sparsewatch_ingest" not in served[0]
+        assert b"process_resident_memory_bytes" in served[0]
         with pytest.raises(OSError):  # nothing listens once the workers have stopped
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
 
