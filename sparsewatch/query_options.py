@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError, first_line
-from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
 from sparsewatch.storage.store import Store
 
 FORMATS = ("table", "json", "csv")
@@ -78,6 +78,12 @@ def open_store(
     # the configuration is read (and a bad one refused) even when --database-url replaces its URL
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     database_url = database_url or config.resolved_database_url
+    if is_in_memory_sqlite(database_url):  # it would be a new, empty one, gone when we return
+        raise SparsewatchError(
+            f"{database_url!r} is an in-memory SQLite database, which lives and dies with one "
+            "connection: it holds no results to read or keep; give a file (sqlite:///path.db) "
+            "or PostgreSQL"
+        )
     try:
         store = Store.open(database_url, create=create)
     except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:

@@ -474,6 +474,12 @@ def test_queries_create_no_database(command, database_url, monkeypatch, capsys, 
         (("run", "detector", "--until-idle", "nan"), "'--until-idle'"),
         (("kafka", "up", "--timeout", "nan"), "'--timeout'"),
         (("topics", "--database-url", "nosuchdb://x"), "unsupported database nosuchdb://x: "),
+        # an in-memory database is new and empty at every open: set up or read, it holds nothing
+        (
+            ("db", "upgrade", "--database-url", "sqlite:///:memory:"),
+            "'sqlite:///:memory:' is an in-memory SQLite database",
+        ),
+        (("alerts", "--database-url", "sqlite://"), "'sqlite://' is an in-memory SQLite database"),
         # --database-url replaces the configured URL, not the check of the configuration
         (
             ("--config", "/nonexistent/sw.toml", "alerts", "--database-url", "sqlite://"),
