@@ -57,7 +57,10 @@ nearest neighbour on the news-length synthetic stream and beats it on Reuters-21
 novelty rules.
 ``flag="top_q"`` flags every document scoring at or above the ``ceil(q n)``-th largest score
 (ties at the cut are all flagged), ``n`` counting the documents with at least one term: a document
-without any (no token, or only numbers) scores 0 and is never flagged.
+without any (no token, or only numbers) scores 0 and is never flagged. A window too small for a
+top-``q`` cut (``q n < 1``: a handful of documents that an idle stream's timeout closed) is
+flagged against the last threshold used, as late documents are: rounding ``q n`` up to one
+document flagged the best of every such window, so a quiet stream raised an alert per window.
 """
 
 from __future__ import annotations
@@ -264,7 +267,8 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     init_dict_iter : Algorithm 6 steps per alternation.
     atom_terms : seed atoms (warm-up and growth) are documents truncated to their ``atom_terms``
         largest weights (``None``: whole documents), then l1-normalised.
-    flag : ``"top_q"`` (the top ``top_q`` fraction of each window is novel) or ``"threshold"``
+    flag : ``"top_q"`` (the top ``top_q`` fraction of each window is novel; a window with fewer
+        than ``1 / top_q`` documents is judged by the last threshold) or ``"threshold"``
         (score ``> threshold``, the paper's ``zeta``).
     grow_threshold : a document scoring above it is "poorly represented"; when more than
         ``grow_fraction`` of a window is, up to ``grow_size`` new atoms are seeded from the worst
@@ -631,7 +635,9 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         others are never flagged and the top-``q`` cut is taken among the eligible ones only.
         :class:`Detector` passes the documents with a term: one without any has score 0 (nothing
         to explain) and, when fewer than ``ceil(q n)`` documents had terms, a cut at 0 flagged
-        every empty one.
+        every empty one. With fewer than ``1 / q`` eligible documents (none included) there is
+        no top-``q`` fraction to cut: the last threshold (``threshold_``, initially
+        ``threshold``) is used and kept.
         """
         scores = np.asarray(scores, dtype=np.float64)
         ok = np.ones(scores.size, dtype=bool) if eligible is None else np.asarray(eligible, bool)
@@ -643,11 +649,11 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
             pool = scores[ok]
             # ceil(q n) of the decimal q: in floats q n rounds up (0.07 * 100 = 7.000000000000001
             # flagged 8 documents), and past n (q > 1) the cut moved down from the top
-            n_top = math.ceil(Fraction(repr(float(self.top_q))) * pool.size)
-            if n_top == 0:  # no document can be novel: the threshold used is inf (and the one
-                # :meth:`Detector.score` applies to late documents until the next window)
-                self.threshold_ = np.inf
-                return np.zeros(scores.size, dtype=bool), np.inf
+            q_n = Fraction(repr(float(self.top_q))) * pool.size
+            if q_n < 1:  # too few documents for a top-q cut: the last threshold, kept as it is
+                thr = float(getattr(self, "threshold_", self.threshold))
+                return (scores > thr) & ok, thr
+            n_top = math.ceil(q_n)
             thr = float(np.partition(pool, pool.size - n_top)[pool.size - n_top])
             thr = np.nextafter(thr, -np.inf)
         else:

@@ -61,7 +61,24 @@ def test_top_q_flags_ceil_of_the_decimal_fraction() -> None:
     assert novel.sum() == 7 and thr < 93 <= thr + 1e-9
     assert OnlineL1NoveltyDetector(top_q=0.1).flag_novel(scores)[0].sum() == 10
     assert OnlineL1NoveltyDetector(top_q=1.0).flag_novel(scores[:3])[0].all()
-    assert OnlineL1NoveltyDetector(top_q=0.1).flag_novel(scores[:1])[0].all()  # ceil(0.1) = 1
+    assert OnlineL1NoveltyDetector(top_q=0.1).flag_novel(scores[10:20])[0].sum() == 1  # q n = 1
+
+
+def test_a_window_too_small_for_a_top_q_cut_is_judged_by_the_last_threshold() -> None:
+    """With ``q n < 1`` the cut rounded up to one document: the best of every window an idle
+    stream's timeout closed after a document or two was flagged, whatever its score, so a quiet
+    stream raised an alert per window. Such windows use (and keep) the last threshold."""
+    model = OnlineL1NoveltyDetector(top_q=0.1, threshold=0.95)
+    assert model.flag_novel(np.array([0.5, 0.96]))[0].tolist() == [False, True]  # before any cut
+    novel, thr = model.flag_novel(np.linspace(0.0, 0.99, 100))  # a full window: its top 10%
+    assert novel.sum() == 10 and 0.89 < thr < 0.9 and model.threshold_ == thr
+    for small in ([0.2], [0.3, 0.85], [0.95, 0.1, 0.5], np.full(9, 0.2)):
+        novel, used = model.flag_novel(np.asarray(small))
+        assert used == thr and model.threshold_ == thr  # judged by the last cut, which stays
+        np.testing.assert_array_equal(novel, np.asarray(small) > thr)
+    eligible = np.array([True, False] * 10)  # 10 eligible of 20: q n = 1, a cut of their own
+    novel, used = model.flag_novel(np.arange(20.0) / 20, eligible=eligible)
+    assert novel.tolist() == [False] * 18 + [True, False] and used == model.threshold_ < 0.9
 
 
 @pytest.mark.parametrize("q", [0.0, -0.1, 1.5])
@@ -203,10 +220,10 @@ def test_lsh_refit_draws_the_hyperplanes_of_the_current_parameters() -> None:
     np.testing.assert_array_equal(m.planes_, other.planes_)
 
 
-def test_a_window_without_eligible_documents_sets_the_threshold_late_documents_use() -> None:
-    """A window whose documents have no term reports threshold ``inf`` (nothing could be
-    flagged), but ``threshold_`` kept the window before's, so late documents scored after it
-    were flagged against a threshold no window reported as its last."""
+def test_a_window_without_eligible_documents_reports_the_threshold_late_documents_use() -> None:
+    """Late documents are flagged against the threshold the last window reported: one whose
+    documents have no term reported ``inf`` while ``threshold_`` kept the window before's. Such
+    a window has no top-``q`` cut of its own: it reports and keeps the last one."""
     rng = np.random.default_rng(4)
     d = Detector(
         StreamingTfidf(idf_power=0.0),
@@ -214,9 +231,10 @@ def test_a_window_without_eligible_documents_sets_the_threshold_late_documents_u
         warmup_docs=60,
     )
     d.process_window(_topic_texts(rng, range(3), 20))
-    assert np.isfinite(d.process_window(_topic_texts(rng, range(3, 5), 10)).threshold)
+    last = d.process_window(_topic_texts(rng, range(3, 5), 10)).threshold
+    assert np.isfinite(last)
     empty = d.process_window(["", "the of and", "1234"])
-    assert empty.threshold == np.inf and not empty.novel.any()
-    assert d.model.threshold_ == np.inf
+    assert empty.threshold == last == d.model.threshold_ and not empty.novel.any()
     late = d.score(_topic_texts(rng, range(5, 7), 5))
-    assert late.threshold == np.inf and not late.novel.any()
+    assert late.threshold == last
+    np.testing.assert_array_equal(late.novel, late.scores > last)

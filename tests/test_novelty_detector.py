@@ -391,15 +391,31 @@ def test_initial_atoms_are_capped_and_validated() -> None:
         OnlineL1NoveltyDetector(n_components=0).fit(X)
 
 
+def test_a_quiet_streams_small_windows_flag_only_what_beats_the_last_cut() -> None:
+    """An idle stream's timeout closes windows of a document or two: the top-``q`` cut rounded
+    ``q n`` up to one document and flagged every such window's best, known story or not."""
+    rng = np.random.default_rng(21)
+    d = make_detector(top_q=0.1)
+    warm(rng, d)
+    full = d.process_window(mix(rng, range(4), 20) + topic_docs(rng, 8, 5))  # a cut of its own
+    assert full.novel.sum() >= 9 and np.isfinite(full.threshold)
+    known = [d.process_window(topic_docs(rng, t % 4, 1)) for t in range(12)]  # windows of one
+    assert not any(w.novel.any() for w in known)
+    assert all(w.threshold == full.threshold for w in known)
+    pair = d.process_window(topic_docs(rng, 1, 1) + topic_docs(rng, 11, 1))  # a new story
+    assert pair.novel.tolist() == [False, True] and pair.threshold == full.threshold
+
+
 def test_documents_without_terms_are_never_flagged() -> None:
     """A document with no term (empty, numbers only) scores 0: nothing to explain. With fewer
     than ``ceil(q n)`` documents with terms the top-``q`` cut fell to 0 and flagged them all."""
     rng = np.random.default_rng(13)
     d = make_detector(top_q=0.5)
     warm(rng, d)
+    last = d.model.threshold_
     res = d.process_window(["123 456", "789", "42 42", "1"])
     np.testing.assert_array_equal(res.scores, 0.0)
-    assert not res.novel.any() and res.threshold == np.inf
+    assert not res.novel.any() and res.threshold == last  # no cut of its own: the last one
     # the cut is the top q of the documents with terms: one of the two here, never an empty one
     texts = ["", *topic_docs(rng, 0, 1), "2024", *topic_docs(rng, 8, 1), "!!", "7 8 9"]
     res = d.process_window(texts)
