@@ -9,7 +9,6 @@ from datetime import datetime
 import click
 from confluent_kafka import KafkaException
 
-from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.consumers.kafka_client import (
     NonEmptyGroupError,
@@ -17,7 +16,7 @@ from sparsewatch.consumers.kafka_client import (
     delete_consumer_group,
 )
 from sparsewatch.errors import SparsewatchError
-from sparsewatch.kafka_options import BOOTSTRAP_OPTION
+from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, TIME, open_store
 from sparsewatch.storage.engine import mask_url
 
@@ -139,13 +138,7 @@ def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> 
     is_flag=True,
     help="Forget in the database only; the group's committed offsets on the broker stay.",
 )
-@click.option(
-    "--kafka-timeout",
-    type=FiniteFloatRange(min=0.1),
-    default=5.0,
-    show_default=True,
-    help="Seconds to wait for the broker.",
-)
+@KAFKA_TIMEOUT_OPTION
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @DATABASE_OPTION

@@ -22,11 +22,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparsewatch.cli_types import FiniteFloatRange
 from sparsewatch.config import load_config
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
-from sparsewatch.kafka_options import BOOTSTRAP_OPTION
+from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
 from sparsewatch.query_output import json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
@@ -266,13 +265,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
 @DATABASE_OPTION
 @BOOTSTRAP_OPTION
 @click.option("--no-kafka", is_flag=True, help="Only the database: no end offsets.")
-@click.option(
-    "--kafka-timeout",
-    type=FiniteFloatRange(min=0.1),
-    default=5.0,
-    show_default=True,
-    help="Seconds to wait for the broker.",
-)
+@KAFKA_TIMEOUT_OPTION
 @click.pass_context
 def status(
     ctx: click.Context,

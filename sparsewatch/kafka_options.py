@@ -1,6 +1,7 @@
 """Command-line options shared by the commands that talk to Kafka (``replay``, ``ingest``,
-``run``, ``status``): the broker, waiting for it, stopping when idle, checked topic names, and
-which input fields make a document (:class:`~sparsewatch.replay.readers.FieldMapping`)."""
+``run``, ``status``, ``db forget-group``): the broker, waiting for it, stopping when idle,
+checked topic names, and which input fields make a document
+(:class:`~sparsewatch.replay.readers.FieldMapping`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from sparsewatch.replay.readers import FieldMapping
 
 BOOTSTRAP_OPTION = click.option(
     "--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration)."
+)
+KAFKA_TIMEOUT_OPTION = click.option(
+    "--kafka-timeout",
+    type=FiniteFloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds to wait for the broker.",
 )
 CONNECT_TIMEOUT_OPTION = click.option(
     "--connect-timeout",
