@@ -107,6 +107,7 @@ class DetectorStreamState:
         self.models = build_models(config.detector)
         self._late: list[Buffered] = []
         self._warned_seconds = False
+        self._warned_closed_early = False
         if checkpoint is not None:
             state = checkpoint.state
             self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
@@ -140,6 +141,20 @@ class DetectorStreamState:
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
+            if not self._warned_closed_early and self.windows.closed_early(item.timestamp_ms):
+                self._warned_closed_early = True  # once per stream (and worker start)
+                log.warning(
+                    "stream %r: document %r is late because its window (windows.size %s) closed "
+                    "before the watermark passed its end, after %s s without documents "
+                    "(windows.idle_timeout_s) or at an end-of-stream marker: it is scored and "
+                    "stored late, not learnt from. A stream whose gaps exceed the idle timeout "
+                    "learns from few of its documents: raise the timeout or shorten the windows "
+                    "(sparsewatch_late_documents_total counts late documents)",
+                    self.stream,
+                    item.id,
+                    self.config.windows.size,
+                    self.spec.idle_timeout_s,
+                )
         elif status == "duplicate":
             # the id is in the dead letter's payload: a reason without it groups in summaries
             first_partition, first_offset, still_open = self.windows.first_copy(item.id)
@@ -173,7 +188,7 @@ class DetectorStreamState:
             return []
         rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
         self._late = []
-        return [Output([("insert_documents", (rows,))], is_window=False)]
+        return [Output([("insert_documents", (rows,))], is_window=False, late=len(rows))]
 
     def min_buffered_offset(self, partition: int) -> int | None:
         """Open windows' documents and late documents not yet handed over: a restart re-reads

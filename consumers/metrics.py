@@ -32,6 +32,11 @@ from sparsewatch.errors import SparsewatchError
 DOCUMENTS = Counter("sparsewatch_documents", "Documents processed in closed windows", ["worker"])
 NOVEL = Counter("sparsewatch_novel", "Documents flagged novel or anomalous", ["worker"])
 WINDOWS = Counter("sparsewatch_windows", "Windows closed and committed", ["worker"])
+LATE = Counter(
+    "sparsewatch_late_documents",
+    "Late documents (their window had closed): scored and stored, not learnt from",
+    ["worker"],
+)
 DEAD_LETTERS = Counter(
     "sparsewatch_dead_letters", "Messages sent to the dead-letter topic", ["worker"]
 )
@@ -61,7 +66,7 @@ INGEST_BATCH_SECONDS = Histogram(
 
 _SHARED = (DEAD_LETTERS, LAG)
 _FAMILIES = {
-    "workers": (DOCUMENTS, NOVEL, WINDOWS, WINDOW_LATENCY, *_SHARED),
+    "workers": (DOCUMENTS, NOVEL, WINDOWS, LATE, WINDOW_LATENCY, *_SHARED),
     "ingest": (INGEST_RECORDS, INGEST_TRANSACTIONS, INGEST_BATCH_SECONDS, *_SHARED),
 }
 
@@ -85,12 +90,14 @@ class WorkerMetrics:
         self.worker = worker
         # Every series exists, at 0, from the start: a series born at its first increment hides
         # that increment from increase() and rate(), and "no data" is not "0 documents/s".
-        for family in (DOCUMENTS, NOVEL, WINDOWS, DEAD_LETTERS, WINDOW_LATENCY, LAG):
+        for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, DEAD_LETTERS, WINDOW_LATENCY, LAG):
             family.labels(worker)
 
     def observe(self, outputs: Iterable[Any], latencies: Iterable[float], n_dead: int) -> None:
         """Count one committed batch: window outputs, their close-to-commit latencies, DLQ."""
         for out in outputs:
+            if out.late:
+                LATE.labels(self.worker).inc(out.late)
             if not out.is_window:
                 continue
             DOCUMENTS.labels(self.worker).inc(out.n_documents)

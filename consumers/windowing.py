@@ -211,6 +211,12 @@ class StreamWindower:
         size = int(self.spec.size_ms or 0)
         return (seq + 1) * size <= self.watermark_ms - self.spec.allowed_lateness_ms
 
+    def closed_early(self, timestamp_ms: int) -> bool:
+        """Whether the (late) document at ``timestamp_ms`` is late because its window was closed
+        before the watermark passed its end: by the idle timeout or an end-of-stream marker."""
+        size = int(self.spec.size_ms or 0)
+        return size > 0 and not self._passed(timestamp_ms // size)
+
     def _close_passed(self) -> list[ClosedWindow]:
         ready = sorted(seq for seq in self._open if self._passed(seq))
         return [self._pop_time_window(seq, "watermark") for seq in ready]

@@ -91,7 +91,7 @@ class Output:
     (they run on the writer while the next window is computed, possibly in another process).
     ``dead`` are dead letters the state found only now (messages it had accepted and can no longer
     use), as rows with ``partition``, ``offset``, ``reason`` and ``payload``; the loop adds the
-    input topic.
+    input topic. ``late`` counts the late documents it stores (scored, not learnt from).
     """
 
     calls: list[StoreCall] = field(default_factory=list)
@@ -101,6 +101,7 @@ class Output:
     closed_at: float = field(default_factory=time.perf_counter)
     novel: int = 0
     is_window: bool = True
+    late: int = 0
 
 
 class StreamState(Protocol):

@@ -118,3 +118,33 @@ def test_epoch_seconds_sent_as_milliseconds_are_logged_once_per_stream(caplog):
             iso = {**d, "id": f"iso-{offset}", "timestamp": "1973-03-04T00:00:00Z"}
             other.add(parse_document(json.dumps(iso).encode()), 0, 10 + offset, now=0.0)
     assert caplog.records == []
+
+
+def test_documents_late_after_an_idle_close_are_counted_and_warned_about_once(caplog):
+    """A window the idle timeout closed turns the rest of its documents late (not learnt from):
+    a stream whose gaps exceed the timeout learns from few documents, which nothing showed. The
+    worker now warns once per stream, and every late output counts its documents (the
+    ``sparsewatch_late_documents_total`` metric); a document late by the watermark is no news."""
+    docs, late, _ = _stream()
+    state = DetectorStreamState("s", _config(), None)
+    outputs = []
+    for offset, doc in enumerate(docs[:200]):  # the first hour and 40 documents of the second
+        outputs += state.add(doc, 0, offset, now=0.0)
+    with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_worker"):
+        assert state.add(late, 1, 0, now=1.0) == []  # late by the watermark: no warning
+        assert not caplog.records
+        idle = state.close_idle(silent_until=1.0 + state.spec.idle_timeout_s)
+        assert [o.is_window for o in idle] == [False, True]  # the late one, then the window
+        assert idle[0].late == 1 and idle[1].late == 0
+        assert not state.windows.closed_early(late.timestamp_ms)
+        for offset, doc in enumerate(docs[200:260], start=200):  # the rest of the second hour
+            assert state.windows.closed_early(doc.timestamp_ms)
+            outputs += state.add(doc, 0, offset, now=100.0)
+        [warning] = caplog.records  # once for the stream, not per document
+    assert "is late because its window (windows.size 1h) closed before the watermark" in (
+        warning.getMessage()
+    )
+    assert "after 30.0 s without documents" in warning.getMessage()
+    outputs += state.close_idle(silent_until=200.0)
+    assert sum(o.late for o in outputs) == 60
+    assert len(_late_rows(outputs)) == 60

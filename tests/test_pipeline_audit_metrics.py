@@ -148,6 +148,7 @@ def test_every_series_exists_from_the_start() -> None:
         "sparsewatch_documents_total",
         "sparsewatch_novel_total",
         "sparsewatch_windows_total",
+        "sparsewatch_late_documents_total",
         "sparsewatch_dead_letters_total",
         "sparsewatch_window_latency_seconds_count",
         "sparsewatch_consumer_lag",
@@ -159,3 +160,15 @@ def test_every_series_exists_from_the_start() -> None:
         ("sparsewatch_dead_letters_total", {"worker": "ingest"}),
     ):
         assert REGISTRY.get_sample_value(name, labels) is not None, name
+
+
+def test_late_documents_are_counted_apart_from_the_windows() -> None:
+    """Late documents (an output that is no window) were counted nowhere."""
+    from sparsewatch.consumers.worker import Output
+
+    metrics = WorkerMetrics("late-probe")
+    metrics.observe([Output(is_window=False, late=3), Output(n_documents=5, novel=1)], [0.1], 0)
+    labels = {"worker": "late-probe"}
+    assert REGISTRY.get_sample_value("sparsewatch_late_documents_total", labels) == 3
+    assert REGISTRY.get_sample_value("sparsewatch_documents_total", labels) == 5
+    assert REGISTRY.get_sample_value("sparsewatch_windows_total", labels) == 1
