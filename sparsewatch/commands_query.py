@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 import sqlalchemy as sa
+from rich.cells import cell_len
 
 from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
@@ -233,9 +234,11 @@ def _alert_lines(
 
 
 def _columns(cells: Sequence[str], widths: Sequence[int]) -> str:
-    """``cells`` padded to ``widths`` (0: as it is), control characters shown as U+FFFD."""
+    """``cells`` padded to ``widths`` terminal cells (0: as it is; a wide character such as a CJK
+    one takes two), control characters shown as U+FFFD."""
     shown = ["".join(c if c.isprintable() else "\ufffd" for c in cell) for cell in cells]
-    return "  ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True)).rstrip()
+    padded = (c + " " * max(w - cell_len(c), 0) for c, w in zip(shown, widths, strict=True))
+    return "  ".join(padded).rstrip()
 
 
 DOCUMENT_COLUMNS = (

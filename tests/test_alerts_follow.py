@@ -214,3 +214,16 @@ def test_follow_waits_out_a_database_outage(postgres_database, postgres_outage) 
     assert "); retrying in " in err
     assert "Traceback" not in err
     assert lines.get(timeout=5) is None  # nothing else was printed
+
+
+def test_follow_columns_stay_aligned_with_wide_characters() -> None:
+    """Columns were padded by characters, so a CJK stream id (two terminal cells a character)
+    pushed every later column of its line to the right."""
+    from rich.cells import cell_len
+
+    from sparsewatch.commands_query import _columns
+
+    widths = [8, 6, 0]
+    lines = [_columns(cells, widths) for cells in (["新闻流", "ab", "x"], ["news", "ab", "x"])]
+    assert [cell_len(line[: line.index("x")]) for line in lines] == [18, 18]
+    assert _columns(["a\x1b[2J", "b", "c"], widths).startswith("a\ufffd[2J")  # still escaped
