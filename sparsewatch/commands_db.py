@@ -136,7 +136,8 @@ def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> 
 @click.option(
     "--no-kafka",
     is_flag=True,
-    help="Forget in the database only; the group's committed offsets on the broker stay.",
+    help="Forget in the database only, without asking the broker whether the group's workers "
+    "have stopped; its committed offsets there stay.",
 )
 @KAFKA_TIMEOUT_OPTION
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
