@@ -56,6 +56,15 @@ def test_auc_equals_sklearn_with_ties(pairs: list[tuple[bool, int]]) -> None:
         assert ours == pytest.approx(roc_auc_score(y, s), abs=1e-12)
 
 
+def test_auc_counts_scores_equal_up_to_float32_rounding_as_ties() -> None:
+    """Unexplained documents score their l1 norm, 1 up to ~1e-8: in float64 the AUC ordered
+    these ties by rounding noise (here it made a tie of all four look like a perfect ranking)."""
+    y = np.array([True, True, False, False])
+    s = 1.0 + np.array([3e-9, 2e-9, -1e-9, -4e-9])
+    assert roc_auc(y, s) == 0.5
+    assert roc_auc(y, s + np.array([0.0, 0.0, -1e-3, 0.0])) == 0.75  # a real difference counts
+
+
 class _Tfidf:
     """A featurizer refitted on everything seen so far (columns in first-seen order)."""
 
