@@ -196,6 +196,9 @@ def replay_documents(
         (``position`` in the ordered sequence, ``raw`` the document id or the marker)."""
 
         def report(err: KafkaError | None, _msg: Message) -> None:
+            if not marker:  # handed over: a resumed replay must not send it again, even when an
+                # interrupt came between the hand-over and the loop's own count of it
+                summary.resume_skip = max(summary.resume_skip, position)
             if err is None:
                 if marker:
                     summary.end_markers += 1

@@ -283,3 +283,33 @@ def test_sigterm_stops_a_replay_as_ctrl_c_does(kafka_bootstrap, topic_name, tmp_
     assert len(produced) == summary["produced"] == summary["resume_skip"]
     errors = tmp_path / "data" / "replay-errors.jsonl"
     assert errors.is_file() and not list(errors.parent.glob(".*.tmp"))
+
+
+def test_an_interrupt_right_after_a_hand_over_still_counts_it_for_the_resume_point(
+    kafka_bootstrap, topic_name, monkeypatch
+) -> None:
+    """SIGTERM landing after the producer took a document but before the loop counted it left
+    ``resume_skip`` one short (30 documents on the topic, resume point 29): resuming sent the
+    30th again. The delivery reports, all in after the final flush, now advance it too."""
+    from sparsewatch.replay import producer as replay_producer
+
+    real, calls = replay_producer.produce, []
+
+    def produce_then_interrupt(*args, **kwargs):
+        real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 30:
+            raise KeyboardInterrupt  # as the signal handler raises it between two bytecodes
+
+    monkeypatch.setattr(replay_producer, "produce", produce_then_interrupt)
+    docs = [{"id": str(i), "text": "t", "timestamp": T0 + i} for i in range(100)]
+    summary = replay_producer.replay_documents(docs, kafka_bootstrap, topic_name)
+    assert summary.interrupted
+    assert summary.produced == summary.resume_skip == 30
+    assert len(consume_values(kafka_bootstrap, topic_name)) == 30
+    monkeypatch.setattr(replay_producer, "produce", real)
+    rest = replay_producer.replay_documents(docs, kafka_bootstrap, topic_name, skip=30)
+    assert (rest.produced, rest.skipped) == (70, 30)
+    assert sorted(int(v["id"]) for v in consume_values(kafka_bootstrap, topic_name)) == list(
+        range(100)
+    )
