@@ -284,8 +284,8 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     update_passes : passes over each window: after the OIADMM step(s) of a pass the window is
         re-coded (Algorithm 5) against the updated dictionary for the next pass (1 = Algorithm 3
         as published). Scores always come from the coding before the window's updates. Three
-        passes bring the paper's ONLINE within 0.02 AUC of BATCH-IMPL at a fraction of its time
-        (``benchmarks/novelty_quality.md``, "ONLINE against BATCH").
+        passes bring the paper's ONLINE within 0.02 AUC of BATCH-IMPL on the synthetic tweet
+        stream at a fraction of its time, not on Reuters (``benchmarks/novelty_quality.md``).
     grow_first : seed the window's new atoms before its OIADMM step(s) instead of after, so that
         with ``update_passes`` > 1 the later passes re-code the window with them and OIADMM
         refines them on the documents that seeded them (their codes in the first pass are
