@@ -20,6 +20,13 @@ from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, TIME, open_store
 from sparsewatch.storage.engine import mask_url
 
+DRY_RUN_OPTION = click.option(
+    "--dry-run", is_flag=True, help="Count what would be deleted; delete nothing."
+)
+JSON_COUNTS_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="Print the counts as JSON."
+)
+
 
 @click.group()
 def db() -> None:
@@ -66,8 +73,8 @@ def upgrade(ctx: click.Context, database_url: str | None) -> None:
     help="Newest snapshots each stream keeps per model kind, however old.",
 )
 @STREAMS_OPTION
-@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@DRY_RUN_OPTION
+@JSON_COUNTS_OPTION
 @DATABASE_OPTION
 @click.pass_context
 def prune(
@@ -140,8 +147,8 @@ def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> 
     "have stopped; its committed offsets there stay.",
 )
 @KAFKA_TIMEOUT_OPTION
-@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@DRY_RUN_OPTION
+@JSON_COUNTS_OPTION
 @DATABASE_OPTION
 @click.pass_context
 def forget_group(
