@@ -24,13 +24,16 @@ dead-letter topic.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message
-from sparsewatch.consumers.kafka_client import make_producer, produce
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.messages import EndOfStream
 from sparsewatch.replay.readers import (
     DEFAULT_MAX_TEXT_BYTES,
@@ -47,6 +50,90 @@ _MESSAGE_MAPPING = FieldMapping(
     id="id", text=("text",), timestamp="timestamp", stream="stream", labels="labels"
 )
 _POLL_S = 0.1
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM handled as the caller set them (KeyboardInterrupt for Ctrl-C, and for
+    SIGTERM under :func:`~sparsewatch.runtime.sigterm_interrupts`), except inside :meth:`held`
+    blocks, which they wait for. A replay holds them while it hands a document over and counts
+    it, and while the producer runs delivery reports: an interrupt between the two, or inside a
+    report, left the summary's counts and resume point short of what reached the topic.
+
+    The deferral is Python's: Python runs signal handlers in the main thread between bytecodes
+    (a process-directed signal may land on any thread, so masking it in the main one does not
+    keep it out). Outside the main thread, or for a signal whose handler is not a Python
+    function (the default termination, ignoring), nothing changes."""
+
+    def __init__(self) -> None:
+        self.holding = False
+        self.pending: list[tuple[int, Any]] = []
+        self.previous: dict[int, Callable[[int, Any], Any]] = {}
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handler = signal.getsignal(sig)
+                if callable(handler):
+                    self.previous[sig] = handler
+                    signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.holding:
+            self.pending.append((signum, frame))
+        else:
+            self.previous[signum](signum, frame)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The block runs to its end; a signal that came meanwhile is handled right after."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.pending:
+            signum, frame = self.pending[0]
+            self.pending.clear()
+            self.previous[signum](signum, frame)
+
+
+def _poll(producer: Producer, timeout: float, interrupts: _Interrupts) -> None:
+    """``producer.poll``: its delivery reports run with interrupts held (at most ``timeout``)."""
+    with interrupts.held():
+        producer.poll(timeout)
+
+
+def _hand_over(
+    producer: Producer,
+    topic: str,
+    key: bytes,
+    value: bytes,
+    report: Callable[[KafkaError | None, Message], None],
+    count: Callable[[KafkaException | None], None],
+    interrupts: _Interrupts,
+) -> None:
+    """Hand one message to the producer and ``count`` it (with the producer's refusal, or
+    ``None``), interrupts held for both: an interrupt comes before the hand-over or after its
+    count, never between. While the local queue is full it waits for delivery reports, with
+    interrupts free between attempts."""
+    while True:
+        with interrupts.held():
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=report)
+            except BufferError:  # local queue full: let deliveries drain, then try again
+                pass
+            except KafkaException as exc:
+                count(exc)
+                return
+            else:
+                count(None)
+                return
+        _poll(producer, _POLL_S, interrupts)
 
 
 @dataclass
@@ -196,9 +283,6 @@ def replay_documents(
         (``position`` in the ordered sequence, ``raw`` the document id or the marker)."""
 
         def report(err: KafkaError | None, _msg: Message) -> None:
-            if not marker:  # handed over: a resumed replay must not send it again, even when an
-                # interrupt came between the hand-over and the loop's own count of it
-                summary.resume_skip = max(summary.resume_skip, position)
             if err is None:
                 if marker:
                     summary.end_markers += 1
@@ -217,57 +301,57 @@ def replay_documents(
         raise ValueError("end_of_stream with a limit needs the sorted replay (which streams go on)")
     started = time.monotonic()
     streams: dict[str, None] = {}  # of the slice and before it, in order of first appearance
+
+    def counted(refused: KafkaException | None) -> None:
+        """Count the loop's ``message``, just handed over (or refused by the producer)."""
+        if refused is not None:
+            summary.rejected += 1
+            reason = f"cannot produce: {refused.args[0].str() if refused.args else refused}"
+            errors.write(Rejected(topic, summary.read, reason, message["id"]))
+        summary.resume_skip = summary.read
+        if summary.first_timestamp_ms is None:
+            summary.first_timestamp_ms = message["timestamp"]
+        summary.last_timestamp_ms = message["timestamp"]
+        producer.poll(0)
+
     messages = _messages(docs, errors, summary, max_text_bytes)
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
-    try:
-        for message in ordered:
-            if limit is not None and summary.read - summary.skipped >= limit:
-                if end_of_stream:  # sorted: everything was read, the rest costs no rejections
-                    going_on = {message["stream"], *(m["stream"] for m in ordered)}
-                    streams = {s: None for s in streams if s not in going_on}
-                break
-            summary.read += 1
-            streams.setdefault(message["stream"])
-            if summary.read <= skip:
-                summary.skipped += 1
-                summary.resume_skip = summary.read
-                continue
-            wait = pacer.delay(message["timestamp"])
-            deadline = time.monotonic() + wait
-            while wait > 0:
-                producer.poll(min(wait, _POLL_S))
-                wait = deadline - time.monotonic()
-            value = encode(message)
-            try:
-                produce(
-                    producer,
-                    topic,
-                    message["stream"].encode(),
-                    value,
-                    _POLL_S,
-                    on_delivery=on_delivery(summary.read, message["id"], marker=False),
-                )
-            except KafkaException as exc:
-                summary.rejected += 1
-                reason = f"cannot produce: {exc.args[0].str() if exc.args else exc}"
-                errors.write(Rejected(topic, summary.read, reason, message["id"]))
-            summary.resume_skip = summary.read
-            if summary.first_timestamp_ms is None:
-                summary.first_timestamp_ms = message["timestamp"]
-            summary.last_timestamp_ms = message["timestamp"]
-            producer.poll(0)
-            if progress is not None:
-                progress(summary)
-        if end_of_stream:
-            for stream in streams:
-                marker = EndOfStream(stream).to_json()
-                report = on_delivery(0, marker.decode(), marker=True)
-                produce(producer, topic, stream.encode(), marker, _POLL_S, on_delivery=report)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    finally:
-        if producer.flush(flush_timeout_s):  # still queued: purged, so reported as failed
-            producer.purge()
-            producer.flush(flush_timeout_s)
-        summary.elapsed_s = time.monotonic() - started
+    with _Interrupts() as interrupts:
+        try:
+            for message in ordered:
+                if limit is not None and summary.read - summary.skipped >= limit:
+                    if end_of_stream:  # sorted: everything was read, the rest costs no rejections
+                        going_on = {message["stream"], *(m["stream"] for m in ordered)}
+                        streams = {s: None for s in streams if s not in going_on}
+                    break
+                summary.read += 1
+                streams.setdefault(message["stream"])
+                if summary.read <= skip:
+                    summary.skipped += 1
+                    summary.resume_skip = summary.read
+                    continue
+                wait = pacer.delay(message["timestamp"])
+                deadline = time.monotonic() + wait
+                while wait > 0:
+                    _poll(producer, min(wait, _POLL_S), interrupts)
+                    wait = deadline - time.monotonic()
+                report = on_delivery(summary.read, message["id"], marker=False)
+                key, value = message["stream"].encode(), encode(message)
+                _hand_over(producer, topic, key, value, report, counted, interrupts)
+                if progress is not None:
+                    progress(summary)
+            if end_of_stream:
+                for stream in streams:
+                    marker = EndOfStream(stream).to_json()
+                    report = on_delivery(0, marker.decode(), marker=True)
+                    _hand_over(
+                        producer, topic, stream.encode(), marker, report, lambda _: None, interrupts
+                    )
+        except KeyboardInterrupt:
+            summary.interrupted = True
+        finally:
+            if producer.flush(flush_timeout_s):  # still queued: purged, so reported as failed
+                producer.purge()
+                producer.flush(flush_timeout_s)
+            summary.elapsed_s = time.monotonic() - started
     return summary

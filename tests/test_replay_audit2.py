@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from sparsewatch.replay.readers import (
     ErrorFile,
     FieldMapping,
@@ -265,10 +265,13 @@ def test_sigterm_stops_a_replay_as_ctrl_c_does(kafka_bootstrap, topic_name, tmp_
         while time.monotonic() < deadline:
             topics = probe.list_topics(timeout=10).topics
             if topic_name in topics:
-                ends = [
-                    probe.get_watermark_offsets(TopicPartition(topic_name, p), timeout=10)[1]
-                    for p in topics[topic_name].partitions
-                ]
+                try:
+                    ends = [
+                        probe.get_watermark_offsets(TopicPartition(topic_name, p), timeout=10)[1]
+                        for p in topics[topic_name].partitions
+                    ]
+                except KafkaException:  # a topic just created: its leader not elected yet
+                    ends = []
                 if sum(ends) >= 20:
                     break
             time.sleep(0.2)
@@ -285,31 +288,45 @@ def test_sigterm_stops_a_replay_as_ctrl_c_does(kafka_bootstrap, topic_name, tmp_
     assert errors.is_file() and not list(errors.parent.glob(".*.tmp"))
 
 
-def test_an_interrupt_right_after_a_hand_over_still_counts_it_for_the_resume_point(
-    kafka_bootstrap, topic_name, monkeypatch
+@pytest.mark.parametrize("inside", ["count", "delivery report"])
+def test_an_interrupt_during_a_hand_over_or_a_report_waits_for_its_count(
+    kafka_bootstrap, topic_name, monkeypatch, inside
 ) -> None:
-    """SIGTERM landing after the producer took a document but before the loop counted it left
-    ``resume_skip`` one short (30 documents on the topic, resume point 29): resuming sent the
-    30th again. The delivery reports, all in after the final flush, now advance it too."""
+    """SIGTERM landing between the producer's hand-over and the loop's count of it, or inside a
+    delivery report, left the summary short of the topic (30 documents on it, resume point or
+    produced count 29): a resumed replay sent a document twice. Both now run with SIGINT and
+    SIGTERM held; the signal, sent from inside them here, takes effect right after."""
     from sparsewatch.replay import producer as replay_producer
 
-    real, calls = replay_producer.produce, []
+    real, sent = replay_producer._hand_over, []
 
-    def produce_then_interrupt(*args, **kwargs):
-        real(*args, **kwargs)
-        calls.append(1)
-        if len(calls) == 30:
-            raise KeyboardInterrupt  # as the signal handler raises it between two bytecodes
+    def hand_over(producer, topic, key, value, report, count, interrupts):
+        def interrupt_once() -> None:
+            if not sent:
+                sent.append(1)
+                os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt once it is let through
 
-    monkeypatch.setattr(replay_producer, "produce", produce_then_interrupt)
-    docs = [{"id": str(i), "text": "t", "timestamp": T0 + i} for i in range(100)]
-    summary = replay_producer.replay_documents(docs, kafka_bootstrap, topic_name)
-    assert summary.interrupted
-    assert summary.produced == summary.resume_skip == 30
-    assert len(consume_values(kafka_bootstrap, topic_name)) == 30
-    monkeypatch.setattr(replay_producer, "produce", real)
-    rest = replay_producer.replay_documents(docs, kafka_bootstrap, topic_name, skip=30)
-    assert (rest.produced, rest.skipped) == (70, 30)
+        def count_then(refused):
+            if inside == "count" and json.loads(value).get("id") == "29":
+                interrupt_once()
+            count(refused)
+
+        def report_then(err, msg):
+            if inside == "delivery report" and json.loads(msg.value()).get("id") == "29":
+                interrupt_once()
+            report(err, msg)
+
+        real(producer, topic, key, value, report_then, count_then, interrupts)
+
+    monkeypatch.setattr(replay_producer, "_hand_over", hand_over)
+    docs = [{"id": str(i), "text": "t", "timestamp": T0 + i} for i in range(2000)]
+    summary = replay_producer.replay_documents(docs, kafka_bootstrap, topic_name, rate=200)
+    assert summary.interrupted and sent
+    on_topic = consume_values(kafka_bootstrap, topic_name)
+    assert 30 <= len(on_topic) == summary.produced == summary.resume_skip < 2000
+    monkeypatch.setattr(replay_producer, "_hand_over", real)
+    rest = replay_producer.replay_documents(docs, kafka_bootstrap, topic_name, skip=len(on_topic))
+    assert rest.produced + len(on_topic) == 2000
     assert sorted(int(v["id"]) for v in consume_values(kafka_bootstrap, topic_name)) == list(
-        range(100)
+        range(2000)
     )
