@@ -39,8 +39,10 @@ postgres_up() {
     run_as=(runuser -u postgres --)
   fi
   if [ ! -f "$data/PG_VERSION" ]; then  # a cluster from an earlier postgres_up is reused
-    "${run_as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 >/dev/null \
-      || { echo "error: initdb failed in $data" >&2; return 1; }
+    # C.UTF-8 whatever the caller's locale: under the C locale (env -i, no LANG) PostgreSQL
+    # lower-cases ASCII only, and case-insensitive search missed "Zürich" for "ZÜRICH"
+    "${run_as[@]}" "$bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 \
+      >/dev/null || { echo "error: initdb failed in $data" >&2; return 1; }
   fi
   if ! "${run_as[@]}" "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
     "${run_as[@]}" "$bin/pg_ctl" -D "$data" -l "$SW_SERVICES_DIR/pg.log" -w -t 60 \
