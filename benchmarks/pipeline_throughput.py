@@ -135,7 +135,7 @@ def closed_windows(docs: list[dict], config: Config, stream: str) -> list[Closed
     for i, d in enumerate(x for x in docs if x["stream"] == stream):
         doc = parse_document(json.dumps(d).encode())
         closed += windower.add(Buffered(doc, 0, i), now=0.0)[0]
-    return closed + windower.close_if_idle(now=1e12)
+    return closed + windower.close_if_idle(now=1e12, wall_ms=1e15)
 
 
 def run_core(docs: list[dict], checkpoint_every: int) -> dict:

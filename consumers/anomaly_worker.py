@@ -370,7 +370,7 @@ class AnomalyStreamState:
             calls.append(("insert_alerts", (alerts,)))
         return Output(calls, n_documents=len(docs), novel=int(flags.sum()), closed_at=t0)
 
-    def close_idle(self, silent_until: float) -> list[Output]:
+    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         return []
 
     def min_buffered_offset(self, partition: int) -> int | None:

@@ -45,12 +45,14 @@ def window_spec(config: Config) -> WindowSpec:
             count=w.count,
             allowed_lateness_ms=lateness,
             idle_timeout_s=w.idle_timeout_s,
+            idle_close=w.idle_close,
             dedup_documents=w.dedup_documents,
         )
     return WindowSpec(
         size_ms=parse_duration_ms(w.size),
         allowed_lateness_ms=lateness,
         idle_timeout_s=w.idle_timeout_s,
+        idle_close=w.idle_close,
         dedup_documents=w.dedup_documents,
     )
 
@@ -108,6 +110,7 @@ class DetectorStreamState:
         self._late: list[Buffered] = []
         self._warned_seconds = False
         self._warned_closed_early = False
+        self._warned_ahead = False
         if checkpoint is not None:
             state = checkpoint.state
             self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
@@ -145,15 +148,20 @@ class DetectorStreamState:
                 self._warned_closed_early = True  # once per stream (and worker start)
                 log.warning(
                     "stream %r: document %r is late because its window (windows.size %s) closed "
-                    "before the watermark passed its end, after %s s without documents "
-                    "(windows.idle_timeout_s) or at an end-of-stream marker: it is scored and "
-                    "stored late, not learnt from. A stream whose gaps exceed the idle timeout "
-                    "learns from few of its documents: raise the timeout or shorten the windows "
+                    "before the watermark passed its end: at an end-of-stream marker, or by the "
+                    "idle timer after %s s without documents (windows.idle_timeout_s; with "
+                    "windows.idle_close = %r %s). It is scored and stored late, not learnt from "
                     "(sparsewatch_late_documents_total counts late documents)",
                     self.stream,
                     item.id,
                     self.config.windows.size,
                     self.spec.idle_timeout_s,
+                    self.spec.idle_close,
+                    "only once the wall clock had passed the window's end plus "
+                    "windows.allowed_lateness: the document came later than that"
+                    if self.spec.idle_close == "ended"
+                    else "every open window: a stream whose gaps exceed the timeout learns from "
+                    "few of its documents; 'ended' keeps a window open until its end",
                 )
         elif status == "duplicate":
             # the id is in the dead letter's payload: a reason without it groups in summaries
@@ -165,11 +173,27 @@ class DetectorStreamState:
             )
         return self._outputs(closed)
 
-    def close_idle(self, silent_until: float) -> list[Output]:
+    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         """The late documents waiting, and the windows of a stream silent for the idle timeout
-        from its last document until ``silent_until`` (see
+        from its last document until ``silent_until``, at wall-clock time ``wall_ms`` (see
         :meth:`~sparsewatch.consumers.worker.StreamState.close_idle`)."""
-        return self._late_output() + self._outputs(self.windows.close_if_idle(silent_until))
+        closed = self.windows.close_if_idle(silent_until, wall_ms)
+        if not self._warned_ahead and silent_until - self.windows.last_activity >= (
+            self.spec.idle_timeout_s
+        ):
+            ahead_ms = self.windows.open_ahead_ms(wall_ms)
+            if ahead_ms > (self.spec.size_ms or 0):
+                self._warned_ahead = True  # once per stream (and worker start)
+                log.warning(
+                    "stream %r is idle, but its open window ends %.1f h after the wall clock "
+                    "(event times ahead of this machine's clock?): it closes when the wall clock "
+                    "passes its end plus windows.allowed_lateness, when a later document's event "
+                    "time does, or at an end-of-stream marker; windows.idle_close = 'all' closes "
+                    "it on idleness alone",
+                    self.stream,
+                    ahead_ms / 3_600_000,
+                )
+        return self._late_output() + self._outputs(closed)
 
     def _outputs(self, closed: list[ClosedWindow]) -> list[Output]:
         """The late documents waiting, then the windows that ``closed``: a late document is scored

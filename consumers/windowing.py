@@ -12,9 +12,15 @@ closed windows. Two kinds of window:
   document of an empty window between two others is late too, not a window of its own.
 * **count** (``count``): consecutive documents of the stream in arrival order, ``count`` at a time.
 
-Either kind also closes every open window when the stream has been idle (no document) for
-``idle_timeout_s`` of wall-clock time, so a quiet stream still reports (Quix Streams' users' top
-complaint is windows that never close on an idle stream), and at once on an end-of-stream marker
+When the stream has been idle (no document) for ``idle_timeout_s`` of wall-clock time, its windows
+close without waiting for a later document, so a quiet stream still reports (Quix Streams' users'
+top complaint is windows that never close on an idle stream): with ``idle_close = "ended"`` (the
+default) the time windows whose end plus the allowed lateness the wall clock has passed, the
+processing-time watermark of an idle source; with ``"all"`` every open window, which reports a
+live stream's window sooner but turns the rest of its documents late (not learnt from: a live
+stream with gaps longer than the timeout would learn from the first documents after each gap
+only). A replayed past stream is closed whole either way (its windows all ended long ago), and so
+is a count window (it has no end). An end-of-stream marker closes every open window at once
 (:meth:`StreamWindower.close_all`), which, unlike the wall clock, replays deterministically.
 
 A document id is processed once per stream: a message whose id an open window holds, or one of the
@@ -46,7 +52,7 @@ Example: one-minute windows with 10 s of allowed lateness (``now`` is the wall c
 ([], 'late')
 >>> w.add(Buffered(Document("d0", "some text", 5_000), 0, offset=9), now=5.0)  # re-sent
 ([], 'duplicate')
->>> [(c.seq, c.closed_by, len(c.items)) for c in w.close_if_idle(now=5.0 + 60)]
+>>> [(c.seq, c.closed_by, len(c.items)) for c in w.close_if_idle(now=65.0, wall_ms=130_000)]
 [(1, 'idle', 2)]
 """
 
@@ -60,6 +66,7 @@ from sparsewatch.consumers.messages import Document
 
 NO_TIME = np.iinfo(np.int64).min
 _ANY_PARTITION = -2  # a checkpoint's count_partition when its offset holds for any partition
+IDLE_CLOSE = ("ended", "all")  # what an idle stream closes (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class WindowSpec:
     count: int | None = None
     allowed_lateness_ms: int = 0
     idle_timeout_s: float = 30.0
+    idle_close: str = "ended"
     dedup_documents: int = 20_000
 
     def __post_init__(self) -> None:
@@ -83,6 +91,8 @@ class WindowSpec:
             raise ValueError("allowed lateness must be >= 0 and the idle timeout > 0")
         if self.dedup_documents < 0:
             raise ValueError("dedup_documents must be >= 0")
+        if self.idle_close not in IDLE_CLOSE:
+            raise ValueError(f"idle_close must be one of {IDLE_CLOSE}")
 
 
 @dataclass(frozen=True)
@@ -227,11 +237,29 @@ class StreamWindower:
         self.closed_until_ms = max(self.closed_until_ms, (seq + 1) * size)
         return ClosedWindow(self.stream, seq, seq * size, (seq + 1) * size, items, closed_by)
 
-    def close_if_idle(self, now: float) -> list[ClosedWindow]:
-        """Close every open window when the stream has been idle for ``idle_timeout_s``."""
+    def close_if_idle(self, now: float, wall_ms: float) -> list[ClosedWindow]:
+        """The windows an idle stream closes: none until it has been idle for ``idle_timeout_s``
+        at ``now`` (the clock of :meth:`add`); then every open window with ``idle_close = "all"``
+        or a count window, and otherwise the time windows whose end plus the allowed lateness is
+        at or before ``wall_ms``, the wall-clock time (epoch ms) of ``now``."""
         if now - self.last_activity < self.spec.idle_timeout_s:
             return []
-        return self.close_all("idle")
+        if self.spec.count is not None or self.spec.idle_close == "all":
+            return self.close_all("idle")
+        ended = sorted(seq for seq in self._open if self._end_ms(seq) <= wall_ms)
+        return [self._pop_time_window(seq, "idle") for seq in ended]
+
+    def _end_ms(self, seq: int) -> int:
+        """When the wall clock has passed time window ``seq`` and its allowed lateness."""
+        return (seq + 1) * int(self.spec.size_ms or 0) + self.spec.allowed_lateness_ms
+
+    def open_ahead_ms(self, wall_ms: float) -> float:
+        """How far after ``wall_ms`` the earliest open time window's end (plus the allowed
+        lateness) lies; 0 when it has passed or no time window is open. An idle stream's window
+        waits for the wall clock that long (``idle_close = "ended"``)."""
+        if self.spec.count is not None or not self._open:
+            return 0.0
+        return max(self._end_ms(min(self._open)) - wall_ms, 0.0)
 
     def close_all(self, closed_by: str) -> list[ClosedWindow]:
         """Close every open window now, oldest first (idle timeout, end-of-stream marker); a

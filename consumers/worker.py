@@ -113,10 +113,11 @@ class StreamState(Protocol):
         stream (it goes to the dead letters)."""
         ...
 
-    def close_idle(self, silent_until: float) -> list[Output]:
+    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         """The outputs of the windows a stream idle (no message of it read) from its last one
         until ``silent_until`` closes: everything its partition held then has been read (see
-        :meth:`WorkerLoop._lagging_partitions`), so its next message cannot be in a backlog."""
+        :meth:`WorkerLoop._lagging_partitions`), so its next message cannot be in a backlog.
+        ``wall_ms`` is the wall-clock time (epoch ms) of ``silent_until``."""
         ...
 
     def min_buffered_offset(self, partition: int) -> int | None: ...
@@ -440,9 +441,11 @@ class WorkerLoop:
                 dead, pending = [], False
                 self.heap_bound.check()
         self._lagging_partitions(now)
+        to_wall_s = time.time() - time.monotonic()  # ``now`` and the read times are monotonic
         for stream, state in self._states.items():
             part = self._partitions.get(self._stream_partition.get(stream, -1))
-            idle = state.close_idle(part.read_up_to_at if part else float("-inf"))
+            silent_until = part.read_up_to_at if part else float("-inf")
+            idle = state.close_idle(silent_until, (silent_until + to_wall_s) * 1000)
             self._count_windows(stream, idle, forced=True)
             outputs += idle
         quiet = self._quiet_streams()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from sparsewatch.consumers.windowing import IDLE_CLOSE
 from sparsewatch.errors import SparsewatchError
 
 # Kafka's rule for topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters,
@@ -80,6 +81,7 @@ class WindowConfig:
     count: int = 0
     allowed_lateness: str = "0s"
     idle_timeout_s: float = 30.0
+    idle_close: str = "ended"
     checkpoint_every: int = 10
     dedup_documents: int = 20000
 
@@ -343,6 +345,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
     # (a quiet worker checks its streams four times per timeout: 0.001 s kept a core busy)
     ("windows", "idle_timeout_s"): (lambda v: v >= 0.1, ">= 0.1"),
+    ("windows", "idle_close"): (lambda v: v in IDLE_CLOSE, "'ended' or 'all'"),
     ("windows", "checkpoint_every"): (lambda v: v >= 1, ">= 1"),
     ("windows", "dedup_documents"): (lambda v: v >= 0, ">= 0 (0: open windows only)"),
     ("detector", "novel_mode"): (lambda v: v in ("top_q", "threshold"), "'top_q' or 'threshold'"),

@@ -12,6 +12,7 @@ from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.config import load_config
 
 HOUR_MS = 3_600_000
+PAST = 1e15  # a wall clock (epoch ms) long after the 2026 windows: they are all over
 
 
 def _config():
@@ -50,7 +51,7 @@ def _run(batch_boundary_after_late: bool) -> tuple[list, DetectorStreamState]:
     # Until it is handed over, the late document is where a restart must re-read from.
     assert state.min_buffered_offset(1) == 0
     if batch_boundary_after_late:
-        outputs += state.close_idle(silent_until=0.0)  # a poll batch ends here
+        outputs += state.close_idle(silent_until=0.0, wall_ms=PAST)  # a poll batch ends here
         assert state.min_buffered_offset(1) is None
     outputs += state.add(closer[0], 0, n, now=0.0)
     return outputs, state
@@ -133,7 +134,7 @@ def test_documents_late_after_an_idle_close_are_counted_and_warned_about_once(ca
     with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_worker"):
         assert state.add(late, 1, 0, now=1.0) == []  # late by the watermark: no warning
         assert not caplog.records
-        idle = state.close_idle(silent_until=1.0 + state.spec.idle_timeout_s)
+        idle = state.close_idle(silent_until=1.0 + state.spec.idle_timeout_s, wall_ms=PAST)
         assert [o.is_window for o in idle] == [False, True]  # the late one, then the window
         assert idle[0].late == 1 and idle[1].late == 0
         assert not state.windows.closed_early(late.timestamp_ms)
@@ -145,6 +146,30 @@ def test_documents_late_after_an_idle_close_are_counted_and_warned_about_once(ca
         warning.getMessage()
     )
     assert "after 30.0 s without documents" in warning.getMessage()
-    outputs += state.close_idle(silent_until=200.0)
+    outputs += state.close_idle(silent_until=200.0, wall_ms=PAST)
     assert sum(o.late for o in outputs) == 60
     assert len(_late_rows(outputs)) == 60
+
+
+def test_an_idle_stream_whose_window_ends_after_the_wall_clock_waits_and_says_so_once(caplog):
+    """Event times ahead of the machine's clock by more than a window: the idle timer closes no
+    window (it waits for the wall clock to pass its end), which would look like a hang; the
+    detector says why, once per stream."""
+    docs, _, _ = _stream()
+    state = DetectorStreamState("s", _config(), None)
+    for offset, doc in enumerate(docs[:100]):  # the first hour, 100 documents
+        assert state.add(doc, 0, offset, now=0.0) == []
+    wall = docs[0].timestamp_ms - 2 * 24 * HOUR_MS  # two days before the stream's event times
+    with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_worker"):
+        assert state.close_idle(silent_until=1.0, wall_ms=wall) == []  # not idle yet: no word
+        assert not caplog.records
+        for t in (100.0, 200.0):
+            assert state.close_idle(silent_until=t, wall_ms=wall + t * 1000) == []
+        [warning] = caplog.records
+    assert "stream 's' is idle, but its open window ends 49.0 h after the wall clock" in (
+        warning.getMessage()
+    )
+    assert state.windows.n_buffered == 100
+    # Once the wall clock has passed the window's end, the idle stream's window closes.
+    [window] = state.close_idle(silent_until=300.0, wall_ms=docs[0].timestamp_ms + HOUR_MS)
+    assert window.n_documents == 100 and window.is_window

@@ -123,7 +123,7 @@ def _offline(config: Config, docs: list[dict]) -> dict[tuple[str, str], tuple[fl
             windows, status = windower.add(Buffered(doc, 0, i), now=0.0)
             assert status == "buffered"
             closed += windows
-        closed += windower.close_if_idle(now=1e12)
+        closed += windower.close_if_idle(now=1e12, wall_ms=1e15)
         for w in closed:
             for row in process_window(models, w, config.detector).documents:
                 out[(stream, row["doc_id"])] = (row["novelty_score"], row["novel"])

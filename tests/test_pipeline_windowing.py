@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -39,7 +41,7 @@ def test_time_windows_partition_the_stream(times, size, lateness):
             # only windows the watermark has passed close
             assert win.end_ms <= max(times[: i + 1]) - lateness
         closed += windows
-    closed += w.close_if_idle(now=1e9)
+    closed += w.close_if_idle(now=1e9, wall_ms=1e15)
     seen = [b.offset for win in closed for b in win.items]
     assert sorted(seen + late) == list(range(len(times)))
     assert w.n_buffered == 0
@@ -76,13 +78,60 @@ def test_count_windows_and_restart_skip():
 
 
 def test_idle_stream_closes_its_windows():
+    """A replayed past stream: the wall clock has passed every window, all close when idle."""
     w = StreamWindower("s", WindowSpec(size_ms=1000, allowed_lateness_ms=1000, idle_timeout_s=5.0))
     w.add(_item(0, 100), now=10.0)
     w.add(_item(1, 1500), now=11.0)
-    assert w.close_if_idle(now=15.0) == []
-    closed = w.close_if_idle(now=16.5)
+    assert w.close_if_idle(now=15.0, wall_ms=1e15) == []
+    closed = w.close_if_idle(now=16.5, wall_ms=1e15)
     assert [(c.seq, c.closed_by, len(c.items)) for c in closed] == [(0, "idle", 1), (1, "idle", 1)]
     assert w.add(_item(2, 1999), now=17.0) == ([], "late")
+
+
+@pytest.mark.parametrize("idle_close", ["ended", "all"])
+def test_an_idle_live_stream_keeps_the_window_the_wall_clock_is_in(idle_close):
+    """A live stream (event time = wall clock) quiet for longer than the timeout: with "ended" the
+    window it is in stays open until the wall clock passes its end plus the lateness, so the
+    documents after the gap are learnt in it, not late; "all" closes it at once (reports sooner)
+    and its later documents are late."""
+    spec = WindowSpec(size_ms=60_000, allowed_lateness_ms=40_000, idle_timeout_s=2.0)
+    w = StreamWindower("s", dataclasses.replace(spec, idle_close=idle_close))
+    wall0 = 1_767_225_600_000 + 30_000  # half a minute into window seq 29,453,760
+    seq = wall0 // 60_000
+    assert w.add(_item(0, wall0 - 40_000), now=0.0)[1] == "buffered"  # the window before
+    assert w.add(_item(1, wall0 - 1_000), now=1.0)[1] == "buffered"
+    assert w.add(_item(2, wall0), now=2.0)[1] == "buffered"  # the watermark closes neither
+    # (now, wall) as the worker passes them: wall = the epoch time of ``now``
+    closed = w.close_if_idle(now=10.0, wall_ms=wall0 + 12_000)
+    if idle_close == "all":
+        assert [(c.seq, len(c.items)) for c in closed] == [(seq - 1, 1), (seq, 2)]
+        assert w.add(_item(3, wall0 + 20_000), now=22.0) == ([], "late")
+        assert w.closed_early(wall0 + 20_000)
+        return
+    # only the window the wall clock has passed (by more than the lateness) closes
+    assert [(c.seq, c.closed_by, len(c.items)) for c in closed] == [(seq - 1, "idle", 1)]
+    assert w.open_ahead_ms(wall0 + 12_000) == 30_000 + 40_000 - 12_000
+    assert w.add(_item(3, wall0 + 20_000), now=22.0) == ([], "buffered")  # after the gap
+    assert w.close_if_idle(now=30.0, wall_ms=wall0 + 30_000) == []  # idle, but not over yet
+    assert w.close_if_idle(now=66.0, wall_ms=wall0 + 69_999) == []  # within the lateness
+    assert w.add(_item(4, wall0 + 29_000), now=66.0) == ([], "buffered")  # a late arrival
+    assert w.close_if_idle(now=67.0, wall_ms=wall0 + 71_000) == []  # idle only from 66 + 2
+    [last] = w.close_if_idle(now=68.0, wall_ms=wall0 + 72_000)
+    assert (last.seq, last.closed_by, [b.offset for b in last.items]) == (seq, "idle", [1, 2, 3, 4])
+    assert w.n_buffered == 0 and w.open_ahead_ms(wall0 + 72_000) == 0.0
+
+
+def test_an_idle_count_window_closes_whatever_the_wall_clock():
+    w = StreamWindower("s", WindowSpec(size_ms=None, count=5, idle_timeout_s=1.0))
+    w.add(_item(0, 10**15), now=0.0)  # an event time far ahead: a count window has no end
+    [window] = w.close_if_idle(now=2.0, wall_ms=0.0)
+    assert (window.closed_by, len(window.items)) == ("idle", 1)
+    assert w.open_ahead_ms(0.0) == 0.0
+
+
+def test_the_idle_close_mode_is_checked():
+    with pytest.raises(ValueError, match="idle_close must be one of"):
+        WindowSpec(idle_close="open")
 
 
 def test_end_of_stream_closes_every_open_window_at_once():

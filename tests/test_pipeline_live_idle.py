@@ -1,0 +1,117 @@
+"""A live stream's lull does not cut its current window short (``windows.idle_close``).
+
+Event times near the worker's wall clock, one-hour windows, a one-second idle timeout. With the
+default ``"ended"`` the idle timer closes a quiet stream's window only once the wall clock has
+passed its end (plus the allowed lateness): a stream whose window ended a while ago closes at
+once, but the window a live stream is in stays open through the lull, and the documents after it
+are learnt in that window instead of being stored late. With ``"all"`` the lull closes it and the
+documents after it are late (the earlier behaviour, still available).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from sparsewatch.consumers.kafka_client import make_producer
+from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import load_config
+from sparsewatch.runner import build_worker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+MINUTE_MS = 60_000
+IDLE_S = 1.0
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+@pytest.mark.parametrize("idle_close", ["ended", "all"])
+def test_a_lull_in_a_live_stream_keeps_its_window_open_until_the_wall_clock_ends_it(
+    kafka_bootstrap, tmp_path, idle_close
+):
+    prefix = f"live-{uuid.uuid4().hex[:8]}"
+    config = load_config(
+        env={
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+            "SPARSEWATCH_KAFKA_PARTITIONS": "1",
+            "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}",
+            "SPARSEWATCH_WINDOWS_SIZE": "1h",
+            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": str(IDLE_S),
+            "SPARSEWATCH_WINDOWS_IDLE_CLOSE": idle_close,
+            "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "10",
+            "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
+            "SPARSEWATCH_ANOMALY_ENABLED": "false",
+        }
+    )
+    topic = config.kafka.topic("docs")
+    now_ms = int(time.time() * 1000)
+    # "recent": an hour window that ended over a minute ago; "live": the window ten minutes
+    # ahead, which ends at least ten minutes after this test starts.
+    recent = generate_stream(20, kind="tweet", stream="recent", seed=1)
+    live = generate_stream(40, kind="tweet", stream="live", seed=2)
+    producer = make_producer(kafka_bootstrap)
+
+    def send(docs: list[dict], t_ms: int) -> None:
+        for i, doc in enumerate(docs):
+            value = json.dumps({**doc, "timestamp": t_ms + i})
+            producer.produce(topic, key=doc["stream"].encode(), value=value)
+        assert producer.flush(30) == 0
+
+    store = Store.open(config.resolved_database_url)
+    worker = build_worker("detector", config, store)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+
+    def windows(stream: str) -> list[tuple[int, str]]:
+        rows = store.windows(streams=[stream], limit=None)
+        return [(w["n_documents"], w["closed_by"]) for w in rows]
+
+    try:
+        send(recent, now_ms - 61 * MINUTE_MS - 20)
+        send(live[:20], now_ms + 10 * MINUTE_MS)
+        # The wall clock has passed the recent stream's window: the idle timer closes it.
+        assert _wait_for(lambda: bool(windows("recent")), 60.0), "recent window never closed"
+        assert windows("recent") == [(20, "idle")]
+        if idle_close == "ended":
+            time.sleep(3 * IDLE_S)  # idle three timeouts over: still open
+            assert windows("live") == []
+            assert store.documents(streams=["live"], limit=None) == []
+        else:
+            assert _wait_for(lambda: bool(windows("live")), 30.0)
+            assert windows("live") == [(20, "idle")]
+        send(live[20:], now_ms + 10 * MINUTE_MS + 1_000)  # after the lull, the same window
+        producer.produce(
+            topic, key=b"live", value=json.dumps({"stream": "live", "end_of_stream": True})
+        )
+        assert producer.flush(30) == 0
+
+        def stored_live() -> bool:
+            return len(store.documents(streams=["live"], limit=None)) == len(live)
+
+        assert _wait_for(stored_live, 60.0)
+        late = [d["doc_id"] for d in store.documents(streams=["live"], limit=None) if d["late"]]
+        if idle_close == "ended":
+            assert windows("live") == [(40, "end_of_stream")]
+            assert late == []  # every document learnt from
+        else:
+            assert windows("live") == [(20, "idle")]
+            assert sorted(late) == sorted(d["id"] for d in live[20:])
+    finally:
+        worker.stop()
+        runner.join(60)
+        store.dispose()
