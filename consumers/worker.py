@@ -42,18 +42,23 @@ at once: otherwise its replay anchor held its partition's resume offset back unt
 message, the windows an end-of-stream marker closed, any quiet stream of the anomaly worker), and
 a crash replayed everything its partition had carried since. A quiet stream's state, once
 checkpointed and with nothing buffered, is only a cache of its checkpoint: at most
-``max_idle_states`` of them (the most recently active) stay in memory, the others are dropped and
-restored from their checkpoint when the stream speaks again (after the transaction holding that
-checkpoint is stored). Without that every stream ever seen kept its models resident until its
-partition was revoked: measured, a detector stream holds 10-250 MB (its dictionary, the MOR-NMF
-ring of 16 MB at 20,000 terms, the dynamic NMF window), so a worker's memory grew with the number
-of streams. What stays per stream seen is its partition (a dictionary entry, needed to refuse a
-stream spread over two partitions).
+``max_idle_states`` idle streams (the most recently active) stay in memory, the others are dropped
+and restored from their checkpoint when the stream speaks again (after the transaction holding
+that checkpoint is stored). An idle stream beyond them that still holds an open window (a live
+stream's current window stays open until the wall clock passes its end, ``windows.idle_close``)
+has its windows closed at once, as ``idle_close = "all"`` would, and is dropped once they are
+checkpointed: memory stays bounded by the streams active within the idle timeout. Without that
+every stream ever seen kept its models resident until its partition was revoked: measured, a
+detector stream holds 10-250 MB (its dictionary, the MOR-NMF ring of 16 MB at 20,000 terms, the
+dynamic NMF window), so a worker's memory grew with the number of streams. What stays per
+stream seen is its partition (a dictionary entry, needed to refuse a stream spread over two
+partitions).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -255,6 +260,7 @@ class WorkerLoop:
         # False while in-memory states are ahead of the store (a batch not yet committed): no
         # checkpoint may then be written by a revocation or a shutdown.
         self._consistent = True
+        self._warned_crowded = False
         self._stop = threading.Event()
         self._consumer: BatchConsumer | None = None
         self._writer: Writer | None = None  # one per run()
@@ -441,46 +447,59 @@ class WorkerLoop:
                 dead, pending = [], False
                 self.heap_bound.check()
         self._lagging_partitions(now)
+        idle = self._idle_streams()
+        crowded = set(idle[: max(len(idle) - self.max_idle_states, 0)])
         to_wall_s = time.time() - time.monotonic()  # ``now`` and the read times are monotonic
         for stream, state in self._states.items():
             part = self._partitions.get(self._stream_partition.get(stream, -1))
             silent_until = part.read_up_to_at if part else float("-inf")
-            idle = state.close_idle(silent_until, (silent_until + to_wall_s) * 1000)
-            self._count_windows(stream, idle, forced=True)
-            outputs += idle
-        quiet = self._quiet_streams()
+            # A crowded stream's windows close whatever the wall clock (see the module docstring)
+            wall_ms = math.inf if stream in crowded else (silent_until + to_wall_s) * 1000
+            closed = state.close_idle(silent_until, wall_ms)
+            self._count_windows(stream, closed, forced=True)
+            outputs += closed
+            if stream in crowded and any(o.is_window for o in closed):
+                self._warn_crowded(stream)
+        quiet = [s for s in idle if self._nothing_buffered(s)]
         checkpoint_quiet = bool({s for s in quiet if s in self._dirty} - self._forced)
         self._forced |= {s for s in quiet if s in self._dirty}
         if outputs or dead or pending or checkpoint_quiet:
             self._commit(outputs, dead)
-        self._drop_quiet_states(quiet)
+        for stream in quiet:  # a crowded quiet stream's state is a cache of its checkpoint
+            if stream in crowded and stream not in self._dirty:
+                del self._states[stream]
+                self._anchor.pop(stream, None)
+                self._last_read.pop(stream, None)
         self._consistent = True
 
-    def _quiet_streams(self) -> list[str]:
-        """Streams in memory with nothing buffered whose last message was read at least
-        ``idle_checkpoint_s`` before their partition was last read up to date (see the module
-        docstring), least recently read first."""
-        quiet = []
-        for stream, state in self._states.items():
-            p = self._stream_partition[stream]
-            part = self._partitions.get(p)
+    def _idle_streams(self) -> list[str]:
+        """Streams in memory whose last message was read at least ``idle_checkpoint_s`` before
+        their partition was last read up to date (see the module docstring), least recently read
+        first."""
+        idle = []
+        for stream in self._states:
+            part = self._partitions.get(self._stream_partition[stream])
             last = self._last_read.get(stream, float("-inf"))
-            if (
-                part is not None
-                and part.read_up_to_at - last >= self.idle_checkpoint_s
-                and state.min_buffered_offset(p) is None
-            ):
-                quiet.append(stream)
-        return sorted(quiet, key=lambda s: self._last_read.get(s, float("-inf")))
+            if part is not None and part.read_up_to_at - last >= self.idle_checkpoint_s:
+                idle.append(stream)
+        return sorted(idle, key=lambda s: self._last_read.get(s, float("-inf")))
 
-    def _drop_quiet_states(self, quiet: list[str]) -> None:
-        """Drop the states of the quiet streams already checkpointed, all but the
-        ``max_idle_states`` most recently read (their checkpoint restores them)."""
-        clean = [s for s in quiet if s not in self._dirty]
-        for stream in clean[: max(len(clean) - self.max_idle_states, 0)]:
-            del self._states[stream]
-            self._anchor.pop(stream, None)
-            self._last_read.pop(stream, None)
+    def _nothing_buffered(self, stream: str) -> bool:
+        return self._states[stream].min_buffered_offset(self._stream_partition[stream]) is None
+
+    def _warn_crowded(self, stream: str) -> None:
+        """Say once per run that idle streams' windows close before their end for memory."""
+        if self._warned_crowded:
+            return
+        self._warned_crowded = True
+        log.warning(
+            "%s: more than max_idle_streams (%d) idle streams are in memory: the open windows of "
+            "the least recently active ones (first %r) close now, before the wall clock passes "
+            "their end, so that their states can leave memory; their later documents are late",
+            self.processor.name,
+            self.max_idle_states,
+            stream,
+        )
 
     def _count_windows(self, stream: str, outputs: list[Output], forced: bool) -> None:
         """Count the windows among ``outputs``. Any output makes the stream's state differ from

@@ -39,24 +39,27 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
     return condition()
 
 
+def _config(kafka_bootstrap: str, db: str, **extra: str):
+    env = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"live-{uuid.uuid4().hex[:8]}",
+        "SPARSEWATCH_KAFKA_PARTITIONS": "1",
+        "SPARSEWATCH_DATABASE_URL": f"sqlite:///{db}",
+        "SPARSEWATCH_WINDOWS_SIZE": "1h",
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": str(IDLE_S),
+        "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "10",
+        "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
+        "SPARSEWATCH_ANOMALY_ENABLED": "false",
+    }
+    return load_config(env={**env, **extra})
+
+
 @pytest.mark.parametrize("idle_close", ["ended", "all"])
 def test_a_lull_in_a_live_stream_keeps_its_window_open_until_the_wall_clock_ends_it(
     kafka_bootstrap, tmp_path, idle_close
 ):
-    prefix = f"live-{uuid.uuid4().hex[:8]}"
-    config = load_config(
-        env={
-            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-            "SPARSEWATCH_KAFKA_PARTITIONS": "1",
-            "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'live.db'}",
-            "SPARSEWATCH_WINDOWS_SIZE": "1h",
-            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": str(IDLE_S),
-            "SPARSEWATCH_WINDOWS_IDLE_CLOSE": idle_close,
-            "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "10",
-            "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
-            "SPARSEWATCH_ANOMALY_ENABLED": "false",
-        }
+    config = _config(
+        kafka_bootstrap, tmp_path / "live.db", SPARSEWATCH_WINDOWS_IDLE_CLOSE=idle_close
     )
     topic = config.kafka.topic("docs")
     now_ms = int(time.time() * 1000)
@@ -111,6 +114,50 @@ def test_a_lull_in_a_live_stream_keeps_its_window_open_until_the_wall_clock_ends
         else:
             assert windows("live") == [(20, "idle")]
             assert sorted(late) == sorted(d["id"] for d in live[20:])
+    finally:
+        worker.stop()
+        runner.join(60)
+        store.dispose()
+
+
+def test_idle_live_streams_beyond_max_idle_streams_close_their_windows_and_leave_memory(
+    kafka_bootstrap, tmp_path, caplog
+):
+    """Open windows keep an idle live stream's models in memory; beyond ``max_idle_streams`` (1
+    here) the least recently active idle streams have their windows closed at once (as with
+    ``idle_close = "all"``) and leave memory once checkpointed, so memory stays bounded by the
+    streams active within the idle timeout."""
+    config = _config(kafka_bootstrap, tmp_path / "crowd.db", SPARSEWATCH_MAX_IDLE_STREAMS="1")
+    topic = config.kafka.topic("docs")
+    t_ms = int(time.time() * 1000) + 10 * MINUTE_MS  # a window that ends after the test
+    producer = make_producer(kafka_bootstrap)
+    store = Store.open(config.resolved_database_url)
+    worker = build_worker("detector", config, store)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+
+    def windows(stream: str) -> list[tuple[int, str]]:
+        rows = store.windows(streams=[stream], limit=None)
+        return [(w["n_documents"], w["closed_by"]) for w in rows]
+
+    try:
+        with caplog.at_level("WARNING", logger="sparsewatch.consumers.worker"):
+            for seed, stream in enumerate(("a", "b", "c")):  # idle one after the other
+                for i, doc in enumerate(
+                    generate_stream(15, kind="tweet", stream=stream, seed=seed)
+                ):
+                    value = json.dumps({**doc, "timestamp": t_ms + i})
+                    producer.produce(topic, key=stream.encode(), value=value)
+                assert producer.flush(30) == 0
+                time.sleep(2.5 * IDLE_S)
+            assert _wait_for(lambda: bool(windows("b")), 30.0)
+            assert _wait_for(lambda: worker.streams_in_memory == frozenset({"c"}), 30.0)
+        assert windows("a") == windows("b") == [(15, "idle")]
+        assert windows("c") == []  # the most recently active idle stream keeps its window open
+        assert any("max_idle_streams (1)" in r.getMessage() for r in caplog.records)
+        producer.produce(topic, key=b"c", value=json.dumps({"stream": "c", "end_of_stream": True}))
+        assert producer.flush(30) == 0
+        assert _wait_for(lambda: windows("c") == [(15, "end_of_stream")], 30.0)
     finally:
         worker.stop()
         runner.join(60)
