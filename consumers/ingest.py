@@ -172,8 +172,14 @@ def run_ingest(
     if any(source.startswith("^") for source in route.source_topics):
         # a topic created later is seen at the next metadata refresh (5 minutes by default)
         overrides["topic.metadata.refresh.interval.ms"] = _PATTERN_REFRESH_MS
-    consumer = BatchConsumer(route.bootstrap, route.group_id, route.source_topics, **overrides)
     metrics = metrics or IngestMetrics()
+    consumer = BatchConsumer(
+        route.bootstrap,
+        route.group_id,
+        route.source_topics,
+        on_reset=metrics.skipped,
+        **overrides,
+    )
     try:
         quiet_since = time.monotonic()
         warned = False

@@ -57,13 +57,15 @@ def dead_letter_message(
 
 
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
-    """Consumer settings: manual commits, start at the earliest offset, committed reads only."""
+    """Consumer settings: manual commits, committed reads only, and an offset the broker does not
+    hold is an error (:meth:`BatchConsumer.poll_batch` says so and goes on at the earliest
+    retained message) rather than a silent jump."""
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
+        "auto.offset.reset": "error",
         "isolation.level": "read_committed",
         "partition.assignment.strategy": "cooperative-sticky",
         "session.timeout.ms": 10_000,
@@ -181,6 +183,14 @@ class BatchConsumer:
     and checkpoint the per-stream state of the partitions it gains and loses. ``on_lost`` (default:
     ``on_revoke``) is called instead of ``on_revoke`` when the partitions were taken away without a
     revocation (session timeout): another member may already own them, so nothing may be written.
+
+    A partition without a start offset starts at its earliest retained message. When the offset
+    to read from is no longer on the broker (the topic's retention deleted messages before they
+    were read: a consumer down or behind for longer than ``retention.ms``) or beyond the
+    partition's end (the topic deleted and created again), the consumer logs an error saying how
+    many messages were skipped, calls ``on_reset(topic, partition, skipped)`` and goes on at the
+    earliest retained message: librdkafka's ``auto.offset.reset = earliest`` did the same
+    silently, so a worker lost results without a word.
     """
 
     def __init__(
@@ -191,9 +201,11 @@ class BatchConsumer:
         on_assign: Callable[[list[tuple[str, int]]], TopicOffsets | None] | None = None,
         on_revoke: Callable[[list[tuple[str, int]]], None] | None = None,
         on_lost: Callable[[list[tuple[str, int]]], None] | None = None,
+        on_reset: Callable[[str, int, int], None] | None = None,
         **overrides: Any,
     ) -> None:
         self.last_error_at = float("-inf")
+        self._on_reset = on_reset
         self._start: TopicOffsets = {}
         config = consumer_config(bootstrap, group_id, **overrides)
         config.setdefault("error_cb", self._on_error)
@@ -225,7 +237,7 @@ class BatchConsumer:
             positions = self._on_assign([(p.topic, p.partition) for p in partitions])
         positions = positions or {}
         # Start where the worker's own durable store says it stopped (exactly-once effects),
-        # else at the group's committed offset, else (auto.offset.reset) at the earliest.
+        # else at the group's committed offset, else at the earliest retained message.
         missing = [p for p in partitions if (p.topic, p.partition) not in positions]
         committed = consumer.committed(missing, timeout=30) if missing else []
         for p in committed:
@@ -235,6 +247,8 @@ class BatchConsumer:
             if (p.topic, p.partition) in positions:
                 p.offset = positions[(p.topic, p.partition)]
                 self._start[(p.topic, p.partition)] = p.offset
+            else:
+                p.offset = OFFSET_BEGINNING
         consumer.incremental_assign(partitions)
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -259,10 +273,48 @@ class BatchConsumer:
                 good.append(msg)
             elif err.fatal():
                 raise KafkaException(err)
+            elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                self._restart_at_earliest(msg.topic(), msg.partition(), msg.offset())
             elif err.code() != KafkaError._PARTITION_EOF:
                 # Broker down, transport errors, ...: librdkafka reconnects by itself.
                 self._on_error(err)
         return good
+
+    def _restart_at_earliest(self, topic: str, partition: int, offset: int) -> None:
+        """The broker does not hold ``offset`` of the partition (see the class docstring): go on
+        at its earliest retained message, and say how many messages that skips."""
+        tp = TopicPartition(topic, partition)
+        low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
+        # (a partition in this error state refuses a seek: it is assigned again instead)
+        self._consumer.incremental_unassign([tp])
+        self._consumer.incremental_assign([TopicPartition(topic, partition, low)])
+        self._start[(topic, partition)] = low
+        skipped = max(low - offset, 0)
+        if offset < low:
+            log.error(
+                "%s [%d]: offset %d is no longer on the broker: %d message(s) before %d were "
+                "deleted by the topic's retention before they were read and are skipped (their "
+                "results are missing); reading on from %d. Keep retention.ms above the longest "
+                "time a consumer may be down or behind, windows included",
+                topic,
+                partition,
+                offset,
+                skipped,
+                low,
+                low,
+            )
+        else:
+            log.error(
+                "%s [%d]: offset %d is beyond the partition's end (%d): was the topic deleted "
+                "and created again? Reading from its earliest message, %d",
+                topic,
+                partition,
+                offset,
+                high,
+                low,
+            )
+        if self._on_reset is not None:
+            self._on_reset(topic, partition, skipped)
 
     def commit(self, messages: Iterable[Message]) -> None:
         """Synchronously commit the offsets just after ``messages``."""

@@ -40,6 +40,11 @@ LATE = Counter(
 DEAD_LETTERS = Counter(
     "sparsewatch_dead_letters", "Messages sent to the dead-letter topic", ["worker"]
 )
+SKIPPED = Counter(
+    "sparsewatch_skipped_messages",
+    "Input messages the broker deleted (the topic's retention) before they were read",
+    ["worker"],
+)
 WINDOW_LATENCY = Histogram(
     "sparsewatch_window_latency_seconds",
     "From window close to committed results",
@@ -64,7 +69,7 @@ INGEST_BATCH_SECONDS = Histogram(
 )
 
 
-_SHARED = (DEAD_LETTERS, LAG)
+_SHARED = (DEAD_LETTERS, LAG, SKIPPED)
 _FAMILIES = {
     "workers": (DOCUMENTS, NOVEL, WINDOWS, LATE, WINDOW_LATENCY, *_SHARED),
     "ingest": (INGEST_RECORDS, INGEST_TRANSACTIONS, INGEST_BATCH_SECONDS, *_SHARED),
@@ -90,7 +95,7 @@ class WorkerMetrics:
         self.worker = worker
         # Every series exists, at 0, from the start: a series born at its first increment hides
         # that increment from increase() and rate(), and "no data" is not "0 documents/s".
-        for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, DEAD_LETTERS, WINDOW_LATENCY, LAG):
+        for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, DEAD_LETTERS, WINDOW_LATENCY, LAG, SKIPPED):
             family.labels(worker)
 
     def observe(self, outputs: Iterable[Any], latencies: Iterable[float], n_dead: int) -> None:
@@ -112,6 +117,11 @@ class WorkerMetrics:
         """Total lag over the partitions this worker owns."""
         LAG.labels(self.worker).set(sum(lag.values()))
 
+    def skipped(self, topic: str, partition: int, n: int) -> None:
+        """Count messages the broker no longer held when they were to be read (the
+        ``on_reset`` of :class:`~sparsewatch.consumers.kafka_client.BatchConsumer`)."""
+        SKIPPED.labels(self.worker).inc(n)
+
 
 class IngestMetrics:
     """The metrics of the ingest bridge; its consumer lag and dead letters are the workers'
@@ -126,6 +136,7 @@ class IngestMetrics:
             INGEST_TRANSACTIONS.labels(result)
         DEAD_LETTERS.labels(self.worker)
         LAG.labels(self.worker)
+        SKIPPED.labels(self.worker)
 
     def committed(self, forwarded: int, dead_lettered: int, seconds: float) -> None:
         """Count one committed transaction: records forwarded and dead-lettered, its duration."""
@@ -134,6 +145,10 @@ class IngestMetrics:
         DEAD_LETTERS.labels(self.worker).inc(dead_lettered)
         INGEST_TRANSACTIONS.labels("committed").inc()
         INGEST_BATCH_SECONDS.observe(seconds)
+
+    def skipped(self, topic: str, partition: int, n: int) -> None:
+        """Count source records the broker no longer held when they were to be read."""
+        SKIPPED.labels(self.worker).inc(n)
 
     def aborted(self) -> None:
         INGEST_TRANSACTIONS.labels("aborted").inc()

@@ -296,6 +296,7 @@ class WorkerLoop:
                 on_assign=self._on_assign,
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
+                on_reset=self.metrics.skipped,
             )
         except BaseException:
             self._writer.close()  # (a process writer would otherwise outlive the failed start)

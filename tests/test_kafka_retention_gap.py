@@ -1,0 +1,147 @@
+"""An offset the broker no longer holds is reported, not silently skipped.
+
+A worker resumes from the offsets stored with its results. When the topic's retention deleted
+messages before they were read (a worker down, or behind, for longer than ``retention.ms``),
+librdkafka's ``auto.offset.reset = earliest`` used to jump to the earliest retained message
+without a word: results were missing and nothing said so. Now the consumer logs an error with the
+number of skipped messages, counts them (``sparsewatch_skipped_messages_total``) and goes on at the
+earliest retained message. Retention is simulated with the broker's DeleteRecords.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.metrics import SKIPPED
+from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import load_config
+from sparsewatch.runner import build_worker
+
+pytestmark = pytest.mark.kafka
+
+
+def _topic_with_deleted_head(bootstrap: str, values: list[bytes], keep_from: int) -> str:
+    """A one-partition topic holding ``values``, the first ``keep_from`` of them deleted."""
+    topic = f"gap-{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {topic: 1})
+    producer = make_producer(bootstrap)
+    for value in values:
+        producer.produce(topic, key=b"k", value=value)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, keep_from)]).values():
+        assert future.result(30).low_watermark == keep_from  # the partition's new low watermark
+    return topic
+
+
+def _read_all(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> list[int]:
+    offsets: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while len(offsets) < n and time.monotonic() < deadline:
+        offsets += [m.offset() for m in consumer.poll_batch(100, timeout=0.5)]
+    return offsets
+
+
+@pytest.mark.parametrize(
+    ("start", "skipped", "said"),
+    [
+        (3, 7, "7 message(s) before 10 were deleted by the topic's retention"),
+        (50, 0, "offset 50 is beyond the partition's end (20)"),
+    ],
+)
+def test_a_start_offset_the_broker_does_not_hold_is_reported_and_reading_goes_on(
+    kafka_bootstrap, caplog, start, skipped, said
+):
+    topic = _topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 10)
+    resets: list[tuple[str, int, int]] = []
+    with (
+        caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
+        BatchConsumer(
+            kafka_bootstrap,
+            f"g-{topic}",
+            [topic],
+            on_assign=lambda parts: {tp: start for tp in parts},
+            on_reset=lambda t, p, n: resets.append((t, p, n)),
+        ) as consumer,
+    ):
+        assert _read_all(consumer, 10) == list(range(10, 20))
+        assert consumer.lag() == {(topic, 0): 0}
+    assert resets == [(topic, 0, skipped)]
+    [error] = [r.getMessage() for r in caplog.records]
+    assert said in error and f"{topic} [0]" in error
+
+
+def test_a_partition_without_a_start_offset_starts_at_the_earliest_retained_message_quietly(
+    kafka_bootstrap, caplog
+):
+    topic = _topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 5)
+    resets: list[tuple[str, int, int]] = []
+    with (
+        caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
+        BatchConsumer(
+            kafka_bootstrap, f"g-{topic}", [topic], on_reset=lambda *a: resets.append(a)
+        ) as consumer,
+    ):
+        assert _read_all(consumer, 15) == list(range(5, 20))
+    assert resets == [] and caplog.records == []
+
+
+@pytest.mark.slow
+def test_a_worker_resuming_below_the_retained_messages_says_how_many_it_lost(
+    kafka_bootstrap, tmp_path, caplog
+):
+    """The detector stored resume offset 0, and the broker has since deleted the first 25 of
+    its 60 messages: the worker processes the 35 left, logs the 25 it could not read and counts
+    them in its metrics."""
+    config = load_config(
+        env={
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"gap-{uuid.uuid4().hex[:8]}",
+            "SPARSEWATCH_KAFKA_PARTITIONS": "1",
+            "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'gap.db'}",
+            "SPARSEWATCH_WINDOWS_COUNT": "20",
+            "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "10",
+            "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
+            "SPARSEWATCH_ANOMALY_ENABLED": "false",
+        }
+    )
+    topic = config.kafka.topic("docs")
+    docs = generate_stream(60, kind="tweet", stream="s", seed=4)
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    producer = make_producer(kafka_bootstrap)
+    for doc in docs:
+        producer.produce(topic, key=b"s", value=json.dumps(doc))
+    producer.produce(topic, key=b"s", value=json.dumps({"stream": "s", "end_of_stream": True}))
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 25)]).values():
+        future.result(30)
+    store = Store.open(config.resolved_database_url)
+    worker = build_worker("detector", config, store)
+    with store.transaction() as tx:  # where an earlier run of the group stopped
+        tx.set_partition_offsets(worker.group_id, topic, {0: 0})
+    before = SKIPPED.labels("detector")._value.get()
+    runner = threading.Thread(target=worker.run, kwargs={"until_idle_s": 3.0})
+    try:
+        with caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"):
+            runner.start()
+            runner.join(120)
+        assert not runner.is_alive()
+        stored = {d["doc_id"] for d in store.documents(streams=["s"], limit=None)}
+        assert stored == {d["id"] for d in docs[25:]}
+        assert SKIPPED.labels("detector")._value.get() - before == 25
+        assert any("25 message(s) before 25 were deleted" in r.getMessage() for r in caplog.records)
+        assert store.partition_offsets(worker.group_id, topic) == {0: 61}
+    finally:
+        worker.stop()
+        runner.join(60)
+        store.dispose()
