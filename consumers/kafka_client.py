@@ -25,7 +25,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.logs import RDKAFKA_LOGGER
@@ -132,6 +132,19 @@ def ensure_topics(
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise RuntimeError(f"could not create topic {name}: {exc}") from exc
+
+
+def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
+    """The topic's ``retention.ms`` (-1: kept for ever); ``None`` when the broker does not say
+    (unreachable, no such topic, not allowed)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
+        entry = configs.result(timeout).get("retention.ms")
+    except (KafkaException, TimeoutError):
+        return None
+    return None if entry is None or entry.value is None else int(entry.value)
 
 
 class NonEmptyGroupError(SparsewatchError):

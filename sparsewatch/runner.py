@@ -10,7 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
-from sparsewatch.config import Config
+from sparsewatch.config import Config, parse_duration_ms
+from sparsewatch.consumers.kafka_client import topic_retention_ms
 from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import RetryAbandonedError
 from sparsewatch.consumers.worker import WorkerLoop
@@ -32,6 +33,28 @@ _OPERATIONAL_ERRORS = (
 )
 
 
+def warn_short_retention(config: Config) -> None:
+    """Warn when the documents topic deletes messages sooner than a time window spans: after a
+    crash the worker re-reads an open window's documents from Kafka, and those already deleted
+    would be skipped (reported then, but lost)."""
+    w = config.windows
+    if w.count > 0:
+        return
+    span_ms = parse_duration_ms(w.size) + parse_duration_ms(w.allowed_lateness)
+    topic = config.kafka.topic("docs")
+    retention_ms = topic_retention_ms(config.kafka.bootstrap_servers, topic)
+    if retention_ms is not None and 0 <= retention_ms < span_ms:
+        log.warning(
+            "topic %s keeps messages for %.3g h (retention.ms) but a window spans %.3g h "
+            "(windows.size + windows.allowed_lateness): a worker restarted after a crash re-reads "
+            "its open windows from Kafka, and documents deleted by then are lost; raise the "
+            "topic's retention.ms above the window plus the longest outage",
+            topic,
+            retention_ms / 3_600_000,
+            span_ms / 3_600_000,
+        )
+
+
 def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
     """The detector or anomaly worker loop for ``config``."""
     k = config.kafka
@@ -40,7 +63,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
     if role == "detector":
         from sparsewatch.consumers.detector_worker import DetectorProcessor
 
-        return WorkerLoop(
+        loop = WorkerLoop(
             DetectorProcessor(config),
             store,
             k.bootstrap_servers,
@@ -55,6 +78,8 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             heap_free_limit_mb=config.heap_free_limit_mb,
             max_idle_states=config.max_idle_streams,
         )
+        warn_short_retention(config)  # (the topic exists now)
+        return loop
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
 

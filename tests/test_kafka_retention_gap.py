@@ -145,3 +145,36 @@ def test_a_worker_resuming_below_the_retained_messages_says_how_many_it_lost(
         worker.stop()
         runner.join(60)
         store.dispose()
+
+
+@pytest.mark.parametrize(("retention_ms", "warned"), [("60000", True), ("604800000", False)])
+def test_a_documents_topic_that_deletes_messages_sooner_than_a_window_spans_is_warned_about(
+    kafka_bootstrap, tmp_path, caplog, retention_ms, warned
+):
+    config = load_config(
+        env={
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"ret-{uuid.uuid4().hex[:8]}",
+            "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'ret.db'}",
+            "SPARSEWATCH_WINDOWS_SIZE": "1h",
+            "SPARSEWATCH_WINDOWS_ALLOWED_LATENESS": "30m",
+        }
+    )
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 1}, **{"retention.ms": retention_ms})
+    store = Store.open(config.resolved_database_url)
+    try:
+        with caplog.at_level("WARNING", logger="sparsewatch.runner"):
+            build_worker("detector", config, store)
+    finally:
+        store.dispose()
+    said = [r.getMessage() for r in caplog.records if "retention.ms" in r.getMessage()]
+    if warned:
+        assert said == [
+            f"topic {topic} keeps messages for 0.0167 h (retention.ms) but a window spans 1.5 h "
+            "(windows.size + windows.allowed_lateness): a worker restarted after a crash re-reads "
+            "its open windows from Kafka, and documents deleted by then are lost; raise the "
+            "topic's retention.ms above the window plus the longest outage"
+        ]
+    else:
+        assert said == []
