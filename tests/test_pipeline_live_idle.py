@@ -14,14 +14,17 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 
 import pytest
 from sparsewatch.consumers.kafka_client import make_producer
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
-from sparsewatch.config import load_config
+from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -37,6 +40,27 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
             return True
         time.sleep(0.2)
     return condition()
+
+
+@contextmanager
+def _running_detector(config: Config) -> Iterator[tuple[Store, WorkerLoop]]:
+    """A detector worker running on a thread, with its store; stopped on the way out."""
+    store = Store.open(config.resolved_database_url)
+    worker = build_worker("detector", config, store)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        yield store, worker
+    finally:
+        worker.stop()
+        runner.join(60)
+        store.dispose()
+
+
+def _windows(store: Store, stream: str) -> list[tuple[int, str]]:
+    """The stream's closed windows: (documents, closed by)."""
+    rows = store.windows(streams=[stream], limit=None)
+    return [(w["n_documents"], w["closed_by"]) for w in rows]
 
 
 def _config(kafka_bootstrap: str, db: str, **extra: str):
@@ -75,16 +99,8 @@ def test_a_lull_in_a_live_stream_keeps_its_window_open_until_the_wall_clock_ends
             producer.produce(topic, key=doc["stream"].encode(), value=value)
         assert producer.flush(30) == 0
 
-    store = Store.open(config.resolved_database_url)
-    worker = build_worker("detector", config, store)
-    runner = threading.Thread(target=worker.run)
-    runner.start()
-
-    def windows(stream: str) -> list[tuple[int, str]]:
-        rows = store.windows(streams=[stream], limit=None)
-        return [(w["n_documents"], w["closed_by"]) for w in rows]
-
-    try:
+    with _running_detector(config) as (store, _worker):
+        windows = partial(_windows, store)
         send(recent, now_ms - 61 * MINUTE_MS - 20)
         send(live[:20], now_ms + 10 * MINUTE_MS)
         # The wall clock has passed the recent stream's window: the idle timer closes it.
@@ -114,10 +130,6 @@ def test_a_lull_in_a_live_stream_keeps_its_window_open_until_the_wall_clock_ends
         else:
             assert windows("live") == [(20, "idle")]
             assert sorted(late) == sorted(d["id"] for d in live[20:])
-    finally:
-        worker.stop()
-        runner.join(60)
-        store.dispose()
 
 
 def test_idle_live_streams_beyond_max_idle_streams_close_their_windows_and_leave_memory(
@@ -131,16 +143,8 @@ def test_idle_live_streams_beyond_max_idle_streams_close_their_windows_and_leave
     topic = config.kafka.topic("docs")
     t_ms = int(time.time() * 1000) + 10 * MINUTE_MS  # a window that ends after the test
     producer = make_producer(kafka_bootstrap)
-    store = Store.open(config.resolved_database_url)
-    worker = build_worker("detector", config, store)
-    runner = threading.Thread(target=worker.run)
-    runner.start()
-
-    def windows(stream: str) -> list[tuple[int, str]]:
-        rows = store.windows(streams=[stream], limit=None)
-        return [(w["n_documents"], w["closed_by"]) for w in rows]
-
-    try:
+    with _running_detector(config) as (store, worker):
+        windows = partial(_windows, store)
         with caplog.at_level("WARNING", logger="sparsewatch.consumers.worker"):
             for seed, stream in enumerate(("a", "b", "c")):  # idle one after the other
                 for i, doc in enumerate(
@@ -158,7 +162,3 @@ def test_idle_live_streams_beyond_max_idle_streams_close_their_windows_and_leave
         producer.produce(topic, key=b"c", value=json.dumps({"stream": "c", "end_of_stream": True}))
         assert producer.flush(30) == 0
         assert _wait_for(lambda: windows("c") == [(15, "end_of_stream")], 30.0)
-    finally:
-        worker.stop()
-        runner.join(60)
-        store.dispose()
