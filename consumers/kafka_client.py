@@ -219,6 +219,9 @@ class BatchConsumer:
     ) -> None:
         self.last_error_at = float("-inf")
         self._on_reset = on_reset
+        # partitions whose offset the broker did not hold, not yet restarted (broker unreachable)
+        self._resets: TopicOffsets = {}
+        self._owned: set[tuple[str, int]] = set()  # what the group assigned to this member
         self._start: TopicOffsets = {}
         config = consumer_config(bootstrap, group_id, **overrides)
         config.setdefault("error_cb", self._on_error)
@@ -263,21 +266,26 @@ class BatchConsumer:
             else:
                 p.offset = OFFSET_BEGINNING
         consumer.incremental_assign(partitions)
+        self._owned |= {(p.topic, p.partition) for p in partitions}
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._on_revoke is not None and partitions:
             self._on_revoke([(p.topic, p.partition) for p in partitions])
         if partitions:
+            self._owned -= {(p.topic, p.partition) for p in partitions}
             consumer.incremental_unassign(partitions)
 
     def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._on_lost is not None and partitions:
             self._on_lost([(p.topic, p.partition) for p in partitions])
         if partitions:
+            self._owned -= {(p.topic, p.partition) for p in partitions}
             consumer.incremental_unassign(partitions)
 
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages; partition-EOF events are dropped, errors raised."""
+        for (topic, partition), offset in list(self._resets.items()):  # not done last time
+            self._restart_at_earliest(topic, partition, offset)
         batch = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         good: list[Message] = []
         for msg in batch:
@@ -297,10 +305,19 @@ class BatchConsumer:
         """The broker does not hold ``offset`` of the partition (see the class docstring): go on
         at its earliest retained message, and say how many messages that skips."""
         tp = TopicPartition(topic, partition)
-        low, high = self._consumer.get_watermark_offsets(tp, timeout=30)
-        # (a partition in this error state refuses a seek: it is assigned again instead)
-        self._consumer.incremental_unassign([tp])
-        self._consumer.incremental_assign([TopicPartition(topic, partition, low)])
+        self._resets.pop((topic, partition), None)
+        if (topic, partition) not in self._owned:
+            return  # revoked since: its next owner starts from the stored offsets
+        try:
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=10)
+            # (a partition in this error state refuses a seek: it is assigned again instead)
+            if (topic, partition) in self.assignment():
+                self._consumer.incremental_unassign([tp])
+            self._consumer.incremental_assign([TopicPartition(topic, partition, low)])
+        except KafkaException as exc:  # the broker unreachable: again at the next poll
+            self._resets[(topic, partition)] = offset
+            self._on_error(exc.args[0])
+            return
         self._start[(topic, partition)] = low
         skipped = max(low - offset, 0)
         if offset < low:

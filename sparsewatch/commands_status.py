@@ -135,6 +135,12 @@ def _count_not_stored(rows: list[dict[str, Any]], bootstrap: str, timeout: float
                 o["not_stored"] = counted.get((o["topic"], o["partition"]), o["not_stored"])
 
 
+def _deleted_unread(offset: int | None, low: int | None) -> int | None:
+    """Messages from ``offset`` on that the broker has deleted (its retention) before they were
+    read: ``low``, the partition's first retained offset, is past them; None when unknown."""
+    return None if offset is None or low is None else max(low - offset, 0)
+
+
 def offset_rows(
     stored: list[dict[str, Any]], groups: dict[str, str], marks: Watermarks
 ) -> list[dict[str, Any]]:
@@ -142,7 +148,9 @@ def offset_rows(
     has stored none there), the broker's end offset and what the database does not hold yet
     (from the resume offset, or from the partition's first retained message). ``groups`` maps
     the configured groups to their topics: their partitions are listed even before a window of
-    theirs is stored."""
+    theirs is stored. ``deleted_unread``: the messages after the resume offset the broker has
+    already deleted (the worker will skip them, with an error: their results are lost); what is
+    not stored counts from the first retained message."""
     resume = {(o["group_id"], o["topic"], o["partition"]): o["next_offset"] for o in stored}
     pairs = {(g, t) for g, t, _ in resume} | set(groups.items())
     rows = []
@@ -152,7 +160,8 @@ def offset_rows(
         for partition in sorted(partitions):
             next_offset = resume.get((group, topic, partition))
             low, high = marks.get((topic, partition), (None, None))
-            start = next_offset if next_offset is not None else low
+            deleted = _deleted_unread(next_offset, low)
+            start = low if next_offset is None else next_offset + (deleted or 0)
             behind = None if high is None or start is None else max(high - start, 0)
             rows.append(
                 {
@@ -162,6 +171,7 @@ def offset_rows(
                     "next_offset": next_offset,
                     "end_offset": high,
                     "not_stored": behind,
+                    "deleted_unread": deleted,
                 }
             )
     return rows
@@ -187,7 +197,9 @@ def ingest_rows(bootstrap: str, group: str, timeout: float) -> list[dict[str, An
         raise KafkaException(note)
     rows = []
     for (topic, partition), offset in sorted(committed.items()):
-        high = marks.get((topic, partition), (None, None))[1]
+        low, high = marks.get((topic, partition), (None, None))
+        deleted = _deleted_unread(offset, low)
+        start = offset + (deleted or 0)
         rows.append(
             {
                 "group_id": group,
@@ -195,10 +207,26 @@ def ingest_rows(bootstrap: str, group: str, timeout: float) -> list[dict[str, An
                 "partition": partition,
                 "committed_offset": offset,
                 "end_offset": high,
-                "not_forwarded": None if high is None else max(high - offset, 0),
+                "not_forwarded": None if high is None else max(high - start, 0),
+                "deleted_unread": deleted,
             }
         )
     return rows
+
+
+def _offset_table(
+    title: str, headers: tuple[str, ...], keys: tuple[str, ...], rows: list[dict[str, Any]]
+) -> Table:
+    """A table of ``rows``' ``keys``; a column of the messages the broker deleted unread when a
+    row has some (the rare case: a worker or bridge down longer than the topic's retention)."""
+    if any(row.get("deleted_unread") for row in rows):
+        headers, keys = (*headers, "deleted unread"), (*keys, "deleted_unread")
+    table = Table(title=title, title_justify="left")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text("" if row[k] is None else str(row[k])) for k in keys))
+    return table
 
 
 def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool) -> None:
@@ -228,25 +256,15 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
         ]
         click.echo("\n".join(printable(line) for line in lines))
     console = Console(width=max(Console().width, 120))
-    offsets = Table(title=f"partitions ({len(status['offsets'])})", title_justify="left")
-    for header in ("group", "topic", "partition", "resume offset", "end offset", "not stored"):
-        offsets.add_column(header, overflow="fold")
-    for o in status["offsets"]:
-        cells = [o["group_id"], o["topic"], str(o["partition"])]
-        cells += [
-            "" if o[k] is None else str(o[k]) for k in ("next_offset", "end_offset", "not_stored")
-        ]
-        offsets.add_row(*(Text(c) for c in cells))
-    console.print(offsets)
+    headers = ("group", "topic", "partition", "resume offset", "end offset", "not stored")
+    keys = ("group_id", "topic", "partition", "next_offset", "end_offset", "not_stored")
+    title = f"partitions ({len(status['offsets'])})"
+    console.print(_offset_table(title, headers, keys, status["offsets"]))
     if status.get("ingest"):
-        bridge = Table(title="ingest bridge (offsets on the broker)", title_justify="left")
-        for header in ("group", "topic", "partition", "committed", "end offset", "not forwarded"):
-            bridge.add_column(header, overflow="fold")
-        for row in status["ingest"]:
-            keys = ("group_id", "topic", "partition", "committed_offset", "end_offset")
-            cells = ["" if row[k] is None else str(row[k]) for k in (*keys, "not_forwarded")]
-            bridge.add_row(*(Text(c) for c in cells))
-        console.print(bridge)
+        headers = ("group", "topic", "partition", "committed", "end offset", "not forwarded")
+        keys = ("group_id", "topic", "partition", "committed_offset", "end_offset")
+        title = "ingest bridge (offsets on the broker)"
+        console.print(_offset_table(title, headers, (*keys, "not_forwarded"), status["ingest"]))
     click.echo(f"dead letters: {status['dead_letters']}")
     if kafka_note:
         click.echo(f"note: {kafka_note}")

@@ -301,7 +301,8 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
     """20,000 tweets (1% malformed), half of them waiting and half written over about five
-    seconds while the bridge is SIGKILLed five times, each a few milliseconds after it has
+    seconds (the last chunks held back until the kills are done) while the bridge is SIGKILLed
+    five times, each a few milliseconds after it has
     committed something new (inside its next transaction, often); a last
     start drains the topic. Read committed, the documents topic holds each good tweet once and
     the dead-letter topic each malformed one once, and each stream's documents are in the order
@@ -324,14 +325,19 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     backlog = len(records) // 2
     _produce(kafka_bootstrap, route.source_topics[0], records[:backlog])
 
+    kills_done = threading.Event()
+
     def feed() -> None:  # the rest arrives while the bridge is being killed
         producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
-        for i, (key, value) in enumerate(records[backlog:]):
-            producer.produce(route.source_topics[0], key=key, value=value)
-            if i % 500 == 499:
-                assert producer.flush(30) == 0
-                time.sleep(0.25)
-        assert producer.flush(30) == 0
+        rest = records[backlog:]
+        chunks = [rest[i : i + 500] for i in range(0, len(rest), 500)]
+        for n, chunk in enumerate(chunks, start=1):
+            for key, value in chunk:
+                producer.produce(route.source_topics[0], key=key, value=value)
+            assert producer.flush(30) == 0
+            # The last chunks wait for the kills (each needs something new committed): on a
+            # fast machine the bridge caught up before the fifth kill, which then never landed.
+            kills_done.wait(0.25 if len(chunks) - n > 5 else 5.0)
 
     feeder = threading.Thread(target=feed)
     feeder.start()
@@ -356,6 +362,7 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
             proc.wait()
             kills += 1
     finally:
+        kills_done.set()
         feeder.join()
     assert kills == 5, f"only {kills} kills landed while records were still arriving"
     final = _spawn(route, log, until_idle=5.0)

@@ -178,3 +178,38 @@ def test_a_documents_topic_that_deletes_messages_sooner_than_a_window_spans_is_w
         ]
     else:
         assert said == []
+
+
+def test_status_shows_the_messages_the_broker_deleted_before_the_worker_read_them(
+    kafka_bootstrap, tmp_path, monkeypatch, capsys
+):
+    from tests.test_query_cli import run
+
+    prefix = f"gapstatus-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("SPARSEWATCH_KAFKA_GROUP_ID", prefix)
+    monkeypatch.setenv("SPARSEWATCH_KAFKA_TOPIC_PREFIX", prefix)
+    url = f"sqlite:///{tmp_path / 'status.db'}"
+    topic = f"{prefix}.docs"
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    producer = make_producer(kafka_bootstrap)
+    for i in range(20):
+        producer.produce(topic, key=b"s", value=b"%d" % i)
+    assert producer.flush(30) == 0
+    store = Store.open(url)
+    try:
+        with store.transaction() as tx:  # the detector stopped at offset 3
+            tx.set_partition_offsets(f"{prefix}.detector", topic, {0: 3})
+    finally:
+        store.dispose()
+    args = ("status", "--database-url", url, "--bootstrap-servers", kafka_bootstrap)
+    code, out, _ = run(monkeypatch, capsys, *args)
+    assert code == 0 and "deleted unread" not in out  # nothing deleted: no such column
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 12)]).values():
+        future.result(30)
+    code, out, err = run(monkeypatch, capsys, *args, "--format", "json")
+    assert code == 0, err
+    [row] = [o for o in json.loads(out)["offsets"] if o["topic"] == topic]
+    assert (row["next_offset"], row["deleted_unread"], row["not_stored"]) == (3, 9, 8)
+    code, out, _ = run(monkeypatch, capsys, *args)
+    assert code == 0 and "deleted unread" in out
