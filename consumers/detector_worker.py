@@ -178,9 +178,7 @@ class DetectorStreamState:
         from its last document until ``silent_until``, at wall-clock time ``wall_ms`` (see
         :meth:`~sparsewatch.consumers.worker.StreamState.close_idle`)."""
         closed = self.windows.close_if_idle(silent_until, wall_ms)
-        if not self._warned_ahead and silent_until - self.windows.last_activity >= (
-            self.spec.idle_timeout_s
-        ):
+        if not self._warned_ahead and self.windows.is_idle(silent_until):
             ahead_ms = self.windows.open_ahead_ms(wall_ms)
             if ahead_ms > (self.spec.size_ms or 0):
                 self._warned_ahead = True  # once per stream (and worker start)

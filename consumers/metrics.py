@@ -88,7 +88,18 @@ def role_registry(role: Literal["workers", "ingest"]) -> CollectorRegistry:
     return registry
 
 
-class WorkerMetrics:
+class _RoleMetrics:
+    """What the workers' and the ingest bridge's metrics share."""
+
+    worker: str
+
+    def skipped(self, topic: str, partition: int, n: int) -> None:
+        """Count input messages the broker no longer held when they were to be read (the
+        ``on_reset`` of :class:`~sparsewatch.consumers.kafka_client.BatchConsumer`)."""
+        SKIPPED.labels(self.worker).inc(n)
+
+
+class WorkerMetrics(_RoleMetrics):
     """The metric children of one worker."""
 
     def __init__(self, worker: str) -> None:
@@ -117,13 +128,8 @@ class WorkerMetrics:
         """Total lag over the partitions this worker owns."""
         LAG.labels(self.worker).set(sum(lag.values()))
 
-    def skipped(self, topic: str, partition: int, n: int) -> None:
-        """Count messages the broker no longer held when they were to be read (the
-        ``on_reset`` of :class:`~sparsewatch.consumers.kafka_client.BatchConsumer`)."""
-        SKIPPED.labels(self.worker).inc(n)
 
-
-class IngestMetrics:
+class IngestMetrics(_RoleMetrics):
     """The metrics of the ingest bridge; its consumer lag and dead letters are the workers'
     gauges and counters with ``worker="ingest"``."""
 
@@ -145,10 +151,6 @@ class IngestMetrics:
         DEAD_LETTERS.labels(self.worker).inc(dead_lettered)
         INGEST_TRANSACTIONS.labels("committed").inc()
         INGEST_BATCH_SECONDS.observe(seconds)
-
-    def skipped(self, topic: str, partition: int, n: int) -> None:
-        """Count source records the broker no longer held when they were to be read."""
-        SKIPPED.labels(self.worker).inc(n)
 
     def aborted(self) -> None:
         INGEST_TRANSACTIONS.labels("aborted").inc()

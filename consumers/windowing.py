@@ -218,8 +218,7 @@ class StreamWindower:
     def _passed(self, seq: int) -> bool:
         """Whether the watermark has passed the end of time window ``seq`` (it is closed then,
         even if no document of it had arrived: a gap between the windows seen)."""
-        size = int(self.spec.size_ms or 0)
-        return (seq + 1) * size <= self.watermark_ms - self.spec.allowed_lateness_ms
+        return self._end_ms(seq) <= self.watermark_ms
 
     def closed_early(self, timestamp_ms: int) -> bool:
         """Whether the (late) document at ``timestamp_ms`` is late because its window was closed
@@ -242,12 +241,17 @@ class StreamWindower:
         at ``now`` (the clock of :meth:`add`); then every open window with ``idle_close = "all"``
         or a count window, and otherwise the time windows whose end plus the allowed lateness is
         at or before ``wall_ms``, the wall-clock time (epoch ms) of ``now``."""
-        if now - self.last_activity < self.spec.idle_timeout_s:
+        if not self.is_idle(now):
             return []
         if self.spec.count is not None or self.spec.idle_close == "all":
             return self.close_all("idle")
         ended = sorted(seq for seq in self._open if self._end_ms(seq) <= wall_ms)
         return [self._pop_time_window(seq, "idle") for seq in ended]
+
+    def is_idle(self, now: float) -> bool:
+        """Whether no document has come for ``idle_timeout_s`` at ``now`` (the clock of
+        :meth:`add`)."""
+        return now - self.last_activity >= self.spec.idle_timeout_s
 
     def _end_ms(self, seq: int) -> int:
         """When the wall clock has passed time window ``seq`` and its allowed lateness."""

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
-from sparsewatch.config import Config, parse_duration_ms
+from sparsewatch.config import Config
 from sparsewatch.consumers.kafka_client import topic_retention_ms
 from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import RetryAbandonedError
@@ -37,10 +37,12 @@ def warn_short_retention(config: Config) -> None:
     """Warn when the documents topic deletes messages sooner than a time window spans: after a
     crash the worker re-reads an open window's documents from Kafka, and those already deleted
     would be skipped (reported then, but lost)."""
-    w = config.windows
-    if w.count > 0:
+    from sparsewatch.consumers.detector_worker import window_spec
+
+    spec = window_spec(config)
+    if spec.size_ms is None:  # count windows: no span in time
         return
-    span_ms = parse_duration_ms(w.size) + parse_duration_ms(w.allowed_lateness)
+    span_ms = spec.size_ms + spec.allowed_lateness_ms
     topic = config.kafka.topic("docs")
     retention_ms = topic_retention_ms(config.kafka.bootstrap_servers, topic)
     if retention_ms is not None and 0 <= retention_ms < span_ms:
