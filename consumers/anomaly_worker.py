@@ -412,5 +412,8 @@ class AnomalyProcessor:
     def stream_of(self, item: ScoredDocument) -> str:
         return item.stream
 
+    def ends_stream(self, item: ScoredDocument) -> bool:
+        return False  # the scores topic carries no end-of-stream markers
+
     def new_state(self, stream: str, checkpoint: Checkpoint | None) -> AnomalyStreamState:
         return AnomalyStreamState(stream, self.config, checkpoint)

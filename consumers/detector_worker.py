@@ -247,5 +247,8 @@ class DetectorProcessor:
     def stream_of(self, item: Document | EndOfStream) -> str:
         return item.stream
 
+    def ends_stream(self, item: Document | EndOfStream) -> bool:
+        return isinstance(item, EndOfStream)
+
     def new_state(self, stream: str, checkpoint: Checkpoint | None) -> DetectorStreamState:
         return DetectorStreamState(stream, self.config, checkpoint)

@@ -23,36 +23,36 @@ crash before its commit: the stored resume offsets still point before its messag
 process dies with its worker).
 
 Checkpoints are written every ``checkpoint_every`` windows of a stream (and always after a window
-closed by the idle timer, on revocation and on a clean shutdown), not after every window: a stream's
-model state is megabytes, its window's results kilobytes. The resume offset of a partition is
-therefore the smallest *replay anchor* of its streams: for a stream with windows computed since its
-checkpoint, where Kafka must be re-read from to recompute them; otherwise the first offset it still
-buffers. A crash anywhere re-delivers from the stored resume offsets; the restored states recompute
-the windows after their checkpoint from the same messages in the same order (windows closed by
-watermark or count are deterministic), recognise what they already consumed, and every insert is
-keyed by a natural key, so nothing is lost or duplicated. On partition assignment the loop seeks to
-the stored resume offsets; on revocation it checkpoints the partitions' streams, then drops them
-(their open windows will be re-read by the new owner).
+closed by the idle timer, at an end-of-stream marker, on revocation and on a clean shutdown), not
+after every window: a stream's model state is megabytes, its window's results kilobytes. The resume
+offset of a partition is therefore the smallest *replay anchor* of its streams: for a stream with
+windows computed since its checkpoint, where Kafka must be re-read from to recompute them; otherwise
+the first offset it still buffers. A crash anywhere re-delivers from the stored resume offsets; the
+restored states recompute the windows after their checkpoint from the same messages in the same
+order (windows closed by watermark or count are deterministic), recognise what they already
+consumed, and every insert is keyed by a natural key, so nothing is lost or duplicated. On partition
+assignment the loop seeks to the stored resume offsets; on revocation it checkpoints the partitions'
+streams, then drops them (their open windows will be re-read by the new owner).
 
-Bounds in the number of streams and the length of the stream. A stream that has gone quiet
-(nothing of it read for ``idle_checkpoint_s`` while its partition was read up to date: the
-processor's idle timeout) with windows since its checkpoint and nothing buffered is checkpointed
-at once: otherwise its replay anchor held its partition's resume offset back until its next
-``checkpoint_every`` windows, possibly for ever (a count window that ended on the stream's last
-message, the windows an end-of-stream marker closed, any quiet stream of the anomaly worker), and
-a crash replayed everything its partition had carried since. A quiet stream's state, once
-checkpointed and with nothing buffered, is only a cache of its checkpoint: at most
-``max_idle_states`` idle streams (the most recently active) stay in memory, the others are dropped
-and restored from their checkpoint when the stream speaks again (after the transaction holding
-that checkpoint is stored). An idle stream beyond them that still holds an open window (a live
-stream's current window stays open until the wall clock passes its end, ``windows.idle_close``)
-has its windows closed at once, as ``idle_close = "all"`` would, and is dropped once they are
-checkpointed: memory stays bounded by the streams active within the idle timeout. Without that
-every stream ever seen kept its models resident until its partition was revoked: measured, a
-detector stream holds 10-250 MB (its dictionary, the MOR-NMF ring of 16 MB at 20,000 terms, the
-dynamic NMF window), so a worker's memory grew with the number of streams. What stays per
-stream seen is its partition (a dictionary entry, needed to refuse a stream spread over two
-partitions).
+Bounds in the number of streams and the length of the stream. A stream that has gone quiet (nothing
+of it read for ``idle_checkpoint_s`` while its partition was read up to date: the processor's idle
+timeout) with windows since its checkpoint and nothing buffered is checkpointed at once: otherwise
+its replay anchor held its partition's resume offset back until its next ``checkpoint_every``
+windows, possibly for ever (a count window that ended on the stream's last message, any quiet stream
+of the anomaly worker), and a crash replayed everything its partition had carried since. A stream
+that announces its end (an end-of-stream marker) is checkpointed in the transaction of the windows
+the marker closed, without waiting to be quiet. A quiet stream's state, once checkpointed and with
+nothing buffered, is only a cache of its checkpoint: at most ``max_idle_states`` idle streams (the
+most recently active) stay in memory, the others are dropped and restored from their checkpoint when
+the stream speaks again (after the transaction holding that checkpoint is stored). An idle stream
+beyond them that still holds an open window (a live stream's current window stays open until the
+wall clock passes its end, ``windows.idle_close``) has its windows closed at once, as ``idle_close =
+"all"`` would, and is dropped once they are checkpointed: memory stays bounded by the streams active
+within the idle timeout. Without that every stream ever seen kept its models resident until its
+partition was revoked: measured, a detector stream holds 10-250 MB (its dictionary, the MOR-NMF ring
+of 16 MB at 20,000 terms, the dynamic NMF window), so a worker's memory grew with the number of
+streams. What stays per stream seen is its partition (a dictionary entry, needed to refuse a stream
+spread over two partitions).
 """
 
 from __future__ import annotations
@@ -141,6 +141,10 @@ class Processor(Protocol):
     def parse(self, payload: bytes | None) -> Any: ...
 
     def stream_of(self, item: Any) -> str: ...
+
+    def ends_stream(self, item: Any) -> bool:
+        """Whether ``item`` says its stream has ended (an end-of-stream marker)."""
+        ...
 
     def new_state(self, stream: str, checkpoint: Any | None) -> StreamState: ...
 
@@ -440,10 +444,12 @@ class WorkerLoop:
                 dead.append(_dead_letter(msg, exc))
                 continue
             self._last_read[stream] = now
+            self._count_windows(stream, produced, forced=False)
+            if self.processor.ends_stream(item) and stream in self._dirty:
+                self._forced.add(stream)  # checkpointed with its last windows (see the docstring)
             if produced:
                 # Commit a closed window at once, not after the rest of the batch: its latency
                 # is then its own computation plus one transaction.
-                self._count_windows(stream, produced, forced=False)
                 self._commit(produced, dead)
                 dead, pending = [], False
                 self.heap_bound.check()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -115,3 +116,27 @@ def test_produce_waits_for_a_full_local_queue(kafka_bootstrap, topic_name):
     assert producer.flush(30) == 0
     seen = _consume(kafka_bootstrap, topic_name, f"g-{topic_name}", None)
     assert sorted(seen) == sorted([f"x-{i}" for i in range(5)] + [f"doc-{i}" for i in range(200)])
+
+
+def test_a_batch_is_handed_out_when_its_first_message_arrives(kafka_bootstrap, topic_name):
+    """``poll_batch`` does not wait for ``max_messages`` (or the timeout) once messages are
+    there: a backlog's last few and a live stream's next message come at once. librdkafka's
+    ``consume(1000, 30)`` held both for the whole 30 s."""
+    ensure_topics(kafka_bootstrap, {topic_name: 1})
+    _produce(kafka_bootstrap, topic_name, 5)
+    got: list = []
+    with BatchConsumer(kafka_bootstrap, f"g-{topic_name}", [topic_name]) as consumer:
+        start = time.monotonic()
+        while len(got) < 5 and time.monotonic() - start < 120:
+            got += consumer.poll_batch(max_messages=1000, timeout=30.0)
+        backlog_s = time.monotonic() - start
+        producer = Producer(producer_config(kafka_bootstrap))
+        producer.produce(topic_name, value=b"live")
+        assert producer.flush(30) == 0
+        start = time.monotonic()
+        live = consumer.poll_batch(max_messages=1000, timeout=30.0)
+        live_s = time.monotonic() - start
+    assert len(got) == 5
+    assert [m.value() for m in live] == [b"live"]
+    assert backlog_s < 20  # joining the group and one fetch, not the 30 s timeout
+    assert live_s < 20

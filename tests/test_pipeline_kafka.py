@@ -409,6 +409,60 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
     _assert_same(stored, _offline(config, docs))
 
 
+def test_an_end_of_stream_marker_checkpoints_its_stream_with_its_last_windows(
+    kafka_bootstrap, tmp_path
+):
+    """With a 10-minute idle timeout and checkpoints due every 100 windows, the transaction of
+    the windows an end-of-stream marker closed holds its stream's checkpoint: the stored resume
+    offsets reach the partitions' ends while the worker still runs. Before, the stream waited to
+    be quiet for the idle timeout, and its resume offset stayed at the documents of its first
+    window after the last checkpoint: a crash meanwhile recomputed those windows."""
+    url = f"sqlite:///{tmp_path / 'eos-checkpoint.db'}"
+    config = _quick_detector_config(
+        kafka_bootstrap,
+        "eosck",
+        url,
+        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600",
+        SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="100",
+    )
+    docs = _streams(300)
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    replay_documents(docs, kafka_bootstrap, topic, end_of_stream=True)
+    probe = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"probe-{topic}"})
+    try:
+        ends = {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(2)
+        }
+    finally:
+        probe.close()
+    ends = {p: end for p, end in ends.items() if end > 0}
+    group = f"{config.kafka.group_id}.detector"
+    store = Store.open(url)
+    try:
+        worker = build_worker("detector", config, store)
+        runner = threading.Thread(target=worker.run)
+        runner.start()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                offsets = store.partition_offsets(group, topic)
+                checkpoints = store.load_checkpoints(group)
+                if offsets == ends and len(checkpoints) == 2:
+                    break
+                time.sleep(0.2)
+        finally:
+            worker.stop()
+            runner.join(60)
+        stored = _stored(store)
+    finally:
+        store.dispose()
+    assert offsets == ends
+    assert set(checkpoints) == {"alpha", "beta"}
+    assert len(stored) == len(docs)
+
+
 def test_a_worker_runs_again_after_it_returned(kafka_bootstrap, tmp_path):
     """``run`` returns when drained (or stopped) and can be called again on the same loop: the
     second run resumes after the first one's committed work, with a fresh writer thread."""
