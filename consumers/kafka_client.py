@@ -332,8 +332,9 @@ class BatchConsumer:
         if offset < low:
             log.error(
                 "%s [%d]: offset %d is no longer on the broker: %d message(s) before %d were "
-                "deleted by the topic's retention before they were read and are skipped (their "
-                "results are missing); reading on from %d. Keep retention.ms above the longest "
+                "deleted by the topic's retention before they were read (or read again after a "
+                "restart) and are skipped: results not stored before are missing, and no model "
+                "learns from them again; reading on from %d. Keep retention.ms above the longest "
                 "time a consumer may be down or behind, windows included",
                 topic,
                 partition,

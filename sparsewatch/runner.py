@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 from typing import Any
@@ -33,25 +34,58 @@ _OPERATIONAL_ERRORS = (
 )
 
 
-def warn_short_retention(config: Config) -> None:
-    """Warn when the documents topic deletes messages sooner than a time window spans: after a
-    crash the worker re-reads an open window's documents from Kafka, and those already deleted
-    would be skipped (reported then, but lost)."""
+def checkpoints_within(
+    retention_ms: float, size_ms: float, lateness_ms: float, checkpoint_every: int
+) -> int:
+    """How often (in windows, at most ``checkpoint_every``, at least 1) a stream must be
+    checkpointed so that what a worker restarted after a crash re-reads from Kafka fits in half
+    the topic's retention, the other half left for the outage itself.
+
+    With a checkpoint every ``n`` windows a crash re-reads up to ``n - 1`` windows since the
+    stream's last checkpoint plus its open window and the allowed lateness: ``n * size +
+    lateness`` of the topic's time (window spans are event time, which is the topic's time on a
+    live stream; a replay re-reads far less)."""
+    fitting = math.floor((retention_ms / 2 - lateness_ms) / size_ms)
+    return max(min(checkpoint_every, fitting), 1)
+
+
+def fit_checkpoints_to_retention(loop: WorkerLoop, config: Config) -> None:
+    """Lower ``loop.checkpoint_every`` to :func:`checkpoints_within` its input topic's
+    ``retention.ms`` (said once at start), and warn when even a checkpoint after every window
+    leaves a crash's re-read longer than the retention: messages deleted before they are
+    re-read are skipped (reported then) and the windows they belonged to are not learnt again,
+    so the restored model differs from the one that crashed."""
     from sparsewatch.consumers.detector_worker import window_spec
 
     spec = window_spec(config)
     if spec.size_ms is None:  # count windows: no span in time
         return
+    retention_ms = topic_retention_ms(config.kafka.bootstrap_servers, loop.input_topic)
+    if retention_ms is None or retention_ms < 0:  # unknown, or kept for ever
+        return
+    every = checkpoints_within(
+        retention_ms, spec.size_ms, spec.allowed_lateness_ms, loop.checkpoint_every
+    )
+    if every < loop.checkpoint_every:
+        log.info(
+            "%s checkpoints each stream every %d windows, not every %d (windows.checkpoint_every): "
+            "topic %s keeps messages for %.3g h (retention.ms), and a restart after a crash "
+            "re-reads the windows since a stream's last checkpoint, which must fit in half of that",
+            loop.processor.name,
+            every,
+            loop.checkpoint_every,
+            loop.input_topic,
+            retention_ms / 3_600_000,
+        )
+        loop.checkpoint_every = every
     span_ms = spec.size_ms + spec.allowed_lateness_ms
-    topic = config.kafka.topic("docs")
-    retention_ms = topic_retention_ms(config.kafka.bootstrap_servers, topic)
-    if retention_ms is not None and 0 <= retention_ms < span_ms:
+    if retention_ms < span_ms:
         log.warning(
             "topic %s keeps messages for %.3g h (retention.ms) but a window spans %.3g h "
             "(windows.size + windows.allowed_lateness): a worker restarted after a crash re-reads "
-            "its open windows from Kafka, and documents deleted by then are lost; raise the "
+            "its open windows from Kafka, and messages deleted by then are lost; raise the "
             "topic's retention.ms above the window plus the longest outage",
-            topic,
+            loop.input_topic,
             retention_ms / 3_600_000,
             span_ms / 3_600_000,
         )
@@ -80,12 +114,12 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             heap_free_limit_mb=config.heap_free_limit_mb,
             max_idle_states=config.max_idle_streams,
         )
-        warn_short_retention(config)  # (the topic exists now)
+        fit_checkpoints_to_retention(loop, config)  # (the topic exists now)
         return loop
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
 
-        return WorkerLoop(
+        loop = WorkerLoop(
             AnomalyProcessor(config),
             store,
             k.bootstrap_servers,
@@ -100,6 +134,8 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             heap_free_limit_mb=config.heap_free_limit_mb,
             max_idle_states=config.max_idle_streams,
         )
+        fit_checkpoints_to_retention(loop, config)
+        return loop
     raise ValueError(f"unknown worker role {role!r}")
 
 

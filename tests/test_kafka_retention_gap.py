@@ -147,10 +147,21 @@ def test_a_worker_resuming_below_the_retained_messages_says_how_many_it_lost(
         store.dispose()
 
 
-@pytest.mark.parametrize(("retention_ms", "warned"), [("60000", True), ("604800000", False)])
-def test_a_documents_topic_that_deletes_messages_sooner_than_a_window_spans_is_warned_about(
-    kafka_bootstrap, tmp_path, caplog, retention_ms, warned
+@pytest.mark.parametrize(
+    ("role", "retention_ms", "every", "warned"),
+    [
+        ("detector", "60000", 1, True),  # shorter than a window: every window, and a warning
+        ("detector", "25200000", 3, False),  # 7 h: 3 windows of 1 h + 30 min fit in 3.5 h
+        ("detector", "604800000", 10, False),  # 7 days: windows.checkpoint_every as configured
+        ("anomaly", "18000000", 2, False),  # the anomaly worker's input, the scores topic: 5 h
+    ],
+)
+def test_checkpoints_come_often_enough_for_the_topics_retention(
+    kafka_bootstrap, tmp_path, caplog, role, retention_ms, every, warned
 ):
+    """A crash re-reads the windows since a stream's last checkpoint: the workers checkpoint
+    often enough that this fits in half their input topic's retention (said at start), and warn
+    when even one window does not fit in all of it."""
     config = load_config(
         env={
             "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
@@ -158,26 +169,41 @@ def test_a_documents_topic_that_deletes_messages_sooner_than_a_window_spans_is_w
             "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'ret.db'}",
             "SPARSEWATCH_WINDOWS_SIZE": "1h",
             "SPARSEWATCH_WINDOWS_ALLOWED_LATENESS": "30m",
+            "SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY": "10",
         }
     )
-    topic = config.kafka.topic("docs")
+    topic = config.kafka.topic("docs" if role == "detector" else "scores")
     ensure_topics(kafka_bootstrap, {topic: 1}, **{"retention.ms": retention_ms})
     store = Store.open(config.resolved_database_url)
     try:
-        with caplog.at_level("WARNING", logger="sparsewatch.runner"):
-            build_worker("detector", config, store)
+        with caplog.at_level("INFO", logger="sparsewatch.runner"):
+            loop = build_worker(role, config, store)
     finally:
         store.dispose()
+    assert loop.checkpoint_every == every
     said = [r.getMessage() for r in caplog.records if "retention.ms" in r.getMessage()]
+    lowered = [m for m in said if "checkpoints each stream" in m]
+    hours = int(retention_ms) / 3_600_000
+    assert lowered == (
+        [
+            f"{role} checkpoints each stream every {every} windows, not every 10 "
+            f"(windows.checkpoint_every): topic {topic} keeps messages for {hours:.3g} h "
+            "(retention.ms), and a restart after a crash re-reads the windows since a stream's "
+            "last checkpoint, which must fit in half of that"
+        ]
+        if every < 10
+        else []
+    )
+    warnings = [m for m in said if m not in lowered]
     if warned:
-        assert said == [
+        assert warnings == [
             f"topic {topic} keeps messages for 0.0167 h (retention.ms) but a window spans 1.5 h "
             "(windows.size + windows.allowed_lateness): a worker restarted after a crash re-reads "
-            "its open windows from Kafka, and documents deleted by then are lost; raise the "
+            "its open windows from Kafka, and messages deleted by then are lost; raise the "
             "topic's retention.ms above the window plus the longest outage"
         ]
     else:
-        assert said == []
+        assert warnings == []
 
 
 def test_status_shows_the_messages_the_broker_deleted_before_the_worker_read_them(
