@@ -14,9 +14,10 @@ import json
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
 from sparsewatch.consumers.metrics import SKIPPED
@@ -78,6 +79,49 @@ def test_a_start_offset_the_broker_does_not_hold_is_reported_and_reading_goes_on
     assert resets == [(topic, 0, skipped)]
     [error] = [r.getMessage() for r in caplog.records]
     assert said in error and f"{topic} [0]" in error
+
+
+class _WatermarksFailOnce:
+    """A real consumer whose first watermark query fails, as it does while the broker is
+    unreachable; everything else goes to the consumer."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self.failed = 0
+
+    def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> tuple[int, int]:
+        if not self.failed:
+            self.failed += 1
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "broker unreachable (injected)"))
+        return self._consumer.get_watermark_offsets(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+def test_a_restart_the_broker_did_not_answer_is_retried_at_the_next_poll(kafka_bootstrap, caplog):
+    """The restart at the earliest retained message needs the partition's watermarks: when the
+    broker does not answer then, the next poll tries again, and the skipped messages are
+    reported once, when the restart happens."""
+    topic = _topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 10)
+    resets: list[tuple[str, int, int]] = []
+    with (
+        caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
+        BatchConsumer(
+            kafka_bootstrap,
+            f"g-{topic}",
+            [topic],
+            on_assign=lambda parts: {tp: 3 for tp in parts},
+            on_reset=lambda t, p, n: resets.append((t, p, n)),
+        ) as consumer,
+    ):
+        failing = _WatermarksFailOnce(consumer._consumer)
+        consumer._consumer = failing  # type: ignore[assignment]
+        assert _read_all(consumer, 10) == list(range(10, 20))
+        assert failing.failed == 1
+    assert resets == [(topic, 0, 7)]
+    [error] = [r.getMessage() for r in caplog.records]
+    assert "7 message(s) before 10 were deleted by the topic's retention" in error
 
 
 def test_a_partition_without_a_start_offset_starts_at_the_earliest_retained_message_quietly(
