@@ -41,18 +41,21 @@ its replay anchor held its partition's resume offset back until its next ``check
 windows, possibly for ever (a count window that ended on the stream's last message, any quiet stream
 of the anomaly worker), and a crash replayed everything its partition had carried since. A stream
 that announces its end (an end-of-stream marker) is checkpointed in the transaction of the windows
-the marker closed, without waiting to be quiet. A quiet stream's state, once checkpointed and with
-nothing buffered, is only a cache of its checkpoint: at most ``max_idle_states`` idle streams (the
-most recently active) stay in memory, the others are dropped and restored from their checkpoint when
-the stream speaks again (after the transaction holding that checkpoint is stored). An idle stream
-beyond them that still holds an open window (a live stream's current window stays open until the
-wall clock passes its end, ``windows.idle_close``) has its windows closed at once, as ``idle_close =
-"all"`` would, and is dropped once they are checkpointed: memory stays bounded by the streams active
-within the idle timeout. Without that every stream ever seen kept its models resident until its
-partition was revoked: measured, a detector stream holds 10-250 MB (its dictionary, the MOR-NMF ring
-of 16 MB at 20,000 terms, the dynamic NMF window), so a worker's memory grew with the number of
-streams. What stays per stream seen is its partition (a dictionary entry, needed to refuse a stream
-spread over two partitions).
+the marker closed, without waiting to be quiet. With ``max_checkpoint_age_s`` (the runner sets it
+from the input topic's retention, ``sparsewatch/runner.py``), a stream with windows since a
+checkpoint that old (wall clock) is checkpointed with its next window, so what a crash re-reads
+stays within the topic's retention on a live stream. A quiet stream's state, once checkpointed and
+with nothing buffered, is only a cache of its checkpoint: at most ``max_idle_states`` idle streams
+(the most recently active) stay in memory, the others are dropped and restored from their checkpoint
+when the stream speaks again (after the transaction holding that checkpoint is stored). An idle
+stream beyond them that still holds an open window (a live stream's current window stays open until
+the wall clock passes its end, ``windows.idle_close``) has its windows closed at once, as
+``idle_close = "all"`` would, and is dropped once they are checkpointed: memory stays bounded by the
+streams active within the idle timeout. Without that every stream ever seen kept its models resident
+until its partition was revoked: measured, a detector stream holds 10-250 MB (its dictionary, the
+MOR-NMF ring of 16 MB at 20,000 terms, the dynamic NMF window), so a worker's memory grew with the
+number of streams. What stays per stream seen is its partition (a dictionary entry, needed to refuse
+a stream spread over two partitions).
 """
 
 from __future__ import annotations
@@ -222,6 +225,7 @@ class WorkerLoop:
         heap_free_limit_mb: float = 64.0,
         max_idle_states: int = 16,
         idle_checkpoint_s: float | None = None,
+        max_checkpoint_age_s: float | None = None,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -232,6 +236,9 @@ class WorkerLoop:
         self.dlq_topic = dlq_topic
         self.poll_batch = poll_batch
         self.checkpoint_every = max(int(checkpoint_every), 1)
+        # A stream with windows since its checkpoint is checkpointed once that checkpoint is this
+        # old by the wall clock (see the module docstring); None: no limit.
+        self.max_checkpoint_age_s = max_checkpoint_age_s
         # How long a poll waits for messages: also how late an idle window may close.
         self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics or WorkerMetrics(processor.name)
@@ -259,6 +266,8 @@ class WorkerLoop:
         self._anchor: dict[str, int] = {}
         self._dirty: dict[str, int] = {}
         self._forced: set[str] = set()
+        # When each stream in memory was last checkpointed (wall clock, epoch seconds).
+        self._checkpointed_at: dict[str, float] = {}
         # When a message of each stream in memory was last read (the batch's monotonic time).
         self._last_read: dict[str, float] = {}
         # False while in-memory states are ahead of the store (a batch not yet committed): no
@@ -365,6 +374,7 @@ class WorkerLoop:
             part = self._partitions.pop(p, None)
             for stream in part.streams if part else ():
                 self._states.pop(stream, None)
+                self._checkpointed_at.pop(stream, None)
                 self._stream_partition.pop(stream, None)
                 self._anchor.pop(stream, None)
                 self._dirty.pop(stream, None)
@@ -416,6 +426,9 @@ class WorkerLoop:
             )
             state = self.processor.new_state(stream, checkpoint)
             self._states[stream] = state
+            self._checkpointed_at[stream] = (
+                checkpoint.created_at.timestamp() if checkpoint is not None else time.time()
+            )
         if owner is None:
             self._stream_partition[stream] = partition
             self._partitions.setdefault(partition, _Partition()).streams.add(stream)
@@ -475,6 +488,7 @@ class WorkerLoop:
         for stream in quiet:  # a crowded quiet stream's state is a cache of its checkpoint
             if stream in crowded and stream not in self._dirty:
                 del self._states[stream]
+                self._checkpointed_at.pop(stream, None)
                 self._anchor.pop(stream, None)
                 self._last_read.pop(stream, None)
         self._consistent = True
@@ -519,7 +533,9 @@ class WorkerLoop:
                 self._forced.add(stream)
 
     def _mark_checkpointed(self, streams: set[str]) -> None:
+        now = time.time()
         for stream in streams:
+            self._checkpointed_at[stream] = now
             self._dirty.pop(stream, None)
             self._forced.discard(stream)
 
@@ -584,6 +600,9 @@ class WorkerLoop:
         resume offsets to the writer (after the one in flight is stored)."""
         dead = dead + [{**row, "topic": self.input_topic} for out in outputs for row in out.dead]
         due = {s for s, n in self._dirty.items() if n >= self.checkpoint_every or s in self._forced}
+        if self.max_checkpoint_age_s is not None:
+            oldest = time.time() - self.max_checkpoint_age_s
+            due |= {s for s in self._dirty if self._checkpointed_at.get(s, oldest) <= oldest}
         offsets = self._resume_offsets(clean=due)
         if not (outputs or dead or due) and offsets == self._submitted_offsets:
             return  # nothing new to store: the messages consumed all wait in open windows

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import threading
 from typing import Any
@@ -34,27 +33,27 @@ _OPERATIONAL_ERRORS = (
 )
 
 
-def checkpoints_within(
-    retention_ms: float, size_ms: float, lateness_ms: float, checkpoint_every: int
-) -> int:
-    """How often (in windows, at most ``checkpoint_every``, at least 1) a stream must be
-    checkpointed so that what a worker restarted after a crash re-reads from Kafka fits in half
-    the topic's retention, the other half left for the outage itself.
+def checkpoint_age_limit_s(retention_ms: float, size_ms: float, lateness_ms: float) -> float:
+    """How old (wall clock) a stream's checkpoint may grow while it has windows since, so that
+    what a worker restarted after a crash re-reads from Kafka fits in half the topic's retention,
+    the other half left for the outage itself.
 
-    With a checkpoint every ``n`` windows a crash re-reads up to ``n - 1`` windows since the
-    stream's last checkpoint plus its open window and the allowed lateness: ``n * size +
-    lateness`` of the topic's time (window spans are event time, which is the topic's time on a
-    live stream; a replay re-reads far less)."""
-    fitting = math.floor((retention_ms / 2 - lateness_ms) / size_ms)
-    return max(min(checkpoint_every, fitting), 1)
+    The re-read runs from the stream's replay anchor: the first message after its checkpoint, or
+    the first one its open window held then, up to a window span (``size + lateness``) older.
+    The age is checked when the stream's windows close, so a checkpoint is written up to a window
+    (``size``) after its age passed the limit. On a live stream, whose event time is the topic's
+    time, the re-read therefore spans at most limit + size + span = half the retention. A replay
+    of a past corpus re-reads recent messages however long its event-time span, so it is not
+    checkpointed any more often."""
+    return max(retention_ms / 2 - 2 * size_ms - lateness_ms, 0.0) / 1000
 
 
 def fit_checkpoints_to_retention(loop: WorkerLoop, config: Config) -> None:
-    """Lower ``loop.checkpoint_every`` to :func:`checkpoints_within` its input topic's
-    ``retention.ms`` (said once at start), and warn when even a checkpoint after every window
-    leaves a crash's re-read longer than the retention: messages deleted before they are
-    re-read are skipped (reported then) and the windows they belonged to are not learnt again,
-    so the restored model differs from the one that crashed."""
+    """Bound the age of ``loop``'s checkpoints by :func:`checkpoint_age_limit_s` of its input
+    topic's ``retention.ms`` (said at start when it can come before ``windows.checkpoint_every``
+    windows), and warn when a window spans longer than the retention: messages deleted before
+    they are re-read are skipped (reported then) and no model learns from them again, so the
+    restored model differs from the one that crashed."""
     from sparsewatch.consumers.detector_worker import window_spec
 
     spec = window_spec(config)
@@ -63,21 +62,20 @@ def fit_checkpoints_to_retention(loop: WorkerLoop, config: Config) -> None:
     retention_ms = topic_retention_ms(config.kafka.bootstrap_servers, loop.input_topic)
     if retention_ms is None or retention_ms < 0:  # unknown, or kept for ever
         return
-    every = checkpoints_within(
-        retention_ms, spec.size_ms, spec.allowed_lateness_ms, loop.checkpoint_every
-    )
-    if every < loop.checkpoint_every:
+    limit_s = checkpoint_age_limit_s(retention_ms, spec.size_ms, spec.allowed_lateness_ms)
+    loop.max_checkpoint_age_s = limit_s
+    if limit_s * 1000 < loop.checkpoint_every * spec.size_ms:
         log.info(
-            "%s checkpoints each stream every %d windows, not every %d (windows.checkpoint_every): "
-            "topic %s keeps messages for %.3g h (retention.ms), and a restart after a crash "
-            "re-reads the windows since a stream's last checkpoint, which must fit in half of that",
+            "%s checkpoints a live stream at least every %.3g h, before its %d windows "
+            "(windows.checkpoint_every) when they span longer: topic %s keeps messages for "
+            "%.3g h (retention.ms), and a restart after a crash re-reads the stream from its "
+            "last checkpoint, which must fit in half of that",
             loop.processor.name,
-            every,
+            limit_s / 3600,
             loop.checkpoint_every,
             loop.input_topic,
             retention_ms / 3_600_000,
         )
-        loop.checkpoint_every = every
     span_ms = spec.size_ms + spec.allowed_lateness_ms
     if retention_ms < span_ms:
         log.warning(

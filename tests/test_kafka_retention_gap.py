@@ -14,17 +14,21 @@ import json
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
 from sparsewatch.consumers.metrics import SKIPPED
 from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.schema import checkpoints
 from sparsewatch.storage.store import Store
 
-from sparsewatch.config import load_config
+from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
 
 pytestmark = pytest.mark.kafka
@@ -191,31 +195,38 @@ def test_a_worker_resuming_below_the_retained_messages_says_how_many_it_lost(
         store.dispose()
 
 
-@pytest.mark.parametrize(
-    ("role", "retention_ms", "every", "warned"),
-    [
-        ("detector", "60000", 1, True),  # shorter than a window: every window, and a warning
-        ("detector", "25200000", 3, False),  # 7 h: 3 windows of 1 h + 30 min fit in 3.5 h
-        ("detector", "604800000", 10, False),  # 7 days: windows.checkpoint_every as configured
-        ("anomaly", "18000000", 2, False),  # the anomaly worker's input, the scores topic: 5 h
-    ],
-)
-def test_checkpoints_come_often_enough_for_the_topics_retention(
-    kafka_bootstrap, tmp_path, caplog, role, retention_ms, every, warned
-):
-    """A crash re-reads the windows since a stream's last checkpoint: the workers checkpoint
-    often enough that this fits in half their input topic's retention (said at start), and warn
-    when even one window does not fit in all of it."""
-    config = load_config(
+def _retention_config(bootstrap: str, tmp_path: Path, **extra: str) -> Config:
+    return load_config(
         env={
-            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
             "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"ret-{uuid.uuid4().hex[:8]}",
+            "SPARSEWATCH_KAFKA_PARTITIONS": "1",
             "SPARSEWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'ret.db'}",
             "SPARSEWATCH_WINDOWS_SIZE": "1h",
             "SPARSEWATCH_WINDOWS_ALLOWED_LATENESS": "30m",
             "SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY": "10",
+            **extra,
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("role", "retention_ms", "age_limit_s", "warned"),
+    [
+        ("detector", "60000", 0.0, True),  # shorter than a window: a checkpoint every window
+        ("detector", "25200000", 3600.0, False),  # 7 h: 3.5 h - 2 windows of 1 h - 30 min
+        ("detector", "604800000", 293400.0, False),  # 7 days: 81.5 h, longer than 10 windows
+        ("anomaly", "18000000", 0.0, False),  # the anomaly worker's input, the scores topic: 5 h
+    ],
+)
+def test_checkpoints_come_often_enough_for_the_topics_retention(
+    kafka_bootstrap, tmp_path, caplog, role, retention_ms, age_limit_s, warned
+):
+    """A crash re-reads a stream from its last checkpoint: the workers bound their checkpoints'
+    age so that this fits in half their input topic's retention (said at start when that comes
+    before ``windows.checkpoint_every`` windows), and warn when a window does not fit in all
+    of it."""
+    config = _retention_config(kafka_bootstrap, tmp_path)
     topic = config.kafka.topic("docs" if role == "detector" else "scores")
     ensure_topics(kafka_bootstrap, {topic: 1}, **{"retention.ms": retention_ms})
     store = Store.open(config.resolved_database_url)
@@ -224,21 +235,22 @@ def test_checkpoints_come_often_enough_for_the_topics_retention(
             loop = build_worker(role, config, store)
     finally:
         store.dispose()
-    assert loop.checkpoint_every == every
+    assert loop.max_checkpoint_age_s == pytest.approx(age_limit_s)
+    assert loop.checkpoint_every == 10
     said = [r.getMessage() for r in caplog.records if "retention.ms" in r.getMessage()]
-    lowered = [m for m in said if "checkpoints each stream" in m]
+    bounded = [m for m in said if "checkpoints a live stream" in m]
     hours = int(retention_ms) / 3_600_000
-    assert lowered == (
+    assert bounded == (
         [
-            f"{role} checkpoints each stream every {every} windows, not every 10 "
-            f"(windows.checkpoint_every): topic {topic} keeps messages for {hours:.3g} h "
-            "(retention.ms), and a restart after a crash re-reads the windows since a stream's "
-            "last checkpoint, which must fit in half of that"
+            f"{role} checkpoints a live stream at least every {age_limit_s / 3600:.3g} h, before "
+            "its 10 windows (windows.checkpoint_every) when they span longer: topic "
+            f"{topic} keeps messages for {hours:.3g} h (retention.ms), and a restart after a "
+            "crash re-reads the stream from its last checkpoint, which must fit in half of that"
         ]
-        if every < 10
+        if age_limit_s < 10 * 3600
         else []
     )
-    warnings = [m for m in said if m not in lowered]
+    warnings = [m for m in said if m not in bounded]
     if warned:
         assert warnings == [
             f"topic {topic} keeps messages for 0.0167 h (retention.ms) but a window spans 1.5 h "
@@ -248,6 +260,71 @@ def test_checkpoints_come_often_enough_for_the_topics_retention(
         ]
     else:
         assert warnings == []
+
+
+@pytest.mark.slow
+def test_a_stream_whose_checkpoint_grew_too_old_is_checkpointed_at_its_next_window(
+    kafka_bootstrap, tmp_path
+):
+    """A topic keeping 7 h with 1-hour windows allows a checkpoint an hour old: a stream restored
+    from a checkpoint two hours old is checkpointed with its next window, while a stream whose
+    checkpoint is fresh waits for its ``windows.checkpoint_every`` windows (100 here), as before.
+    The windows are an hour of event time each, so no count of them could tell the two apart."""
+    config = _retention_config(
+        kafka_bootstrap,
+        tmp_path,
+        SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="100",
+        SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600",
+        SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS="100",
+        SPARSEWATCH_DETECTOR_MAX_ATOMS="50",
+        SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW="0",
+    )
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 1}, **{"retention.ms": "25200000"})
+    docs = {s: generate_stream(600, kind="tweet", stream=s, seed=i) for i, s in enumerate("ab")}
+    producer = make_producer(kafka_bootstrap)
+
+    def send(part: slice) -> None:
+        for stream, stream_docs in docs.items():
+            for d in stream_docs[part]:
+                producer.produce(topic, key=stream.encode(), value=json.dumps(d).encode())
+        assert producer.flush(30) == 0
+
+    send(slice(0, 300))  # about 2.6 hours of each stream
+    store = Store.open(config.resolved_database_url)
+    try:
+        build_worker("detector", config, store).run(until_idle_s=3.0)  # shutdown checkpoints
+        group = f"{config.kafka.group_id}.detector"
+        with store.transaction() as tx:
+            tx.connection.execute(
+                sa.update(checkpoints)
+                .where(checkpoints.c.stream == "a")
+                .values(created_at=datetime.now(UTC) - timedelta(hours=2))
+            )
+        before = {s: c.created_at for s, c in store.load_checkpoints(group).items()}
+        send(slice(300, 600))
+        worker = build_worker("detector", config, store)
+        assert worker.max_checkpoint_age_s == 3600
+        runner = threading.Thread(target=worker.run)
+        runner.start()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                now = {s: c.created_at for s, c in store.load_checkpoints(group).items()}
+                windows = {s: 0 for s in docs}
+                for w in store.windows(limit=None):
+                    windows[w["stream"]] += 1
+                if now["a"] != before["a"] and windows["b"] >= 4:
+                    break
+                time.sleep(0.2)
+        finally:
+            worker.stop()
+            runner.join(60)
+    finally:
+        store.dispose()
+    assert now["a"] > before["a"]  # written again with its first window after the restart
+    assert now["b"] == before["b"]  # fresh: not rewritten while two more of its windows closed
+    assert windows["b"] >= 4
 
 
 def test_status_shows_the_messages_the_broker_deleted_before_the_worker_read_them(
