@@ -56,6 +56,19 @@ def _read_all(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> list[
     return offsets
 
 
+def _consumer_from(
+    bootstrap: str, topic: str, start: int, resets: list[tuple[str, int, int]]
+) -> BatchConsumer:
+    """A consumer of ``topic`` starting at ``start`` that records its resets in ``resets``."""
+    return BatchConsumer(
+        bootstrap,
+        f"g-{topic}",
+        [topic],
+        on_assign=lambda parts: {tp: start for tp in parts},
+        on_reset=lambda t, p, n: resets.append((t, p, n)),
+    )
+
+
 @pytest.mark.parametrize(
     ("start", "skipped", "said"),
     [
@@ -70,13 +83,7 @@ def test_a_start_offset_the_broker_does_not_hold_is_reported_and_reading_goes_on
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
-        BatchConsumer(
-            kafka_bootstrap,
-            f"g-{topic}",
-            [topic],
-            on_assign=lambda parts: {tp: start for tp in parts},
-            on_reset=lambda t, p, n: resets.append((t, p, n)),
-        ) as consumer,
+        _consumer_from(kafka_bootstrap, topic, start, resets) as consumer,
     ):
         assert _read_all(consumer, 10) == list(range(10, 20))
         assert consumer.lag() == {(topic, 0): 0}
@@ -111,13 +118,7 @@ def test_a_restart_the_broker_did_not_answer_is_retried_at_the_next_poll(kafka_b
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
-        BatchConsumer(
-            kafka_bootstrap,
-            f"g-{topic}",
-            [topic],
-            on_assign=lambda parts: {tp: 3 for tp in parts},
-            on_reset=lambda t, p, n: resets.append((t, p, n)),
-        ) as consumer,
+        _consumer_from(kafka_bootstrap, topic, 3, resets) as consumer,
     ):
         failing = _WatermarksFailOnce(consumer._consumer)
         consumer._consumer = failing  # type: ignore[assignment]
