@@ -283,19 +283,19 @@ class BatchConsumer:
             consumer.incremental_unassign(partitions)
 
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages: those already fetched, else the first to arrive within
-        ``timeout`` seconds and what came with it; partition-EOF events are dropped, errors raised.
+        """Up to ``max_messages`` messages: those already fetched at once, else those arriving
+        within ``timeout`` seconds (fewer when it passes); partition-EOF events are dropped,
+        errors raised.
 
         librdkafka's ``consume(n, timeout)`` waits until ``n`` messages have arrived or the
-        timeout passed: a live stream's message waited out the timeout, and so did the last
-        messages of a backlog (its end-of-stream marker with them)."""
+        timeout passed, even when some are already there: the last messages of a backlog (its
+        end-of-stream markers with them) waited out the timeout. A live stream's messages still
+        gather for up to the timeout, so that its batches are not one message each."""
         for (topic, partition), offset in list(self._resets.items()):  # not done last time
             self._restart_at_earliest(topic, partition, offset)
         batch = self._consumer.consume(num_messages=max_messages, timeout=0)
         if not batch:
-            batch = self._consumer.consume(num_messages=1, timeout=timeout)
-            if batch and max_messages > 1:
-                batch += self._consumer.consume(num_messages=max_messages - 1, timeout=0)
+            batch = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         good: list[Message] = []
         for msg in batch:
             err = msg.error()
