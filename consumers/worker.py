@@ -225,7 +225,6 @@ class WorkerLoop:
         heap_free_limit_mb: float = 64.0,
         max_idle_states: int = 16,
         idle_checkpoint_s: float | None = None,
-        max_checkpoint_age_s: float | None = None,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -237,8 +236,9 @@ class WorkerLoop:
         self.poll_batch = poll_batch
         self.checkpoint_every = max(int(checkpoint_every), 1)
         # A stream with windows since its checkpoint is checkpointed once that checkpoint is this
-        # old by the wall clock (see the module docstring); None: no limit.
-        self.max_checkpoint_age_s = max_checkpoint_age_s
+        # old by the wall clock (see the module docstring); None: no limit. Set after the input
+        # topic exists, from its retention (sparsewatch/runner.py).
+        self.max_checkpoint_age_s: float | None = None
         # How long a poll waits for messages: also how late an idle window may close.
         self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics or WorkerMetrics(processor.name)
