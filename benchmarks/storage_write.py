@@ -5,8 +5,11 @@ One "window" is what the detector worker writes in ONE transaction: the window r
 of ``--terms`` x ``--atoms``) and the partition offsets. Measured per window (median of
 ``--windows`` windows, after one warm-up window), with a breakdown, against a baseline in the same
 run: the same documents written (a) as a Python loop of single-row INSERT statements in one
-transaction and (b) through SQLAlchemy's own ``executemany`` of the same upsert (what
-``storage/bulk.py`` replaces).
+transaction. Then, interleaved per window, the same number of fresh documents written alone (a
+transaction each; wall and client CPU, and the PostgreSQL backend's CPU when the server runs on
+this machine) by ``storage/bulk.py`` and by two baselines of the same upsert: (b) SQLAlchemy's own
+``executemany`` and (c) the driver's ``executemany`` of the statement compiled once (on SQLite what
+``storage/bulk.py`` does; on PostgreSQL its path before the ``COPY``).
 
     python benchmarks/storage_write.py [--docs 1000] [--windows 15] [--postgres URL]
 
@@ -33,6 +36,7 @@ import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
 from sparsewatch.storage.schema import documents
 from sparsewatch.storage.store import Store
+from sqlalchemy.dialects import postgresql, sqlite
 
 RESULTS = Path(__file__).resolve().parent / "results" / "storage_write.json"
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -126,21 +130,76 @@ def single_row_baseline(store: Store, docs: list[dict]) -> float:
     return time.perf_counter() - t
 
 
-def sqlalchemy_executemany_baseline(store: Store, docs: list[dict]) -> float:
-    """The same upsert through SQLAlchemy's own ``executemany`` (instead of storage.bulk)."""
+def _dialect_insert(conn: sa.Connection) -> Any:
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
-    def plain(conn: sa.Connection, _key: str, stmt: Any, _table: Any, rows: list) -> None:
-        conn.execute(stmt, rows)
 
-    original = store_module.bulk_execute
-    store_module.bulk_execute = plain
+def _server_cpu_s(conn: sa.Connection) -> float | None:
+    """CPU seconds of the PostgreSQL backend serving ``conn`` (a server on this machine), or
+    ``None`` (SQLite runs in this process: its work is in the client CPU)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
     try:
-        t = time.perf_counter()
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:  # a server elsewhere
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+Timing = tuple[float, float, float | None]
+
+
+def _timed_documents(store: Store, docs: list[dict], bulk: Any) -> Timing:
+    """Wall, client CPU (this process) and server CPU seconds of ``insert_documents`` and its
+    commit in a transaction of its own, the store's bulk upsert replaced by ``bulk``."""
+    original = store_module.bulk_upsert
+    store_module.bulk_upsert = bulk
+    try:
         with store.transaction() as tx:
+            conn = tx.connection
+            server = _server_cpu_s(conn)
+            t, cpu = time.perf_counter(), time.process_time()
             tx.insert_documents(docs)
-        return time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+        with store.reading() as conn:  # the same pooled connection: one at a time here
+            after = _server_cpu_s(conn)
+        return wall, cpu, None if server is None or after is None else after - server
     finally:
-        store_module.bulk_execute = original
+        store_module.bulk_upsert = original
+
+
+def sqlalchemy_executemany(conn: sa.Connection, _key: str, table: Any, rows: list, conflict: Any):
+    """Baseline: the same upsert through SQLAlchemy's own ``executemany`` (what storage.bulk
+    replaces)."""
+    conn.execute(conflict(_dialect_insert(conn)(table)), rows)
+
+
+_COMPILED: dict[tuple[str, tuple[str, ...]], tuple[str, list[str], list[Any]]] = {}
+
+
+def driver_executemany(conn: sa.Connection, _key: str, table: Any, rows: list, conflict: Any):
+    """Baseline: the storage path before the PostgreSQL COPY, ``INSERT ... VALUES ... ON
+    CONFLICT`` compiled once and handed to the driver's ``executemany`` (psycopg pipelines it),
+    the values bound by the column types' processors; on SQLite this is what storage.bulk does."""
+    dialect = conn.dialect
+    names = list(rows[0])
+    cache_key = (dialect.name, tuple(names))
+    if cache_key not in _COMPILED:  # compiled once, as storage.bulk does
+        stmt = conflict(_dialect_insert(conn)(table))
+        compiled = stmt.compile(dialect=dialect, column_keys=names)
+        order = list(compiled.positiontup) if compiled.positional else names
+        impls = [table.c[n].type.dialect_impl(dialect) for n in order]
+        _COMPILED[cache_key] = compiled.string, order, [t.bind_processor(dialect) for t in impls]
+    sql, order, processors = _COMPILED[cache_key]
+    pairs = zip(order, processors, strict=True)
+    columns = [[p(r[n]) if p else r[n] for r in rows] for n, p in pairs]
+    tuples = list(zip(*columns, strict=True))
+    if dialect.positional:
+        conn.exec_driver_sql(sql, tuples)
+    else:
+        conn.exec_driver_sql(sql, [dict(zip(order, t, strict=True)) for t in tuples])
 
 
 def bench(url: str, n_docs: int, n_windows: int, state: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -149,18 +208,26 @@ def bench(url: str, n_docs: int, n_windows: int, state: dict[str, np.ndarray]) -
     try:
         runs: list[dict[str, float]] = []
         baseline: list[float] = []
-        sa_many: list[float] = []
+        sa_many: list[Timing] = []
+        by_driver: list[Timing] = []
+        by_bulk: list[Timing] = []
         for seq in range(n_windows + 1):
             docs, alerts = window_rows(seq, n_docs, rng)
             parts = write_window(store, seq, docs, alerts, state)
             base_docs, _ = window_rows(seq + 10_000, n_docs, rng)
             base = single_row_baseline(store, base_docs)
             many_docs, _ = window_rows(seq + 20_000, n_docs, rng)
-            many = sqlalchemy_executemany_baseline(store, many_docs)
+            many = _timed_documents(store, many_docs, sqlalchemy_executemany)
+            driver_docs, _ = window_rows(seq + 30_000, n_docs, rng)
+            driver = _timed_documents(store, driver_docs, driver_executemany)
+            bulk_docs, _ = window_rows(seq + 40_000, n_docs, rng)
+            bulk = _timed_documents(store, bulk_docs, store_module.bulk_upsert)
             if seq > 0:  # the first window warms caches and the connection pool
                 runs.append(parts)
                 baseline.append(base)
                 sa_many.append(many)
+                by_driver.append(driver)
+                by_bulk.append(bulk)
     finally:
         store.dispose()
     median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -170,9 +237,23 @@ def bench(url: str, n_docs: int, n_windows: int, state: dict[str, np.ndarray]) -
         "docs_per_s": n_docs / median["total"],
         "baseline_single_row_documents_s": statistics.median(baseline),
         "bulk_documents_speedup_vs_single_row": statistics.median(baseline) / median["documents"],
-        "baseline_sqlalchemy_executemany_documents_s": statistics.median(sa_many),
-        "bulk_documents_speedup_vs_sqlalchemy_executemany": statistics.median(sa_many)
-        / median["documents"],
+        # The same documents written alone (a transaction each), interleaved: storage.bulk
+        # against SQLAlchemy's executemany and the driver's executemany.
+        "documents_alone": {
+            "storage_bulk": _medians(by_bulk),
+            "sqlalchemy_executemany": _medians(sa_many),
+            "driver_executemany": _medians(by_driver),
+        },
+    }
+
+
+def _medians(runs: list[Timing]) -> dict[str, float | None]:
+    wall, client, server = zip(*runs, strict=True)
+    return {
+        "wall_s": statistics.median(wall),
+        "client_cpu_s": statistics.median(client),
+        # /proc counts whole clock ticks (10 ms): the mean over the windows, not a median
+        "server_cpu_s_mean": None if None in server else statistics.fmean(server),
     }
 
 
@@ -223,10 +304,25 @@ def main() -> None:
             f"{m['checkpoint+offsets'] * 1e3:6.1f} ms"
             f"  commit {m['commit'] * 1e3:5.1f} ms  | single-row docs "
             f"{r['baseline_single_row_documents_s'] * 1e3:7.1f} ms"
-            f" ({r['bulk_documents_speedup_vs_single_row']:.1f}x)  SQLAlchemy executemany "
-            f"{r['baseline_sqlalchemy_executemany_documents_s'] * 1e3:6.1f} ms"
-            f" ({r['bulk_documents_speedup_vs_sqlalchemy_executemany']:.2f}x)"
+            f" ({r['bulk_documents_speedup_vs_single_row']:.1f}x)"
         )
+        alone = r["documents_alone"]
+        bulk = alone["storage_bulk"]
+        for label in ("sqlalchemy", "driver"):
+            base = alone[f"{label}_executemany"]
+            server = ""
+            if bulk["server_cpu_s_mean"] is not None:
+                server = (
+                    f", server {bulk['server_cpu_s_mean'] * 1e3:.1f} vs "
+                    f"{base['server_cpu_s_mean'] * 1e3:.1f} ms (mean)"
+                )
+            print(
+                f"{'':10s} documents alone: storage.bulk {bulk['wall_s'] * 1e3:6.1f} ms wall "
+                f"{bulk['client_cpu_s'] * 1e3:6.1f} ms CPU; {label} executemany "
+                f"{base['wall_s'] * 1e3:6.1f} ms ({base['wall_s'] / bulk['wall_s']:.2f}x) wall "
+                f"{base['client_cpu_s'] * 1e3:6.1f} ms "
+                f"({base['client_cpu_s'] / bulk['client_cpu_s']:.2f}x) CPU{server}"
+            )
 
 
 if __name__ == "__main__":

@@ -235,6 +235,9 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
             )
     store = open_results_store(config)
     try:
+        if missing := store.missing_write_privilege():
+            url = mask_url(config.resolved_database_url)
+            raise SparsewatchError(f"cannot write results to {url}: {missing}")
         try:
             workers = [build_worker(role, config, store) for role in roles]
         except KafkaException as exc:  # creating the topics is the first contact with the broker

@@ -25,7 +25,8 @@ Idempotency (re-writing a window changes nothing):
   keeps its ``created_at``.
 
 Every write is one bulk statement per table and call: :mod:`sparsewatch.storage.bulk` for the
-per-document tables (the driver's ``executemany`` without SQLAlchemy's per-row overhead),
+per-document rows (SQLite: the driver's ``executemany`` without SQLAlchemy's per-row overhead;
+PostgreSQL: ``COPY`` into a staging table and one ``INSERT ... SELECT``),
 SQLAlchemy's ``executemany`` for the small ones. Values may be numpy scalars (they are converted
 to Python numbers); a NaN is stored as NULL, or refused where the column is NOT NULL (alert
 scores, topic strengths), alike on both databases; datetimes must be timezone-aware.
@@ -45,7 +46,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage import queries, retention
-from sparsewatch.storage.bulk import bulk_execute
+from sparsewatch.storage.bulk import bulk_upsert
 from sparsewatch.storage.engine import (
     create_engine,
     mask_url,
@@ -132,6 +133,26 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _keep_detector_columns(insert: Any) -> Any:
+    """A document's detector columns are written once: only into a row the anomaly worker
+    created first (``event_time IS NULL``)."""
+    unwritten = documents.c.event_time.is_(None)
+    return insert.on_conflict_do_update(
+        index_elements=["stream", "doc_id"],
+        set_={
+            c: sa.case((unwritten, insert.excluded[c]), else_=documents.c[c])
+            for c in DETECTOR_COLUMNS
+        },
+    )
+
+
+def _set_anomaly_columns(insert: Any) -> Any:
+    return insert.on_conflict_do_update(
+        index_elements=["stream", "doc_id"],
+        set_={c: insert.excluded[c] for c in ("anomaly_score", "anomaly")},
+    )
+
+
 class StoreTx:
     """The writes of one SQL transaction (obtain it from :meth:`Store.transaction`)."""
 
@@ -203,21 +224,12 @@ class StoreTx:
                     "text": r.get("text"),
                 }
             )
-        stmt = self._insert(documents)
-        unwritten = documents.c.event_time.is_(None)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["stream", "doc_id"],
-            set_={
-                c: sa.case((unwritten, stmt.excluded[c]), else_=documents.c[c])
-                for c in DETECTOR_COLUMNS
-            },
-        )
         unique: dict[tuple[str, str], dict[str, Any]] = {}
         for p in params:  # the first write of a key wins, within a batch as across batches
             unique.setdefault((p["stream"], p["doc_id"]), p)
         # Key order: concurrent writers of the same rows lock them in one order (no deadlock).
         ordered = [unique[k] for k in sorted(unique)]
-        bulk_execute(self.connection, "documents", stmt, documents, ordered)
+        bulk_upsert(self.connection, "documents", documents, ordered, _keep_detector_columns)
 
     def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
@@ -232,14 +244,9 @@ class StoreTx:
                     "anomaly": bool(r["anomaly"]),
                 }
             )
-        stmt = self._insert(documents)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["stream", "doc_id"],
-            set_={c: stmt.excluded[c] for c in ("anomaly_score", "anomaly")},
-        )
         latest = {(p["stream"], p["doc_id"]): p for p in params}  # the last score of a key wins
         ordered = [latest[k] for k in sorted(latest)]  # key order, as in insert_documents
-        bulk_execute(self.connection, "anomaly", stmt, documents, ordered)
+        bulk_upsert(self.connection, "anomaly", documents, ordered, _set_anomaly_columns)
 
     def insert_alerts(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is."""
@@ -435,6 +442,28 @@ class Store:
     def upgrade(self) -> None:
         """Apply the missing Alembic migrations (``alembic upgrade head``)."""
         _migrate().upgrade(self.engine)
+
+    def missing_write_privilege(self) -> str | None:
+        """What the workers' writes need and the database denies, as a sentence, or ``None``.
+        On PostgreSQL the per-document rows travel through a temporary staging table
+        (:mod:`sparsewatch.storage.bulk`), which needs the database's ``TEMPORARY`` privilege
+        (granted to every role by default)."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+        with self.reading() as conn:
+            user, database, allowed = conn.execute(
+                sa.text(
+                    "SELECT current_user, current_database(), "
+                    "has_database_privilege(current_database(), 'TEMPORARY')"
+                )
+            ).one()
+        if allowed:
+            return None
+        return (
+            f"the role {user!r} may not create temporary tables in the database {database!r}, "
+            "which the workers write documents through "
+            f'(GRANT TEMPORARY ON DATABASE "{database}" TO "{user}")'
+        )
 
     def revision(self) -> str | None:
         """The schema revision of the database (``None`` when empty)."""

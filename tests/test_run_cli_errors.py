@@ -78,3 +78,38 @@ def test_global_options_after_the_command_say_where_they_go(tmp_path: Path) -> N
         "error: No such option '--config'. (--config goes before the command: "
         "sparsewatch --config ...)"
     )
+
+
+def test_a_role_without_temporary_tables_is_told_at_start(tmp_path: Path, postgres_database):
+    """On PostgreSQL the documents are written through a temporary staging table: a role denied
+    TEMPORARY got its error at the first window, not at start."""
+    import sqlalchemy as sa
+
+    url, admin_url = postgres_database
+    database = sa.engine.make_url(url).database
+    role = f"sw_notemp_{database[-8:]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        with owner.connect() as conn:  # the schema exists; the role may use it, not stage in it
+            conn.exec_driver_sql(f'REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC')
+            conn.exec_driver_sql(f'GRANT ALL ON SCHEMA public TO "{role}"')
+        role_url = sa.engine.make_url(url).set(username=role, password=None)
+        proc = _run(
+            tmp_path,
+            SPARSEWATCH_DATABASE_URL=role_url.render_as_string(hide_password=False),
+            SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1",  # never reached
+        )
+        assert proc.returncode == 2
+        line = _one_line(proc)
+        assert line.startswith("error: cannot write results to postgresql+psycopg://")
+        assert f"the role '{role}' may not create temporary tables" in line
+        assert f'GRANT TEMPORARY ON DATABASE "{database}" TO "{role}"' in line
+    finally:
+        owner.dispose()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{role}"')
+        admin.dispose()

@@ -418,3 +418,102 @@ def test_detector_and_anomaly_writers_concurrently_on_the_same_rows(database_url
     assert [r["novelty_score"] for r in sorted(rows, key=lambda r: r["doc_id"])] == [
         float(i) for i in range(len(rows))
     ]
+
+
+AWKWARD_TEXTS = [
+    "tab\there",
+    "line\nbreak\r\nand carriage\rreturn",
+    "back\\slash \\N \\t \\\\",
+    r"\N",
+    "",
+    "quotes ' \" and a comma, a semicolon;",
+    "ünïcode, emoji 📈, CJK 漢字, RTL עברית",
+    "x" * 20_000,
+]
+
+
+def _awkward_documents(prefix: str) -> list[dict]:
+    return [
+        {
+            "stream": "awkward\tstream",
+            "doc_id": f"{prefix}\n{i}\\",
+            "event_time": T0 + timedelta(microseconds=i),
+            "window_seq": i,
+            "novelty_score": [0.0, -0.0, 1e-300, 1e300, float("nan"), 1 / 3, 2.5, -7.0][i],
+            "reconstruction_error": None,
+            "novel": bool(i % 2),
+            "late": False,
+            "dominant_topic": i if i % 3 else None,
+            "top_atoms": list(range(i)),
+            "labels": [text[:20] for text in AWKWARD_TEXTS[: i + 1]],
+            "text": text if i != 4 else None,
+        }
+        for i, text in enumerate(AWKWARD_TEXTS)
+    ]
+
+
+def _anomaly_rows(docs: list[dict], scale: int) -> list[dict]:
+    return [
+        {
+            "stream": d["stream"],
+            "doc_id": d["doc_id"],
+            "anomaly_score": i / scale,
+            "anomaly": i == 2,
+        }
+        for i, d in enumerate(docs)
+    ]
+
+
+def test_awkward_values_round_trip_exactly_and_aborted_batches_leave_nothing(database_url):
+    """Every value a document row can hold comes back as written (on PostgreSQL the rows travel
+    by COPY into a staging table: its text escaping, NULLs and the staging table's emptiness
+    after commits and rollbacks are what this checks)."""
+    committed, aborted, later = (_awkward_documents(p) for p in ("a", "b", "c"))
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            tx.insert_documents(committed)
+        with pytest.raises(RuntimeError, match="abort"), store.transaction() as tx:
+            tx.insert_documents(aborted)
+            raise RuntimeError("abort")
+        with store.transaction() as tx:
+            tx.insert_documents(later)
+            tx.upsert_anomaly_scores(_anomaly_rows(committed, 7))
+        with store.transaction() as tx:  # staging rows of the last commit must be gone
+            tx.upsert_anomaly_scores(_anomaly_rows(committed[:3], 5))
+        stored = {d["doc_id"]: d for d in store.documents(streams=["awkward\tstream"], limit=None)}
+    assert sorted(stored) == sorted(d["doc_id"] for d in committed + later)
+    for i, want in enumerate(committed + later):
+        got = stored[want["doc_id"]]
+        assert got["stream"] == want["stream"] and got["event_time"] == want["event_time"]
+        assert got["text"] == want["text"] and got["labels"] == want["labels"]
+        assert got["top_atoms"] == want["top_atoms"]
+        assert got["dominant_topic"] == want["dominant_topic"]
+        score = want["novelty_score"]
+        if np.isnan(score):
+            assert got["novelty_score"] is None
+        else:
+            assert got["novelty_score"] == score  # (SQLite keeps no sign of -0.0)
+        assert got["reconstruction_error"] is None and got["novel"] is want["novel"]
+        if i < len(committed):
+            assert (got["anomaly_score"], got["anomaly"]) == (i / (5 if i < 3 else 7), i == 2)
+        else:
+            assert got["anomaly_score"] is None
+
+
+def test_a_row_the_copy_refuses_raises_sqlalchemys_error_and_loses_the_transaction(
+    postgres_database,
+):
+    """On PostgreSQL the documents travel by COPY on the driver's own cursor: its errors must
+    reach the caller as SQLAlchemy's, like every other statement's (the writer retries
+    ``OperationalError``), and leave the transaction rolled back."""
+    url, _ = postgres_database
+    good = _awkward_documents("good")
+    bad = [{**good[0], "doc_id": "nul", "text": "a NUL \x00 byte"}]
+    with Store.open(url) as store:
+        with pytest.raises(sa.exc.DataError, match="NUL"), store.transaction() as tx:
+            tx.insert_documents(good)
+            tx.insert_documents(bad)
+        assert store.documents(limit=None) == []
+        with store.transaction() as tx:
+            tx.insert_documents(good)
+        assert len(store.documents(limit=None)) == len(good)
