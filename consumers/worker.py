@@ -65,6 +65,7 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -296,8 +297,15 @@ class WorkerLoop:
         if self._writer is not None:
             self._writer.abandon_retries()
 
-    def run(self, until_idle_s: float | None = None) -> None:
-        """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``."""
+    def run(
+        self,
+        until_idle_s: float | None = None,
+        upstream_running: Callable[[], bool] | None = None,
+    ) -> None:
+        """Process until :meth:`stop`, or until the input has been drained for ``until_idle_s``;
+        with ``upstream_running``, the input counts as drained only once that says the workers
+        producing it have stopped (``sparsewatch run all``: the anomaly worker's input stays
+        empty while the detector computes its first windows)."""
         self._writer = make_writer(
             self.writer_mode, self.store, self.destination, self.processor.name
         )
@@ -320,10 +328,12 @@ class WorkerLoop:
             while not self._stop.is_set():
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
                 now = time.monotonic()
-                # "Idle" means drained: nothing read, nothing left to read, the broker reachable.
+                # "Idle" means drained: nothing read, nothing left to read, the broker reachable,
+                # and no worker upstream still producing.
                 if batch and not self.first_message_at:
                     self.first_message_at = time.perf_counter()
-                if batch or self._lagging_partitions(now) or not self._partitions:
+                fed = upstream_running is not None and upstream_running()
+                if batch or fed or self._lagging_partitions(now) or not self._partitions:
                     quiet_since = now
                 self._process(batch, now)
                 if self._in_flight is not None and self._in_flight.done.ready():

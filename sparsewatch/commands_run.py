@@ -22,7 +22,10 @@ from sparsewatch.logs import setup_logging
 )
 @click.pass_context
 def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: int | None) -> None:
-    """Run the detector worker, the anomaly worker, or both."""
+    """Run the detector worker, the anomaly worker, or both.
+
+    With --until-idle, `all` stops the anomaly worker only once the detector has stopped and its
+    scores have been read."""
     from sparsewatch.runner import run_workers
 
     config = load_config(ctx.obj.get("config_path"))

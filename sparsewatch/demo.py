@@ -149,8 +149,8 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
         n_malformed = len(MALFORMED)
         store = Store.open(config.database_url)
         # Drained this long: done (no detector window waits for the idle timeout). The anomaly
-        # worker's input stays empty until the detector's first window is committed.
-        idle_s = {"detector": 5.0, "anomaly": 30.0}
+        # worker's idle time counts only once the detector has stopped (run_loops).
+        idle_s = {"detector": 5.0, "anomaly": 2.0}
         roles = ["detector", "anomaly"] if config.anomaly.enabled else ["detector"]
         run_loops(
             [build_worker(role, config, store) for role in roles],

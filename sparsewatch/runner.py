@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -178,10 +179,22 @@ def _run_threads(
 ) -> None:
     """The body of :func:`run_loops`, with its signal handlers in place."""
     errors: list[BaseException] = []
+    stopped = [threading.Event() for _ in workers]
 
-    def target(worker: WorkerLoop, idle: float | None) -> None:
+    def upstream_of(worker: WorkerLoop) -> Callable[[], bool] | None:
+        """Whether a worker of this process that writes ``worker``'s input topic still runs
+        (the detector, for the anomaly worker of ``sparsewatch run all``): until it has stopped,
+        ``worker`` is not idle, however long its input stays empty."""
+        events = [
+            event
+            for other, event in zip(workers, stopped, strict=True)
+            if other is not worker and other.destination.output_topic == worker.input_topic
+        ]
+        return (lambda: not all(e.is_set() for e in events)) if events else None
+
+    def target(worker: WorkerLoop, idle: float | None, done: threading.Event) -> None:
         try:
-            worker.run(until_idle_s=idle)
+            worker.run(until_idle_s=idle, upstream_running=upstream_of(worker))
         except BaseException as exc:
             errors.append(exc)
             if isinstance(exc, _OPERATIONAL_ERRORS):  # the environment's, not a bug: one line
@@ -191,10 +204,12 @@ def _run_threads(
                 log.exception("%s worker failed", worker.processor.name)
             for w in workers:
                 w.stop()
+        finally:
+            done.set()
 
     threads = [
-        threading.Thread(target=target, args=(w, idle), name=w.processor.name)
-        for w, idle in zip(workers, until_idle_s, strict=True)
+        threading.Thread(target=target, args=(w, idle, done), name=w.processor.name)
+        for w, idle, done in zip(workers, until_idle_s, stopped, strict=True)
     ]
     with worker_process(blas_threads, gc_threshold):
         for t in threads:

@@ -266,6 +266,41 @@ def _reference_run(
         store.dispose()
 
 
+def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_bootstrap, tmp_path):
+    """``sparsewatch run all --until-idle S``: the anomaly worker's input (the detector's scores)
+    stays empty while the detector waits for and computes its first windows. It stopped after S
+    seconds of that and left every score unread; now it is idle only once the detector in the
+    same process has stopped and the scores are drained."""
+    prefix = f"upstream-{uuid.uuid4().hex[:8]}"
+    db_url = f"sqlite:///{tmp_path / 'up.db'}"
+    config = load_config(env=_env(kafka_bootstrap, prefix, db_url, **FIXED_DICTIONARY))
+    docs = _streams(400)
+    ensure_topics(kafka_bootstrap, {config.kafka.topic("docs"): 2})
+    # The documents arrive after the anomaly worker's idle time has passed twice over.
+    feeder = threading.Timer(4.0, _produce, (kafka_bootstrap, config.kafka.topic("docs"), docs))
+    store = Store.open(db_url)
+    try:
+        workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
+        feeder.start()
+        run_loops(workers, [8.0, 2.0], install_signals=False)
+        feeder.join()
+        assert len(store.documents(limit=None)) == len(docs)
+        scores = config.kafka.topic("scores")
+        resume = store.partition_offsets(f"{config.kafka.group_id}.anomaly", scores)
+    finally:
+        store.dispose()
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"w-{prefix}"})
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(scores, p), timeout=10)[1]
+            for p in range(2)
+        }
+    finally:
+        consumer.close()
+    assert sum(ends.values()) >= len(docs)  # the detector published every document's scores
+    assert {p: resume.get(p, 0) for p in ends} == ends  # and the anomaly worker read them all
+
+
 def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path):
     prefix = f"crash-{uuid.uuid4().hex[:8]}"
     env = _env(
