@@ -282,7 +282,7 @@ def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_b
     try:
         workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
         feeder.start()
-        run_loops(workers, [8.0, 2.0], install_signals=False)
+        run_loops(workers, [12.0, 2.0], install_signals=False)  # 12 s > the idle timeout
         feeder.join()
         assert len(store.documents(limit=None)) == len(docs)
         scores = config.kafka.topic("scores")
