@@ -145,6 +145,18 @@ def _assert_same(a: dict, b: dict) -> None:
         assert (sa is None and sb is None) or abs(sa - sb) <= 1e-6, (key, sa, sb)
 
 
+def _ends(bootstrap: str, topic: str, partitions: int = 2) -> dict[int, int]:
+    """The end offset of each partition of ``topic``."""
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex}"})
+    try:
+        return {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+    finally:
+        probe.close()
+
+
 def _dlq(bootstrap: str, topic: str, expected: int) -> list:
     consumer = Consumer(
         {
@@ -289,14 +301,7 @@ def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_b
         resume = store.partition_offsets(f"{config.kafka.group_id}.anomaly", scores)
     finally:
         store.dispose()
-    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"w-{prefix}"})
-    try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(scores, p), timeout=10)[1]
-            for p in range(2)
-        }
-    finally:
-        consumer.close()
+    ends = _ends(kafka_bootstrap, scores)
     assert sum(ends.values()) >= len(docs)  # the detector published every document's scores
     assert {p: resume.get(p, 0) for p in ends} == ends  # and the anomaly worker read them all
 
@@ -464,15 +469,7 @@ def test_an_end_of_stream_marker_checkpoints_its_stream_with_its_last_windows(
     topic = config.kafka.topic("docs")
     ensure_topics(kafka_bootstrap, {topic: 2})
     replay_documents(docs, kafka_bootstrap, topic, end_of_stream=True)
-    probe = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"probe-{topic}"})
-    try:
-        ends = {
-            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(2)
-        }
-    finally:
-        probe.close()
-    ends = {p: end for p, end in ends.items() if end > 0}
+    ends = {p: end for p, end in _ends(kafka_bootstrap, topic).items() if end > 0}
     group = f"{config.kafka.group_id}.detector"
     store = Store.open(url)
     try:
