@@ -43,8 +43,7 @@ class _Plan:
     order: list[str]  # the columns, in the order the rows are handed to the driver
     processors: list[Processor]
     sql: str  # SQLite: the INSERT with parameters; PostgreSQL: the INSERT ... SELECT
-    staging: str | None = None  # PostgreSQL: the staging table's name
-    create_staging: str | None = None
+    create_staging: str | None = None  # PostgreSQL only, as the next
     copy: str | None = None
 
 
@@ -83,7 +82,6 @@ def _postgresql_plan(
         order=list(names),
         processors=_processors(dialect, table, names),
         sql=compiled.string,
-        staging=staging,
         # Same column types as the table, no constraints: the INSERT checks those.
         create_staging=(
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS AS "
@@ -121,7 +119,7 @@ def bulk_upsert(
     for name, process in zip(plan.order, plan.processors, strict=True):
         values = [row[name] for row in rows]
         columns.append([process(v) for v in values] if process is not None else values)
-    if plan.staging is None:
+    if plan.create_staging is None:
         conn.exec_driver_sql(plan.sql, list(zip(*columns, strict=True)))
         return
     conn.exec_driver_sql(plan.create_staging)
