@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import (
@@ -204,6 +206,11 @@ class BatchConsumer:
     many messages were skipped, calls ``on_reset(topic, partition, skipped)`` and goes on at the
     earliest retained message: librdkafka's ``auto.offset.reset = earliest`` did the same
     silently, so a worker lost results without a word.
+
+    Work between two polls may take longer than ``max.poll.interval.ms`` (a day's window of a busy
+    stream, a database outage waited out): the broker would then take the partitions away, and
+    the worker, given them back, would recompute the same work for ever. Work done inside
+    :meth:`keepalive` keeps the member in its group however long it takes (see there).
     """
 
     def __init__(
@@ -223,7 +230,17 @@ class BatchConsumer:
         self._resets: TopicOffsets = {}
         self._owned: set[tuple[str, int]] = set()  # what the group assigned to this member
         self._start: TopicOffsets = {}
+        # Held by the application's thread while it works inside keepalive(): the rebalance
+        # callbacks, which the keep-alive thread's polls may serve, wait for it.
+        self._app = threading.RLock()
+        # The keep-alive helper's thread while it polls; ``_mode`` orders its start and end with
+        # the caller's own calls (see keepalive()), whose commits wait in ``_deferred``.
+        self._mode = threading.Lock()
+        self._helper: int | None = None
+        self._deferred: TopicOffsets = {}
         config = consumer_config(bootstrap, group_id, **overrides)
+        # (a quarter of the poll interval, at most 5 s: short batches never pause the partitions)
+        self._keepalive_after_s = min(5.0, config["max.poll.interval.ms"] / 4000)
         config.setdefault("error_cb", self._on_error)
         config.setdefault("on_commit", self._on_commit)
         self._consumer = Consumer(config)
@@ -245,7 +262,93 @@ class BatchConsumer:
         if err is not None:
             log.warning("committing offsets to Kafka failed: %s", err)
 
+    @contextmanager
+    def keepalive(self) -> Iterator[None]:
+        """Keep this member in its group while the caller works without polling.
+
+        Once the work has taken ``min(5 s, max.poll.interval.ms / 4)``, a helper thread pauses
+        every owned partition and polls (nothing is fetched) until the work is done, so that the
+        broker's ``max.poll.interval.ms`` never expires. A rebalance callback its poll serves
+        waits until the work is done: callbacks never run beside the caller's work.
+
+        The client lets one thread at a time into the consumer (confluent-kafka 2.16 serialises
+        its calls), and a callback waiting in the helper's poll holds it: while the helper polls,
+        the caller's :meth:`lag` is unknown (``None``) for every partition, so that no partition
+        counts as read up to date, and its asynchronous :meth:`commit_offsets` are sent when the
+        work is done. On leaving, every paused partition is resumed (the client would keep one
+        lost meanwhile paused through its next assignment), and each one still owned goes on at
+        the first message the helper's poll returned from it (a message fetched before the
+        pause), if any: what the caller reads next continues exactly where it stopped. An error
+        of the helper's poll (a callback raising, a fatal client error) is raised here.
+        """
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        helper = threading.Thread(
+            target=self._keep_alive, args=(stop, errors), name="kafka-keepalive", daemon=True
+        )
+        self._app.acquire()
+        helper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            self._app.release()
+            helper.join()  # (after the callbacks its poll may be serving have run)
+            deferred, self._deferred = self._deferred, {}
+            owned = set(self.assignment()) if deferred else set()
+            self.commit_offsets({k: o for k, o in deferred.items() if k in owned}, True)
+        if errors:
+            raise errors[0]
+
+    def _polled_elsewhere(self) -> bool:
+        """Whether the keep-alive helper polls and this is another thread (hold ``_mode``)."""
+        return self._helper is not None and self._helper != threading.get_ident()
+
+    def _keep_alive(self, stop: threading.Event, errors: list[BaseException]) -> None:
+        if stop.wait(self._keepalive_after_s):
+            return
+        with self._mode:
+            if stop.is_set():
+                return
+            self._helper = threading.get_ident()
+        paused: list[TopicPartition] = []
+        rewind: TopicOffsets = {}
+        try:
+            paused = self._consumer.assignment()
+            self._consumer.pause(paused)
+            while not stop.is_set():
+                for msg in self._consumer.consume(num_messages=500, timeout=0.2):
+                    err = msg.error()
+                    if err is None:
+                        rewind.setdefault((msg.topic(), msg.partition()), msg.offset())
+                    elif err.fatal():
+                        raise KafkaException(err)
+                    elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        self._resets[(msg.topic(), msg.partition())] = msg.offset()
+                    elif err.code() != KafkaError._PARTITION_EOF:
+                        self._on_error(err)
+        except BaseException as exc:  # raised on the caller's thread
+            errors.append(exc)
+        try:
+            # (every one: the client keeps a partition paused through its loss and a new
+            # assignment, which would never fetch it again)
+            if paused:
+                self._consumer.resume(paused)
+            owned = {(p.topic, p.partition) for p in self._consumer.assignment()}
+            for (topic, partition), offset in rewind.items():
+                if (topic, partition) in owned:
+                    self._consumer.seek(TopicPartition(topic, partition, offset))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            with self._mode:
+                self._helper = None
+
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._app:
+            self._assign(consumer, partitions)
+
+    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if not partitions:
             return
         positions: TopicOffsets | None = None
@@ -269,18 +372,20 @@ class BatchConsumer:
         self._owned |= {(p.topic, p.partition) for p in partitions}
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._on_revoke is not None and partitions:
-            self._on_revoke([(p.topic, p.partition) for p in partitions])
-        if partitions:
-            self._owned -= {(p.topic, p.partition) for p in partitions}
-            consumer.incremental_unassign(partitions)
+        with self._app:
+            if self._on_revoke is not None and partitions:
+                self._on_revoke([(p.topic, p.partition) for p in partitions])
+            if partitions:
+                self._owned -= {(p.topic, p.partition) for p in partitions}
+                consumer.incremental_unassign(partitions)
 
     def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._on_lost is not None and partitions:
-            self._on_lost([(p.topic, p.partition) for p in partitions])
-        if partitions:
-            self._owned -= {(p.topic, p.partition) for p in partitions}
-            consumer.incremental_unassign(partitions)
+        with self._app:
+            if self._on_lost is not None and partitions:
+                self._on_lost([(p.topic, p.partition) for p in partitions])
+            if partitions:
+                self._owned -= {(p.topic, p.partition) for p in partitions}
+                consumer.incremental_unassign(partitions)
 
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages: those already fetched at once, else those arriving
@@ -364,11 +469,14 @@ class BatchConsumer:
         """Commit explicit next-offsets per (topic, partition): synchronously (errors raised), or
         sent in the background (a failure is logged when a later poll serves its outcome; the
         consumer's close waits for commits in flight)."""
-        if offsets:
-            self._consumer.commit(
-                offsets=self.positions_for(offsets),
-                asynchronous=asynchronous,
-            )
+        if not offsets:
+            return
+        with self._mode:
+            if self._polled_elsewhere() and asynchronous:  # sent when keepalive() ends
+                for key, offset in offsets.items():
+                    self._deferred[key] = max(offset, self._deferred.get(key, offset))
+                return
+            self._consumer.commit(offsets=self.positions_for(offsets), asynchronous=asynchronous)
 
     def group_metadata(self) -> Any:
         """The consumer group's metadata, for a transactional producer's
@@ -423,17 +531,18 @@ class BatchConsumer:
         unknown lag is not "caught up". Before its first message the consumer's position is where
         the assignment started it or, without a start offset, the low watermark (earliest).
         """
-        result: dict[tuple[str, int], int | None] = {}
-        assigned = self._consumer.assignment()
-        if not assigned:
+        with self._mode:
+            if self._polled_elsewhere():  # unknown (see keepalive())
+                return dict.fromkeys(self._owned)
+            result: dict[tuple[str, int], int | None] = {}
+            assigned = self._consumer.assignment()
+            for tp in self._consumer.position(assigned) if assigned else []:
+                low, high = self._consumer.get_watermark_offsets(tp, cached=True) or (-1, -1)
+                start = self._start.get((tp.topic, tp.partition), low)
+                position = tp.offset if tp.offset >= 0 else start
+                known = position >= 0 and high >= 0
+                result[(tp.topic, tp.partition)] = max(0, high - position) if known else None
             return result
-        for tp in self._consumer.position(assigned):
-            low, high = self._consumer.get_watermark_offsets(tp, cached=True) or (-1, -1)
-            start = self._start.get((tp.topic, tp.partition), low)
-            position = tp.offset if tp.offset >= 0 else start
-            known = position >= 0 and high >= 0
-            result[(tp.topic, tp.partition)] = max(0, high - position) if known else None
-        return result
 
     def close(self) -> None:
         """Leave the group (revoking partitions through the callbacks) and free resources."""

@@ -32,7 +32,10 @@ restored states recompute the windows after their checkpoint from the same messa
 order (windows closed by watermark or count are deterministic), recognise what they already
 consumed, and every insert is keyed by a natural key, so nothing is lost or duplicated. On partition
 assignment the loop seeks to the stored resume offsets; on revocation it checkpoints the partitions'
-streams, then drops them (their open windows will be re-read by the new owner).
+streams, then drops them (their open windows will be re-read by the new owner). A batch is worked
+on inside :meth:`BatchConsumer.keepalive`: a window may take longer to compute than the broker's
+``max.poll.interval.ms`` allows between polls, and the partitions would otherwise be taken away
+and the same windows recomputed for ever.
 
 Bounds in the number of streams and the length of the stream. A stream that has gone quiet (nothing
 of it read for ``idle_checkpoint_s`` while its partition was read up to date: the processor's idle
@@ -226,6 +229,7 @@ class WorkerLoop:
         heap_free_limit_mb: float = 64.0,
         max_idle_states: int = 16,
         idle_checkpoint_s: float | None = None,
+        consumer_overrides: dict[str, Any] | None = None,
     ) -> None:
         self.processor = processor
         self.store = store
@@ -251,6 +255,8 @@ class WorkerLoop:
         self.idle_checkpoint_s = (
             processor.idle_timeout_s if idle_checkpoint_s is None else idle_checkpoint_s
         )
+        # librdkafka settings over :func:`~sparsewatch.consumers.kafka_client.consumer_config`'s
+        self.consumer_overrides = dict(consumer_overrides or {})
         self.destination = Destination(bootstrap, group_id, input_topic, output_topic, dlq_topic)
         topics = {input_topic: partitions, dlq_topic: 1}
         if output_topic:
@@ -318,6 +324,7 @@ class WorkerLoop:
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
                 on_reset=self.metrics.skipped,
+                **self.consumer_overrides,
             )
         except BaseException:
             self._writer.close()  # (a process writer would otherwise outlive the failed start)
@@ -335,16 +342,20 @@ class WorkerLoop:
                 fed = upstream_running is not None and upstream_running()
                 if batch or fed or self._lagging_partitions(now) or not self._partitions:
                     quiet_since = now
-                self._process(batch, now)
-                if self._in_flight is not None and self._in_flight.done.ready():
-                    self._wait_written()  # account for it now, not at the next transaction
+                # (a day's window, or a database outage waited out, may outlast the broker's
+                # max.poll.interval.ms: the consumer keeps this member in its group meanwhile)
+                with self._consumer.keepalive():
+                    self._process(batch, now)
+                    if self._in_flight is not None and self._in_flight.done.ready():
+                        self._wait_written()  # account for it now, not at the next transaction
                 if busy and not batch:  # the input went quiet: give freed heap memory back
                     release_free_heap()
                 busy = bool(batch)
                 if until_idle_s is not None and now - quiet_since > until_idle_s:
                     break
-            self._wait_written()
-            self._checkpoint_dirty(set(self._partitions))
+            with self._consumer.keepalive():
+                self._wait_written()
+                self._checkpoint_dirty(set(self._partitions))
         finally:
             # After an error: let the transaction in flight end (committed or rolled back) before
             # the clients close; its own error, if any, is not the one being raised.

@@ -90,8 +90,11 @@ def fit_checkpoints_to_retention(loop: WorkerLoop, config: Config) -> None:
         )
 
 
-def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
-    """The detector or anomaly worker loop for ``config``."""
+def build_worker(
+    role: str, config: Config, store: Store, consumer_overrides: dict[str, Any] | None = None
+) -> WorkerLoop:
+    """The detector or anomaly worker loop for ``config`` (``consumer_overrides``: librdkafka
+    settings for its consumer)."""
     k = config.kafka
     # Wake at least four times per idle timeout, so a quiet stream's window closes on time.
     poll_timeout_s = min(0.5, config.windows.idle_timeout_s / 4)
@@ -112,6 +115,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             writer=config.writer,
             heap_free_limit_mb=config.heap_free_limit_mb,
             max_idle_states=config.max_idle_streams,
+            consumer_overrides=consumer_overrides,
         )
         fit_checkpoints_to_retention(loop, config)  # (the topic exists now)
         return loop
@@ -132,6 +136,7 @@ def build_worker(role: str, config: Config, store: Store) -> WorkerLoop:
             writer=config.writer,
             heap_free_limit_mb=config.heap_free_limit_mb,
             max_idle_states=config.max_idle_streams,
+            consumer_overrides=consumer_overrides,
         )
         fit_checkpoints_to_retention(loop, config)
         return loop
