@@ -372,20 +372,24 @@ class BatchConsumer:
         self._owned |= {(p.topic, p.partition) for p in partitions}
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._app:
-            if self._on_revoke is not None and partitions:
-                self._on_revoke([(p.topic, p.partition) for p in partitions])
-            if partitions:
-                self._owned -= {(p.topic, p.partition) for p in partitions}
-                consumer.incremental_unassign(partitions)
+        self._taken_away(consumer, partitions, self._on_revoke)
 
     def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._taken_away(consumer, partitions, self._on_lost)
+
+    def _taken_away(
+        self,
+        consumer: Consumer,
+        partitions: list[TopicPartition],
+        callback: Callable[[list[tuple[str, int]]], None] | None,
+    ) -> None:
+        if not partitions:
+            return
         with self._app:
-            if self._on_lost is not None and partitions:
-                self._on_lost([(p.topic, p.partition) for p in partitions])
-            if partitions:
-                self._owned -= {(p.topic, p.partition) for p in partitions}
-                consumer.incremental_unassign(partitions)
+            if callback is not None:
+                callback([(p.topic, p.partition) for p in partitions])
+            self._owned -= {(p.topic, p.partition) for p in partitions}
+            consumer.incremental_unassign(partitions)
 
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages: those already fetched at once, else those arriving

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, mak
 from sparsewatch.consumers.windowing import ClosedWindow
 from sparsewatch.consumers.worker import WorkerLoop
 
-from sparsewatch.config import DetectorConfig, load_config
+from sparsewatch.config import Config, DetectorConfig, load_config
 from sparsewatch.runner import build_worker, open_results_store
 from tests.test_pipeline_kafka import _assert_same, _env, _offline, _produce, _stored, _streams
 
@@ -30,12 +31,35 @@ SHORT_POLL_INTERVAL = {"max.poll.interval.ms": 10_000}
 SLOW_S = 14.0  # longer than the interval
 
 
-def _fill(bootstrap: str, topic: str, n: int) -> None:
+def _reading(bootstrap: str, name: str) -> tuple[str, BatchConsumer, list[str], list[int]]:
+    """A topic of 3,000 messages, a consumer recording its revocations and losses, and the
+    offsets of its first 50 messages read (many more are fetched already)."""
+    topic = f"{name}-{uuid.uuid4().hex[:8]}"
     ensure_topics(bootstrap, {topic: 1})
     producer = make_producer(bootstrap)
-    for i in range(n):
+    for i in range(3000):
         producer.produce(topic, value=str(i).encode())
     assert producer.flush(30) == 0
+    events: list[str] = []
+    consumer = BatchConsumer(
+        bootstrap,
+        f"{topic}-group",
+        [topic],
+        on_revoke=lambda ps: events.append("revoked"),
+        on_lost=lambda ps: events.append("lost"),
+        **SHORT_POLL_INTERVAL,
+    )
+    seen: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 50 and time.monotonic() < deadline:
+        seen += [m.offset() for m in consumer.poll_batch(50, timeout=1.0)]
+    return topic, consumer, events, seen
+
+
+def _read_to_the_end(consumer: BatchConsumer, seen: list[int]) -> None:
+    deadline = time.monotonic() + 60
+    while (not seen or seen[-1] < 2999) and time.monotonic() < deadline:
+        seen += [m.offset() for m in consumer.poll_batch(500, timeout=1.0)]
 
 
 def test_reading_continues_exactly_after_work_longer_than_the_poll_interval(kafka_bootstrap):
@@ -43,29 +67,13 @@ def test_reading_continues_exactly_after_work_longer_than_the_poll_interval(kafk
     partition (no revocation, no loss), and an offset committed during the work reaches the
     broker once the work is done. Without the keep-alive the partition is lost after 10 s and
     read again from the start."""
-    topic = f"keepalive-{uuid.uuid4().hex[:8]}"
-    _fill(kafka_bootstrap, topic, 3000)
-    events: list[str] = []
-    consumer = BatchConsumer(
-        kafka_bootstrap,
-        f"{topic}-group",
-        [topic],
-        on_revoke=lambda ps: events.append(f"revoked {ps}"),
-        on_lost=lambda ps: events.append(f"lost {ps}"),
-        **SHORT_POLL_INTERVAL,
-    )
+    topic, consumer, events, seen = _reading(kafka_bootstrap, "keepalive")
     try:
-        seen: list[int] = []
-        deadline = time.monotonic() + 30
-        while len(seen) < 50 and time.monotonic() < deadline:  # (much more is fetched already)
-            seen += [m.offset() for m in consumer.poll_batch(50, timeout=1.0)]
         with consumer.keepalive():
             consumer.commit_offsets({(topic, 0): len(seen)}, asynchronous=True)
             time.sleep(SLOW_S)
             assert consumer.lag() == {(topic, 0): None}  # unknown while the helper polls
-        deadline = time.monotonic() + 30
-        while len(seen) < 3000 and time.monotonic() < deadline:
-            seen += [m.offset() for m in consumer.poll_batch(500, timeout=1.0)]
+        _read_to_the_end(consumer, seen)
         assert seen == list(range(3000))
         assert events == []
         committed = consumer._consumer.committed([TopicPartition(topic, 0)], timeout=10)
@@ -87,28 +95,13 @@ def test_a_partition_lost_during_the_work_is_read_again_once_assigned_again(tmp_
     port = int(bootstrap.rsplit(":", 1)[1])
     consumer = None
     try:
-        topic = f"keepalive-lost-{uuid.uuid4().hex[:8]}"
-        _fill(bootstrap, topic, 3000)
-        events: list[str] = []
-        consumer = BatchConsumer(
-            bootstrap,
-            f"{topic}-group",
-            [topic],
-            on_lost=lambda ps: events.append("lost"),
-            **SHORT_POLL_INTERVAL,
-        )
-        seen: list[int] = []
-        deadline = time.monotonic() + 30
-        while len(seen) < 50 and time.monotonic() < deadline:
-            seen += [m.offset() for m in consumer.poll_batch(50, timeout=1.0)]
+        _, consumer, events, seen = _reading(bootstrap, "keepalive-lost")
         with consumer.keepalive():
             time.sleep(5.0)  # the helper polls
             broker.kill()
             time.sleep(14.0)  # longer than the 10 s session
             LocalKafka(tmp_path / "broker", port=port).up()
-        deadline = time.monotonic() + 60
-        while (not seen or seen[-1] < 2999) and time.monotonic() < deadline:
-            seen += [m.offset() for m in consumer.poll_batch(500, timeout=1.0)]
+        _read_to_the_end(consumer, seen)
         assert events == ["lost"]
         assert seen[-1] == 2999
     finally:
@@ -139,20 +132,25 @@ def _run(worker: WorkerLoop, until_idle_s: float) -> threading.Thread:
     return thread
 
 
-def test_a_window_slower_than_the_poll_interval_is_computed_once(
-    kafka_bootstrap, tmp_path, slow_second_window
-):
-    prefix = f"slowwin-{uuid.uuid4().hex[:8]}"
+def _detector_config(bootstrap: str, prefix: str, tmp_path: Path) -> Config:
+    """The detector alone on count windows of 300, without the topic models (a faster core)."""
     env = _env(
-        kafka_bootstrap,
+        bootstrap,
         prefix,
-        f"sqlite:///{tmp_path / 'slow.db'}",
+        f"sqlite:///{tmp_path / 'results.db'}",
         SPARSEWATCH_ANOMALY_ENABLED="false",
         SPARSEWATCH_WINDOWS_COUNT="300",
         SPARSEWATCH_DETECTOR_TOPICS="false",
         SPARSEWATCH_DETECTOR_EMERGING_TOPICS="false",
     )
-    config = load_config(env=env)
+    return load_config(env=env)
+
+
+def test_a_window_slower_than_the_poll_interval_is_computed_once(
+    kafka_bootstrap, tmp_path, slow_second_window
+):
+    prefix = f"slowwin-{uuid.uuid4().hex[:8]}"
+    config = _detector_config(kafka_bootstrap, prefix, tmp_path)
     docs = [d for d in _streams(1000) if d["stream"] == "alpha"]  # windows 0-2, 100 left
     _produce(kafka_bootstrap, f"{prefix}.docs", docs)
     store = open_results_store(config)
@@ -173,16 +171,7 @@ def test_a_member_joining_during_a_slow_window_takes_over_without_loss_or_duplic
     a slow window: the revocation waits for that window, then the partition moves. Every
     document is stored once, as the core alone computes it."""
     prefix = f"slowjoin-{uuid.uuid4().hex[:8]}"
-    env = _env(
-        kafka_bootstrap,
-        prefix,
-        f"sqlite:///{tmp_path / 'join.db'}",
-        SPARSEWATCH_ANOMALY_ENABLED="false",
-        SPARSEWATCH_WINDOWS_COUNT="300",
-        SPARSEWATCH_DETECTOR_TOPICS="false",
-        SPARSEWATCH_DETECTOR_EMERGING_TOPICS="false",
-    )
-    config = load_config(env=env)
+    config = _detector_config(kafka_bootstrap, prefix, tmp_path)
     docs = _streams(1200)
     _produce(kafka_bootstrap, f"{prefix}.docs", docs)
     stores = [open_results_store(config), open_results_store(config)]
