@@ -394,6 +394,11 @@ RESEED_STORY = 0.3
 RESEED_MIN_DOCUMENTS = 3
 RESEED_RESIDUAL = 0.5  # documents the bases leave at least half of (squared norm) unexplained
 RESEED_KNOWN = 0.5  # a story whose mean has this cosine with a topic is that topic's
+# At most this many of the worst-explained tenth take part (evenly spaced ranks, the worst first):
+# the story search compares every pair of them, so a window of n documents otherwise costs
+# (n / 10)^2 in time and memory (a window of 40,000 tweets peaked at 164 MB here, one of a million
+# would need 80 GB); the tenth of any window up to 20,000 documents is used whole.
+RESEED_POOL_MAX = 2000
 
 
 def reseed_topics(model: MORNMF, X: sp.csr_matrix, H: np.ndarray, max_new: int) -> list[int]:
@@ -405,8 +410,9 @@ def reseed_topics(model: MORNMF, X: sp.csr_matrix, H: np.ndarray, max_new: int) 
     ``benchmarks/emerging_topics.py`` the share of documents whose dominant topic named their
     own story fell from 0.43 to 0.16 over the stream, and no topic named the stories born late
     (``benchmarks/topics.md``, section 4). A story counts when at least
-    :data:`RESEED_MIN_DOCUMENTS` of the worst-explained tenth of the documents are close to its
-    worst-explained one; its topic starts as their mean and learns from the next windows.
+    :data:`RESEED_MIN_DOCUMENTS` of the worst-explained tenth of the documents (at most
+    :data:`RESEED_POOL_MAX` of them) are close to its worst-explained one; its topic starts as
+    their mean and learns from the next windows.
     """
     if max_new < 1:
         return []
@@ -430,8 +436,16 @@ def reseed_topics(model: MORNMF, X: sp.csr_matrix, H: np.ndarray, max_new: int) 
     share = np.where(norms > 0, residual / np.maximum(norms, 1e-300), -np.inf)
     pool = np.argsort(-share, kind="stable")[: max(RESEED_MIN_DOCUMENTS, X.shape[0] // 10)]
     pool = pool[share[pool] >= RESEED_RESIDUAL]
+    if pool.size > RESEED_POOL_MAX:
+        pool = pool[np.linspace(0, pool.size - 1, RESEED_POOL_MAX).round().astype(np.int64)]
     unit_rows = sp.diags(1.0 / np.sqrt(norms[pool])) @ Xd[pool]
-    close = (unit_rows @ unit_rows.T).toarray() >= RESEED_STORY  # pool x pool
+    close = np.vstack(  # pool x pool, bool; the products in blocks of rows
+        [
+            (unit_rows[lo : lo + 256] @ unit_rows.T).toarray() >= RESEED_STORY
+            for lo in range(0, pool.size, 256)
+        ]
+        or [np.zeros((0, 0), dtype=bool)]
+    )
     free = np.ones(pool.size, dtype=bool)
     topics = iter(candidates[:max_new])
     for i in range(pool.size):  # the worst-explained first

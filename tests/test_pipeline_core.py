@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import tracemalloc
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
+from sparsewatch.consumers import detector_core
 from sparsewatch.consumers.detector_core import (
     _repeats_an_alert,
     build_models,
@@ -337,3 +340,58 @@ def test_a_topic_no_document_uses_is_reseeded_from_the_story_left_unexplained():
     # nothing left to explain: nothing re-seeded
     H = model.transform(X)
     assert reseed_topics(model, X, H, max_new=1) == []
+
+
+def _later_window(rng, stories: dict[str, list[int]], new_story: int, repeat: int) -> np.ndarray:
+    """Stories a and b known, story d (terms 20-24) new with ``new_story`` documents; ``repeat``
+    copies of the whole window (documents repeated: the same window, ``repeat`` times larger)."""
+    window = np.vstack(
+        [
+            _story_docs(rng, stories["a"], 40),
+            _story_docs(rng, stories["b"], 40),
+            _story_docs(rng, [20, 21, 22, 23, 24], new_story),
+        ]
+    )
+    return np.tile(window, (repeat, 1))
+
+
+def _stale_model(rng, stories: dict[str, list[int]]) -> MORNMF:
+    warm = np.vstack([_story_docs(rng, t, 40) for t in stories.values()])
+    return MORNMF(n_components=3, batch_size=30, max_epochs=20, random_state=0).fit(warm)
+
+
+@pytest.mark.parametrize("pool_max", [10, 2000])
+def test_a_bounded_story_search_still_finds_the_new_story(monkeypatch, pool_max):
+    """The worst-explained tenth of a window (here 120 documents, the new story's) is searched
+    through at most RESEED_POOL_MAX of them, spread over its ranks: with 10 the new story is
+    still found and its topic is still made of the story's words."""
+    monkeypatch.setattr(detector_core, "RESEED_POOL_MAX", pool_max)
+    rng = np.random.default_rng(1)
+    stories = {"a": [0, 1, 2, 3, 4], "b": [5, 6, 7, 8, 9], "c": [10, 11, 12, 13, 14]}
+    model = _stale_model(rng, stories)
+    X = sp.csr_matrix(_later_window(rng, stories, new_story=12, repeat=10))  # 920 documents
+    model.partial_fit(X)
+    H = model.transform(X)
+    old_c = int(np.argmax(model.components_[:, 10:15].sum(axis=1)))
+    assert reseed_topics(model, X, H, max_new=1) == [old_c]
+    assert model.components_[old_c, 20:25].sum() > 0.9
+
+
+def test_the_story_search_of_a_big_window_needs_memory_linear_in_its_size():
+    """A window of 92,000 documents: its worst-explained tenth has 9,200, whose pairwise
+    comparison alone takes 85 MB as booleans (680 MB in float64, as it was computed before the
+    bound); bounded at RESEED_POOL_MAX, the whole search peaks far below that."""
+    rng = np.random.default_rng(2)
+    stories = {"a": [0, 1, 2, 3, 4], "b": [5, 6, 7, 8, 9], "c": [10, 11, 12, 13, 14]}
+    model = _stale_model(rng, stories)
+    X = sp.csr_matrix(_later_window(rng, stories, new_story=12, repeat=1000))
+    H = model.transform(X)
+    old_c = int(np.argmax(model.components_[:, 10:15].sum(axis=1)))
+    tracemalloc.start()
+    try:
+        replaced = reseed_topics(model, X, H, max_new=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert replaced == [old_c]
+    assert peak < 60e6
