@@ -80,7 +80,7 @@ from sparsewatch.models._validation import (
     nonnegative_matrix,
     require_samples_and_features,
 )
-from sparsewatch.models.nnls import solve_nnls
+from sparsewatch.models.nnls import COLUMN_BLOCK, solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
 __all__ = ["DynamicNMF", "EmergingTopicEvent", "hp_smoother"]
@@ -280,8 +280,13 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
 
     def predict(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
         """Dominant topic id of each row of ``X`` (-1 when no topic has weight)."""
-        Wx = self.transform(X)
-        return np.where(Wx.max(axis=1) > 0, self.topic_ids_[Wx.argmax(axis=1)], -1)
+        return self._dominant(self.transform(X))
+
+    def _dominant(self, W: np.ndarray) -> np.ndarray:
+        """Topic id of each row's largest weight, -1 for a row without weight."""
+        if W.shape[0] == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.where(W.max(axis=1) > 0, self.topic_ids_[W.argmax(axis=1)], -1)
 
     def resize_features(self, n_features: int, keep_index: np.ndarray | None = None) -> DynamicNMF:
         """Change the term dimension: old terms ``keep_index`` first, then new zero terms.
@@ -624,16 +629,12 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         n_new = X.shape[0]
         W_solved = self.weights_[self.weights_.shape[0] - sample.size :]
         strength = self.doc_weights_[self.doc_weights_.size - sample.size :] @ W_solved
-        W_new = np.zeros((n_new, self.components_.shape[0]))
-        W_new[sample] = W_solved
-        if sample.size < n_new:
-            rest = np.setdiff1d(np.arange(n_new), sample, assume_unique=True)
-            W_new[rest] = self.transform(X[rest])
-        self.labels_ = np.where(
-            W_new.max(axis=1, initial=0.0) > 0,
-            self.topic_ids_[W_new.argmax(axis=1)] if n_new else np.zeros(0, np.int64),
-            -1,
-        )
+        self.labels_ = np.full(n_new, -1, dtype=np.int64)
+        self.labels_[sample] = self._dominant(W_solved)
+        rest = np.setdiff1d(np.arange(n_new), sample, assume_unique=True)
+        for lo in range(0, rest.size, COLUMN_BLOCK):  # the weights of a block at a time
+            rows = rest[lo : lo + COLUMN_BLOCK]
+            self.labels_[rows] = self._dominant(self.transform(X[rows]))
         _, _, FS = self._hinge_parts()
         events = []
         for i in np.flatnonzero(self.topic_kinds_ == EMERGING):

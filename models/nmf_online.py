@@ -73,7 +73,7 @@ from sparsewatch.models._validation import (
     nonnegative_matrix,
     require_samples_and_features,
 )
-from sparsewatch.models.nnls import solve_nnls
+from sparsewatch.models.nnls import COLUMN_BLOCK, solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
 
 __all__ = ["MORNMF", "ORNMF", "WORNMF"]
@@ -474,11 +474,13 @@ class ORNMF(TransformerMixin, BaseEstimator):
     def _codes(self, X: np.ndarray | sp.csr_matrix, W: np.ndarray) -> np.ndarray:
         if self.beta_loss == _IS:
             return self._codes_is(X, W)
-        WtV = np.asarray(X @ W).T
-        H = solve_nnls(
-            W, WtV, self.alpha_h_l1, self.alpha_h_l2, upper=self.h_max, method=self.nnls_method
-        )
-        return H.T
+        H = np.empty((X.shape[0], W.shape[1]))
+        for lo in range(0, X.shape[0], COLUMN_BLOCK):  # a block of samples at a time
+            WtV = np.asarray(X[lo : lo + COLUMN_BLOCK] @ W).T
+            H[lo : lo + COLUMN_BLOCK] = solve_nnls(
+                W, WtV, self.alpha_h_l1, self.alpha_h_l2, upper=self.h_max, method=self.nnls_method
+            ).T
+        return H
 
     def _codes_is(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
         """Multiplicative updates for ``h`` under Itakura-Saito (Fevotte et al. 2009), W fixed."""

@@ -23,12 +23,30 @@ import numpy as np
 __all__ = ["nnls_bpp", "nnls_pgd", "solve_nnls"]
 
 
+# Columns solved together by :func:`nnls_bpp`: its passive-set systems gather a ``k x k`` block of
+# ``G`` per column (7 kB a column at ``r = 30``), so a window of documents is solved in blocks of
+# this many (each column's solution does not depend on the others).
+COLUMN_BLOCK = 2048
+
+
 def nnls_bpp(G: np.ndarray, C: np.ndarray, max_iter: int | None = None) -> np.ndarray:
     """Solve ``min_{X >= 0} 1/2 tr(X^T G X) - tr(C^T X)`` column by column, exactly.
 
-    Block principal pivoting (Kim and Park 2011, Algorithm 2) for many right-hand sides.
-    ``G`` must be symmetric positive definite (``r x r``), ``C`` is ``r x n``; returns ``r x n``.
+    Block principal pivoting (Kim and Park 2011, Algorithm 2) for many right-hand sides, in
+    blocks of :data:`COLUMN_BLOCK` columns. ``G`` must be symmetric positive definite
+    (``r x r``), ``C`` is ``r x n``; returns ``r x n``.
     """
+    if C.shape[1] <= COLUMN_BLOCK:
+        return _nnls_bpp_block(G, C, max_iter)
+    return np.hstack(
+        [
+            _nnls_bpp_block(G, C[:, lo : lo + COLUMN_BLOCK], max_iter)
+            for lo in range(0, C.shape[1], COLUMN_BLOCK)
+        ]
+    )
+
+
+def _nnls_bpp_block(G: np.ndarray, C: np.ndarray, max_iter: int | None) -> np.ndarray:
     r, n = C.shape
     max_iter = 5 * r + 20 if max_iter is None else max_iter
     X = np.zeros((r, n))

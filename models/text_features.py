@@ -43,8 +43,9 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -142,6 +143,31 @@ def tokenize(
     ``urls``, ``hashtags`` and ``mentions`` outside their choices raise ``ValueError`` (they fell
     back to a default silently, or failed at the first hashtag).
     """
+    flat, lens = tokenize_flat(
+        texts,
+        stop_words=stop_words,
+        bigrams=bigrams,
+        urls=urls,
+        hashtags=hashtags,
+        mentions=mentions,
+        max_token_chars=max_token_chars,
+    )
+    tokens = iter(flat)
+    return [list(itertools.islice(tokens, n)) for n in lens]
+
+
+def tokenize_flat(
+    texts: Sequence[str],
+    *,
+    stop_words: frozenset[str] | None = ENGLISH_STOP_WORDS,
+    bigrams: bool = False,
+    urls: str = "domain",
+    hashtags: str = "word",
+    mentions: str = "keep",
+    max_token_chars: int | None = 40,
+) -> tuple[list[str], list[int]]:
+    """:func:`tokenize`'s tokens, all documents' in one list, and the number of each document's
+    (no list per document: fewer objects for the garbage collector to scan)."""
     for name, value, choices in (
         ("urls", urls, _URL_MODES),
         ("hashtags", hashtags, _HASHTAG_MODES),
@@ -150,7 +176,7 @@ def tokenize(
         if value not in choices:
             raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     if not texts:
-        return []
+        return [], []
     stop = frozenset(stop_words or ())
     cap = np.inf if max_token_chars is None else max_token_chars
     joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower()
@@ -159,20 +185,60 @@ def tokenize(
     # hints inside words: ``news\u00adpaper`` is ``newspaper``) removed
     joined = unicodedata.normalize("NFC", joined.replace("i\u0307", "i"))
     joined = joined.replace("’", "'").replace("\u00ad", "")
-    cur: list[str] = []
-    docs = [cur]
+    flat: list[str] = []
+    ends: list[int] = []
     for url, tag, word, sep in _TOKEN.findall(joined):
         if word:
             if len(word) <= cap and word not in stop:
-                cur.append(word)
+                flat.append(word)
         elif sep:
-            cur = []
-            docs.append(cur)
+            ends.append(len(flat))
         else:
-            cur.extend(_special(url, tag, urls, hashtags, mentions, cap, stop))
+            flat.extend(_special(url, tag, urls, hashtags, mentions, cap, stop))
+    ends.append(len(flat))
+    lens = [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
     if bigrams:
+        docs = [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
         docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
-    return docs
+        flat, lens = list(itertools.chain.from_iterable(docs)), [len(d) for d in docs]
+    return flat, lens
+
+
+# Texts tokenized at a time: a block's tokens live as strings only until they are numbered
+# (:class:`_Tokens`), so a window's tokens take 8 bytes each, not a string object each.
+TOKEN_BLOCK = 4096
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """A window's tokens as numbers: ``terms[ids]``, documents one after the other (``lens``
+    tokens each); ``terms`` in order of first appearance."""
+
+    terms: list[str]
+    ids: np.ndarray
+    lens: np.ndarray
+
+    def document_counts(self) -> np.ndarray:
+        """Documents containing each term."""
+        n_terms = max(len(self.terms), 1)
+        doc = np.repeat(np.arange(self.lens.size, dtype=np.int64), self.lens)
+        pairs = np.sort(doc * n_terms + self.ids)
+        first = np.r_[True, pairs[1:] != pairs[:-1]] if pairs.size else np.zeros(0, dtype=bool)
+        return np.bincount(pairs[first] % n_terms, minlength=len(self.terms))
+
+
+def _checked_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list; ``ValueError`` for a single string (a sequence of texts is expected:
+    its characters were taken for documents), ``TypeError`` for a document that is not a str."""
+    if isinstance(texts, str | bytes):
+        raise ValueError(
+            f"Iterable over raw text documents expected, {type(texts).__name__} object received."
+        )
+    texts = list(texts)
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"every document must be a str, got {type(t).__name__}")
+    return texts
 
 
 def remap_rows(M: np.ndarray, kept_rows: np.ndarray, n_new: int) -> np.ndarray:
@@ -297,24 +363,32 @@ class StreamingTfidf(BaseEstimator):
 
         ``ValueError`` for a single string (a sequence of texts is expected: its characters were
         taken for documents) and ``TypeError`` for a document that is not a string."""
-        if isinstance(texts, str | bytes):
-            raise ValueError(
-                "Iterable over raw text documents expected, "
-                f"{type(texts).__name__} object received."
-            )
-        texts = list(texts)
-        for t in texts:
-            if not isinstance(t, str):
-                raise TypeError(f"every document must be a str, got {type(t).__name__}")
-        return tokenize(
-            texts,
-            stop_words=self._stop_words(),
-            bigrams=self.bigrams,
-            urls=self.urls,
-            hashtags=self.hashtags,
-            mentions=self.mentions,
-            max_token_chars=self.max_token_chars,
-        )
+        return tokenize(_checked_texts(texts), **self._tokenizer_options())
+
+    def _tokenizer_options(self) -> dict[str, Any]:
+        return {
+            "stop_words": self._stop_words(),
+            "bigrams": self.bigrams,
+            "urls": self.urls,
+            "hashtags": self.hashtags,
+            "mentions": self.mentions,
+            "max_token_chars": self.max_token_chars,
+        }
+
+    def _numbered_tokens(self, texts: Sequence[str]) -> _Tokens:
+        """The tokens of ``texts``, tokenized :data:`TOKEN_BLOCK` texts at a time and numbered
+        as they come (invalid input raises as :meth:`tokenize` does)."""
+        texts = _checked_texts(texts)
+        options = self._tokenizer_options()
+        index: dict[str, int] = {}
+        ids, lens = [], []
+        for lo in range(0, max(len(texts), 1), TOKEN_BLOCK):  # once for no texts: option checks
+            flat, counts = tokenize_flat(texts[lo : lo + TOKEN_BLOCK], **options)
+            new = [t for t in dict.fromkeys(flat) if t not in index]  # in order of appearance
+            index.update(zip(new, range(len(index), len(index) + len(new)), strict=True))
+            ids.append(np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat)))
+            lens.append(np.asarray(counts, dtype=np.int64))
+        return _Tokens(list(index), np.concatenate(ids), np.concatenate(lens))
 
     @property
     def n_features_(self) -> int:
@@ -339,36 +413,40 @@ class StreamingTfidf(BaseEstimator):
 
     def fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
         """Forget what was learned, then :meth:`partial_fit` ``texts``."""
-        docs = self.tokenize(texts)  # invalid input raises before the state is reset
+        tokens = self._numbered_tokens(texts)  # invalid input raises before the state is reset
         self._check_params()
         self._init_state()
-        return self._update(docs)
+        return self._update(tokens)
 
     def partial_fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
         """Update vocabulary and document frequencies with one window of documents."""
-        return self._update(self.tokenize(texts))
+        return self._update(self._numbered_tokens(texts))
 
-    def _update(self, docs: list[list[str]]) -> StreamingTfidf:
+    def _rows_of(self, terms: list[str]) -> np.ndarray:
+        """Vocabulary row of each term, -1 for a term out of the vocabulary."""
+        voc = self.vocabulary_
+        return np.fromiter((voc.get(t, -1) for t in terms), dtype=np.int64, count=len(terms))
+
+    def _update(self, tokens: _Tokens) -> StreamingTfidf:
         self._check_params()
         if not hasattr(self, "terms_"):
             self._init_state()
-        n = len(docs)
+        n = tokens.lens.size
         decay = 1.0 if self.df_half_life is None else 0.5 ** (n / self.df_half_life)
-        # documents containing each term; insertion order = first appearance: deterministic rows
-        counts = Counter(itertools.chain.from_iterable(map(dict.fromkeys, docs)))
-        new_terms = [
-            t for t, c in counts.items() if t not in self.vocabulary_ and c >= self.min_df_new
-        ]
-        known = [(self.vocabulary_[t], c) for t, c in counts.items() if t in self.vocabulary_]
+        # documents containing each term; terms numbered in order of first appearance, so the
+        # new rows are in that order: deterministic
+        counts = tokens.document_counts()
+        rows = self._rows_of(tokens.terms)
+        new = np.flatnonzero((rows < 0) & (counts >= self.min_df_new))
+        known = np.flatnonzero(rows >= 0)
         m_old = self.terms_.size
-        df = np.concatenate([self.df_ * decay, np.zeros(len(new_terms))])
-        last = np.concatenate([self.last_seen_, np.zeros(len(new_terms), dtype=np.int64)])
-        if known:
-            idx, c = np.array(known).T
-            df[idx] += c
-            last[idx] = self.n_docs_ + n
-        df[m_old:] = [counts[t] for t in new_terms]
+        df = np.concatenate([self.df_ * decay, np.zeros(new.size)])
+        last = np.concatenate([self.last_seen_, np.zeros(new.size, dtype=np.int64)])
+        df[rows[known]] += counts[known]
+        last[rows[known]] = self.n_docs_ + n
+        df[m_old:] = counts[new]
         last[m_old:] = self.n_docs_ + n
+        new_terms = [tokens.terms[i] for i in new.tolist()]
         keep = np.arange(df.size)
         if df.size > self.max_features:
             order = np.lexsort((last, df))  # ascending: rarest first, then stalest
@@ -404,51 +482,45 @@ class StreamingTfidf(BaseEstimator):
         before any :meth:`fit`, :meth:`partial_fit` or :meth:`set_state`.
         """
         check_is_fitted(self, "terms_")
-        return self._transform(self.tokenize(texts), return_oov)
+        return self._transform(self._numbered_tokens(texts), return_oov)
 
     def partial_fit_transform(
         self, texts: Sequence[str], return_oov: bool = False
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
         """``partial_fit`` then ``transform`` on one window, tokenizing once."""
-        docs = self.tokenize(texts)
+        tokens = self._numbered_tokens(texts)
         fitted = hasattr(self, "terms_")
         idf_before = self.idf() if fitted else np.zeros(0)
         n_before = self.n_eff_ if fitted else 0.0
-        self._update(docs)
+        self._update(tokens)
         idf = unseen = None
         if self.past_idf:  # kept rows keep their past idf; new rows get an unseen term's, as do
             # the window's terms left out of the vocabulary (``min_df_new``, the cap): both are
             # unseen given the past
             unseen = self._unseen_idf(n_before)
             idf = np.r_[idf_before[self.kept_rows_], np.full(self.n_new_, unseen)]
-        return self._transform(docs, return_oov, idf, unseen)
+        return self._transform(tokens, return_oov, idf, unseen)
 
     def _unseen_idf(self, n_eff: float) -> float:
         return (np.log(1.0 + n_eff) + 1.0) ** self.idf_power
 
     def _transform(
         self,
-        docs: list[list[str]],
+        tokens: _Tokens,
         return_oov: bool,
         idf: np.ndarray | None = None,
         unseen_idf: float | None = None,
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
         """Weighted, truncated, l1-normalised columns; ``idf`` per vocabulary row and
         ``unseen_idf`` for out-of-vocabulary terms (default: the current ones)."""
-        n, m = len(docs), self.terms_.size
-        voc = self.vocabulary_
-        oov_row = m
-        lens = np.fromiter((len(d) for d in docs), dtype=np.int64, count=n)
-        flat = [voc.get(t, oov_row) for d in docs for t in d]
-        rows = np.asarray(flat, dtype=np.int64)
-        cols = np.repeat(np.arange(n), lens)
-        # counts per (row, doc); OOV terms get distinct virtual rows so their tf is right
-        oov = rows == oov_row
-        if oov.any():
-            oov_ids = np.unique(
-                np.asarray([t for d in docs for t in d], dtype=object)[oov], return_inverse=True
-            )[1]
-            rows[oov] = m + oov_ids.ravel()
+        n, m = tokens.lens.size, self.terms_.size
+        # counts per (row, doc); OOV terms get distinct virtual rows (in the order of their
+        # strings) so their tf is right
+        row_of = self._rows_of(tokens.terms)
+        oov = np.flatnonzero(row_of < 0).tolist()
+        row_of[sorted(oov, key=tokens.terms.__getitem__)] = m + np.arange(len(oov))
+        rows = row_of[tokens.ids]
+        cols = np.repeat(np.arange(n), tokens.lens)
         n_rows = int(rows.max()) + 1 if rows.size else m
         C = sp.csc_matrix((np.ones(rows.size), (rows, cols)), shape=(max(n_rows, m), n))
         C.sum_duplicates()

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import lsq_linear, nnls
+from sparsewatch.models import nnls as nnls_module
 from sparsewatch.models.nnls import _solve_passive, nnls_bpp, nnls_pgd, solve_nnls
 
 
@@ -106,3 +107,17 @@ def test_bpp_on_a_chunk_of_sparse_documents() -> None:
     V = rng.random((300, 200)) * (rng.random((300, 200)) < 0.05)
     H = solve_nnls(W, W.T @ V)
     np.testing.assert_allclose(H, _reference(W, V), atol=1e-8)
+
+
+def test_bpp_solves_a_wide_chunk_in_column_blocks_with_each_column_exact(monkeypatch) -> None:
+    """More columns than a block: every block's columns match scipy, and the solution does not
+    depend on the block size (each column is its own problem)."""
+    rng = np.random.default_rng(13)
+    W = rng.random((60, 6)) ** 3
+    V = rng.random((60, 45)) * (rng.random((60, 45)) < 0.2)
+    whole = solve_nnls(W, W.T @ V)
+    monkeypatch.setattr(nnls_module, "COLUMN_BLOCK", 7)  # 7 blocks, the last of 3 columns
+    blocked = solve_nnls(W, W.T @ V)
+    assert blocked.shape == (6, 45)
+    np.testing.assert_allclose(blocked, _reference(W, V), atol=1e-8)
+    np.testing.assert_allclose(blocked, whole, rtol=0, atol=1e-12)

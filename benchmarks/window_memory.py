@@ -1,0 +1,156 @@
+"""Memory of one big window through the detector's per-window core, against a baseline commit.
+
+A worker holds a window's documents until the window closes, and then computes it whole, so a
+window's close is the peak of a stream's memory, and it grows with the window's size (the
+default window is a day). Measured here: what computing the window adds on top of its documents.
+
+For each window size (synthetic tweets, ``generate_stream(seed=0)``), in a fresh process with
+one BLAS thread: three windows of 2,000 warm the models up (default detector configuration:
+novelty, MOR-NMF topics, dynamic-NMF emerging topics), then the measured window, already built,
+goes through :func:`~sparsewatch.consumers.detector_core.process_window`. Reported: the rise of
+the process's peak resident memory over its peak before the window (MB, and kB a document), the
+seconds, and the number of novel flags and emerging-topic alerts (the two versions should agree).
+The same cases run on the baseline: the package of ``--baseline REF``, laid out from
+``git archive`` in a temporary folder and imported instead of the working tree's.
+
+    python benchmarks/window_memory.py --baseline b79bed7   # ~6 min; results/window_memory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
+WARM_WINDOWS, WARM_SIZE = 3, 2000
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _case(n: int) -> dict:
+    """One window of ``n`` tweets after the warm-up, in this process."""
+    from sparsewatch.consumers.detector_core import build_models, process_window
+    from sparsewatch.consumers.messages import Document
+    from sparsewatch.consumers.windowing import Buffered, ClosedWindow
+    from sparsewatch.replay.readers import parse_timestamp_ms
+    from sparsewatch.replay.synthetic import generate_stream
+    from threadpoolctl import threadpool_limits
+
+    import sparsewatch
+    from sparsewatch.config import DetectorConfig
+
+    config = DetectorConfig()
+    models = build_models(config)
+    docs = generate_stream(n_docs=WARM_WINDOWS * WARM_SIZE + n, seed=0)
+
+    def window(seq: int, part: list[dict]) -> ClosedWindow:
+        items = [
+            Buffered(Document(d["id"], d["text"], parse_timestamp_ms(d["timestamp"])), 0, i)
+            for i, d in enumerate(part)
+        ]
+        times = [b.doc.timestamp_ms for b in items]
+        return ClosedWindow("s", seq, min(times), max(times) + 1, items, "count")
+
+    windows = [window(k, docs[k * WARM_SIZE : (k + 1) * WARM_SIZE]) for k in range(WARM_WINDOWS)]
+    measured = window(WARM_WINDOWS, docs[WARM_WINDOWS * WARM_SIZE :])
+    del docs
+    with threadpool_limits(1):
+        for w in windows:
+            process_window(models, w, config)
+        before = _peak_mb()
+        start = time.perf_counter()
+        comp = process_window(models, measured, config)
+        seconds = time.perf_counter() - start
+    rise = _peak_mb() - before
+    return {
+        "package": str(Path(sparsewatch.__file__).parent.parent),
+        "documents": n,
+        "seconds": seconds,
+        "peak_rss_before_mb": before,
+        "peak_rise_mb": rise,
+        "peak_rise_kb_per_document": 1024 * rise / n,
+        "novel": sum(r["novel"] for r in comp.documents),
+        "emerging_alerts": sum(a["kind"] == "emerging_topic" for a in comp.alerts),
+    }
+
+
+def _run(n: int, site: str | None) -> dict:
+    env = dict(os.environ)
+    if site is not None:
+        env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run(
+        [sys.executable, __file__, "--case", str(n)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _install(ref: str, folder: Path) -> str:
+    """The package of commit ``ref`` laid out for import under ``folder`` (its folders placed as
+    its ``pyproject.toml`` maps them into the ``sparsewatch`` namespace; no dependencies)."""
+    src, site = folder / "src", folder / "site"
+    src.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    mapping = tomllib.loads((src / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package, path in sorted(mapping["package-dir"].items()):  # parents before children
+        shutil.copytree(src / path, site / package.replace(".", "/"), dirs_exist_ok=True)
+    return str(site)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", default="10000,40000,160000", help="window sizes, in documents")
+    ap.add_argument("--baseline", default=None, help="git commit to compare with")
+    args = ap.parse_args()
+    if args.case is not None:
+        print(json.dumps(_case(args.case)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows: dict[str, list[dict]] = {"current": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        site = _install(args.baseline, Path(tmp)) if args.baseline else None
+        for n in sizes:
+            rows["current"].append(_run(n, None))
+            if site is not None:
+                rows.setdefault("baseline", []).append(_run(n, site))
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    result = {
+        "command": "python benchmarks/window_memory.py " + " ".join(sys.argv[1:]),
+        "head": commit,
+        "baseline": args.baseline,
+        "rows": rows,
+    }
+    if "baseline" in rows:
+        result["rise_ratio_current_vs_baseline"] = [
+            c["peak_rise_mb"] / max(b["peak_rise_mb"], 1e-9)
+            for c, b in zip(rows["current"], rows["baseline"], strict=True)
+        ]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "window_memory.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
