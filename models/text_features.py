@@ -132,31 +132,10 @@ def _special(
     return {"word": word, "keep": [tag], "both": [tag, *word], "drop": []}[hashtags]
 
 
-def tokenize(
-    texts: Sequence[str],
-    *,
-    stop_words: frozenset[str] | None = ENGLISH_STOP_WORDS,
-    bigrams: bool = False,
-    urls: str = "domain",
-    hashtags: str = "word",
-    mentions: str = "keep",
-    max_token_chars: int | None = 40,
-) -> list[list[str]]:
-    """Tokenize many documents with one regular-expression pass over their concatenation.
-
-    ``max_token_chars``: longer words, tag bodies and URL domains are dropped (``None``: none).
-    ``urls``, ``hashtags`` and ``mentions`` outside their choices raise ``ValueError`` (they fell
-    back to a default silently, or failed at the first hashtag).
-    """
-    flat, lens = tokenize_flat(
-        texts,
-        stop_words=stop_words,
-        bigrams=bigrams,
-        urls=urls,
-        hashtags=hashtags,
-        mentions=mentions,
-        max_token_chars=max_token_chars,
-    )
+def tokenize(texts: Sequence[str], **options: Any) -> list[list[str]]:
+    """Tokens of each document: :func:`tokenize_flat`'s (same keyword ``options``), one list per
+    document."""
+    flat, lens = tokenize_flat(texts, **options)
     tokens = iter(flat)
     return [list(itertools.islice(tokens, n)) for n in lens]
 
@@ -171,8 +150,14 @@ def tokenize_flat(
     mentions: str = "keep",
     max_token_chars: int | None = 40,
 ) -> tuple[list[str], list[int]]:
-    """:func:`tokenize`'s tokens, all documents' in one list, and the number of each document's
-    (no list per document: fewer objects for the garbage collector to scan)."""
+    """Tokenize many documents with one regular-expression pass over their concatenation: all
+    documents' tokens in one list, and the number of each document's (no list per document:
+    fewer objects for the garbage collector to scan).
+
+    ``max_token_chars``: longer words, tag bodies and URL domains are dropped (``None``: none).
+    ``urls``, ``hashtags`` and ``mentions`` outside their choices raise ``ValueError`` (they fell
+    back to a default silently, or failed at the first hashtag).
+    """
     for name, value, choices in (
         ("urls", urls, _URL_MODES),
         ("hashtags", hashtags, _HASHTAG_MODES),
