@@ -439,13 +439,9 @@ def reseed_topics(model: MORNMF, X: sp.csr_matrix, H: np.ndarray, max_new: int) 
     if pool.size > RESEED_POOL_MAX:
         pool = pool[np.linspace(0, pool.size - 1, RESEED_POOL_MAX).round().astype(np.int64)]
     unit_rows = sp.diags(1.0 / np.sqrt(norms[pool])) @ Xd[pool]
-    close = np.vstack(  # pool x pool, bool; the products in blocks of rows
-        [
-            (unit_rows[lo : lo + 256] @ unit_rows.T).toarray() >= RESEED_STORY
-            for lo in range(0, pool.size, 256)
-        ]
-        or [np.zeros((0, 0), dtype=bool)]
-    )
+    close = np.zeros((pool.size, pool.size), dtype=bool)
+    for lo in range(0, pool.size, 256):  # the products a block of rows at a time
+        close[lo : lo + 256] = (unit_rows[lo : lo + 256] @ unit_rows.T).toarray() >= RESEED_STORY
     free = np.ones(pool.size, dtype=bool)
     topics = iter(candidates[:max_new])
     for i in range(pool.size):  # the worst-explained first

@@ -316,17 +316,9 @@ class BatchConsumer:
         try:
             paused = self._consumer.assignment()
             self._consumer.pause(paused)
-            while not stop.is_set():
-                for msg in self._consumer.consume(num_messages=500, timeout=0.2):
-                    err = msg.error()
-                    if err is None:
-                        rewind.setdefault((msg.topic(), msg.partition()), msg.offset())
-                    elif err.fatal():
-                        raise KafkaException(err)
-                    elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-                        self._resets[(msg.topic(), msg.partition())] = msg.offset()
-                    elif err.code() != KafkaError._PARTITION_EOF:
-                        self._on_error(err)
+            while not stop.is_set():  # (resets are applied by the caller's next poll_batch)
+                for msg in self._messages(self._consumer.consume(num_messages=500, timeout=0.2)):
+                    rewind.setdefault((msg.topic(), msg.partition()), msg.offset())
         except BaseException as exc:  # raised on the caller's thread
             errors.append(exc)
         try:
@@ -400,11 +392,18 @@ class BatchConsumer:
         timeout passed, even when some are already there: the last messages of a backlog (its
         end-of-stream markers with them) waited out the timeout. A live stream's messages still
         gather for up to the timeout, so that its batches are not one message each."""
-        for (topic, partition), offset in list(self._resets.items()):  # not done last time
-            self._restart_at_earliest(topic, partition, offset)
+        self._apply_resets()  # those not done last time, or met by the keep-alive's polls
         batch = self._consumer.consume(num_messages=max_messages, timeout=0)
         if not batch:
             batch = self._consumer.consume(num_messages=max_messages, timeout=timeout)
+        good = self._messages(batch)
+        self._apply_resets()
+        return good
+
+    def _messages(self, batch: list[Message]) -> list[Message]:
+        """The messages of ``batch`` that are not events: a fatal error is raised, a partition
+        whose offset the broker does not hold is recorded in ``_resets`` (see
+        :meth:`_apply_resets`), partition-EOF events are dropped, other errors logged."""
         good: list[Message] = []
         for msg in batch:
             err = msg.error()
@@ -413,11 +412,15 @@ class BatchConsumer:
             elif err.fatal():
                 raise KafkaException(err)
             elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-                self._restart_at_earliest(msg.topic(), msg.partition(), msg.offset())
+                self._resets[(msg.topic(), msg.partition())] = msg.offset()
             elif err.code() != KafkaError._PARTITION_EOF:
                 # Broker down, transport errors, ...: librdkafka reconnects by itself.
                 self._on_error(err)
         return good
+
+    def _apply_resets(self) -> None:
+        for (topic, partition), offset in list(self._resets.items()):
+            self._restart_at_earliest(topic, partition, offset)
 
     def _restart_at_earliest(self, topic: str, partition: int, offset: int) -> None:
         """The broker does not hold ``offset`` of the partition (see the class docstring): go on
