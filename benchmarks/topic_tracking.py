@@ -83,9 +83,7 @@ def run(docs: list[dict], reseeds: int | None) -> dict:
             dominant = np.where(codes.max(axis=1) > 0, codes.argmax(axis=1), -1)
         else:
             names = {r["topic_id"]: name([t for t, _ in r["terms"]], own) for r in out.topics}
-            dominant = np.array(
-                [-1 if d["dominant_topic"] is None else d["dominant_topic"] for d in out.documents]
-            )
+            dominant = out.documents.dominant_topic
         rows.append(scores(labels, dominant, names))
     tagged = [t for t, _ in rows]
     covered = [c for _, c in rows if c is not None]

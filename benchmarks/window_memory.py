@@ -7,13 +7,18 @@ default window is a day). Measured here: what computing the window adds on top o
 For each window size (synthetic tweets, ``generate_stream(seed=0)``), in a fresh process with
 one BLAS thread: three windows of 2,000 warm the models up (default detector configuration:
 novelty, MOR-NMF topics, dynamic-NMF emerging topics), then the measured window, already built,
-goes through :func:`~sparsewatch.consumers.detector_core.process_window`. Reported: the rise of
-the process's peak resident memory over its peak before the window (MB, and kB a document), the
-seconds, and the number of novel flags and emerging-topic alerts (the two versions should agree).
+goes through :func:`~sparsewatch.consumers.detector_core.process_window`, and its results are
+then handed over as the detector worker hands them to its writer process (the write job built and
+pickled, the results still held) and written as the writer writes them (the job unpickled, its
+calls in one transaction of a fresh SQLite database, its messages encoded but not sent; in the
+same process, so that rise is the two processes' together). Reported: the rise of the process's
+peak resident memory over its peak before the window (MB, and kB a document) after each of the
+three stages, the seconds of each, the pickled job's and the messages' sizes, and the number of
+novel flags and emerging-topic alerts (the two versions should agree).
 The same cases run on the baseline: the package of ``--baseline REF``, laid out from
 ``git archive`` in a temporary folder and imported instead of the working tree's.
 
-    python benchmarks/window_memory.py --baseline b79bed7   # ~6 min; results/window_memory.json
+    python benchmarks/window_memory.py --baseline 88b3c7c   # ~6 min; results/window_memory.json
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import resource
 import shutil
 import subprocess
@@ -41,11 +47,16 @@ def _peak_mb() -> float:
 
 def _case(n: int) -> dict:
     """One window of ``n`` tweets after the warm-up, in this process."""
+    from multiprocessing.reduction import ForkingPickler
+
     from sparsewatch.consumers.detector_core import build_models, process_window
+    from sparsewatch.consumers.detector_worker import _store_calls
     from sparsewatch.consumers.messages import Document
     from sparsewatch.consumers.windowing import Buffered, ClosedWindow
+    from sparsewatch.consumers.writer import WriteJob
     from sparsewatch.replay.readers import parse_timestamp_ms
     from sparsewatch.replay.synthetic import generate_stream
+    from sparsewatch.storage.store import Store
     from threadpoolctl import threadpool_limits
 
     import sparsewatch
@@ -74,6 +85,32 @@ def _case(n: int) -> dict:
         comp = process_window(models, measured, config)
         seconds = time.perf_counter() - start
     rise = _peak_mb() - before
+    # What the worker then does with it: the writer's job, pickled as the process writer sends it
+    # (``ProcessWriter.submit``), while the window's results are still held.
+    start = time.perf_counter()
+    messages = comp.messages or []
+    batches = [messages] if hasattr(messages, "codes") else list(messages)  # a baseline: tuples
+    job = WriteJob(calls=_store_calls(comp), messages=batches)
+    sent = ForkingPickler.dumps(job)
+    handover_seconds = time.perf_counter() - start
+    handover_rise = _peak_mb() - before
+    # ... and what the writer process does with the job (here in the same process, so the rise
+    # is the two processes' together): unpickle it, write its calls into a fresh SQLite database
+    # in one transaction, encode its messages (not sent).
+    start = time.perf_counter()
+    received = pickle.loads(sent)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.open(f"sqlite:///{tmp}/window.db")
+        with store.transaction() as tx:
+            for name, args in received.calls:
+                getattr(tx, name)(*args)
+        store.dispose()
+    flat = received.messages and isinstance(received.messages[0], tuple)  # a baseline's
+    encoded = sum(
+        len(v) for batch in ([received.messages] if flat else received.messages) for _, v in batch
+    )
+    writer_seconds = time.perf_counter() - start
+    writer_rise = _peak_mb() - before
     return {
         "package": str(Path(sparsewatch.__file__).parent.parent),
         "documents": n,
@@ -81,7 +118,17 @@ def _case(n: int) -> dict:
         "peak_rss_before_mb": before,
         "peak_rise_mb": rise,
         "peak_rise_kb_per_document": 1024 * rise / n,
-        "novel": sum(r["novel"] for r in comp.documents),
+        "handover_seconds": handover_seconds,
+        "handover_pickle_bytes_per_document": len(sent) / n,
+        "peak_rise_with_handover_mb": handover_rise,
+        "peak_rise_with_handover_kb_per_document": 1024 * handover_rise / n,
+        "writer_seconds": writer_seconds,
+        "message_bytes_per_document": encoded / n,
+        "peak_rise_with_writer_mb": writer_rise,
+        "peak_rise_with_writer_kb_per_document": 1024 * writer_rise / n,
+        "novel": int(comp.documents.novel.sum())
+        if hasattr(comp.documents, "novel")
+        else sum(r["novel"] for r in comp.documents),  # a baseline before 2026-11-27: dict rows
         "emerging_alerts": sum(a["kind"] == "emerging_topic" for a in comp.alerts),
     }
 

@@ -10,7 +10,10 @@ For each closed window of a stream (Kasiviswanathan et al. 2012, Algorithm 3, on
 3. dynamic NMF (Saha and Sindhwani): emerging-topic events.
 
 :func:`process_window` returns every row the store needs and every message for ``<prefix>.scores``
-as plain Python data; the worker only writes and sends them. The same function drives the offline
+as plain data, the per-document results as columns (a window may hold a day of tweets):
+:class:`~sparsewatch.storage.document_columns.DocumentColumns` for the ``documents`` table and
+:class:`~sparsewatch.consumers.score_messages.ScoreMessages`, which the writer encodes as it
+sends them. The worker only writes and sends them. The same function drives the offline
 equivalence test of the pipeline.
 
 Example: two count windows of a synthetic stream through the core, no broker or database (the
@@ -31,11 +34,13 @@ first window warms the models up; the second is scored, flagged, learnt from):
 >>> docs = generate_stream(n_docs=600, seed=0)
 >>> warm_up = process_window(models, window(0, docs[:300]), config)
 >>> result = process_window(models, window(1, docs[300:]), config)
->>> len(result.documents), sum(row["novel"] for row in result.documents)  # top 5% flagged
+>>> len(result.documents), int(result.documents.novel.sum())  # top 5% flagged
 (300, 15)
 >>> sorted({alert["kind"] for alert in result.alerts})
 ['novel_document']
->>> key, value = result.messages[0]  # one message per document for <prefix>.scores
+>>> len(result.messages)  # one message per document for <prefix>.scores, encoded when sent
+300
+>>> key, value = next(iter(result.messages))
 >>> key  # the stream id
 'default'
 """
@@ -52,7 +57,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
-from sparsewatch.consumers.messages import json_bytes
+from sparsewatch.consumers.score_messages import ScoreMessages
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.dynamic_nmf import DynamicNMF
 from sparsewatch.models.nmf_online import MORNMF
@@ -65,6 +70,7 @@ from sparsewatch.models.novelty import (
     unpack_texts,
 )
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.storage.document_columns import DocumentColumns
 
 from sparsewatch.config import DetectorConfig
 
@@ -200,10 +206,10 @@ class WindowComputation:
     """Everything one window produces, as plain rows and messages."""
 
     window: dict[str, Any]
-    documents: list[dict[str, Any]]
+    documents: DocumentColumns
     alerts: list[dict[str, Any]]
     topics: list[dict[str, Any]]
-    messages: list[tuple[str, bytes]]
+    messages: ScoreMessages | None
     snapshot: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -242,68 +248,49 @@ def _document_rows(
     topics: np.ndarray,
     emerging: np.ndarray,
     late: bool,
-) -> list[dict[str, Any]]:
-    scores = result.scores.tolist()
-    errors = result.reconstruction_errors.tolist()
-    novel = result.novel.tolist()
-    top = result.top_atoms.tolist()
-    return [
-        {
-            "stream": stream,
-            "doc_id": b.doc.id,
-            "event_time": b.doc.event_time,
-            "window_seq": seq,
-            "novelty_score": _finite(scores[i]),
-            "reconstruction_error": _finite(errors[i]),
-            "novel": bool(novel[i]),
-            "late": late,
-            "dominant_topic": int(topics[i]) if topics[i] >= 0 else None,
-            "emerging_topic": int(emerging[i]) if emerging[i] >= 0 else None,
-            "top_atoms": [a for a in top[i] if a >= 0],
-            "labels": list(b.doc.labels),
-            "text": b.doc.text,
-        }
-        for i, b in enumerate(items)
-    ]
+) -> DocumentColumns:
+    n = len(items)
+    top = np.asarray(result.top_atoms, dtype=np.int64).reshape(n, -1) if n else np.zeros((0, 0))
+    kept = top >= 0
+    return DocumentColumns(
+        stream=[stream] * n,
+        doc_id=[b.doc.id for b in items],
+        event_time=[b.doc.event_time for b in items],
+        window_seq=np.full(n, seq, dtype=np.int64),
+        novelty_score=_nan_unless_finite(result.scores),
+        reconstruction_error=_nan_unless_finite(result.reconstruction_errors),
+        novel=np.asarray(result.novel, dtype=bool),
+        late=np.full(n, late),
+        dominant_topic=np.where(topics >= 0, topics, -1).astype(np.int64),
+        emerging_topic=np.where(emerging >= 0, emerging, -1).astype(np.int64),
+        top_atoms_indptr=np.r_[0, np.cumsum(kept.sum(axis=1))].astype(np.int64),
+        top_atoms=top[kept].astype(np.int64),
+        labels=[b.doc.labels for b in items],
+        text=[b.doc.text for b in items],
+    )
+
+
+def _nan_unless_finite(values: np.ndarray) -> np.ndarray:
+    """``values`` as float64, NaN (stored as NULL) where they are not finite."""
+    out = np.asarray(values, dtype=np.float64)
+    return np.where(np.isfinite(out), out, np.nan)
 
 
 def _score_messages(
     stream: str, seq: int, items: list[Buffered], result: WindowResult
-) -> list[tuple[str, bytes]]:
-    """Per-document results for the anomaly worker (JSON; key = stream)."""
-    codes = result.codes.tocsr()
-    indptr = codes.indptr.tolist()
-    indices = codes.indices.tolist()
-    values = codes.data.astype(float).tolist()
-    scores = result.scores.tolist()
-    errors = result.reconstruction_errors.tolist()
-    novel = result.novel.tolist()
-    n = len(items)
-    out = []
-    for i, b in enumerate(items):
-        lo, hi = indptr[i], indptr[i + 1]
-        out.append(
-            (
-                stream,
-                json_bytes(
-                    {
-                        "stream": stream,
-                        "doc_id": b.doc.id,
-                        "window_seq": seq,
-                        "index": i,
-                        "n": n,
-                        "timestamp": b.doc.timestamp_ms,
-                        "score": scores[i],
-                        "reconstruction_error": errors[i],
-                        "novel": bool(novel[i]),
-                        "code_index": indices[lo:hi],
-                        "code_value": values[lo:hi],
-                        "n_terms": len(b.doc.text.split()),
-                    }
-                ),
-            )
-        )
-    return out
+) -> ScoreMessages:
+    """Per-document results for the anomaly worker (encoded as the writer sends them)."""
+    return ScoreMessages(
+        stream,
+        seq,
+        [b.doc.id for b in items],
+        np.array([b.doc.timestamp_ms for b in items], dtype=np.int64),
+        result.scores,
+        result.reconstruction_errors,
+        result.novel,
+        result.codes.tocsr(),
+        np.array([len(b.doc.text.split()) for b in items], dtype=np.int64),
+    )
 
 
 def _update_topics(
@@ -551,16 +538,16 @@ def process_window(
         window.stream, window.seq, window.items, result, dominant, emerging, late=False
     )
     for i in np.flatnonzero(result.novel).tolist():
-        row = docs[i]
+        doc = window.items[i].doc
         alerts.append(
             {
                 "kind": "novel_document",
                 "stream": window.stream,
-                "subject_id": row["doc_id"],
-                "score": row["novelty_score"],
+                "subject_id": doc.id,
+                "score": _finite(result.scores[i]),
                 "window_seq": window.seq,
-                "event_time": row["event_time"],
-                "summary": _summary(row["text"]),
+                "event_time": docs.event_time[i],
+                "summary": _summary(doc.text),
             }
         )
     models.windows_done += 1
@@ -584,7 +571,7 @@ def process_window(
     messages = (
         _score_messages(window.stream, window.seq, window.items, result)
         if np.isfinite(result.scores).all() and len(texts)
-        else []
+        else None
     )
     timings = {"novelty_s": t1 - t0, "topics_s": t2 - t1}
     return WindowComputation(
@@ -609,7 +596,7 @@ def process_window(
 
 def score_late(
     models: StreamModels, stream: str, items: list[Buffered], size_ms: int | None
-) -> list[dict[str, Any]]:
+) -> DocumentColumns:
     """Rows for late documents: scored against the current model, learned from by nothing."""
     texts = [b.doc.text for b in items]
     if models.detector.fitted:
@@ -629,6 +616,7 @@ def score_late(
         )
     none = np.full(len(items), -1)
     rows = _document_rows(stream, -1, items, result, none, none, late=True)
-    for row, b in zip(rows, items, strict=True):
-        row["window_seq"] = b.doc.timestamp_ms // size_ms if size_ms else -1
+    if size_ms:  # the window the document belongs to by its event time
+        times = np.array([b.doc.timestamp_ms for b in items], dtype=np.int64)
+        rows.window_seq[:] = times // size_ms
     return rows

@@ -120,9 +120,9 @@ class DetectorStreamState:
         comp = process_window(self.models, window, self.config.detector)
         return Output(
             _store_calls(comp),
-            comp.messages,
+            comp.messages or [],
             n_documents=len(window.items),
-            novel=sum(d["novel"] for d in comp.documents),
+            novel=int(comp.documents.novel.sum()),
             closed_at=closed_at,
         )
 

@@ -82,6 +82,7 @@ from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.consumers.writer import (
     Destination,
+    Messages,
     Pending,
     StoreCall,
     WriteJob,
@@ -107,7 +108,7 @@ class Output:
     """
 
     calls: list[StoreCall] = field(default_factory=list)
-    messages: list[tuple[str, bytes]] = field(default_factory=list)
+    messages: Messages = field(default_factory=list)
     dead: list[dict[str, Any]] = field(default_factory=list)
     n_documents: int = 0
     closed_at: float = field(default_factory=time.perf_counter)
@@ -634,7 +635,7 @@ class WorkerLoop:
         assert self._writer is not None, "transactions are handed over only inside run()"
         job = WriteJob(
             calls=[call for out in outputs for call in out.calls],
-            messages=[message for out in outputs for message in out.messages],
+            messages=[out.messages for out in outputs if out.messages],
             dead=dead,
             checkpoints=checkpoints,
             offsets=offsets,

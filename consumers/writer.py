@@ -1,8 +1,9 @@
 """Write-behind of a worker's results: downstream messages, then ONE SQL transaction, off the loop.
 
 A :class:`WriteJob` is everything one transaction stores, as plain data (result rows as
-:class:`StoreTx` method calls, messages, dead letters, checkpoints as arrays, resume offsets), so
-it can cross a process boundary. :class:`ResultWriter` performs a job: it produces the messages and
+:class:`StoreTx` method calls, the detector's documents as columns, messages, the detector's
+unencoded, dead letters, checkpoints as arrays, resume offsets), so it can cross a process
+boundary. :class:`ResultWriter` performs a job: it produces the messages and
 waits for their delivery, then runs the transaction (retried with backoff on transient database
 errors). Two places to run it, at most one job in flight either way:
 
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -57,6 +59,10 @@ log = logging.getLogger(__name__)
 
 StoreCall = tuple[str, tuple[Any, ...]]
 """A :class:`StoreTx` method name and its positional arguments."""
+
+Messages = Iterable[tuple[str, bytes]]
+"""Messages for the output topic, ``(key, value)`` each: a list, or a
+:class:`~sparsewatch.consumers.score_messages.ScoreMessages` that encodes them as they are sent."""
 
 StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
 """A stream's checkpoint: its windows' and models' arrays, and its metadata."""
@@ -89,7 +95,7 @@ class WriteJob:
     """One transaction's contents, in the order they are applied."""
 
     calls: list[StoreCall] = field(default_factory=list)
-    messages: list[tuple[str, bytes]] = field(default_factory=list)
+    messages: list[Messages] = field(default_factory=list)  # one batch per window
     dead: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, StateAndMeta] = field(default_factory=dict)
     offsets: dict[int, int] = field(default_factory=dict)
@@ -161,8 +167,9 @@ class ResultWriter:
             )
             self._produce(d.dlq_topic, key, payload, headers=headers)
         if d.output_topic:
-            for key, value in job.messages:
-                self._produce(d.output_topic, key.encode(), value)
+            for batch in job.messages:
+                for key, value in batch:
+                    self._produce(d.output_topic, key.encode(), value)
         # The idempotent producer retries by itself until message.timeout.ms; wait for it.
         while (remaining := self.producer.flush(10)) > 0:
             log.warning("%d messages not yet delivered to Kafka; waiting", remaining)

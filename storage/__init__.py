@@ -2,6 +2,8 @@
 
 * :mod:`~sparsewatch.storage.store`: :class:`Store` / :class:`StoreTx` / :class:`Checkpoint`, the
   API the workers call (one transaction per window, idempotent natural-key writes);
+* :mod:`~sparsewatch.storage.document_columns`: a window's per-document results as columns;
+* :mod:`~sparsewatch.storage.values`: Python values for nullable, JSON and NOT NULL columns;
 * :mod:`~sparsewatch.storage.queries`: the read side behind the query commands;
 * :mod:`~sparsewatch.storage.schema`, :mod:`~sparsewatch.storage.types`: tables and portable types;
 * :mod:`~sparsewatch.storage.migrate` and ``migrations/``: Alembic, run from code;

@@ -24,7 +24,7 @@ Python).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,11 +99,26 @@ def bulk_upsert(
     conflict: Conflict,
 ) -> None:
     """Insert ``rows`` (all with the same keys, no two with the same primary key) into ``table``
-    in the connection's transaction, resolving conflicts with existing rows by ``conflict``;
-    ``key`` (an identifier) names the statement shape for the compilation cache."""
-    if not rows:
+    (see :func:`bulk_upsert_columns`)."""
+    if rows:
+        columns = {name: [row[name] for row in rows] for name in rows[0]}
+        bulk_upsert_columns(conn, key, table, columns, conflict)
+
+
+def bulk_upsert_columns(
+    conn: sa.Connection,
+    key: str,
+    table: sa.Table,
+    columns: Mapping[str, Sequence[Any]],
+    conflict: Conflict,
+) -> None:
+    """Insert the rows of ``columns`` (name to values, all of one length, no two rows with the
+    same primary key) into ``table`` in the connection's transaction, resolving conflicts with
+    existing rows by ``conflict``; ``key`` (an identifier) names the statement shape for the
+    compilation cache."""
+    names = tuple(columns)
+    if not names or not len(columns[names[0]]):
         return
-    names = tuple(rows[0])
     dialect = conn.dialect
     cache_key = (dialect.name, key, names)
     plan = _CACHE.get(cache_key)
@@ -115,15 +130,15 @@ def bulk_upsert(
         else:
             raise ValueError(f"unsupported database {dialect.name!r}")
         _CACHE[cache_key] = plan
-    columns = []
+    bound = []
     for name, process in zip(plan.order, plan.processors, strict=True):
-        values = [row[name] for row in rows]
-        columns.append([process(v) for v in values] if process is not None else values)
+        values = columns[name]
+        bound.append([process(v) for v in values] if process is not None else values)
     if plan.create_staging is None:
-        conn.exec_driver_sql(plan.sql, list(zip(*columns, strict=True)))
+        conn.exec_driver_sql(plan.sql, list(zip(*bound, strict=True)))
         return
     conn.exec_driver_sql(plan.create_staging)
-    _copy_rows(conn, plan, zip(*columns, strict=True))
+    _copy_rows(conn, plan, zip(*bound, strict=True))
     conn.exec_driver_sql(plan.sql)
 
 

@@ -25,18 +25,19 @@ Idempotency (re-writing a window changes nothing):
   keeps its ``created_at``.
 
 Every write is one bulk statement per table and call: :mod:`sparsewatch.storage.bulk` for the
-per-document rows (SQLite: the driver's ``executemany`` without SQLAlchemy's per-row overhead;
-PostgreSQL: ``COPY`` into a staging table and one ``INSERT ... SELECT``),
-SQLAlchemy's ``executemany`` for the small ones. Values may be numpy scalars (they are converted
-to Python numbers); a NaN is stored as NULL, or refused where the column is NOT NULL (alert
-scores, topic strengths), alike on both databases; datetimes must be timezone-aware.
+per-document rows, which the detector hands over as columns
+(:class:`~sparsewatch.storage.document_columns.DocumentColumns`; SQLite: the driver's
+``executemany`` without SQLAlchemy's per-row overhead; PostgreSQL: ``COPY`` into a staging table
+and one ``INSERT ... SELECT``); SQLAlchemy's ``executemany`` for the small ones. Values may be
+numpy scalars (they are converted to Python numbers); a NaN is stored as NULL, or refused where
+the column is NOT NULL (alert scores, topic strengths), alike on both databases; datetimes must
+be timezone-aware.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,7 +47,8 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage import queries, retention
-from sparsewatch.storage.bulk import bulk_upsert
+from sparsewatch.storage.bulk import bulk_upsert, bulk_upsert_columns
+from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.engine import (
     create_engine,
     mask_url,
@@ -65,6 +67,7 @@ from sparsewatch.storage.schema import (
     windows,
 )
 from sparsewatch.storage.serialization import arrays_to_npz, describe_arrays, npz_to_arrays
+from sparsewatch.storage.values import opt_float, require_keys, required_float
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparsewatch.errors import SparsewatchError
@@ -93,40 +96,6 @@ class Checkpoint:
     state: dict[str, np.ndarray]
     meta: dict
     created_at: datetime
-
-
-def _opt_float(value: Any) -> float | None:
-    """``value`` as a float for a nullable column; NaN is NULL on both databases (SQLite made it
-    NULL itself, PostgreSQL kept NaN)."""
-    number = None if value is None else float(value)
-    return None if number is None or math.isnan(number) else number
-
-
-def _float(value: Any, what: str) -> float:
-    """``value`` as a float for a NOT NULL column; NaN is refused on both databases (SQLite failed
-    on the NOT NULL constraint, PostgreSQL stored it)."""
-    number = float(value)
-    if math.isnan(number):
-        raise ValueError(f"{what} is NaN")
-    return number
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _int_list(values: Any) -> list[int]:
-    return [] if values is None else [int(v) for v in values]
-
-
-def _str_list(values: Any) -> list[str]:
-    return [] if values is None else [str(v) for v in values]
-
-
-def _require(row: Mapping[str, Any], keys: Sequence[str], what: str) -> None:
-    missing = [k for k in keys if k not in row]
-    if missing:
-        raise KeyError(f"{what} row lacks {', '.join(missing)}: {sorted(row)}")
 
 
 def _now() -> datetime:
@@ -193,54 +162,30 @@ class StoreTx:
             "start_time": start,
             "end_time": end,
             "n_documents": int(n_documents),
-            "threshold": _opt_float(threshold),
+            "threshold": opt_float(threshold),
             "timings": {str(k): float(v) for k, v in timings.items()},
             "closed_by": closed_by,
         }
         self._execute(stmt, [row])
 
-    def insert_documents(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Write the detector's per-document results; a row the detector wrote is never changed."""
-        keys = ("stream", "doc_id", "event_time", "window_seq", "novelty_score")
-        params = []
-        for r in rows:
-            _require(r, keys, "document")
-            if r["event_time"] is None:  # it marks rows the detector has written
-                raise ValueError(f"document {r['doc_id']!r} of {r['stream']!r} has no event_time")
-            params.append(
-                {
-                    "stream": r["stream"],
-                    "doc_id": str(r["doc_id"]),
-                    "event_time": r["event_time"],
-                    "window_seq": int(r["window_seq"]),
-                    "novelty_score": _opt_float(r["novelty_score"]),
-                    "reconstruction_error": _opt_float(r.get("reconstruction_error")),
-                    "novel": bool(r.get("novel", False)),
-                    "late": bool(r.get("late", False)),
-                    "dominant_topic": _opt_int(r.get("dominant_topic")),
-                    "emerging_topic": _opt_int(r.get("emerging_topic")),
-                    "top_atoms": _int_list(r.get("top_atoms")),
-                    "labels": _str_list(r.get("labels")),
-                    "text": r.get("text"),
-                }
-            )
-        unique: dict[tuple[str, str], dict[str, Any]] = {}
-        for p in params:  # the first write of a key wins, within a batch as across batches
-            unique.setdefault((p["stream"], p["doc_id"]), p)
-        # Key order: concurrent writers of the same rows lock them in one order (no deadlock).
-        ordered = [unique[k] for k in sorted(unique)]
-        bulk_upsert(self.connection, "documents", documents, ordered, _keep_detector_columns)
+    def insert_documents(self, rows: DocumentColumns | Iterable[Mapping[str, Any]]) -> None:
+        """Write the detector's per-document results (columns, or a dict per document: see
+        :meth:`DocumentColumns.from_rows`); a row the detector wrote is never changed."""
+        columns = rows if isinstance(rows, DocumentColumns) else DocumentColumns.from_rows(rows)
+        bulk_upsert_columns(
+            self.connection, "documents", documents, columns.bind(), _keep_detector_columns
+        )
 
     def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
         params = []
         for r in rows:
-            _require(r, ("stream", "doc_id", "anomaly_score", "anomaly"), "anomaly score")
+            require_keys(r, ("stream", "doc_id", "anomaly_score", "anomaly"), "anomaly score")
             params.append(
                 {
                     "stream": r["stream"],
                     "doc_id": str(r["doc_id"]),
-                    "anomaly_score": _opt_float(r["anomaly_score"]),
+                    "anomaly_score": opt_float(r["anomaly_score"]),
                     "anomaly": bool(r["anomaly"]),
                 }
             )
@@ -254,13 +199,15 @@ class StoreTx:
         now = _now()
         params = []
         for r in rows:
-            _require(r, keys, "alert")
+            require_keys(r, keys, "alert")
             params.append(
                 {
                     "kind": r["kind"],
                     "stream": r["stream"],
                     "subject_id": str(r["subject_id"]),
-                    "score": _float(r["score"], f"{r['kind']} alert {r['subject_id']!r}: score"),
+                    "score": required_float(
+                        r["score"], f"{r['kind']} alert {r['subject_id']!r}: score"
+                    ),
                     "window_seq": int(r["window_seq"]),
                     "event_time": r["event_time"],
                     "summary": str(r["summary"]),
@@ -277,7 +224,7 @@ class StoreTx:
         keys = ("stream", "window_seq", "topic_id", "terms", "strength", "emerging")
         params = []
         for r in rows:
-            _require(r, keys, "topic")
+            require_keys(r, keys, "topic")
             what = f"topic {r['topic_id']} of {r['stream']!r} window {r['window_seq']}: strength"
             params.append(
                 {
@@ -285,7 +232,7 @@ class StoreTx:
                     "window_seq": int(r["window_seq"]),
                     "topic_id": int(r["topic_id"]),
                     "terms": [[str(t), float(w)] for t, w in r["terms"]],
-                    "strength": _float(r["strength"], what),
+                    "strength": required_float(r["strength"], what),
                     "emerging": bool(r["emerging"]),
                 }
             )
@@ -371,7 +318,7 @@ class StoreTx:
         now = _now()
         params = []
         for r in rows:
-            _require(r, ("topic", "partition", "offset", "reason", "payload"), "dead letter")
+            require_keys(r, ("topic", "partition", "offset", "reason", "payload"), "dead letter")
             params.append(
                 {
                     "topic": r["topic"],

@@ -63,7 +63,7 @@ def _late_rows(outputs: list) -> list[dict]:
         for out in outputs
         for name, args in out.calls
         if name == "insert_documents"
-        for row in args[0]
+        for row in args[0].rows()
         if row["late"]
     ]
 

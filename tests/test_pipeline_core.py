@@ -48,9 +48,9 @@ def test_every_document_gets_one_row_even_when_it_ends_with_a_url():
     models = build_models(config.detector)
     for w in _windows(docs, 150):
         comp = process_window(models, w, config.detector)
-        assert [r["doc_id"] for r in comp.documents] == [b.doc.id for b in w.items]
-        assert len(comp.messages) in (0, len(w.items))
-        flagged = {r["doc_id"] for r in comp.documents if r["novel"]}
+        assert [r["doc_id"] for r in comp.documents.rows()] == [b.doc.id for b in w.items]
+        assert comp.messages is None or len(comp.messages) == len(w.items)
+        flagged = {r["doc_id"] for r in comp.documents.rows() if r["novel"]}
         alerted = {a["subject_id"] for a in comp.alerts if a["kind"] == "novel_document"}
         assert flagged == alerted
     assert models.detector.fitted and models.windows_done == 6
@@ -71,12 +71,12 @@ def test_checkpoint_round_trip_continues_bit_identically():
     for w in windows[4:]:
         ra = process_window(a, w, config.detector)
         rb = process_window(b, w, config.detector)
-        assert [r["novelty_score"] for r in ra.documents] == [
-            r["novelty_score"] for r in rb.documents
+        assert [r["novelty_score"] for r in ra.documents.rows()] == [
+            r["novelty_score"] for r in rb.documents.rows()
         ]
         assert ra.topics == rb.topics
     late = score_late(b, "s", windows[0].items[:5], size_ms=None)
-    assert all(r["late"] and r["novelty_score"] is not None for r in late)
+    assert all(r["late"] and r["novelty_score"] is not None for r in late.rows())
 
 
 def test_dynamic_nmf_topics_stay_within_the_configured_cap():
@@ -116,7 +116,7 @@ def test_windows_without_any_term_process_cleanly_before_and_after_the_warmup():
     for w in windows[:2]:
         comp = process_window(models, w, config.detector)
         assert not models.detector.fitted and comp.alerts == [] and comp.topics == []
-        assert [r["novelty_score"] for r in comp.documents] == [None] * 150
+        assert [r["novelty_score"] for r in comp.documents.rows()] == [None] * 150
     buf = io.BytesIO()
     np.savez(buf, **models.get_state())
     buf.seek(0)
@@ -127,8 +127,8 @@ def test_windows_without_any_term_process_cleanly_before_and_after_the_warmup():
         assert models.detector.fitted and comp.topics
     for w in windows[5:]:
         comp = process_window(models, w, config.detector)
-        assert [r["novelty_score"] for r in comp.documents] == [0.0] * 150
-        assert not any(r["novel"] or r["dominant_topic"] is not None for r in comp.documents)
+        assert [r["novelty_score"] for r in comp.documents.rows()] == [0.0] * 150
+        assert not any(r["novel"] or r["dominant_topic"] is not None for r in comp.documents.rows())
         assert comp.alerts == [] and len(comp.messages) == 150
 
 
@@ -143,7 +143,7 @@ def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
     for w in _windows(docs, 300):
         comp = process_window(models, w, config.detector)
         marked: dict[int, int] = {}
-        for row in comp.documents:
+        for row in comp.documents.rows():
             if row["emerging_topic"] is not None:
                 marked[row["emerging_topic"]] = marked.get(row["emerging_topic"], 0) + 1
         alerts = {
@@ -295,15 +295,15 @@ def test_an_emerging_topic_repeating_a_recent_alert_is_not_alerted_again():
     for k, alert, terms in dropped:
         # its topic row and its documents are still stored under its id ...
         topic_id = int(alert["subject_id"].removeprefix("topic-"))
-        assert any(r["emerging_topic"] == topic_id for r in runs["3"][k].documents)
+        assert any(r["emerging_topic"] == topic_id for r in runs["3"][k].documents.rows())
         # ... and it repeats an alert raised in its window or the three before
         earlier = [t for j, _, t in kept if k - 3 <= j <= k and t is not terms]
         assert any(
             _repeats_an_alert({0: (k, other)}, terms, seq=k, windows=3) == 0 for other in earlier
         )
     # the novelty side is untouched
-    assert [r["novelty_score"] for c in runs["3"] for r in c.documents] == [
-        r["novelty_score"] for c in runs["0"] for r in c.documents
+    assert [r["novelty_score"] for c in runs["3"] for r in c.documents.rows()] == [
+        r["novelty_score"] for c in runs["0"] for r in c.documents.rows()
     ]
 
 

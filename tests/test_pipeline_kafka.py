@@ -125,7 +125,7 @@ def _offline(config: Config, docs: list[dict]) -> dict[tuple[str, str], tuple[fl
             closed += windows
         closed += windower.close_if_idle(now=1e12, wall_ms=1e15)
         for w in closed:
-            for row in process_window(models, w, config.detector).documents:
+            for row in process_window(models, w, config.detector).documents.rows():
                 out[(stream, row["doc_id"])] = (row["novelty_score"], row["novel"])
     return out
 

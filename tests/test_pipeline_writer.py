@@ -66,7 +66,7 @@ def _job(n: int = 50, bad_row: bool = False) -> WriteJob:
     window = ("s", 0, T0, T0 + timedelta(hours=1), n, 0.5, {"score": 0.1}, "watermark")
     return WriteJob(
         calls=[("upsert_window", window), ("insert_documents", (docs,))],
-        messages=[(f"s:{d['doc_id']}", f"score {i}".encode()) for i, d in enumerate(docs)],
+        messages=[[(f"s:{d['doc_id']}", f"score {i}".encode()) for i, d in enumerate(docs)]],
         dead=[
             {"topic": "t", "partition": 0, "offset": 7, "reason": "invalid JSON", "payload": b"{"}
         ],
