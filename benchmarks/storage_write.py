@@ -9,7 +9,10 @@ transaction. Then, interleaved per window, the same number of fresh documents wr
 transaction each; wall and client CPU, and the PostgreSQL backend's CPU when the server runs on
 this machine) by ``storage/bulk.py`` and by two baselines of the same upsert: (b) SQLAlchemy's own
 ``executemany`` and (c) the driver's ``executemany`` of the statement compiled once (on SQLite what
-``storage/bulk.py`` does; on PostgreSQL its path before the ``COPY``).
+``storage/bulk.py`` does; on PostgreSQL its path before the ``COPY``); the baselines take the
+bound values as a dict per row. ``insert_documents`` is handed a dict per document in those three,
+as a user of the store does; a fourth write hands it
+:class:`~sparsewatch.storage.document_columns.DocumentColumns`, as the detector worker does.
 
     python benchmarks/storage_write.py [--docs 1000] [--windows 15] [--postgres URL]
 
@@ -34,6 +37,7 @@ from typing import Any
 import numpy as np
 import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
+from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.schema import documents
 from sparsewatch.storage.store import Store
 from sqlalchemy.dialects import postgresql, sqlite
@@ -151,11 +155,11 @@ def _server_cpu_s(conn: sa.Connection) -> float | None:
 Timing = tuple[float, float, float | None]
 
 
-def _timed_documents(store: Store, docs: list[dict], bulk: Any) -> Timing:
+def _timed_documents(store: Store, docs: list[dict] | DocumentColumns, bulk: Any) -> Timing:
     """Wall, client CPU (this process) and server CPU seconds of ``insert_documents`` and its
-    commit in a transaction of its own, the store's bulk upsert replaced by ``bulk``."""
-    original = store_module.bulk_upsert
-    store_module.bulk_upsert = bulk
+    commit in a transaction of its own, the store's bulk upsert of columns replaced by ``bulk``."""
+    original = store_module.bulk_upsert_columns
+    store_module.bulk_upsert_columns = bulk
     try:
         with store.transaction() as tx:
             conn = tx.connection
@@ -167,7 +171,19 @@ def _timed_documents(store: Store, docs: list[dict], bulk: Any) -> Timing:
             after = _server_cpu_s(conn)
         return wall, cpu, None if server is None or after is None else after - server
     finally:
-        store_module.bulk_upsert = original
+        store_module.bulk_upsert_columns = original
+
+
+def _row_by_row(baseline: Any) -> Any:
+    """A baseline that takes a dict per row, handed the bound columns as such (the rows
+    ``insert_documents`` built before it wrote columns)."""
+
+    def run(conn: sa.Connection, key: str, table: Any, columns: dict, conflict: Any) -> None:
+        names = list(columns)
+        values = zip(*columns.values(), strict=True)
+        baseline(conn, key, table, [dict(zip(names, v, strict=True)) for v in values], conflict)
+
+    return run
 
 
 def sqlalchemy_executemany(conn: sa.Connection, _key: str, table: Any, rows: list, conflict: Any):
@@ -211,23 +227,28 @@ def bench(url: str, n_docs: int, n_windows: int, state: dict[str, np.ndarray]) -
         sa_many: list[Timing] = []
         by_driver: list[Timing] = []
         by_bulk: list[Timing] = []
+        by_columns: list[Timing] = []
         for seq in range(n_windows + 1):
             docs, alerts = window_rows(seq, n_docs, rng)
             parts = write_window(store, seq, docs, alerts, state)
             base_docs, _ = window_rows(seq + 10_000, n_docs, rng)
             base = single_row_baseline(store, base_docs)
             many_docs, _ = window_rows(seq + 20_000, n_docs, rng)
-            many = _timed_documents(store, many_docs, sqlalchemy_executemany)
+            many = _timed_documents(store, many_docs, _row_by_row(sqlalchemy_executemany))
             driver_docs, _ = window_rows(seq + 30_000, n_docs, rng)
-            driver = _timed_documents(store, driver_docs, driver_executemany)
+            driver = _timed_documents(store, driver_docs, _row_by_row(driver_executemany))
             bulk_docs, _ = window_rows(seq + 40_000, n_docs, rng)
-            bulk = _timed_documents(store, bulk_docs, store_module.bulk_upsert)
+            bulk = _timed_documents(store, bulk_docs, store_module.bulk_upsert_columns)
+            # as the detector hands them over: columns made before the transaction
+            columns = DocumentColumns.from_rows(window_rows(seq + 50_000, n_docs, rng)[0])
+            as_columns = _timed_documents(store, columns, store_module.bulk_upsert_columns)
             if seq > 0:  # the first window warms caches and the connection pool
                 runs.append(parts)
                 baseline.append(base)
                 sa_many.append(many)
                 by_driver.append(driver)
                 by_bulk.append(bulk)
+                by_columns.append(as_columns)
     finally:
         store.dispose()
     median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -241,6 +262,7 @@ def bench(url: str, n_docs: int, n_windows: int, state: dict[str, np.ndarray]) -
         # against SQLAlchemy's executemany and the driver's executemany.
         "documents_alone": {
             "storage_bulk": _medians(by_bulk),
+            "storage_bulk_given_columns": _medians(by_columns),
             "sqlalchemy_executemany": _medians(sa_many),
             "driver_executemany": _medians(by_driver),
         },
@@ -308,6 +330,12 @@ def main() -> None:
         )
         alone = r["documents_alone"]
         bulk = alone["storage_bulk"]
+        given = alone["storage_bulk_given_columns"]
+        print(
+            f"{'':10s} documents alone: storage.bulk given columns {given['wall_s'] * 1e3:6.1f} ms"
+            f" wall {given['client_cpu_s'] * 1e3:6.1f} ms CPU, given dicts "
+            f"{bulk['wall_s'] * 1e3:6.1f} ms wall {bulk['client_cpu_s'] * 1e3:6.1f} ms CPU"
+        )
         for label in ("sqlalchemy", "driver"):
             base = alone[f"{label}_executemany"]
             server = ""

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import tracemalloc
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -45,7 +46,28 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _case(n: int) -> dict:
+class _Meter:
+    """Memory since :meth:`start`: the rise of the process's peak RSS over its peak then (MB), or,
+    ``traced``, the peak of the Python and numpy allocations made since (tracemalloc: the same
+    in every run, where the RSS peak varies by 10 MB from run to run with the heap's layout)."""
+
+    def __init__(self, traced: bool) -> None:
+        self.traced = traced
+        self.base = 0.0
+
+    def start(self) -> None:
+        if self.traced:
+            tracemalloc.start()
+        else:
+            self.base = _peak_mb()
+
+    def rise_mb(self) -> float:
+        if self.traced:
+            return tracemalloc.get_traced_memory()[1] / 2**20
+        return _peak_mb() - self.base
+
+
+def _case(n: int, traced: bool) -> dict:
     """One window of ``n`` tweets after the warm-up, in this process."""
     from multiprocessing.reduction import ForkingPickler
 
@@ -81,10 +103,12 @@ def _case(n: int) -> dict:
         for w in windows:
             process_window(models, w, config)
         before = _peak_mb()
+        meter = _Meter(traced)
+        meter.start()
         start = time.perf_counter()
         comp = process_window(models, measured, config)
         seconds = time.perf_counter() - start
-    rise = _peak_mb() - before
+    rise = meter.rise_mb()
     # What the worker then does with it: the writer's job, pickled as the process writer sends it
     # (``ProcessWriter.submit``), while the window's results are still held.
     start = time.perf_counter()
@@ -93,7 +117,7 @@ def _case(n: int) -> dict:
     job = WriteJob(calls=_store_calls(comp), messages=batches)
     sent = ForkingPickler.dumps(job)
     handover_seconds = time.perf_counter() - start
-    handover_rise = _peak_mb() - before
+    handover_rise = meter.rise_mb()
     # ... and what the writer process does with the job (here in the same process, so the rise
     # is the two processes' together): unpickle it, write its calls into a fresh SQLite database
     # in one transaction, encode its messages (not sent).
@@ -110,10 +134,11 @@ def _case(n: int) -> dict:
         len(v) for batch in ([received.messages] if flat else received.messages) for _, v in batch
     )
     writer_seconds = time.perf_counter() - start
-    writer_rise = _peak_mb() - before
+    writer_rise = meter.rise_mb()
     return {
         "package": str(Path(sparsewatch.__file__).parent.parent),
         "documents": n,
+        "measure": "tracemalloc peak" if traced else "peak RSS rise",
         "seconds": seconds,
         "peak_rss_before_mb": before,
         "peak_rise_mb": rise,
@@ -133,12 +158,12 @@ def _case(n: int) -> dict:
     }
 
 
-def _run(n: int, site: str | None) -> dict:
+def _run(n: int, site: str | None, traced: bool) -> dict:
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run(
-        [sys.executable, __file__, "--case", str(n)],
+        [sys.executable, __file__, "--case", str(n), *(["--traced"] if traced else [])],
         env=env,
         check=True,
         capture_output=True,
@@ -147,6 +172,10 @@ def _run(n: int, site: str | None) -> dict:
     row = json.loads(out.strip().splitlines()[-1])
     print(json.dumps(row), flush=True)
     return row
+
+
+def _measured(row: dict, measure: str) -> dict:
+    return row["traced"] if measure == "traced" else row
 
 
 def _install(ref: str, folder: Path) -> str:
@@ -167,20 +196,23 @@ def _install(ref: str, folder: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="10000,40000,160000", help="window sizes, in documents")
     ap.add_argument("--baseline", default=None, help="git commit to compare with")
     args = ap.parse_args()
     if args.case is not None:
-        print(json.dumps(_case(args.case)))
+        print(json.dumps(_case(args.case, args.traced)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     rows: dict[str, list[dict]] = {"current": []}
     with tempfile.TemporaryDirectory() as tmp:
         site = _install(args.baseline, Path(tmp)) if args.baseline else None
         for n in sizes:
-            rows["current"].append(_run(n, None))
-            if site is not None:
-                rows.setdefault("baseline", []).append(_run(n, site))
+            for key, where in (("current", None), ("baseline", site)):
+                if key == "current" or site is not None:
+                    row = _run(n, where, traced=False)
+                    row["traced"] = _run(n, where, traced=True)
+                    rows.setdefault(key, []).append(row)
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -191,10 +223,12 @@ def main() -> None:
         "rows": rows,
     }
     if "baseline" in rows:
-        result["rise_ratio_current_vs_baseline"] = [
-            c["peak_rise_mb"] / max(b["peak_rise_mb"], 1e-9)
-            for c, b in zip(rows["current"], rows["baseline"], strict=True)
-        ]
+        for stage in ("peak_rise_mb", "peak_rise_with_handover_mb", "peak_rise_with_writer_mb"):
+            for measure in ("rss", "traced"):
+                result[f"ratio_current_vs_baseline.{measure}.{stage}"] = [
+                    _measured(c, measure)[stage] / max(_measured(b, measure)[stage], 1e-9)
+                    for c, b in zip(rows["current"], rows["baseline"], strict=True)
+                ]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "window_memory.json").write_text(json.dumps(result, indent=2) + "\n")
 
