@@ -1,11 +1,11 @@
 """Write-behind of a worker's results: downstream messages, then ONE SQL transaction, off the loop.
 
 A :class:`WriteJob` is everything one transaction stores, as plain data (result rows as
-:class:`StoreTx` method calls, the detector's documents as columns, messages, the detector's
-unencoded, dead letters, checkpoints as arrays, resume offsets), so it can cross a process
-boundary. :class:`ResultWriter` performs a job: it produces the messages and
-waits for their delivery, then runs the transaction (retried with backoff on transient database
-errors). Two places to run it, at most one job in flight either way:
+:class:`StoreTx` method calls, the detector's documents as columns; messages, the detector's not
+yet encoded; dead letters, checkpoints as arrays, resume offsets), so it can cross a process
+boundary. :class:`ResultWriter` performs a job: it produces the messages (encoding them as it
+goes) and waits for their delivery, then runs the transaction (retried with backoff on transient
+database errors). Two places to run it, at most one job in flight either way:
 
 * :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
   database connection and Kafka producer. Binding tens of thousands of result rows, encoding their
@@ -95,7 +95,7 @@ class WriteJob:
     """One transaction's contents, in the order they are applied."""
 
     calls: list[StoreCall] = field(default_factory=list)
-    messages: list[Messages] = field(default_factory=list)  # one batch per window
+    messages: list[Messages] = field(default_factory=list)  # a batch per window's output
     dead: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, StateAndMeta] = field(default_factory=dict)
     offsets: dict[int, int] = field(default_factory=dict)
