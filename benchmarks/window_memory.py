@@ -122,7 +122,7 @@ def _case(n: int, traced: bool) -> dict:
     # is the two processes' together): unpickle it, write its calls into a fresh SQLite database
     # in one transaction, encode its messages (not sent).
     start = time.perf_counter()
-    received = pickle.loads(sent)
+    received = pickle.loads(sent)  # the bytes this process pickled just above, as the writer does
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(f"sqlite:///{tmp}/window.db")
         with store.transaction() as tx:

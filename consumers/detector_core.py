@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -277,13 +278,14 @@ def _nan_unless_finite(values: np.ndarray) -> np.ndarray:
 
 
 def _score_messages(
-    stream: str, seq: int, items: list[Buffered], result: WindowResult
+    stream: str, seq: int, items: list[Buffered], result: WindowResult, doc_ids: Sequence[str]
 ) -> ScoreMessages:
-    """Per-document results for the anomaly worker (encoded as the writer sends them)."""
+    """Per-document results for the anomaly worker (encoded as the writer sends them); ``doc_ids``
+    are the items' ids (the document rows' list, shared)."""
     return ScoreMessages(
         stream,
         seq,
-        [b.doc.id for b in items],
+        doc_ids,
         np.array([b.doc.timestamp_ms for b in items], dtype=np.int64),
         result.scores,
         result.reconstruction_errors,
@@ -569,7 +571,7 @@ def process_window(
             "vocabulary_version": models.windows_done,
         }
     messages = (
-        _score_messages(window.stream, window.seq, window.items, result)
+        _score_messages(window.stream, window.seq, window.items, result, docs.doc_id)
         if np.isfinite(result.scores).all() and len(texts)
         else None
     )

@@ -11,7 +11,7 @@ process by default), off the worker's loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +35,7 @@ class ScoreMessages:
 
     stream: str
     window_seq: int
-    doc_ids: list[str]
+    doc_ids: Sequence[str]
     timestamps_ms: np.ndarray
     scores: np.ndarray
     errors: np.ndarray
