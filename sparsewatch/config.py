@@ -120,8 +120,9 @@ class AnomalyConfig:
     """The anomaly worker: DL-OCSVM over the detector's per-document representation."""
 
     enabled: bool = True
-    reference_documents: int = 300
+    reference_documents: int = 1000
     refit_every_windows: int = 20
+    refit_drift_p: float = 1e-3
     contamination: float = 0.05
     n_atoms: int = 8
     sparsity: int = 2
@@ -370,6 +371,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "emerging_max_documents"): (lambda v: v >= 0, ">= 0 (0: every document)"),
     ("anomaly", "reference_documents"): (lambda v: v >= 2, ">= 2"),
     ("anomaly", "refit_every_windows"): (lambda v: v >= 1, ">= 1"),
+    ("anomaly", "refit_drift_p"): (lambda v: 0 <= v < 1, "in [0, 1)"),
     ("anomaly", "contamination"): (lambda v: 0 < v < 0.5, "in (0, 0.5)"),
     ("anomaly", "n_atoms"): (lambda v: v >= 1, ">= 1"),
     ("anomaly", "sparsity"): (lambda v: v >= 1, ">= 1"),

@@ -351,3 +351,110 @@ def test_a_stream_whose_features_never_vary_says_so_once(caplog):
             assert [o.n_documents for o in outs] == [20] and not outs[0].calls
     assert state.model is None
     assert caplog.text.count("every feature is constant over its 40 reference documents") == 1
+
+
+def _features_window(state, seq, rows):
+    """Feed one window whose documents have the given (score, atoms) rows; return its flags."""
+    n = len(rows)
+    outputs = [
+        o
+        for i, (score, atoms) in enumerate(rows)
+        for o in state.add(parse_scored(_msg(seq, i, n, score, atoms)), 0, 0, now=0.0)
+    ]
+    assert len(outputs) == 1
+    calls = dict(outputs[0].calls)
+    if "upsert_anomaly_scores" not in calls:
+        return None
+    return np.array([r["anomaly"] for r in calls["upsert_anomaly_scores"][0]])
+
+
+def _normal_rows(rng, n):
+    return [(float(rng.normal(0.6, 0.05)), int(rng.integers(1, 4))) for _ in range(n)]
+
+
+def _anomaly_config(**env):
+    return load_config(
+        env={
+            "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "40",
+            "SPARSEWATCH_ANOMALY_CONTAMINATION": "0.1",
+            **{f"SPARSEWATCH_ANOMALY_{k.upper()}": str(v) for k, v in env.items()},
+        }
+    )
+
+
+def test_a_window_is_scored_by_the_model_fitted_before_it():
+    """A burst of odd documents is judged against what came before it: the refit due at its
+    window comes after it is scored. (Refitting first put the burst into its own reference,
+    where half the rows looked like it, and passed most of it as normal.)"""
+    rng = np.random.default_rng(1)
+    state = AnomalyStreamState("s", _anomaly_config(refit_every_windows=1), None)
+    assert _features_window(state, 0, _normal_rows(rng, 20)) is None  # reference filling
+    assert _features_window(state, 1, _normal_rows(rng, 20)) is not None  # fitted, in sample
+    burst = [(float(rng.normal(0.05, 0.01)), 12) for _ in range(20)]
+    assert _features_window(state, 2, burst).all()
+    # the refit after it took the burst in: the same kind of document is no longer flagged
+    assert _features_window(state, 3, burst).mean() < 0.5
+
+
+def test_a_drifted_representation_is_refitted_at_once():
+    """When the detector's output shifts for good (its dictionary grew), the stale model flags
+    nearly every document until the scheduled refit. A window with improbably many flags for
+    the contamination rate (0.1 here) triggers a refit at once; that refit's reference mixes
+    the old and the new documents, so it flags too few, which (summed over the windows since
+    that fit) triggers another; the rate stays far below the stale model's."""
+
+    def run(drift_p):
+        rng = np.random.default_rng(2)
+        config = _anomaly_config(
+            refit_every_windows=1000, refit_drift_p=drift_p, reference_documents=200
+        )
+        state = AnomalyStreamState("s", config, None)
+        rates, since_fit = [], []
+        for seq in range(14):
+            shift = 0.3 if seq >= 5 else 0.0
+            flags = _features_window(
+                state, seq, [(s + shift, a) for s, a in _normal_rows(rng, 100)]
+            )
+            rates.append(None if flags is None else float(flags.mean()))
+            since_fit.append(state.since_fit)
+        return rates, since_fit
+
+    stale, since_fit = run(0)
+    assert stale[0] is None and since_fit[-1] == 13  # fitted once, on windows 0-1
+    assert min(stale[5:]) > 0.9
+    adapted, since_fit = run(1e-3)
+    assert adapted[:5] == stale[:5]  # stationary: no refit before the shift
+    assert adapted[5] > 0.9 and since_fit[5] == 0  # the shift is flagged, then refitted on
+    too_few = [i for i in range(6, 14) if since_fit[i] == 0 and adapted[i] < 0.1]
+    assert too_few  # refitted after too few flags
+    assert max(adapted[6:]) <= 0.25 and np.mean(adapted[6:]) >= 0.03
+
+
+@pytest.mark.parametrize(
+    ("flagged", "n", "drifted"),
+    [(0, 40, False), (4, 40, False), (12, 40, True), (3, 3, True), (1, 1, False), (0, 100, True)],
+)
+def test_the_drift_test_is_the_binomial_tail(flagged, n, drifted):
+    """Drift when P(K >= flagged) or P(K <= flagged), K ~ Binomial(n, contamination 0.1), is
+    below ``refit_drift_p`` (1.01e-3 here): 12 of 40 (upper tail 3.8e-4), 3 of 3 (1e-3) and 0 of
+    100 (lower tail 2.7e-5) are; 4 of 40 (the contamination rate), 0 of 40 (lower tail 0.015)
+    and 1 of 1 (0.1) are not."""
+    state = AnomalyStreamState("s", _anomaly_config(refit_drift_p=1.01e-3), None)
+    flags = np.zeros(n, bool)
+    flags[:flagged] = True
+    assert state._drifted(flags) is drifted
+
+
+def test_windows_too_small_to_tell_alone_are_tested_together_and_checkpointed():
+    """0 of 20 flagged is no evidence at a contamination of 0.1 (tail 0.12); 5 of the 200 scored
+    since the last fit is (tail 4e-5). The counts survive a restart."""
+    state = AnomalyStreamState("s", _anomaly_config(), None)
+    assert not state._drifted(np.zeros(20, bool))
+    state.scored_since_fit, state.flagged_since_fit = 200, 5
+    assert state._drifted(np.zeros(20, bool))
+    st, meta = state.checkpoint()
+    restored = AnomalyStreamState("s", _anomaly_config(), Checkpoint("g", "s", st, meta, None))
+    assert (restored.scored_since_fit, restored.flagged_since_fit) == (200, 5)
+    legacy = {k: v for k, v in st.items() if not k.endswith("_since_fit") or k == "since_fit"}
+    old = AnomalyStreamState("s", _anomaly_config(), Checkpoint("g", "s", legacy, meta, None))
+    assert (old.scored_since_fit, old.flagged_since_fit) == (0, 0)
