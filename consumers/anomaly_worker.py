@@ -388,7 +388,11 @@ class AnomalyStreamState:
             if len(self.reference) >= self.config.reference_documents:
                 self._fit()
             if self.model is None:
-                return Output(n_documents=len(docs))
+                return Output(
+                    n_documents=len(docs),
+                    summary=f"stream {self.stream} window {seq}: {len(docs)} documents into the "
+                    f"reference set ({len(self.reference)} of {self.config.reference_documents})",
+                )
         Z = self._standardise(X)
         scores = self.model.decision_function(Z)
         flags = self.model.predict(Z).astype(bool)
@@ -421,7 +425,14 @@ class AnomalyStreamState:
         calls: list[StoreCall] = [("upsert_anomaly_scores", (rows,))]
         if alerts:
             calls.append(("insert_alerts", (alerts,)))
-        return Output(calls, n_documents=len(docs), novel=int(flags.sum()), closed_at=t0)
+        return Output(
+            calls,
+            n_documents=len(docs),
+            novel=int(flags.sum()),
+            closed_at=t0,
+            summary=f"stream {self.stream} window {seq}: {len(docs)} documents, "
+            f"{int(flags.sum())} anomalous",
+        )
 
     def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         return []

@@ -118,12 +118,17 @@ class DetectorStreamState:
 
     def _output(self, window: ClosedWindow, closed_at: float) -> Output:
         comp = process_window(self.models, window, self.config.detector)
+        novel = int(comp.documents.novel.sum())
+        emerging = sum(a["kind"] == "emerging_topic" for a in comp.alerts)
         return Output(
             _store_calls(comp),
             comp.messages or [],
             n_documents=len(window.items),
-            novel=int(comp.documents.novel.sum()),
+            novel=novel,
             closed_at=closed_at,
+            summary=f"stream {window.stream} window {window.seq} (closed by {window.closed_by}): "
+            f"{len(window.items)} documents, {novel} novel, {emerging} emerging-topic alerts, "
+            f"computed in {sum(comp.timings.values()):.2f} s",
         )
 
     def add(

@@ -105,6 +105,8 @@ class Output:
     ``dead`` are dead letters the state found only now (messages it had accepted and can no longer
     use), as rows with ``partition``, ``offset``, ``reason`` and ``payload``; the loop adds the
     input topic. ``late`` counts the late documents it stores (scored, not learnt from).
+    ``summary`` says which window it was and what it found, for the log line written when its
+    transaction has committed.
     """
 
     calls: list[StoreCall] = field(default_factory=list)
@@ -115,6 +117,7 @@ class Output:
     novel: int = 0
     is_window: bool = True
     late: int = 0
+    summary: str = ""
 
 
 class StreamState(Protocol):
@@ -662,6 +665,14 @@ class WorkerLoop:
             raise
         latencies = [committed - out.closed_at for out in job.outputs if out.is_window]
         self.window_latencies.extend(latencies)
+        for out in job.outputs:
+            if out.is_window and out.summary:
+                log.info(
+                    "%s: %s; committed %.2f s after its close",
+                    self.processor.name,
+                    out.summary,
+                    committed - out.closed_at,
+                )
         self.last_commit_at = committed
         if self._consumer is not None and job.offsets:
             # Informational only (the store holds the truth), so not waited for: the consumer

@@ -458,3 +458,18 @@ def test_windows_too_small_to_tell_alone_are_tested_together_and_checkpointed():
     legacy = {k: v for k, v in st.items() if not k.endswith("_since_fit") or k == "since_fit"}
     old = AnomalyStreamState("s", _anomaly_config(), Checkpoint("g", "s", legacy, meta, None))
     assert (old.scored_since_fit, old.flagged_since_fit) == (0, 0)
+
+
+def test_each_window_says_what_it_was_for_the_log():
+    state = AnomalyStreamState("s", _anomaly_config(), None)
+    rng = np.random.default_rng(3)
+    summaries = []
+    for seq, rows in enumerate([_normal_rows(rng, 20), _normal_rows(rng, 20), [(0.05, 12)] * 20]):
+        for i, (score, atoms) in enumerate(rows):
+            summaries += [
+                o.summary
+                for o in state.add(parse_scored(_msg(seq, i, 20, score, atoms)), 0, 0, now=0.0)
+            ]
+    assert summaries[0] == "stream s window 0: 20 documents into the reference set (20 of 40)"
+    assert summaries[1].startswith("stream s window 1: 20 documents, ")
+    assert summaries[2] == "stream s window 2: 20 documents, 20 anomalous"

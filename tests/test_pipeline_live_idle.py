@@ -11,6 +11,7 @@ documents after it are late (the earlier behaviour, still available).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -145,7 +146,7 @@ def test_idle_live_streams_beyond_max_idle_streams_close_their_windows_and_leave
     producer = make_producer(kafka_bootstrap)
     with _running_detector(config) as (store, worker):
         windows = partial(_windows, store)
-        with caplog.at_level("WARNING", logger="sparsewatch.consumers.worker"):
+        with caplog.at_level("INFO", logger="sparsewatch.consumers.worker"):
             for seed, stream in enumerate(("a", "b", "c")):  # idle one after the other
                 for i, doc in enumerate(
                     generate_stream(15, kind="tweet", stream=stream, seed=seed)
@@ -159,6 +160,18 @@ def test_idle_live_streams_beyond_max_idle_streams_close_their_windows_and_leave
         assert windows("a") == windows("b") == [(15, "idle")]
         assert windows("c") == []  # the most recently active idle stream keeps its window open
         assert any("max_idle_streams (1)" in r.getMessage() for r in caplog.records)
+        # one INFO line per committed window, saying what it was and found
+        logged = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+        for stream in ("a", "b"):
+            assert any(
+                re.fullmatch(
+                    rf"detector: stream {stream} window \d+ \(closed by idle\): 15 documents, "
+                    r"\d+ novel, \d+ emerging-topic alerts, computed in [\d.]+ s; "
+                    r"committed [\d.]+ s after its close",
+                    m,
+                )
+                for m in logged
+            ), logged
         producer.produce(topic, key=b"c", value=json.dumps({"stream": "c", "end_of_stream": True}))
         assert producer.flush(30) == 0
         assert _wait_for(lambda: windows("c") == [(15, "end_of_stream")], 30.0)
