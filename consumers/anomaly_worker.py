@@ -395,7 +395,7 @@ class AnomalyStreamState:
                 )
         Z = self._standardise(X)
         scores = self.model.decision_function(Z)
-        flags = self.model.predict(Z).astype(bool)
+        flags = scores > self.model.threshold_  # what predict() computes, without a second OMP
         self.since_fit += 1
         self.scored_since_fit += len(flags)
         self.flagged_since_fit += int(flags.sum())

@@ -473,3 +473,18 @@ def test_each_window_says_what_it_was_for_the_log():
     assert summaries[0] == "stream s window 0: 20 documents into the reference set (20 of 40)"
     assert summaries[1].startswith("stream s window 1: 20 documents, ")
     assert summaries[2] == "stream s window 2: 20 documents, 20 anomalous"
+
+
+def test_the_flags_are_the_models_predictions():
+    """The worker thresholds the scores it already has instead of calling predict (a second
+    OMP per document); the flags must be predict's."""
+    rng = np.random.default_rng(4)
+    state = AnomalyStreamState("s", _anomaly_config(refit_every_windows=100), None)
+    _features_window(state, 0, _normal_rows(rng, 40))
+    rows = _normal_rows(rng, 30) + [(0.05, 12)] * 3
+    model = state.model
+    flags = _features_window(state, 1, rows)
+    assert state.model is model  # not refitted after window 1
+    X = np.array([parse_scored(_msg(1, i, 33, s, a)).features for i, (s, a) in enumerate(rows)])
+    Z = state._standardise(X)
+    assert np.array_equal(flags, model.predict(Z).astype(bool)) and flags[-3:].all()
