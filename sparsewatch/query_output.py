@@ -63,10 +63,22 @@ def csv_cells(row: dict[str, Any], columns: Sequence[str]) -> list[str]:
 
 
 def csv_lines(lines: Iterable[Sequence[str]]) -> str:
-    """CSV text of ``lines`` of cells, without a final newline."""
+    """CSV text of ``lines`` of cells, one record a line (no newline after the last).
+
+    A cell holding a line break of either kind (a newline or a bare carriage return) is quoted:
+    the csv module quotes only the characters of its line terminator, so with a newline
+    terminator a carriage return went out bare and readers split the record there. Each record
+    is written with CRLF, which makes the module quote both, and that terminator cut off.
+    """
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(lines)
-    return buffer.getvalue().removesuffix("\n")
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    records = []
+    for cells in lines:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(cells)
+        records.append(buffer.getvalue().removesuffix("\r\n"))
+    return "\n".join(records)
 
 
 def emit(

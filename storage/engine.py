@@ -85,7 +85,7 @@ def create_engine(url: str) -> sa.Engine:
     or driver is a :class:`SparsewatchError` (not a missing module's traceback)."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
-        path = sqlite_file(parsed)
+        path = sqlite_file(parsed)  # refuses uri=true without file:
         if path is not None:
             # SQLite opens the path as written: "~" is expanded for it too, not only for mkdir
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,10 +104,24 @@ def create_engine(url: str) -> sa.Engine:
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
+def _refuse_uri_without_file(parsed: sa.engine.URL) -> None:
+    """``uri=true`` with a plain path: SQLAlchemy hands SQLite ``/x.db?mode=ro`` as the name, which
+    SQLite reads as a URI only after ``file:``, so it created a file literally named
+    ``x.db?mode=ro`` (empty, and the worker's results went there)."""
+    database = parsed.database or ""
+    if parsed.query.get("uri") in ("true", "1") and not database.startswith("file:"):
+        raise SparsewatchError(
+            f"{mask_url(parsed.render_as_string(hide_password=False))}: with uri=true the "
+            "database must be a file: URI, e.g. sqlite:///file:/path/x.db?mode=ro&uri=true"
+        )
+
+
 def sqlite_file(url: str | sa.engine.URL) -> Path | None:
     """The file of a SQLite ``url``, ``~`` expanded; ``None`` for in-memory and ``file:`` URI
     databases and for other backends."""
     parsed = parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        _refuse_uri_without_file(parsed)
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
@@ -137,9 +151,17 @@ def sqlite_url(path: str | Path) -> str:
 
 
 def is_in_memory_sqlite(url: str | sa.engine.URL) -> bool:
-    """Whether ``url`` is an in-memory SQLite database (one connection's, invisible to others)."""
+    """Whether ``url`` is an in-memory SQLite database (one connection's, invisible to others),
+    also written as a URI: ``file::memory:?uri=true`` or ``file:name?mode=memory&uri=true``."""
     parsed = sa.engine.make_url(url)
-    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    if database in ("", ":memory:"):
+        return True
+    return database.startswith("file:") and (
+        database.startswith("file::memory:") or parsed.query.get("mode") == "memory"
+    )
 
 
 def write_connection(engine: sa.Engine) -> sa.Connection:

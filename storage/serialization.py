@@ -21,8 +21,20 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archi
 def _checked(arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
     checked: dict[str, np.ndarray] = {}
     for name, value in arrays.items():
-        if not isinstance(name, str) or not name or "/" in name:
-            raise ValueError(f"array name {name!r} must be a non-empty string without '/'")
+        # Each array is the zip member "<name>.npy": a "/" would make a folder, a NUL cut the
+        # member's name (the array replaced another), a control character is no file name, and
+        # np.load looks a name up as a member first, so "W.npy" read back as array "W".
+        if (
+            not isinstance(name, str)
+            or not name
+            or "/" in name
+            or name.endswith(".npy")
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)
+        ):
+            raise ValueError(
+                f"array name {name!r} must be a non-empty string without '/', control "
+                "characters or a '.npy' ending"
+            )
         array = np.asarray(value)
         if array.dtype.hasobject:
             raise ValueError(

@@ -480,6 +480,24 @@ def test_queries_create_no_database(command, database_url, monkeypatch, capsys, 
             "'sqlite:///:memory:' is an in-memory SQLite database",
         ),
         (("alerts", "--database-url", "sqlite://"), "'sqlite://' is an in-memory SQLite database"),
+        # ... also written as a URI (db upgrade reported success on a database gone at exit)
+        (
+            ("db", "upgrade", "--database-url", "sqlite:///file::memory:?uri=true"),
+            "is an in-memory SQLite database",
+        ),
+        (
+            ("db", "upgrade", "--database-url", "sqlite:///file:x?mode=memory&uri=true"),
+            "is an in-memory SQLite database",
+        ),
+        # uri=true with a plain path: SQLite created a file named "x.db?mode=ro" and used it
+        (
+            ("alerts", "--database-url", "sqlite:///x.db?mode=ro&uri=true"),
+            "with uri=true the database must be a file: URI",
+        ),
+        (
+            ("db", "upgrade", "--database-url", "sqlite:///x.db?mode=ro&uri=true"),
+            "with uri=true the database must be a file: URI",
+        ),
         # --database-url replaces the configured URL, not the check of the configuration
         (
             ("--config", "/nonexistent/sw.toml", "alerts", "--database-url", "sqlite://"),

@@ -47,6 +47,27 @@ def test_csv_and_json_carry_escape_sequences_as_stored(database_url, monkeypatch
     assert [(r["doc_id"], r["text"]) for r in _strict_json(out)] == [("d\x1b[1m", text)]
 
 
+def test_a_bare_carriage_return_is_quoted_in_csv(database_url, monkeypatch, capsys, tmp_path):
+    """The csv module quotes only its line terminator's characters: with "\\n" a bare "\\r" went
+    out unquoted and readers split the record there (the dead letter's base64 landed in a
+    second row, under "topic")."""
+    text = "old Mac line\rsecond line"
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            doc = {"stream": "s", "doc_id": "d\r1", "event_time": T0, "window_seq": 0}
+            tx.insert_documents([{**doc, "novelty_score": 0.5, "text": text}])
+        store.insert_dead_letters(
+            [{"topic": "t", "partition": 0, "offset": 1, "reason": "a\rb", "payload": b"x\ry"}]
+        )
+    out = output(monkeypatch, capsys, database_url, "documents", "--format", "csv")
+    (row,) = csv.DictReader(io.StringIO(out, newline=""))
+    assert (row["doc_id"], row["text"]) == ("d\r1", text)
+    out = output(monkeypatch, capsys, database_url, "dead-letters", "--format", "csv")
+    (row,) = csv.DictReader(io.StringIO(out, newline=""))
+    assert (row["reason"], row["payload_utf8"], row["payload_base64"]) == ("a\rb", "x\ry", "eA15")
+    assert out.count("\n") == 2  # header, record, each on a line ending in "\n" (no "\r\n")
+
+
 def test_json_output_is_strict_json_with_null_for_infinities(database_url, monkeypatch, capsys):
     """json.dumps wrote Infinity and NaN, which JSON parsers (jq, JavaScript) refuse."""
     with Store.open(database_url) as store, store.transaction() as tx:
