@@ -110,6 +110,30 @@ def test_rejects_negative_dictionary_and_shape_mismatch() -> None:
         l1_sparse_code(np.ones((3, 1)), np.ones((4, 2)))
 
 
+@pytest.mark.parametrize("scale", [1e-9, 1e-7, 1e-5, 1.0, 1e3])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_exact_polish_does_not_depend_on_the_documents_scale(seed: int, scale: float) -> None:
+    """The problem is positively homogeneous (``f(s p) = s f(p)``, codes ``s x``), but HiGHS's
+    tolerances are absolute: documents of entries about 1e-7 came back from the polish with
+    zero codes, certified exact (gap 0), at objectives up to 5x the optimum."""
+    P, A = random_instance(seed, m=60, k=8, n=12)
+    ref = np.array([lp_optimum(P[:, j].toarray().ravel(), A, 0.05) for j in range(P.shape[1])])
+    res = l1_sparse_code(P * scale, A, 0.05, polish_after=0, dtype=np.float64)
+    assert res.n_polished > 0
+    np.testing.assert_allclose(res.objective / scale, ref, rtol=1e-6, atol=1e-9)
+    obj, _ = l1_objective(P * scale, A, res.codes, 0.05)
+    np.testing.assert_allclose(res.objective, obj, rtol=1e-9)
+
+
+def test_rejects_a_non_finite_warm_start() -> None:
+    """A NaN or infinite x0 went straight into the codes and the objective without the polish."""
+    A = np.array([[0.5, 0.0], [0.5, 0.5], [0.0, 0.5]])
+    p = np.array([[0.5], [0.5], [0.0]])
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="x0 contains NaN or infinite"):
+            l1_sparse_code(p, A, 0.1, x0=np.array([[bad, 0.0]]), polish_after=None)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rejects_non_finite_documents_and_dictionaries(dtype: type) -> None:
     """NaN/inf gave a NaN score (document) or passed the sign check (``nan < 0`` is false) and
