@@ -49,7 +49,15 @@ def _simplex_rows(W: np.ndarray, z: float) -> np.ndarray:
     cond = U - css / ind > 0
     rho = n - np.argmax(cond[:, ::-1], axis=1)  # last index where cond holds, 1-based
     theta = css[np.arange(W.shape[0]), rho - 1] / rho
+    # z = 0: cond holds nowhere (argmax then said index n); the projection is 0 (theta = the
+    # largest entry, 0 after the shift)
+    theta = np.where(cond.any(axis=1), theta, 0.0)
     return np.maximum(W - theta[:, None].astype(W.dtype), 0)
+
+
+def _check_mass(z: float, name: str) -> None:
+    if not 0 <= z < np.inf:  # NaN fails too
+        raise ValueError(f"{name} must be finite and >= 0, got {z}")
 
 
 def _shift_to_max(rows: np.ndarray) -> np.ndarray:
@@ -77,6 +85,7 @@ def project_simplex(
     ``method="pivot"`` finds the same threshold without sorting (:func:`_simplex_pivot`), which is
     several times faster on long slices such as the term columns of a topic model.
     """
+    _check_mass(z, "z")
     V = _as_float(V)
     if method == "pivot":
         return _simplex_pivot(V, z, axis)
@@ -157,6 +166,7 @@ def project_l1_ball_nonneg(
     """
     if method not in ("sort", "pivot"):
         raise ValueError(f"unknown method {method!r}")
+    _check_mass(radius, "radius")
     V = _as_float(V)
     W = np.maximum(V, 0)
     if W.ndim == 1:
@@ -202,6 +212,33 @@ def project_simplex_box(
     return np.moveaxis(out, -1, axis)
 
 
+def _bracket(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> tuple[np.ndarray, ...]:
+    """Per row of ``V``, thresholds ``a <= b`` with ``s(a) >= z >= s(b)``, ``s(theta) = sum
+    clip(v - theta, lo, hi)``: every coordinate at its upper bound, or at its lower bound. An
+    infinite bound gives no such point (the midpoint of the bracket was infinite and the result
+    inf or NaN); it is searched for instead, in steps that double from the entries' spread."""
+    a = (V - hi).min(axis=1).astype(np.float64)
+    b = (V - lo).max(axis=1).astype(np.float64)
+    if np.isfinite(a).all() and np.isfinite(b).all():
+        return a, b
+
+    def s(theta: np.ndarray) -> np.ndarray:
+        return np.clip(V - theta[:, None], lo, hi).sum(axis=1, dtype=np.float64)
+
+    width = 1.0 + abs(z) + np.ptp(V, axis=1).astype(np.float64)
+    for bound, start, sign in ((a, V.min(axis=1), -1.0), (b, V.max(axis=1), 1.0)):
+        bad = ~np.isfinite(bound)
+        bound[bad] = start[bad] + sign * width[bad]
+        step = width.copy()
+        for _ in range(64):
+            short = bad & ((s(bound) < z) if sign < 0 else (s(bound) > z))
+            if not short.any():
+                break
+            bound[short] += sign * step[short]
+            step[short] *= 2
+    return a, b
+
+
 def _check_simplex_box(lo: np.ndarray, hi: np.ndarray, z: float) -> None:
     if (lo.sum(axis=-1) > z + 1e-9).any() or (hi.sum(axis=-1) < z - 1e-9).any() or (lo > hi).any():
         raise ValueError("empty set: need lower <= upper and sum(lower) <= z <= sum(upper)")
@@ -228,7 +265,8 @@ def simplex_box_threshold(
     """
     v = _as_float(v)
     _check_simplex_box(lower, upper, z)
-    a, b = float((v - upper).min()), float((v - lower).max())  # all at upper / all at lower
+    brackets = _bracket(v[None, :], np.asarray(lower)[None, :], np.asarray(upper)[None, :], z)
+    a, b = (float(x[0]) for x in brackets)  # all at upper / all at lower
     theta = 0.5 * (a + b)
     if theta0 is not None and a < theta0 < b:
         theta = float(theta0)
@@ -255,8 +293,7 @@ def simplex_box_threshold(
 
 def _simplex_box_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
     _check_simplex_box(lo, hi, z)
-    a = (V - hi).min(axis=1).astype(np.float64)  # theta here: every coordinate at its upper bound
-    b = (V - lo).max(axis=1).astype(np.float64)  # theta here: every coordinate at its lower bound
+    a, b = _bracket(V, lo, hi, z)  # every coordinate at its upper / at its lower bound
     theta = 0.5 * (a + b)
     # Safeguarded Newton on the decreasing piecewise-linear s(theta) = sum clip(v - theta): the
     # Newton step is exact once the free set is right (a handful of steps in practice); a step
@@ -311,7 +348,10 @@ def project_l1_ball_nonneg_csc(
     :func:`_shift_to_max`); the others are only clipped at 0.
     Memory is a few arrays of the stored entries (the sort alone needed ~130 bytes per entry).
     """
-    C = sp.csc_matrix(A, copy=True)
+    _check_mass(radius, "radius")
+    # integers are projected in float64 (in place they were truncated: [3, 2] -> [1, 0])
+    dtype = A.dtype if np.issubdtype(A.dtype, np.floating) else np.float64
+    C = sp.csc_matrix(A, dtype=dtype, copy=True)
     C.sum_duplicates()
     np.maximum(C.data, 0, out=C.data)
     k = C.shape[1]

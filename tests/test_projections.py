@@ -188,3 +188,43 @@ def test_huge_nearly_equal_entries_are_projected_exactly(dtype: type, level: flo
     for name, W in outputs.items():
         assert W.dtype == dtype, name
         np.testing.assert_allclose(W, expected, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("method", ["sort", "pivot"])
+def test_zero_mass_projects_to_zero_and_a_negative_one_is_refused(method: str) -> None:
+    """With z = 0 the sort found no support (argmax of all-False said "all of it") and returned
+    [0, 1] for [0.3, 0.9]; a negative mass (an empty set) gave zeros or garbage silently."""
+    V = np.array([[0.3, 0.9], [1.0, 0.0], [-2.0, 5.0]])
+    assert not project_simplex(V, z=0.0, axis=1, method=method).any()
+    assert not project_l1_ball_nonneg(V, radius=0.0, axis=1, method=method).any()
+    assert not project_l1_ball_nonneg_csc(sp.csc_matrix(V.T), radius=0.0).toarray().any()
+    for bad in (-1.0, np.nan, np.inf):
+        with pytest.raises(ValueError, match="must be finite and >= 0"):
+            project_simplex(V, z=bad, method=method)
+        with pytest.raises(ValueError, match="must be finite and >= 0"):
+            project_l1_ball_nonneg(V, radius=bad, method=method)
+        with pytest.raises(ValueError, match="must be finite and >= 0"):
+            project_l1_ball_nonneg_csc(sp.csc_matrix(V), radius=bad)
+
+
+def test_an_integer_sparse_matrix_is_projected_in_floating_point() -> None:
+    """In place in its own dtype, [3, 2] onto the ball of radius 2 came back as [1, 0]."""
+    out = project_l1_ball_nonneg_csc(sp.csc_matrix([[3], [2]]), 2.0)
+    np.testing.assert_allclose(out.toarray().ravel(), [1.5, 0.5])
+    np.testing.assert_allclose(out.toarray(), project_l1_ball_nonneg(np.array([[3], [2]]), 2.0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_infinite_box_bounds_are_the_open_sides_of_the_box(seed: int) -> None:
+    """The bracket was (v - upper).min(), (v - lower).max(): an infinite bound made its midpoint
+    infinite and the result inf or NaN. Against the QP with the bound left out."""
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=5)
+    eq = [{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)}]
+    np.testing.assert_allclose(project_simplex_box(v, 0.0, np.inf), project_simplex(v), atol=1e-12)
+    ref = _qp(v, eq, [(None, 0.4)] * 5)
+    np.testing.assert_allclose(project_simplex_box(v, -np.inf, 0.4), ref, atol=1e-6)
+    rows = project_simplex_box(np.stack([v, 3 * v]), -np.inf, np.inf, axis=1)
+    np.testing.assert_allclose(
+        rows, np.stack([v, 3 * v]) - (np.stack([v, 3 * v]).sum(1) - 1)[:, None] / 5
+    )
