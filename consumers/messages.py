@@ -84,10 +84,12 @@ def parse_timestamp(value: Any) -> int:
     """Epoch milliseconds from an ISO-8601 string (naive means UTC) or an epoch-ms number."""
     if isinstance(value, bool):
         raise InvalidMessageError("timestamp must be an ISO-8601 string or epoch milliseconds")
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        ms = value  # any size: the range check below refuses it (a float of it overflowed)
+    elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidMessageError("timestamp is not finite")
-        ms = int(value)
+        ms = math.floor(value)  # int() took -0.9 ms, before 1970, for 0
     elif isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -166,7 +168,9 @@ def decode_json_object(data: bytes, what: str = "message") -> dict[str, Any]:
 def _decode_object(payload: bytes | None, max_text_bytes: int) -> dict[str, Any]:
     if payload is None:
         raise InvalidMessageError("empty message (null value)")
-    if len(payload) > max_text_bytes + 64_000:
+    # A guard before parsing, not the text limit (checked on the decoded text): JSON may escape
+    # a byte of text as "\\u00XX", six bytes, and the other fields get 64 kB.
+    if len(payload) > 6 * max_text_bytes + 64_000:
         raise InvalidMessageError(f"message of {len(payload)} bytes exceeds the size limit")
     return decode_json_object(payload)
 

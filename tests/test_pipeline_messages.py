@@ -51,6 +51,9 @@ def test_good_document_with_iso_and_epoch_times():
         (b'{"id": "x", "text": "a"}', "missing field 'timestamp'"),
         (b'{"id": "x", "text": "a", "timestamp": "yesterday"}', "not ISO-8601"),
         (b'{"id": "x", "text": "a", "timestamp": -5}', "outside"),
+        (b'{"id": "x", "text": "a", "timestamp": -0.9}', "outside"),  # int() made it 0
+        # a float of it overflowed: OverflowError, a traceback in the log
+        (b'{"id": "x", "text": "a", "timestamp": 1' + b"0" * 400 + b"}", "outside 1970..2200"),
         (b'{"id": "x", "text": "a", "timestamp": true}', "timestamp must be"),
         (b'{"id": "x", "text": "a", "timestamp": 1, "stream": ""}', "'stream' is empty"),
         (b'{"id": "x", "text": "a", "timestamp": 1, "labels": "acq"}', "'labels'"),
@@ -81,6 +84,16 @@ def test_oversized_text_is_refused():
     big = json.dumps({"id": "x", "text": "a" * 2000, "timestamp": 1}).encode()
     with pytest.raises(InvalidMessageError, match="longer than 1000 bytes"):
         parse_document(big, max_text_bytes=1000)
+
+
+@pytest.mark.parametrize("text", ["\u6771" * 30_000, "\x01" * 90_000], ids=["cjk", "control"])
+def test_a_text_within_the_limit_is_accepted_however_its_json_escapes_it(text):
+    """90,000 bytes of UTF-8 text is within 100,000 whether the producer writes it raw or as
+    "\\uXXXX" escapes (Python's default, 180,051 bytes): the size guard before parsing
+    refused the escaped form."""
+    for ensure_ascii in (False, True):
+        payload = json.dumps({"id": "x", "text": text, "timestamp": 1}, ensure_ascii=ensure_ascii)
+        assert parse_document(payload.encode(), max_text_bytes=100_000).text == text
 
 
 def test_end_of_stream_markers_parse_and_documents_still_do():

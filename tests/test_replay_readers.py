@@ -269,7 +269,7 @@ def test_a_read_document_is_one_the_detector_accepts(doc_id, text, stream, max_t
             f"field 'stream' is longer than {MAX_STREAM_CHARS} characters",
         ),
         ({"text": "\u00e9" * 51}, "text longer than 100 bytes"),  # 51 characters, 102 bytes
-        ({"source_note": "m" * 64_100}, "exceeds the size limit"),
+        ({"source_note": "m" * 65_000}, "exceeds the size limit"),  # 6 x 100 + 64,000
     ],
     ids=["long-id", "long-stream", "long-text", "huge-message"],
 )
