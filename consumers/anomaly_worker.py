@@ -445,6 +445,9 @@ class AnomalyStreamState:
         offsets = [o for (_, p, o) in received if p == partition]
         return min(offsets) if offsets else None
 
+    def forget_before(self, partition: int, offset: int) -> None:
+        """Nothing to forget: re-sent messages are recognised by their window number."""
+
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state: dict[str, np.ndarray] = {
             "reference": self.reference,

@@ -170,7 +170,7 @@ class DetectorStreamState:
                 )
         elif status == "duplicate":
             # the id is in the dead letter's payload: a reason without it groups in summaries
-            first_partition, first_offset, still_open = self.windows.first_copy(item.id)
+            first_partition, first_offset, still_open = self.windows.first_copy(partition, offset)
             where = "an open window holds it" if still_open else "a closed window had it"
             raise InvalidMessageError(
                 f"duplicate of the document at partition {first_partition}, offset {first_offset} "
@@ -225,6 +225,9 @@ class DetectorStreamState:
         if buffered is not None:
             offsets.append(buffered)
         return min(offsets) if offsets else None
+
+    def forget_before(self, partition: int, offset: int) -> None:
+        self.windows.forget_duplicates_before(partition, offset)
 
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state = {f"windows.{k}": v for k, v in self.windows.get_state().items()}

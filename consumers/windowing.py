@@ -27,10 +27,15 @@ A document id is processed once per stream: a message whose id an open window ho
 stream's last ``dedup_documents`` documents of closed windows (late ones included) had, is a
 *duplicate* (a producer's retry, a corpus replayed twice): neither scored nor learnt again. The
 source offset of each remembered id tells a re-send (another offset) from the same message read
-again after a restart (the same offset), which is not a duplicate.
+again after a restart (the same offset), which is not a duplicate. The verdict on a duplicate is
+remembered by its offset until the worker's stored resume offset passes it
+(:meth:`StreamWindower.forget_duplicates_before`): read again after a crash, it is a duplicate
+again even when its first copy's id is forgotten by then (``dedup_documents = 0``, or pushed out
+by later ids), instead of being learnt in the recomputed window.
 
 The state that must survive a restart (:meth:`StreamWindower.get_state`) is small: the watermark,
-where closed windows end, the count-window position and the remembered ids with their offsets.
+where closed windows end, the count-window position, the remembered ids with their offsets and
+the offsets of the duplicates since the resume offset.
 Buffered documents are not checkpointed: the worker re-reads them from Kafka, starting at
 :meth:`StreamWindower.min_buffered_offset`.
 
@@ -135,6 +140,11 @@ class StreamWindower:
     # the last ``spec.dedup_documents`` ids of closed windows and late documents, with where
     # they were read: id -> (partition, offset)
     _done: OrderedDict[str, tuple[int, int]] = field(default_factory=OrderedDict)
+    # the duplicates read since the resume offset: (partition, offset) -> where their first copy
+    # was read (partition, offset) and whether an open window held it then
+    _duplicates: dict[tuple[int, int], tuple[int, int, bool]] = field(default_factory=dict)
+    # per partition, the largest offset added: below it, a message is read again after a restore
+    _read_up_to: dict[int, int] = field(default_factory=dict)
 
     # -- feeding ---------------------------------------------------------------------------------
     def add(self, item: Buffered, now: float) -> tuple[list[ClosedWindow], str]:
@@ -144,12 +154,20 @@ class StreamWindower:
         learn from it), ``"seen"`` (a count window already consumed it before a restart) or
         ``"duplicate"`` (a message sent twice: an open window holds a document with its id, or a
         remembered closed one had it at another offset, :meth:`first_copy`; it is neither scored
-        nor learnt again).
+        nor learnt again; also a message judged a duplicate before and read again).
         """
         self.last_activity = now
-        done_at = self._done.get(item.doc.id)
-        if done_at is not None and done_at != (item.partition, item.offset):
+        again = item.offset <= self._read_up_to.get(item.partition, -1)
+        self._read_up_to[item.partition] = max(
+            item.offset, self._read_up_to.get(item.partition, -1)
+        )
+        if (item.partition, item.offset) in self._duplicates:
             return [], "duplicate"
+        done_at = self._done.get(item.doc.id)
+        # A remembered copy later on the same partition is a re-send of this message, which is
+        # read again after a restore (it was processed before the re-send, and must be again).
+        if done_at is not None and (done_at[0] != item.partition or done_at[1] < item.offset):
+            return self._duplicate(item, (*done_at, False))
         if self.spec.count is not None:
             if done_at is not None or (
                 item.offset < self.count_next_offset
@@ -157,15 +175,16 @@ class StreamWindower:
             ):  # offsets of another partition say nothing (a stream moved: keys rehashed)
                 return [], "seen"
             if item.doc.id in self._ids:
-                return [], "duplicate"
+                return self._duplicate(item, self._open_copy(item.doc.id))
             self._ids[item.doc.id] = item
             return self._add_count(item), "buffered"
         if item.doc.id in self._ids:
-            return [], "duplicate"
+            return self._duplicate(item, self._open_copy(item.doc.id))
         size = int(self.spec.size_ms or 0)
         seq = item.doc.timestamp_ms // size
         if seq * size < self.closed_until_ms or self._passed(seq):
-            self._remember(item)
+            if not again:  # read again, it is in the restored memory as its first reading left it
+                self._remember(item)
             return [], "late"
         self._ids[item.doc.id] = item
         self._open.setdefault(seq, []).append(item)
@@ -179,14 +198,28 @@ class StreamWindower:
             return []
         return [self._pop_count_window("count")]
 
-    def first_copy(self, doc_id: str) -> tuple[int, int, bool]:
-        """Where the document of id ``doc_id`` (a ``"duplicate"``) was read first: its source
-        partition and offset, and whether an open window still holds it. KeyError for an id not
-        known."""
-        if doc_id in self._ids:
-            first = self._ids[doc_id]
-            return first.partition, first.offset, True
-        return *self._done[doc_id], False
+    def _open_copy(self, doc_id: str) -> tuple[int, int, bool]:
+        first = self._ids[doc_id]
+        return first.partition, first.offset, True
+
+    def _duplicate(
+        self, item: Buffered, first: tuple[int, int, bool]
+    ) -> tuple[list[ClosedWindow], str]:
+        self._duplicates[(item.partition, item.offset)] = first
+        return [], "duplicate"
+
+    def first_copy(self, partition: int, offset: int) -> tuple[int, int, bool]:
+        """Where the first copy of the ``"duplicate"`` read at ``partition``, ``offset`` was read:
+        its source partition and offset, and whether an open window held it when the duplicate
+        came. KeyError for a message not judged a duplicate (or forgotten)."""
+        return self._duplicates[(partition, offset)]
+
+    def forget_duplicates_before(self, partition: int, offset: int) -> None:
+        """The worker's stored resume offset of ``partition`` passed ``offset``: the duplicates
+        before it are never read again, so their verdicts can go."""
+        gone = [key for key in self._duplicates if key[0] == partition and key[1] < offset]
+        for key in gone:
+            del self._duplicates[key]
 
     def _remember(self, item: Buffered) -> None:
         """Remember a processed document's id, forgetting the oldest beyond the bound."""
@@ -308,6 +341,15 @@ class StreamWindower:
             "done_offsets": np.fromiter(
                 (o for _, o in self._done.values()), np.int64, len(encoded)
             ),
+            "read_up_to": np.array(sorted(self._read_up_to.items()), dtype=np.int64).reshape(-1, 2),
+            # one row per duplicate: partition, offset, first copy's partition and offset, open
+            "duplicates": np.array(
+                [
+                    (*key, p, o, int(still_open))
+                    for key, (p, o, still_open) in self._duplicates.items()
+                ],
+                dtype=np.int64,
+            ).reshape(-1, 5),
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamWindower:
@@ -323,6 +365,16 @@ class StreamWindower:
         self._open.clear()
         self._ids.clear()
         self._done.clear()
+        self._read_up_to = {
+            p: o
+            for p, o in np.asarray(state.get("read_up_to", np.zeros((0, 2), np.int64))).tolist()
+        }
+        self._duplicates = {
+            (p, o): (fp, fo, bool(still_open))
+            for p, o, fp, fo, still_open in np.asarray(
+                state.get("duplicates", np.zeros((0, 5), np.int64))
+            ).tolist()
+        }
         if "done_ids_utf8" in state:
             raw = np.asarray(state["done_ids_utf8"], dtype=np.uint8).tobytes()
             lengths = np.asarray(state["done_id_bytes"], dtype=np.int64)

@@ -138,6 +138,12 @@ class StreamState(Protocol):
 
     def min_buffered_offset(self, partition: int) -> int | None: ...
 
+    def forget_before(self, partition: int, offset: int) -> None:
+        """The stored resume offset of ``partition`` is ``offset``: its messages before it are
+        never read again, so what the state keeps to judge them the same way on a re-read (the
+        verdicts on duplicates) can go."""
+        ...
+
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
 
 
@@ -663,6 +669,10 @@ class WorkerLoop:
             # (not even by the revocation when the consumer closes); a restart replays.
             self._consistent = False
             raise
+        for stream, state in self._states.items():
+            p = self._stream_partition[stream]
+            if p in job.offsets:
+                state.forget_before(p, job.offsets[p])
         latencies = [committed - out.closed_at for out in job.outputs if out.is_window]
         self.window_latencies.extend(latencies)
         for out in job.outputs:
