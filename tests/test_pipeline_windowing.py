@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -369,3 +370,71 @@ def test_a_late_document_read_again_leaves_the_remembered_ids_as_the_checkpoint_
     ]
     assert again == ["late", "late", "late", "late", "buffered"]
     assert restored.get_state()["done_offsets"].tolist() == state["done_offsets"].tolist()
+
+
+def _random_stream(rng: random.Random) -> list[Document | None]:
+    """Documents with jittered event times, re-sends of earlier ids and end-of-stream markers
+    (``None``), as one partition delivers them."""
+    out: list[Document | None] = []
+    ids: list[str] = []
+    t = 0
+    for offset in range(rng.randint(5, 40)):
+        if rng.random() < 0.05:
+            out.append(None)
+            continue
+        doc_id = rng.choice(ids) if ids and rng.random() < 0.2 else f"d{offset}"
+        ids.append(doc_id)
+        t = max(0, t + rng.randint(-300, 400))
+        out.append(Document(doc_id, "t", t))
+    return out
+
+
+def _feed(w: StreamWindower, stream: list[Document | None], start: int) -> list[tuple]:
+    """Feed ``stream`` from offset ``start``; per offset: the status and the windows closed,
+    with a checkpoint (state, resume offset) wherever a window closed or a document was late."""
+    steps = []
+    for offset in range(start, len(stream)):
+        doc = stream[offset]
+        if doc is None:
+            closed, status = w.close_all("end_of_stream"), "end"
+        else:
+            closed, status = w.add(Buffered(doc, 0, offset), now=0.0)
+        windows = [(c.seq, tuple(b.offset for b in c.items)) for c in closed]
+        checkpoint = None
+        if closed or status == "late":
+            resume = w.min_buffered_offset(0)
+            checkpoint = (w.get_state(), offset + 1 if resume is None else resume)
+        steps.append((offset, status, windows, checkpoint))
+    return steps
+
+
+@pytest.mark.parametrize("seed", range(0, 400, 50))
+def test_a_restore_after_any_window_replays_like_the_uninterrupted_run(seed: int):
+    """Crash/restore fuzz: from every checkpoint, re-reading from its resume offset gives the
+    windows of the uninterrupted run after it, and every message after it the same verdict;
+    those read again before it may only turn late or seen (their window already closed)."""
+    for s in range(seed, seed + 50):
+        rng = random.Random(s)
+        spec = (
+            WindowSpec(
+                size_ms=rng.choice([100, 250, 500]),
+                allowed_lateness_ms=rng.choice([0, 100, 400]),
+                dedup_documents=rng.choice([0, 1, 2, 3, 100]),
+            )
+            if rng.random() < 0.5
+            else WindowSpec(
+                size_ms=None, count=rng.randint(1, 4), dedup_documents=rng.choice([0, 1, 3, 100])
+            )
+        )
+        stream = _random_stream(rng)
+        original = _feed(StreamWindower("s", spec), stream, 0)
+        for at, _, _, checkpoint in original:
+            if checkpoint is None:
+                continue
+            state, resume = checkpoint
+            replay = _feed(StreamWindower("s", spec).set_state(state), stream, resume)
+            after = [(o, st, win) for o, st, win, _ in original if o > at]
+            assert [(o, st, win) for o, st, win, _ in replay if o > at] == after, (s, at)
+            for (o, first, _, _), (_, again, _, _) in zip(original[resume:], replay, strict=False):
+                if o <= at:
+                    assert again == first or (first == "buffered" and again in ("late", "seen"))
