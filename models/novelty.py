@@ -626,6 +626,17 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
             return res.objective + res.screening_margin
         return res.objective
 
+    def unsupported_margin(self) -> float:
+        """The screening margin (:func:`l1_sparse_code`) of a document on none of whose terms
+        any atom has mass, such as one of words the vocabulary does not hold: ``min_j (w
+        ||a_j||_1 + lam)``; 0 without atoms or without ``score_margin``."""
+        check_is_fitted(self, "oiadmm_")
+        A = self.components_
+        if not self.score_margin or A.shape[1] == 0:
+            return 0.0
+        colnorm = np.asarray(A.sum(axis=0, dtype=np.float64)).ravel()
+        return max(float((self.over_weight * colnorm + self.lam).min()), 0.0)
+
     def flag_novel(
         self, scores: np.ndarray, eligible: np.ndarray | None = None
     ) -> tuple[np.ndarray, float]:
@@ -797,7 +808,13 @@ class Detector:
         else:
             P, oov = self.features.transform(texts, return_oov=True)
         res = self.model.code(P.T)
-        scores = self.model.novelty_scores(res) + oov
+        # A document of out-of-vocabulary words only has no column to code, hence no margin:
+        # it scored 1 below a document of known words no atom covers (1 + its margin), and a
+        # late one (scored before its words join the vocabulary) below the same text in a window.
+        unsupported = (oov > 0) & (np.diff(sp.csc_matrix(P).indptr) == 0)  # P: terms x docs
+        scores = (
+            self.model.novelty_scores(res) + oov + unsupported * self.model.unsupported_margin()
+        )
         return WindowResult(
             scores=scores,
             reconstruction_errors=res.reconstruction_error + oov,

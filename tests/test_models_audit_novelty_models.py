@@ -123,7 +123,9 @@ def test_growth_seeds_no_atom_from_a_document_without_a_term() -> None:
     )
     d.process_window(_topic_texts(rng, range(3), 20))
     r = d.process_window([*_topic_texts(rng, range(3, 5), 10), "zyxwv qwerty plugh xyzzy"])
-    assert r.scores[-1] == pytest.approx(1.0) and r.features[:, -1].nnz == 0
+    margin = d.model.unsupported_margin()  # ranked with the unexplained documents (> 1)
+    assert r.scores[-1] == pytest.approx(1.0 + margin) and r.features[:, -1].nnz == 0
+    assert margin > 0
     A = _dense(d.model.components_)
     assert A.shape[1] > 10  # the new topics seeded atoms
     assert (A.sum(axis=0) > 0).all()
@@ -238,3 +240,19 @@ def test_a_window_without_eligible_documents_reports_the_threshold_late_document
     late = d.score(_topic_texts(rng, range(5, 7), 5))
     assert late.threshold == last
     np.testing.assert_array_equal(late.novel, late.scores > last)
+
+
+def test_a_document_of_unknown_words_ranks_with_the_unexplained_ones_late_or_not() -> None:
+    """Words out of the vocabulary leave a document no column to code, hence no screening
+    margin: scored late (before its words join the vocabulary) it got 1, below any document no
+    atom explains (1 + margin), and below the same text in a window, whose new words join the
+    vocabulary first."""
+    rng = np.random.default_rng(1)
+    d = Detector(model=OnlineL1NoveltyDetector(n_components=12, lam=0.05), warmup_docs=60)
+    d.process_window(_topic_texts(rng, range(3), 20))
+    d.process_window(_topic_texts(rng, range(3), 20))
+    late = d.score(["zzzqqq xxyyzz"])
+    margin = d.model.unsupported_margin()
+    assert margin > 0 and late.scores[0] == pytest.approx(1.0 + margin, rel=1e-9)
+    window = d.process_window(["zzzqqq xxyyzz", *_topic_texts(rng, range(3), 19)])
+    assert window.scores[0] == pytest.approx(late.scores[0], rel=1e-6)
