@@ -36,6 +36,8 @@ MAX_TOPIC_CHARS = 249
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 # the longest suffix the workers append to the prefix (``<prefix>.scores``)
 _LONGEST_TOPIC_SUFFIX = ".scores"
+# "<group_id>.detector" (the longest group suffix) fits the stores' VARCHAR(200) group column
+_MAX_GROUP_ID_CHARS = 200 - len(".detector")
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -329,7 +331,12 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     # empty: "cannot reach Kafka at :" half a minute later; a group "" re-read every topic from
     # the start under the group ".detector" and published every window again
     ("kafka", "bootstrap_servers"): (lambda v: bool(v.strip()), "a non-empty host:port list"),
-    ("kafka", "group_id"): (lambda v: bool(v.strip()), "non-empty"),
+    # the stores' checkpoints and offsets key rows by "<group_id>.detector" in VARCHAR(200):
+    # longer passed on SQLite and failed the first checkpoint on PostgreSQL
+    ("kafka", "group_id"): (
+        lambda v: bool(v.strip()) and len(v) <= _MAX_GROUP_ID_CHARS,
+        f"non-empty, at most {_MAX_GROUP_ID_CHARS} characters",
+    ),
     ("kafka", "topic_prefix"): (
         lambda v: topic_name_problem(v + _LONGEST_TOPIC_SUFFIX) is None,
         "ASCII letters, digits, '.', '_' and '-', at most "

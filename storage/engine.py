@@ -71,8 +71,15 @@ def _sqlite_events(engine: sa.Engine) -> None:
 def parse_url(url: str | sa.engine.URL) -> sa.engine.URL:
     """``url`` parsed, with a password that holds an unencoded ``@`` kept whole: the host follows
     the last ``@``, as in :func:`urllib.parse.urlsplit` (SQLAlchemy alone made ``u:se@cret@db``
-    password ``se`` of host ``cret@db``, which showed half the password in error messages)."""
-    parsed = sa.engine.make_url(url)
+    password ``se`` of host ``cret@db``, which showed half the password in error messages).
+    A URL that does not parse is a :class:`SparsewatchError` that does not repeat it (it may
+    hold a password that cannot be masked), not SQLAlchemy's ``ArgumentError`` or ``ValueError``
+    (a port that is not a number)."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SparsewatchError(f"invalid database URL: {reason}") from None
     if parsed.password is not None and parsed.host and "@" in parsed.host:
         rest, host = parsed.host.rsplit("@", 1)
         parsed = parsed.set(password=f"{parsed.password}@{rest}", host=host)
@@ -153,7 +160,7 @@ def sqlite_url(path: str | Path) -> str:
 def is_in_memory_sqlite(url: str | sa.engine.URL) -> bool:
     """Whether ``url`` is an in-memory SQLite database (one connection's, invisible to others),
     also written as a URI: ``file::memory:?uri=true`` or ``file:name?mode=memory&uri=true``."""
-    parsed = sa.engine.make_url(url)
+    parsed = parse_url(url)
     if parsed.get_backend_name() != "sqlite":
         return False
     database = parsed.database or ""
@@ -173,5 +180,5 @@ def mask_url(url: str) -> str:
     """``url`` with its password hidden, for messages."""
     try:
         return parse_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
+    except SparsewatchError:
         return "<invalid database URL>"

@@ -221,7 +221,10 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
         ("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "", "a non-empty host:port list"),
         ("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "  ", "a non-empty host:port list"),
-        ("SPARSEWATCH_KAFKA_GROUP_ID", "", "non-empty"),
+        ("SPARSEWATCH_KAFKA_GROUP_ID", "", "non-empty, at most 191 characters"),
+        # "<group>.detector" keys checkpoints in VARCHAR(200): PostgreSQL refused the first one
+        ("SPARSEWATCH_KAFKA_GROUP_ID", "g" * 192, "non-empty, at most 191 characters"),
+        ("SPARSEWATCH_ANOMALY_REFIT_DRIFT_P", "1.0", "in [0, 1)"),
         ("SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S", "0.001", ">= 0.1"),
         ("SPARSEWATCH_WINDOWS_SIZE", "banana", _SIZE),
         ("SPARSEWATCH_WINDOWS_SIZE", "0s", _SIZE),

@@ -474,6 +474,13 @@ def test_queries_create_no_database(command, database_url, monkeypatch, capsys, 
         (("run", "detector", "--until-idle", "nan"), "'--until-idle'"),
         (("kafka", "up", "--timeout", "nan"), "'--timeout'"),
         (("topics", "--database-url", "nosuchdb://x"), "unsupported database nosuchdb://x: "),
+        # SQLAlchemy's ValueError / ArgumentError, not "cannot open database"; the URL is not
+        # repeated (its password could not be masked)
+        (
+            ("alerts", "--database-url", "postgresql+psycopg://u:secret@h:abc/db"),
+            "invalid database URL: invalid literal for int()",
+        ),
+        (("db", "upgrade", "--database-url", "notaurl"), "invalid database URL: Could not parse"),
         # an in-memory database is new and empty at every open: set up or read, it holds nothing
         (
             ("db", "upgrade", "--database-url", "sqlite:///:memory:"),
