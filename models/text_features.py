@@ -244,7 +244,8 @@ class StreamingTfidf(BaseEstimator):
 
     Parameters
     ----------
-    max_features : vocabulary cap; beyond it the rarest, stalest terms are evicted.
+    max_features : vocabulary cap; beyond it the rarest, stalest terms are evicted. ``None``: no
+        cap, as in scikit-learn's vectorisers (the vocabulary then grows with the stream).
     df_half_life : half-life (> 0), in documents, of the document frequencies (``None``: no
         decay).
     min_df_new : a new term enters the vocabulary only when it appears in at least this many
@@ -292,7 +293,7 @@ class StreamingTfidf(BaseEstimator):
 
     def __init__(
         self,
-        max_features: int = 20000,
+        max_features: int | None = 20000,
         df_half_life: float | None = 20000.0,
         min_df_new: int = 1,
         max_terms_per_doc: int | None = None,
@@ -438,7 +439,7 @@ class StreamingTfidf(BaseEstimator):
         last[m_old:] = self.n_docs_ + n
         new_terms = [tokens.terms[i] for i in new.tolist()]
         keep = np.arange(df.size)
-        if df.size > self.max_features:
+        if self.max_features is not None and df.size > self.max_features:
             order = np.lexsort((last, df))  # ascending: rarest first, then stalest
             keep = np.sort(order[df.size - self.max_features :])
         kept_old = keep[keep < m_old]

@@ -229,3 +229,11 @@ def test_a_window_of_tweets_is_weighted_without_a_string_per_token() -> None:
     finally:
         tracemalloc.stop()
     assert peak / len(window) < 1200
+
+
+def test_no_vocabulary_cap_keeps_every_term() -> None:
+    """``max_features=None`` (scikit-learn's spelling of "no cap") raised TypeError."""
+    texts = [f"story{i} common words" for i in range(50)]
+    capped = StreamingTfidf(max_features=10).partial_fit(texts)
+    uncapped = StreamingTfidf(max_features=None).partial_fit(texts)
+    assert capped.n_features_ == 10 and uncapped.n_features_ == 52  # 50 stories + 2 shared
