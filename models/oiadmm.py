@@ -392,6 +392,16 @@ class OIADMM(BaseEstimator):
                 "with one before 'partial_fit'."
             )
         m, n = P.shape
+        if m < self.components_.shape[0]:
+            raise ValueError(
+                f"P has {m} rows (terms) but the dictionary has {self.components_.shape[0]}: "
+                "a window is over the dictionary's terms (after a vocabulary change that drops "
+                "terms, apply it to the model with remap_rows first)"
+            )
+        if X.shape != (self.components_.shape[1], n):
+            raise ValueError(
+                f"X must be (atoms, documents) = {(self.components_.shape[1], n)}, got {X.shape}"
+            )
         if self.components_.shape[0] < m:  # vocabulary grew without an explicit remap
             self.remap_rows(np.arange(self.components_.shape[0]), m - self.components_.shape[0])
         if n == 0:  # an empty window: no step, and the dual stays as the last window left it

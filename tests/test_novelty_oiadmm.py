@@ -262,3 +262,17 @@ def test_batch_update_keeps_the_layout() -> None:
     sparse = l1_dictionary_update(P, X, sp.csc_matrix(A0), n_iter=10)
     assert sp.issparse(sparse) and isinstance(dense, np.ndarray)
     np.testing.assert_allclose(sparse.toarray(), dense, atol=1e-12)
+
+
+def test_a_window_over_fewer_terms_or_other_codes_is_a_clear_error() -> None:
+    """A window over fewer terms than the dictionary failed deep in the step with numpy's
+    "inconsistent shapes"; codes of the wrong shape likewise."""
+    rng = np.random.default_rng(0)
+    A = project_l1_ball_nonneg(rng.random((40, 5)))
+    P, X = sp.random(40, 12, density=0.3, random_state=0), rng.random((5, 12))
+    with pytest.raises(ValueError, match=r"P has 30 rows .* the dictionary has 40"):
+        OIADMM().initialize(A).partial_fit(P.tocsr()[:30], X)
+    with pytest.raises(ValueError, match=r"X must be \(atoms, documents\) = \(5, 12\)"):
+        OIADMM().initialize(A).partial_fit(P, X[:4])
+    grown = OIADMM().initialize(A).partial_fit(sp.vstack([P, sp.random(3, 12)]), X)
+    assert grown.components_.shape == (43, 5)  # more terms: the vocabulary grew, rows appended
