@@ -34,8 +34,8 @@ again even when its first copy's id is forgotten by then (``dedup_documents = 0`
 by later ids), instead of being learnt in the recomputed window.
 
 The state that must survive a restart (:meth:`StreamWindower.get_state`) is small: the watermark,
-where closed windows end, the count-window position, the remembered ids with their offsets and
-the offsets of the duplicates since the resume offset.
+where closed windows end, the count-window position, the remembered ids with their offsets, the
+offsets of the duplicates since the resume offset and the largest offset read per partition.
 Buffered documents are not checkpointed: the worker re-reads them from Kafka, starting at
 :meth:`StreamWindower.min_buffered_offset`.
 
