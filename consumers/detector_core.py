@@ -271,6 +271,23 @@ def _document_rows(
     )
 
 
+def novel_alerts(docs: DocumentColumns) -> list[dict[str, Any]]:
+    """A ``novel_document`` alert per document of ``docs`` flagged novel, late ones included
+    (window ``window_seq`` of the row: a late document's own window by its event time)."""
+    return [
+        {
+            "kind": "novel_document",
+            "stream": docs.stream[i],
+            "subject_id": docs.doc_id[i],
+            "score": _finite(docs.novelty_score[i]),
+            "window_seq": int(docs.window_seq[i]),
+            "event_time": docs.event_time[i],
+            "summary": _summary(docs.text[i]),
+        }
+        for i in np.flatnonzero(docs.novel).tolist()
+    ]
+
+
 def _nan_unless_finite(values: np.ndarray) -> np.ndarray:
     """``values`` as float64, NaN (stored as NULL) where they are not finite."""
     out = np.asarray(values, dtype=np.float64)
@@ -539,19 +556,7 @@ def process_window(
     docs = _document_rows(
         window.stream, window.seq, window.items, result, dominant, emerging, late=False
     )
-    for i in np.flatnonzero(result.novel).tolist():
-        doc = window.items[i].doc
-        alerts.append(
-            {
-                "kind": "novel_document",
-                "stream": window.stream,
-                "subject_id": doc.id,
-                "score": _finite(result.scores[i]),
-                "window_seq": window.seq,
-                "event_time": docs.event_time[i],
-                "summary": _summary(doc.text),
-            }
-        )
+    alerts += novel_alerts(docs)
     models.windows_done += 1
     snapshot = None
     if models.detector.fitted and models.windows_done % max(config.snapshot_every, 1) == 0:

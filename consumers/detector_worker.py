@@ -15,6 +15,7 @@ import numpy as np
 from sparsewatch.consumers.detector_core import (
     WindowComputation,
     build_models,
+    novel_alerts,
     process_window,
     score_late,
 )
@@ -215,7 +216,11 @@ class DetectorStreamState:
             return []
         rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
         self._late = []
-        return [Output([("insert_documents", (rows,))], is_window=False, late=len(rows))]
+        calls: list[StoreCall] = [("insert_documents", (rows,))]
+        alerts = novel_alerts(rows)
+        if alerts:
+            calls.append(("insert_alerts", (alerts,)))
+        return [Output(calls, is_window=False, late=len(rows))]
 
     def min_buffered_offset(self, partition: int) -> int | None:
         """Open windows' documents and late documents not yet handed over: a restart re-reads

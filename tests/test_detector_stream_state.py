@@ -173,3 +173,39 @@ def test_an_idle_stream_whose_window_ends_after_the_wall_clock_waits_and_says_so
     # Once the wall clock has passed the window's end, the idle stream's window closes.
     [window] = state.close_idle(silent_until=300.0, wall_ms=docs[0].timestamp_ms + HOUR_MS)
     assert window.n_documents == 100 and window.is_window
+
+
+def test_a_late_novel_document_raises_a_novel_document_alert_in_its_own_window():
+    """A late document the current dictionary cannot explain (words of no earlier document) is
+    flagged novel like a window's: its row and its alert go out together, in the window its
+    event time belongs to; a late document that is not novel raises none."""
+    docs, _, closer = _stream()
+    t0 = docs[0].timestamp_ms
+    novel_text = "zyxqv wobblefrotz quernic plimsolute varnothex glimmerrat snorvax"
+    late_novel = parse_document(
+        json.dumps({"id": "late-novel", "text": novel_text, "timestamp": t0 + 7}).encode()
+    )
+    late_known = parse_document(
+        json.dumps({"id": "late-known", "text": docs[3].text, "timestamp": t0 + 8}).encode()
+    )
+    state = DetectorStreamState("s", _config(), None)
+    outputs = []
+    for offset, doc in enumerate(docs):
+        outputs += state.add(doc, 0, offset, now=0.0)
+    outputs += state.add(late_novel, 1, 0, now=0.0)
+    outputs += state.add(late_known, 1, 1, now=0.0)
+    outputs += state.add(closer[0], 0, len(docs), now=0.0)
+    late_outputs = [o for o in outputs if o.late]
+    assert len(late_outputs) == 1
+    (out,) = late_outputs
+    calls = dict(out.calls)
+    (rows,) = calls["insert_documents"]
+    flags = dict(zip(rows.doc_id, rows.novel.tolist(), strict=True))
+    assert flags == {"late-novel": True, "late-known": False}
+    (alerts,) = calls["insert_alerts"]
+    assert [a["subject_id"] for a in alerts] == ["late-novel"]
+    (alert,) = alerts
+    assert alert["kind"] == "novel_document" and alert["stream"] == "s"
+    assert alert["window_seq"] == t0 // HOUR_MS  # the late document's own window
+    assert alert["event_time"] == late_novel.event_time
+    assert alert["score"] == float(rows.novelty_score[0]) > 0
