@@ -488,10 +488,16 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         return Hem / Hem.sum(axis=1, keepdims=True)
 
     def _prune(self) -> None:
+        """Drop the evolving topics of least weight in the window beyond ``max_topics``.
+
+        A topic's weight counts each window document for the documents it stands for
+        (``doc_weights_``, as in the volumes ``S w``): unweighted, a sampled time point's
+        story counted as its sample only, and a topic of a few old documents outlived it."""
         excess = self.topic_ids_.size - self.max_topics
         if excess <= 0:
             return
-        mass = self.weights_.sum(axis=0) + np.where(self.topic_kinds_ == EMERGING, np.inf, 0.0)
+        mass = self.doc_weights_ @ self.weights_
+        mass = mass + np.where(self.topic_kinds_ == EMERGING, np.inf, 0.0)
         keep = np.sort(np.argsort(mass, kind="stable")[excess:])
         for name in ("topic_ids_", "topic_kinds_", "topic_births_"):
             setattr(self, name, getattr(self, name)[keep])

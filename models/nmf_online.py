@@ -388,6 +388,23 @@ class ORNMF(TransformerMixin, BaseEstimator):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.h_max is not None and not self.h_max > 0:  # <= 0 gave negative coefficients
             raise ValueError(f"h_max must be None or > 0, got {self.h_max!r}")
+        self._check_basis_bounds()
+
+    def _check_basis_bounds(self) -> None:
+        """``ValueError`` for box bounds on the bases (Section III) outside the feasible set's
+        definition: a ``w_min`` that is not ``None`` or a number in ``[0, 1]`` (a negative one
+        made the box projection return negative bases, NaN gave NaN bases), ``w_min <= 0``
+        under Itakura-Saito (the majorised objective ``Q / W`` needs ``W > 0``), a ``w_max``
+        that is not a number ``> 0`` (NaN gave NaN bases) or below ``w_min``."""
+        w_min = self.w_min
+        if w_min is not None and (not isinstance(w_min, numbers.Real) or not 0 <= w_min <= 1):
+            raise ValueError(f"w_min must be None or a finite number in [0, 1], got {w_min!r}")
+        if self.beta_loss == _IS and not self._w_min() > 0:
+            raise ValueError(f"w_min must be > 0 for Itakura-Saito, got {w_min!r}")
+        if not isinstance(self.w_max, numbers.Real) or not self.w_max > 0:
+            raise ValueError(f"w_max must be a number > 0, got {self.w_max!r}")
+        if self.w_max < self._w_min():
+            raise ValueError(f"w_max = {self.w_max!r} is below w_min = {self._w_min()!r}")
 
     def _w_min(self) -> float:
         if self.w_min is not None:
@@ -405,7 +422,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
 
     def _check_init(self, n_features: int) -> None:
         """``ValueError`` for an unknown ``init`` or an array not ``n_features x n_components``
-        (it was taken as is: the first step failed in numpy with the bases already set)."""
+        (it was taken as is: the first step failed in numpy with the bases already set) or
+        with NaN or infinite entries (the bases were NaN from then on)."""
         if isinstance(self.init, np.ndarray):
             shape = (n_features, self.n_components)
             if self.init.shape != shape:
@@ -413,16 +431,24 @@ class ORNMF(TransformerMixin, BaseEstimator):
                     f"init has shape {self.init.shape}, expected (n_features, n_components) = "
                     f"{shape}"
                 )
+            if not np.all(np.isfinite(self.init)):  # NaN bases for good
+                raise ValueError("init must be finite: it has NaN or infinite entries")
         elif self.init not in ("data", "random"):
             raise ValueError(f"unknown init {self.init!r}")
 
     def _check_box(self, n_features: int) -> None:
         """``ValueError`` when no basis over ``n_features`` terms can give each at least
-        ``w_min`` (the projection said only "empty set" once a vocabulary grew that far)."""
+        ``w_min`` (the projection said only "empty set" once a vocabulary grew that far), or at
+        most ``w_max`` (the same "empty set", from the first step on)."""
         if self._w_min() * n_features > 1.0:
             raise ValueError(
                 f"w_min = {self._w_min():g} for {n_features} terms: the bases sum to 1, so w_min "
                 f"must be at most 1 / n_features = {1.0 / n_features:.3g}"
+            )
+        if self.w_max * n_features < 1.0:
+            raise ValueError(
+                f"w_max = {self.w_max:g} for {n_features} terms: the bases sum to 1, so w_max "
+                f"must be at least 1 / n_features = {1.0 / n_features:.3g}"
             )
 
     def _initialise(self, X: np.ndarray | sp.csr_matrix) -> None:
@@ -483,7 +509,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
         return H
 
     def _codes_is(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
-        """Multiplicative updates for ``h`` under Itakura-Saito (Fevotte et al. 2009), W fixed."""
+        """Multiplicative updates for ``h`` under Itakura-Saito (Fevotte et al. 2009), W fixed.
+
+        No samples, no coefficients (the start ``mean(X)`` warned "Mean of empty slice")."""
+        if X.shape[0] == 0:
+            return np.zeros((0, W.shape[1]))
         H = np.full((X.shape[0], W.shape[1]), X.mean() / max(W.sum(axis=0).mean(), 1e-300))
         hi = np.inf if self.h_max is None else self.h_max
         for _ in range(self.is_inner_iter):

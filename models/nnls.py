@@ -11,7 +11,9 @@ chunk is solved at once:
 
 * :func:`nnls_bpp`: block principal pivoting (Kim and Park, SIAM J. Sci. Comput. 2011, Alg. 2,
   full exchange with the backup rule), exact, the passive-set systems of all columns solved in
-  a few batched calls (one per passive-set size); no upper bound.
+  a few batched calls (one per passive-set size); no upper bound. Columns whose exchanges do
+  not settle (rounding on a nearly singular ``G``) are finished by Lawson and Hanson's
+  active-set method.
 * :func:`nnls_pgd`: accelerated projected gradient (FISTA with restart) with optional upper
   bounds (the box constraint of Section III of the OR-NMF paper).
 """
@@ -19,6 +21,8 @@ chunk is solved at once:
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import solve_triangular
+from scipy.optimize import nnls
 
 __all__ = ["nnls_bpp", "nnls_pgd", "solve_nnls"]
 
@@ -76,7 +80,26 @@ def _nnls_bpp_block(G: np.ndarray, C: np.ndarray, max_iter: int | None) -> np.nd
         X[:, cols], Y[:, cols] = _solve_passive(G, C[:, cols], passive[:, cols])
         infeasible = ((X < 0) & passive) | ((Y < 0) & ~passive)
         n_inf = infeasible.sum(axis=0)
+    unsettled = np.flatnonzero(n_inf > 0)
+    if unsettled.size:  # clipping such an iterate gave objectives worse than X = 0
+        X[:, unsettled] = _nnls_active_set(G, C[:, unsettled])
     return np.maximum(X, 0.0)
+
+
+def _nnls_active_set(G: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Exact solution of the columns block principal pivoting left unsettled.
+
+    Kim and Park's finite termination assumes exact arithmetic; on a nearly singular ``G``
+    (more topics than terms with two equal topics: ``W^T W`` singular up to the ridge
+    :func:`solve_nnls` adds) rounding makes the exchanges cycle for ever. With the Cholesky
+    factor ``G = L L^T`` the problem is ``min_{x >= 0} 1/2 ||L^T x - L^{-1} c||^2`` (the same
+    objective up to a constant), solved by Lawson and Hanson's active-set method
+    (:func:`scipy.optimize.nnls`), which adds one variable at a time and terminates.
+    """
+    L = np.linalg.cholesky(G)
+    B = solve_triangular(L, C, lower=True)
+    r = G.shape[0]
+    return np.column_stack([nnls(L.T, b, maxiter=50 * r + 100)[0] for b in B.T])
 
 
 def _solve_passive(
