@@ -64,6 +64,11 @@ _EXTENSIONS: dict[str, InputFormat] = {
     ".sgml": "reuters",
 }
 _RAW_CHARS = 2000  # raw text kept per rejected record in the error file
+# The producer's message limit (librdkafka's ``message.max.bytes``, 1,000,000 by default), which it
+# checks on the key, the value and a record's 36 bytes of framing: a larger document message is
+# refused when handed over (the ingest bridge stopped there, at every restart again).
+MAX_MESSAGE_BYTES = 1_000_000
+_RECORD_OVERHEAD_BYTES = 36
 DEFAULT_MAX_TEXT_BYTES = Config.max_text_bytes  # the detector's text limit unless configured
 
 
@@ -663,12 +668,14 @@ def _unused(fields: dict[str, Any], used: set[str]) -> dict[str, Any]:
 
 
 def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
-    """A RecordError for a document the detector would dead-letter: a string it refuses (a NUL
-    character or an unpaired surrogate, which a JSON escape such as ``"\\ud800"`` can make), an id
-    or stream over its length limits or a blank stream, more than ``max_text_bytes`` of text, a
-    ``meta`` without a UTF-8 JSON form, or a message too large. The size limit is the detector's
-    parser's to apply: it only concerns messages over ``max_text_bytes`` (a message that long
-    must pass it, or no text of ``max_text_bytes`` would), so only those pay for the parse."""
+    """A RecordError for a document the detector would dead-letter or the producer refuse: a
+    string the detector refuses (a NUL character or an unpaired surrogate, which a JSON escape
+    such as ``"\\ud800"`` can make), an id or stream over its length limits or a blank stream,
+    more than ``max_text_bytes`` of text, a ``meta`` without a UTF-8 JSON form, or a message too
+    large for the detector or for the producer (:data:`MAX_MESSAGE_BYTES`, with its key and
+    framing). The detector's size limit is its parser's to apply: it only concerns messages over
+    ``max_text_bytes`` (a message that long must pass it, or no text of ``max_text_bytes``
+    would), so only those pay for the parse."""
     try:
         for key in ("id", "text", "stream"):
             storable_string(document[key], key)
@@ -696,6 +703,12 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
             parse_document(payload, max_text_bytes)
         except InvalidMessageError as exc:
             raise RecordError(exc.reason) from None
+    size = len(payload) + len(document["stream"].encode("utf-8")) + _RECORD_OVERHEAD_BYTES
+    if size > MAX_MESSAGE_BYTES:  # possible when max_text_bytes is configured above ~150 kB
+        raise RecordError(
+            f"message of {size} bytes exceeds the Kafka producer's limit of {MAX_MESSAGE_BYTES} "
+            "bytes (message.max.bytes)"
+        )
 
 
 class ErrorFile:

@@ -37,6 +37,18 @@ from sparsewatch.runner import open_results_store
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.store import Store
 
+# The most messages the Kafka client hands over in one call (confluent-kafka's ``consume``
+# refuses more with a ValueError, which stopped the bridge as an unexpected error).
+MAX_BATCH_SIZE = 1_000_000
+
+
+def _group_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--group``: a consumer group id the Kafka client accepts; a usage error for a blank one
+    (the client takes it for no group at all and aborted the process, status 134)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("a consumer group id cannot be blank")
+    return value
+
 
 @click.command()
 @click.option(
@@ -58,6 +70,7 @@ from sparsewatch.storage.store import Store
 @click.option(
     "--group",
     default=None,
+    callback=_group_id,
     help="Consumer group of the bridge (default: <group_id>.ingest); it resumes where the "
     "group's committed offsets say.",
 )
@@ -77,7 +90,7 @@ from sparsewatch.storage.store import Store
 )
 @click.option(
     "--batch-size",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_BATCH_SIZE),
     default=1000,
     show_default=True,
     help="Most records per transaction: larger batches spread its commit over more records.",

@@ -36,7 +36,20 @@ def _broker(ctx: click.Context, port: int | None, run_dir: str | None) -> LocalK
     if port is None:
         port = _first_port(config.kafka.bootstrap_servers)
     folder = Path(run_dir) if run_dir else config.data_path() / "kafka"
+    _refuse_a_file_on_the_way(folder, "--run-dir" if run_dir else "data_dir")
     return LocalKafka(folder.resolve(), port=port)
+
+
+def _refuse_a_file_on_the_way(folder: Path, what: str) -> None:
+    """A one-line error when ``folder``, or the first of its parents that exists, is not a
+    folder (a file there stopped ``kafka status`` and ``down`` with NotADirectoryError)."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SparsewatchError(
+            f"the broker's run folder {folder} ({what}) cannot be made: {existing} is not a folder"
+        )
 
 
 _port = click.option(

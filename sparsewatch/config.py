@@ -243,6 +243,11 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
             raise SparsewatchError(
                 f"'{where}{key}' ({_env_name(where + key)}) must be a finite number, got {value!r}"
             )
+        if typ is str and "\x00" in value:  # TOML's "\u0000"; no path, URL or name holds one
+            raise SparsewatchError(
+                f"'{where}{key}' ({_env_name(where + key)}) must not contain a NUL character, got "
+                f"{value!r}"
+            )
         setattr(obj, key, value)
 
 
@@ -310,6 +315,8 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
 # (section, option) -> (predicate, what the value must be); checked once the file and the
 # environment are applied, so a worker never starts with a value its models would reject later.
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+# the largest heap_free_limit_mb (8 EiB, 2**63 bytes): beyond any memory, and its bytes an integer
+_MAX_HEAP_FREE_LIMIT_MB = 2**43
 
 
 def _duration_ms(text: str) -> int | None:
@@ -323,8 +330,18 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "log_level"): (lambda v: v.upper() in _LOG_LEVELS, f"one of {', '.join(_LOG_LEVELS)}"),
     ("", "metrics_port"): (lambda v: 0 <= v <= 65535, "in 0..65535"),
     ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
-    ("", "blas_threads"): (lambda v: v >= 0, ">= 0 (0: the library's default)"),
+    # a C int: a larger count was refused by the BLAS library's ctypes call, naming no option
+    ("", "blas_threads"): (
+        lambda v: 0 <= v < 2**31,
+        "in 0..2147483647 (0: the library's default)",
+    ),
     ("", "gc_threshold"): (lambda v: 0 <= v < 2**31, "in 0..2147483647 (0: Python's default)"),
+    # bytes = MB * 2**20 must be a finite number: 1e308 stopped the workers with "cannot
+    # convert float infinity to integer"
+    ("", "heap_free_limit_mb"): (
+        lambda v: abs(v) <= _MAX_HEAP_FREE_LIMIT_MB,
+        f"in -{_MAX_HEAP_FREE_LIMIT_MB}..{_MAX_HEAP_FREE_LIMIT_MB} (MB)",
+    ),
     ("", "max_idle_streams"): (lambda v: v >= 0, ">= 0"),
     ("", "writer"): (lambda v: v in WRITER_MODES, " or ".join(map(repr, WRITER_MODES))),
     ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),

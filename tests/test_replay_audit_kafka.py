@@ -122,9 +122,15 @@ def test_resume_after_a_document_the_producer_rejects_neither_loses_nor_duplicat
 ):
     ensure_topics(kafka_bootstrap, {topic_name: 1})
     docs = _docs(5, streams=1)
-    # over the producer's 1 MB message limit, but within the (raised) text limit: rejected
-    docs.insert(1, {"id": "huge", "text": "x" * 1_500_000, "timestamp": T0, "stream": "s0"})
-    common = {"max_text_bytes": 2_000_000, "errors": ErrorFile(None)}
+    # over this producer's (lowered) message limit, but within the text limit: the producer
+    # refuses it when it is handed over (a document over the default 1 MB limit is rejected
+    # before the replay begins, with the records that cannot be read)
+    docs.insert(1, {"id": "huge", "text": "x" * 150_000, "timestamp": T0, "stream": "s0"})
+    common = {
+        "max_text_bytes": 200_000,
+        "errors": ErrorFile(None),
+        "message.max.bytes": 100_000,
+    }
     first = replay_documents(docs, kafka_bootstrap, topic_name, limit=3, **common)
     assert (first.produced, first.rejected) == (2, 1)
     # ``skip = produced`` (2) would send d1 twice: the resume point counts the rejected one
@@ -138,7 +144,7 @@ def test_resume_after_a_document_the_producer_rejects_neither_loses_nor_duplicat
 def test_cli_reports_where_to_resume(kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SPARSEWATCH_MAX_TEXT_BYTES", "2000000")
     docs = _docs(6, streams=1)
-    docs[2]["text"] = "x" * 1_500_000  # rejected by the producer (over 1 MB)
+    docs[2]["text"] = "x" * 1_500_000  # over the producer's 1 MB: rejected when read
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
     common = [
@@ -148,13 +154,14 @@ def test_cli_reports_where_to_resume(kafka_bootstrap, topic_name, tmp_path, monk
     code, out, err = run_cli(monkeypatch, capsys, *common, "--limit", "4")
     assert code == 0, err
     first = json.loads(out)
-    assert (first["produced"], first["rejected"], first["resume_skip"]) == (3, 1, 4)
-    assert (first["first_timestamp_ms"], first["last_timestamp_ms"]) == (T0, T0 + 3)
+    # the rejected document is not in the replay order: the first four of the other five
+    assert (first["produced"], first["rejected"], first["resume_skip"]) == (4, 1, 4)
+    assert (first["first_timestamp_ms"], first["last_timestamp_ms"]) == (T0, T0 + 4)
     code, out, err = run_cli(monkeypatch, capsys, *common, "--skip", str(first["resume_skip"]))
     assert code == 0, err
     second = json.loads(out)
-    assert second["produced"] == 2
-    assert (second["first_timestamp_ms"], second["last_timestamp_ms"]) == (T0 + 4, T0 + 5)
+    assert second["produced"] == 1
+    assert (second["first_timestamp_ms"], second["last_timestamp_ms"]) == (T0 + 5, T0 + 5)
     ids = [v["id"] for v in consume_values(kafka_bootstrap, topic_name)]
     assert ids == ["d0", "d1", "d3", "d4", "d5"]
 

@@ -251,14 +251,24 @@ def test_unproducible_and_invalid_documents_are_rejected_not_dropped(
     docs = [{"id": f"d{i}", "text": "fine", "timestamp": 1_700_000_000_000 + i} for i in range(5)]
     docs.insert(2, {"id": "huge", "text": "x" * 3_000_000, "timestamp": 1_700_000_000_001})
     docs.insert(4, {"id": "no-time", "text": "t"})
-    # A text limit above the broker's message limit, so that the producer itself fails.
+    docs.insert(5, {"id": "big", "text": "x" * 5_000, "timestamp": 1_700_000_000_002})
+    # A text limit above the producer's message limit: a document over it is rejected with the
+    # others before anything is produced; one over a lower limit of this producer's is refused
+    # by the producer itself.
     with ErrorFile(tmp_path / "errors.jsonl") as errors:
         summary = replay_documents(
-            docs, kafka_bootstrap, topic_name, errors=errors, max_text_bytes=4_000_000
+            docs,
+            kafka_bootstrap,
+            topic_name,
+            errors=errors,
+            max_text_bytes=4_000_000,
+            **{"message.max.bytes": 4_000},
         )
-    assert (summary.produced, summary.rejected, summary.failed) == (5, 2, 0)
+    assert (summary.produced, summary.rejected, summary.failed) == (5, 3, 0)
     entries = [json.loads(x) for x in (tmp_path / "errors.jsonl").read_text().splitlines()]
     assert [e["reason"].split(":")[0] for e in entries] == [
+        "message of 3000133 bytes exceeds the Kafka producer's limit of 1000000 bytes "
+        "(message.max.bytes)",
         "missing timestamp field 'timestamp'",
         "cannot produce",
     ]
