@@ -30,3 +30,29 @@ class FiniteFloatRange(_Finite, click.FloatRange):
     comparison, so ``--rate nan`` was accepted and silently meant "no rate"."""
 
     name = "finite float range"
+
+
+def utf8_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A text option (one value, several, or none) the database can be asked for; a usage error
+    for bytes that are not UTF-8 (a Latin-1 terminal's: click keeps them as surrogate escapes,
+    which the database driver refused with a UnicodeEncodeError)."""
+    for text in value if isinstance(value, tuple) else (value,):
+        if text is None:
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise click.BadParameter(
+                f"{text!r} is not UTF-8 text (character {exc.start + 1})", param=param
+            ) from None
+    return value
+
+
+def not_blank(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """An option (one value, several, or none) that names something: a usage error for a blank
+    value, which would otherwise mean the default (``--bootstrap-servers ""``) or match nothing
+    and reject every record (``--id-field ""``)."""
+    for text in value if isinstance(value, tuple) else (value,):
+        if text is not None and not text.strip():
+            raise click.BadParameter("cannot be blank", param=param)
+    return value

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from sparsewatch.cli_types import utf8_text
 from sparsewatch.query_options import (
     DATABASE_OPTION,
     FORMAT_OPTION,
@@ -59,22 +60,6 @@ def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _utf8_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """``--topic`` and ``--reason``: text the database can be asked for; a usage error for bytes
-    that are not UTF-8 (a Latin-1 terminal's: click keeps them as surrogate escapes, which the
-    database driver refused with a UnicodeEncodeError)."""
-    for text in value if isinstance(value, tuple) else (value,):
-        if text is None:
-            continue
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise click.BadParameter(
-                f"{text!r} is not UTF-8 text (character {exc.start + 1})", param=param
-            ) from None
-    return value
-
-
 @click.command("dead-letters")
 @click.option("--since", type=TIME, default=None, help="Stored from this time (ISO-8601 or 2h).")
 @click.option("--until", type=TIME, default=None, help="Stored before this time.")
@@ -82,14 +67,14 @@ def _utf8_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     "--topic",
     "source_topics",
     multiple=True,
-    callback=_utf8_text,
+    callback=utf8_text,
     help="Only messages refused on this topic (repeatable; <prefix>.docs: the detector's, "
     "<prefix>.scores: the anomaly worker's, an ingest source topic: the bridge's).",
 )
 @click.option(
     "--reason",
     default=None,
-    callback=_utf8_text,
+    callback=utf8_text,
     help="Only reasons containing this text (any case).",
 )
 @click.option(

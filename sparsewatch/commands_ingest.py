@@ -145,6 +145,12 @@ def ingest(
     if kafka_timestamp and mapping.timestamp is not None:
         raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")
     docs_topic = to_topic or config.kafka.topic("docs")
+    for role in ("scores", "dlq"):  # documents there would be read as results or as refusals
+        if docs_topic == config.kafka.topic(role):
+            raise click.UsageError(
+                f"--to-topic {docs_topic} is the {'scores' if role == 'scores' else 'dead-letter'} "
+                "topic, not a documents topic"
+            )
     # A source must not read the bridge's own output (a loop) nor Kafka's own bookkeeping.
     forbidden = {
         docs_topic: "the topic the documents go to",

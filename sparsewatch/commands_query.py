@@ -20,7 +20,7 @@ import click
 import sqlalchemy as sa
 from rich.cells import cell_len
 
-from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange
+from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange, utf8_text
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.query_options import (
@@ -85,7 +85,11 @@ ALERT_COLUMNS = (
     "--min-score", type=FiniteFloat(), default=None, help="Only alerts scoring at least this."
 )
 @click.option(
-    "--grep", "text", default=None, help="Only alerts whose summary contains this (any case)."
+    "--grep",
+    "text",
+    default=None,
+    callback=utf8_text,
+    help="Only alerts whose summary contains this (any case).",
 )
 @LIMIT_OPTION
 @FORMAT_OPTION
@@ -274,7 +278,13 @@ DOCUMENT_COLUMNS = (
     default=None,
     help="Only documents of this topic (dominant, or the emerging topic of an alert topic-ID).",
 )
-@click.option("--grep", "text", default=None, help="Only documents containing this (any case).")
+@click.option(
+    "--grep",
+    "text",
+    default=None,
+    callback=utf8_text,
+    help="Only documents containing this (any case).",
+)
 @LIMIT_OPTION
 @FORMAT_OPTION
 @DATABASE_OPTION

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sparsewatch.cli_types import FiniteFloatRange
+from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
@@ -89,13 +89,14 @@ from sparsewatch.runtime import sigterm_interrupts
     "--errors",
     "errors_path",
     type=click.Path(dir_okay=False),
+    callback=not_blank,
     default=None,
     help="Where rejected records go (default: DATA_DIR/replay-errors.jsonl); replaced when the "
     "replay completes, removed when nothing was rejected.",
 )
 @click.option(
     "--partitions",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=2**31 - 1),
     default=None,
     help="Create the topic with N partitions if it does not exist (default: config).",
 )

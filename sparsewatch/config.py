@@ -344,7 +344,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ),
     ("", "max_idle_streams"): (lambda v: v >= 0, ">= 0"),
     ("", "writer"): (lambda v: v in WRITER_MODES, " or ".join(map(repr, WRITER_MODES))),
-    ("kafka", "partitions"): (lambda v: v >= 1, ">= 1"),
+    # Kafka counts partitions in a 32-bit int (a larger count was "cannot reach Kafka")
+    ("kafka", "partitions"): (lambda v: 1 <= v < 2**31, "in 1..2147483647"),
     # empty: "cannot reach Kafka at :" half a minute later; a group "" re-read every topic from
     # the start under the group ".detector" and published every window again
     ("kafka", "bootstrap_servers"): (lambda v: bool(v.strip()), "a non-empty host:port list"),

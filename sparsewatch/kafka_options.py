@@ -11,26 +11,32 @@ from typing import Any
 
 import click
 
-from sparsewatch.cli_types import FiniteFloatRange
+from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import topic_name_problem
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.replay.readers import FieldMapping
 
+# librdkafka takes its timeouts as a C int of milliseconds: longer ones overflowed into "cannot
+# reach Kafka" with the broker up.
+MAX_TIMEOUT_S = 2_000_000.0
 BOOTSTRAP_OPTION = click.option(
-    "--bootstrap-servers", default=None, help="Kafka bootstrap (default: configuration)."
+    "--bootstrap-servers",
+    default=None,
+    callback=not_blank,
+    help="Kafka bootstrap (default: configuration).",
 )
 KAFKA_TIMEOUT_OPTION = click.option(
     "--kafka-timeout",
-    type=FiniteFloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1, max=MAX_TIMEOUT_S),
     default=5.0,
     show_default=True,
     help="Seconds to wait for the broker.",
 )
 CONNECT_TIMEOUT_OPTION = click.option(
     "--connect-timeout",
-    type=FiniteFloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
     default=15.0,
     show_default=True,
     help="Seconds to wait for the broker before giving up.",
@@ -115,18 +121,23 @@ def reads_topic(source: str, topic: str) -> bool:
 
 _MAPPING_OPTIONS = (
     click.option(
-        "--id-field", default=None, help="Field holding the document id (a.b: a nested field)."
+        "--id-field",
+        default=None,
+        callback=not_blank,
+        help="Field holding the document id (a.b: a nested field).",
     ),
     click.option(
         "--text-field",
         "text_fields",
         multiple=True,
+        callback=not_blank,
         help="Field(s) holding the text; repeat to join several (e.g. title and body); a|b: the "
         "first of a and b present.",
     ),
     click.option(
         "--timestamp-field",
         default=None,
+        callback=not_blank,
         help="Field holding the event time: ISO-8601, an RFC 2822 date or a tweet's created_at, "
         "or epoch time (numbers).",
     ),
@@ -137,8 +148,15 @@ _MAPPING_OPTIONS = (
         show_default=True,
         help="What a numeric timestamp counts: epoch milliseconds or epoch seconds.",
     ),
-    click.option("--stream-field", default=None, help="Field holding the stream id."),
-    click.option("--labels-field", default=None, help="Field holding labels (list or 'a;b')."),
+    click.option(
+        "--stream-field", default=None, callback=not_blank, help="Field holding the stream id."
+    ),
+    click.option(
+        "--labels-field",
+        default=None,
+        callback=not_blank,
+        help="Field holding labels (list or 'a;b').",
+    ),
     click.option(
         "--stream",
         "default_stream",
