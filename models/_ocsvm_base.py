@@ -42,6 +42,10 @@ from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
 
 FloatArray = np.ndarray
+# Bound on libsvm's iterations in the OC-SVM fits (a converging fit needs far fewer, about the
+# number of rows or a few times it): max(LIBSVM_MIN_ITER, LIBSVM_ITER_PER_ROW * rows).
+LIBSVM_MIN_ITER = 100_000
+LIBSVM_ITER_PER_ROW = 100
 
 
 def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
@@ -108,6 +112,11 @@ def _as_matrix(X: object) -> FloatArray:
             f"X contains NaN or infinite values in {rows.size} row(s), first row {rows[0]}"
         )
     return X
+
+
+def _is_real(value: object) -> bool:
+    """Whether ``value`` is a real number (not a boolean, a string or ``None``)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 NORMALIZE_OPTIONS = (None, "l2", "lift")
@@ -348,7 +357,11 @@ def fit_linear_ocsvm(Z: FloatArray, nu: float, tol: float | None) -> tuple[Linea
     """
     if tol is None:
         tol = 1e-5 * max(float(np.mean(np.einsum("ij,ij->i", Z, Z))), 1e-12)
-    svm = OneClassSVM(kernel="linear", nu=nu, tol=tol, shrinking=True, max_iter=-1)
+    # libsvm's solver can cycle for ever on degenerate rows (a few distinct codes, repeated,
+    # with a tolerance tiny next to their scale): with no bound the anomaly worker's fit never
+    # returned. Stopped at the bound, it keeps its last iterate (scikit-learn warns).
+    max_iter = max(LIBSVM_MIN_ITER, LIBSVM_ITER_PER_ROW * Z.shape[0])
+    svm = OneClassSVM(kernel="linear", nu=nu, tol=tol, shrinking=True, max_iter=max_iter)
     svm.fit(Z)
     lam = np.zeros(Z.shape[0])
     lam[svm.support_] = svm.dual_coef_[0] / (nu * Z.shape[0])
@@ -443,6 +456,33 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
 
+    def _check_weights(self) -> None:
+        """``ValueError`` naming the parameter for real parameters out of range, NaN included:
+        a negative ``beta`` or ``alpha`` turned the penalty into a reward (``group_shrink``
+        enlarged the codes) and was fitted silently; a NaN ``beta`` failed in the SVD ("did not
+        converge"), an explicit ``gamma`` of 0 made every kernel value 1 and a negative one made
+        them grow with the distance; ``eig_floor`` >= 1 or NaN kept no eigenvalue, so OMP failed
+        on 0 atoms. Parameters the estimator does not have are skipped."""
+        ranges = {
+            "alpha": (0.0, True, "in [0, inf)"),
+            "beta": (0.0, True, "in [0, inf)"),
+            "gamma": (0.0, False, "None or in (0, inf)"),
+        }
+        for name, (low, closed, what) in ranges.items():
+            if not hasattr(self, name):
+                continue
+            value = getattr(self, name)
+            if name == "gamma" and value is None:  # None: the data-scaled default
+                continue
+            if not (
+                _is_real(value) and np.isfinite(value) and (value >= low if closed else value > low)
+            ):
+                raise ValueError(f"{name} must be {what}, got {value!r}")
+        if hasattr(self, "eig_floor"):
+            floor = self.eig_floor
+            if not _is_real(floor) or not 0.0 <= floor < 1.0:
+                raise ValueError(f"eig_floor must be in [0, 1), got {floor!r}")
+
     def _check_contamination(self) -> None:
         c = self.contamination
         if c is not None and not 0.0 < float(c) < 0.5:
@@ -465,6 +505,7 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         """
         self._check_contamination()
         self._check_counts()
+        self._check_weights()
         X = check_training_data(X, self._sparsity())
         learned = {k: v for k, v in vars(self).items() if k.endswith("_")}
         try:

@@ -229,8 +229,8 @@ class DPLOCSVM(OCSVMDetectorBase):
             if self.tau != "auto":
                 raise ValueError(f"tau must be a positive number or 'auto', got {self.tau!r}")
             return TAU_PER_SAMPLE * n_samples
-        if float(self.tau) <= 0.0:
-            raise ValueError(f"tau must be > 0, got {self.tau}")
+        if not 0.0 < float(self.tau) < np.inf:  # (NaN fails too: libsvm's tol became NaN)
+            raise ValueError(f"tau must be > 0 and finite, got {self.tau}")
         return float(self.tau)
 
     def _fit(self, X: FloatArray) -> None:

@@ -82,9 +82,12 @@ class _KernelMapMixin:
         if self.gamma is not None:
             gamma = float(self.gamma)
         else:
-            if float(self.gamma_scale) <= 0.0:
+            if not 0.0 < float(self.gamma_scale) < np.inf:  # (NaN fails too)
                 raise ValueError(f"gamma_scale must be > 0, got {self.gamma_scale}")
-            gamma = float(self.gamma_scale) / (X.shape[1] * float(X.var()))
+            # scikit-learn's "scale" is 1 when the (normalised) rows do not vary at all, as
+            # "l2" makes one positive feature (1 / 0 raised ZeroDivisionError here).
+            var = float(X.var())
+            gamma = float(self.gamma_scale) / (X.shape[1] * var if var > 0.0 else 1.0)
         self.gamma_ = float(gamma)
         K = self._kernel(self.landmarks_, self.landmarks_)
         self.kernel_map_ = kernel_sqrt_inverse(K, float(self.eig_floor))
