@@ -475,7 +475,8 @@ class AnomalyProcessor:
         # A stream quiet this long is checkpointed and may leave memory (consumers/worker.py).
         self.idle_timeout_s = config.windows.idle_timeout_s
 
-    def parse(self, payload: bytes | None) -> ScoredDocument:
+    def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> ScoredDocument:
+        """The scored document of a ``<prefix>.scores`` message (its Kafka timestamp unused)."""
         return parse_scored(payload)
 
     def stream_of(self, item: ScoredDocument) -> str:

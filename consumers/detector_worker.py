@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -244,6 +245,16 @@ class DetectorStreamState:
         return state, meta
 
 
+def max_ahead_ms(config: Config) -> int | None:
+    """How far (ms) a document's event time may lie after its message's Kafka timestamp; None
+    when unchecked (``windows.max_ahead = "off"``, or count windows, which event time does not
+    cut)."""
+    w = config.windows
+    if w.count > 0 or w.max_ahead.strip().lower() == "off":
+        return None
+    return parse_duration_ms(w.max_ahead)
+
+
 class DetectorProcessor:
     """Parses document messages and builds :class:`DetectorStreamState` per stream."""
 
@@ -253,9 +264,30 @@ class DetectorProcessor:
         self.config = config
         # A stream quiet this long is checkpointed and may leave memory (consumers/worker.py).
         self.idle_timeout_s = config.windows.idle_timeout_s
+        self.max_ahead_ms = max_ahead_ms(config)
 
-    def parse(self, payload: bytes | None) -> Document | EndOfStream:
-        return parse_message(payload, self.config.max_text_bytes)
+    def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Document | EndOfStream:
+        """The message's document or end-of-stream marker. A document whose event time lies
+        more than ``windows.max_ahead`` after ``kafka_ms``, the message's Kafka timestamp (when
+        the producer sent it), is refused: one far-future event time (a wrong clock, a unit
+        mix-up) would move its stream's watermark past every document to come, all of which
+        would then be late (scored, never learnt from), and its window would stay open until
+        the wall clock reached it, holding back the resume offset. The Kafka timestamp travels
+        with the message, so a message read again gets the same verdict."""
+        item = parse_message(payload, self.config.max_text_bytes)
+        if (
+            self.max_ahead_ms is not None
+            and kafka_ms is not None
+            and isinstance(item, Document)
+            and item.timestamp_ms - kafka_ms > self.max_ahead_ms
+        ):
+            sent = datetime.fromtimestamp(kafka_ms / 1000, tz=UTC).isoformat(timespec="seconds")
+            raise InvalidMessageError(
+                f"event time {item.event_time.isoformat(timespec='seconds')} is more than "
+                f"windows.max_ahead ({self.config.windows.max_ahead}) after the message's Kafka "
+                f"timestamp {sent}: a wrong clock or time unit?"
+            )
+        return item
 
     def stream_of(self, item: Document | EndOfStream) -> str:
         return item.stream

@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from confluent_kafka import KafkaException, Message
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
 from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics
 from sparsewatch.consumers.memory import FreeHeapBound, release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
@@ -155,7 +155,10 @@ class Processor(Protocol):
     name: str
     idle_timeout_s: float
 
-    def parse(self, payload: bytes | None) -> Any: ...
+    def parse(self, payload: bytes | None, kafka_ms: int | None) -> Any:
+        """The item of a message; ``kafka_ms`` is its Kafka timestamp (epoch ms, None when the
+        broker has none). Raises for a message to dead-letter."""
+        ...
 
     def stream_of(self, item: Any) -> str: ...
 
@@ -164,6 +167,13 @@ class Processor(Protocol):
         ...
 
     def new_state(self, stream: str, checkpoint: Any | None) -> StreamState: ...
+
+
+def _kafka_ms(msg: Message) -> int | None:
+    """The message's Kafka timestamp (epoch ms; the producer's or the broker's clock, as the
+    topic says), None when it has none."""
+    kind, ms = msg.timestamp()
+    return ms if kind != TIMESTAMP_NOT_AVAILABLE and ms >= 0 else None
 
 
 def _dead_letter(msg: Message, exc: Exception) -> dict[str, Any]:
@@ -475,7 +485,7 @@ class WorkerLoop:
             self._partitions.setdefault(partition, _Partition()).next_offset = offset + 1
             pending = True
             try:
-                item = self.processor.parse(msg.value())
+                item = self.processor.parse(msg.value(), _kafka_ms(msg))
             except Exception as exc:  # no input may stop the worker
                 dead.append(_dead_letter(msg, exc))
                 continue

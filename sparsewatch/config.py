@@ -82,6 +82,7 @@ class WindowConfig:
     size: str = "1d"
     count: int = 0
     allowed_lateness: str = "0s"
+    max_ahead: str = "1d"
     idle_timeout_s: float = 30.0
     idle_close: str = "ended"
     checkpoint_every: int = 10
@@ -367,6 +368,10 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("windows", "allowed_lateness"): (
         lambda v: _duration_ms(v) is not None,
         f"a duration of at most {_MAX_DAYS}d (0s, 30s, 15m, ...)",
+    ),
+    ("windows", "max_ahead"): (
+        lambda v: v.strip().lower() == "off" or _duration_ms(v) is not None,
+        f"a duration of at most {_MAX_DAYS}d (1h, 1d, ...) or 'off'",
     ),
     ("windows", "count"): (lambda v: v >= 0, ">= 0"),
     # (a quiet worker checks its streams four times per timeout: 0.001 s kept a core busy)

@@ -218,7 +218,7 @@ def test_emerging_per_window_reaches_the_dynamic_nmf() -> None:
         ("SPARSEWATCH_GC_THRESHOLD", "-1", "in 0..2147483647 (0: Python's default)"),
         ("SPARSEWATCH_GC_THRESHOLD", "99999999999999", "in 0..2147483647 (0: Python's default)"),
         ("SPARSEWATCH_WRITER", "bogus", "'process' or 'thread'"),
-        ("SPARSEWATCH_KAFKA_PARTITIONS", "0", ">= 1"),
+        ("SPARSEWATCH_KAFKA_PARTITIONS", "0", "in 1..2147483647"),
         ("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "", "a non-empty host:port list"),
         ("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "  ", "a non-empty host:port list"),
         ("SPARSEWATCH_KAFKA_GROUP_ID", "", "non-empty, at most 191 characters"),

@@ -864,3 +864,39 @@ def test_count_windows_go_on_when_a_stream_moves_partition_between_runs(kafka_bo
     finally:
         store.dispose()
     assert stored == {d["id"] for d in docs} and dead == 0
+
+
+def test_a_document_far_ahead_of_its_kafka_timestamp_is_dead_lettered_not_windowed(
+    kafka_bootstrap, tmp_path
+):
+    """One document dated 2100 (a wrong clock, microseconds read as milliseconds) in a 2026
+    stream: windowed, it moved the watermark past every later document, all of which were then
+    late (scored, never learnt from), and its own window stayed open until 2100, holding back
+    the resume offset. Its event time lies decades after its message's Kafka timestamp, so it
+    goes to the dead letters with the reason and the stream is processed as if it had not
+    been sent."""
+    url = f"sqlite:///{tmp_path / 'ahead.db'}"
+    config = _quick_detector_config(kafka_bootstrap, "ahead", url)
+    docs = generate_stream(600, kind="tweet", stream="alpha", seed=15)
+    docs.sort(key=lambda d: d["timestamp"])
+    stray = {**docs[300], "id": "stray", "timestamp": "2100-01-01T00:00:00+00:00"}
+    topic = config.kafka.topic("docs")
+    ensure_topics(kafka_bootstrap, {topic: 2})
+    producer = make_producer(kafka_bootstrap)
+    for doc in [*docs[:300], stray, *docs[300:]]:
+        producer.produce(topic, key=b"alpha", value=json.dumps(doc).encode())
+    assert producer.flush(60) == 0
+    store = Store.open(url)
+    try:
+        build_worker("detector", config, store).run(until_idle_s=4.0)
+        stored = _stored(store)
+        late = [r for r in store.documents(limit=None) if r["late"]]
+        with store.reading() as conn:
+            dead = conn.execute(text("select reason, payload from dead_letters")).all()
+    finally:
+        store.dispose()
+    assert [json.loads(payload)["id"] for _, payload in dead] == ["stray"]
+    ((reason, _),) = dead
+    assert "2100-01-01T00:00:00+00:00 is more than windows.max_ahead (1d) after" in reason
+    assert late == []
+    _assert_same(stored, _offline(config, docs))
