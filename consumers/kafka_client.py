@@ -28,6 +28,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from sparsewatch.consumers.retry import RetryAbandonedError, Stop
 
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.logs import RDKAFKA_LOGGER
@@ -101,15 +102,27 @@ def make_producer(bootstrap: str, **overrides: Any) -> Producer:
 
 
 def produce(
-    producer: Producer, topic: str, key: bytes, value: bytes, poll_s: float = 0.1, **kwargs: Any
+    producer: Producer,
+    topic: str,
+    key: bytes,
+    value: bytes,
+    poll_s: float = 0.1,
+    stop: Stop | None = None,
+    **kwargs: Any,
 ) -> None:
     """``producer.produce``, waiting (polling deliveries every ``poll_s``) while the local queue
-    is full instead of raising ``BufferError``; other errors propagate."""
+    is full instead of raising ``BufferError``; other errors propagate. With ``stop``, a stop
+    requested while the queue is full (the broker down: it drains only as messages time out)
+    raises :class:`~sparsewatch.consumers.retry.RetryAbandonedError`."""
     while True:
         try:
             producer.produce(topic, key=key, value=value, **kwargs)
             return
         except BufferError:  # local queue full: let deliveries drain
+            if stop is not None and stop.is_set():
+                raise RetryAbandonedError(
+                    "producing abandoned on shutdown (the producer's queue is full)"
+                ) from None
             producer.poll(poll_s)
 
 

@@ -104,6 +104,8 @@ class WorkerMetrics(_RoleMetrics):
 
     def __init__(self, worker: str) -> None:
         self.worker = worker
+        # The last known lag of each partition owned (see set_lag).
+        self._lag: dict[tuple[str, int], int] = {}
         # Every series exists, at 0, from the start: a series born at its first increment hides
         # that increment from increase() and rate(), and "no data" is not "0 documents/s".
         for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, DEAD_LETTERS, WINDOW_LATENCY, LAG, SKIPPED):
@@ -124,9 +126,17 @@ class WorkerMetrics(_RoleMetrics):
         if n_dead:
             DEAD_LETTERS.labels(self.worker).inc(n_dead)
 
-    def set_lag(self, lag: dict[tuple[str, int], int]) -> None:
-        """Total lag over the partitions this worker owns."""
-        LAG.labels(self.worker).set(sum(lag.values()))
+    def set_lag(self, lag: dict[tuple[str, int], int | None]) -> None:
+        """Total lag over the partitions this worker owns (``lag``'s keys). A partition whose lag
+        is unknown now (``None``: not fetched from yet, or the consumer's keep-alive polling
+        while a long window is computed) counts with its last known lag: the gauge read 0
+        after every batch of a backlog of long windows, when the worker was furthest behind."""
+        self._lag = {
+            tp: n if n is not None else self._lag[tp]
+            for tp, n in lag.items()
+            if n is not None or tp in self._lag
+        }
+        LAG.labels(self.worker).set(sum(self._lag.values()))
 
 
 class IngestMetrics(_RoleMetrics):

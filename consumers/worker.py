@@ -368,6 +368,8 @@ class WorkerLoop:
                     self._process(batch, now)
                     if self._in_flight is not None and self._in_flight.done.ready():
                         self._wait_written()  # account for it now, not at the next transaction
+                if batch:  # (unknown in the work when the keep-alive polled: a long window)
+                    self.metrics.set_lag(self._consumer.lag())
                 if busy and not batch:  # the input went quiet: give freed heap memory back
                     release_free_heap()
                 busy = bool(batch)
@@ -599,7 +601,7 @@ class WorkerLoop:
         if now - self._consumer.last_error_at < BROKER_GRACE_S:
             return set(self._partitions)
         lag = self._consumer.lag()
-        self.metrics.set_lag({tp: n for tp, n in lag.items() if n is not None})
+        self.metrics.set_lag(lag)  # (an unknown lag keeps its last known value)
         for (_, p), n in lag.items():
             if n is not None and p in self._partitions:
                 self._partitions[p].observe_lag(now, n)

@@ -15,7 +15,8 @@ database errors). Two places to run it, at most one job in flight either way:
   (``PR_SET_PDEATHSIG``: a ``kill -9`` of the worker kills it too, so no transaction of a dead
   worker can commit after its successor started), ignores SIGINT/SIGTERM (the parent finishes the
   job in flight, then closes the socket) and stops when the socket closes. SIGUSR1 (the parent
-  shutting down) makes it abandon a transaction waiting to be retried through a database outage.
+  shutting down) makes it abandon a transaction waiting to be retried through a database outage,
+  or messages waiting for a broker that delivers nothing.
 * :class:`ThreadWriter` (``writer = "thread"``, and always for an in-memory SQLite database, which
   another process cannot open): a thread of the worker's process.
 
@@ -46,7 +47,7 @@ import numpy as np
 from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import dead_letter_message, make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
-from sparsewatch.consumers.retry import Stop, StopFlag, with_backoff
+from sparsewatch.consumers.retry import RetryAbandonedError, Stop, StopFlag, with_backoff
 from sparsewatch.storage.engine import is_in_memory_sqlite
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
@@ -66,6 +67,10 @@ Messages = Iterable[tuple[str, bytes]]
 
 StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
 """A stream's checkpoint: its windows' and models' arrays, and its metadata."""
+
+# A stop request abandons the delivery of a job's messages once none was delivered for this long
+# (the broker is down; a broker that answers is waited for).
+_STALLED_S = 2.0
 
 _STORE_CALLS = frozenset(
     {
@@ -170,15 +175,58 @@ class ResultWriter:
             for batch in job.messages:
                 for key, value in batch:
                     self._produce(d.output_topic, key.encode(), value)
-        # The idempotent producer retries by itself until message.timeout.ms; wait for it.
-        while (remaining := self.producer.flush(10)) > 0:
-            log.warning("%d messages not yet delivered to Kafka; waiting", remaining)
+        self._flush()
         if self._delivery_errors:
             errors, self._delivery_errors = self._delivery_errors, []
             raise RuntimeError(f"{len(errors)} messages could not be delivered: {errors[0]}")
 
+    def _flush(self) -> None:
+        """Wait for the delivery of every message produced (the idempotent producer retries by
+        itself until ``message.timeout.ms``, 5 minutes), saying every 10 s how many are left.
+
+        A stop request ends the wait once the broker has delivered nothing for
+        ``_STALLED_S`` (it is down: a worker told to stop then waited out the whole
+        ``message.timeout.ms`` instead of exiting): the undelivered messages are purged and
+        :class:`RetryAbandonedError` raised, before the transaction, so nothing is committed and
+        the next start sends the window again (consumers deduplicate)."""
+        warned = stalled_since = time.monotonic()
+        last = -1
+        while (remaining := self.producer.flush(0.5)) > 0:
+            now = time.monotonic()
+            if remaining != last:
+                last, stalled_since = remaining, now
+            if self.stop.is_set() and now - stalled_since >= _STALLED_S:
+                self._purge()
+                raise RetryAbandonedError(
+                    f"publishing results abandoned on shutdown ({remaining} messages not "
+                    "delivered to Kafka)"
+                )
+            if now - warned >= 10.0:
+                log.warning("%d messages not yet delivered to Kafka; waiting", remaining)
+                warned = now
+
+    def _purge(self) -> None:
+        """Drop the messages not delivered yet (abandoned: the producer's close would otherwise
+        wait for them too), and their delivery errors."""
+        self.producer.purge()
+        self.producer.poll(0)  # (serves the purged messages' delivery reports)
+        self._delivery_errors = []
+
     def _produce(self, topic: str, key: bytes, value: bytes, **kwargs: Any) -> None:
-        produce(self.producer, topic, key, value, 0.5, on_delivery=self._delivered, **kwargs)
+        try:
+            produce(
+                self.producer,
+                topic,
+                key,
+                value,
+                0.5,
+                stop=self.stop,
+                on_delivery=self._delivered,
+                **kwargs,
+            )
+        except RetryAbandonedError:
+            self._purge()
+            raise
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:

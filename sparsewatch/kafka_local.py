@@ -472,6 +472,10 @@ class LocalKafka:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: reaped here when it is this process's child; a zombie
+    (exited, its parent not reaping it: the launcher still running, or a container's init that
+    reaps nothing) has ended too, though a signal still reaches it: ``down`` waited for it for
+    ever."""
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
         if waited == pid:
@@ -482,7 +486,18 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether process ``pid`` has exited and waits to be reaped (Linux's procfs; elsewhere,
+    False)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    # "pid (command) state ...": the command may hold spaces and parentheses
+    return stat[stat.rfind(")") + 2 :].startswith("Z")
 
 
 def _cluster_id() -> str:

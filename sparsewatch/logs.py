@@ -34,10 +34,13 @@ class JsonLines(logging.Formatter):
 
 def setup_logging(level: str | int) -> None:
     """JSON lines at ``level`` (a name or a number) on stderr (Alembic's migration chatter at
-    WARNING)."""
+    WARNING), Python's warnings among them (logger ``py.warnings``): a library's warning, such as
+    scikit-learn's ``ConvergenceWarning`` when the anomaly worker's OC-SVM fit stops at its
+    iteration bound, was written to stderr as two lines of plain text."""
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLines())
     logging.basicConfig(
         level=level.upper() if isinstance(level, str) else level, handlers=[handler]
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.captureWarnings(True)
