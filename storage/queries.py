@@ -323,11 +323,13 @@ def fetch_snapshots(
 def load_snapshot(
     conn: sa.Connection, stream: str, model_kind: str, window_seq: int | None = None
 ) -> Snapshot | None:
-    """The snapshot of ``stream``/``model_kind`` at ``window_seq`` (newest when ``None``)."""
+    """The snapshot of ``stream``/``model_kind`` at ``window_seq`` (when ``None``, the newest:
+    the last written, as window numbers go down when ``windows.size`` changes)."""
     conditions = [snapshots.c.stream == stream, snapshots.c.model_kind == model_kind]
     if window_seq is not None:
         conditions.append(snapshots.c.window_seq == window_seq)
-    stmt = sa.select(snapshots).where(*conditions).order_by(snapshots.c.window_seq.desc()).limit(1)
+    newest = (snapshots.c.created_at.desc(), snapshots.c.window_seq.desc())
+    stmt = sa.select(snapshots).where(*conditions).order_by(*newest).limit(1)
     row = conn.execute(stmt).mappings().first()
     if row is None:
         return None
@@ -468,15 +470,30 @@ def stream_status(
         )
 
     w = windows.c
-    for row in conn.execute(
+    # the last window is the one that ends last: window numbers go down when windows.size
+    # changes (max(window_seq) named an older window, shown with the newest one's end)
+    rank = sa.func.row_number().over(
+        partition_by=w.stream, order_by=(w.end_time.desc(), w.window_seq.desc())
+    )
+    ranked = (
         sa.select(
             w.stream,
-            sa.func.count().label("windows"),
-            sa.func.max(w.window_seq).label("last_window"),
-            sa.func.max(w.end_time).label("last_window_end"),
+            w.window_seq,
+            w.end_time,
+            sa.func.count().over(partition_by=w.stream).label("windows"),
+            rank.label("rank"),
         )
         .where(*_in(w.stream, streams))
-        .group_by(w.stream)
+        .subquery()
+    )
+    r = ranked.c
+    for row in conn.execute(
+        sa.select(
+            r.stream,
+            r.windows,
+            r.window_seq.label("last_window"),
+            r.end_time.label("last_window_end"),
+        ).where(r.rank == 1)
     ).mappings():
         entry(row["stream"]).update(row)
     d = documents.c

@@ -35,6 +35,7 @@ from sparsewatch.storage.schema import (
 
 WINDOW_BATCH = 200
 DEAD_LETTER_BATCH = 5_000
+ORPHAN_BATCH = 5_000
 _BY_WINDOW = (documents, alerts, topics)
 
 
@@ -52,27 +53,35 @@ class PruneReport:
 
 def _old_windows(
     conn: sa.Connection, stream: str, before: datetime, keep_windows: int
-) -> list[int]:
-    """``stream``'s windows ending before ``before``, apart from its newest ``keep_windows``."""
+) -> tuple[list[int], datetime]:
+    """``stream``'s windows ending before ``before``, apart from its newest ``keep_windows``
+    (newest by event time: window numbers go down when ``windows.size`` changes, and a count
+    window's number is unrelated to a duration window's); and the event time before which a
+    row of a window that has no row (:func:`_orphans`) goes: ``before``, or the start of the
+    oldest window kept for being one of the newest, when earlier."""
     w = windows.c
     newest = (
-        sa.select(w.window_seq)
+        sa.select(w.window_seq, w.start_time)
         .where(w.stream == stream)
-        .order_by(w.window_seq.desc())
+        .order_by(w.end_time.desc(), w.window_seq.desc())
         .limit(keep_windows)
     )
-    kept = {int(s) for s in conn.execute(newest).scalars()}
+    rows = conn.execute(newest).all()
+    kept = {int(seq) for seq, _ in rows}
+    horizon = min([before, *(start for _, start in rows)])
     old = sa.select(w.window_seq).where(w.stream == stream, w.end_time < before)
-    return sorted(int(s) for s in conn.execute(old).scalars() if int(s) not in kept)
+    seqs = sorted(int(s) for s in conn.execute(old).scalars() if int(s) not in kept)
+    return seqs, horizon
 
 
 def _kept_snapshots(conn: sa.Connection, stream: str, keep: int) -> set[tuple[int, str]]:
-    """(window, model kind) of ``stream``'s newest ``keep`` snapshots of each model kind."""
+    """(window, model kind) of ``stream``'s newest ``keep`` snapshots of each model kind, the
+    most recently written (window numbers go down when ``windows.size`` changes)."""
     s = snapshots.c
     rows = conn.execute(
         sa.select(s.window_seq, s.model_kind)
         .where(s.stream == stream)
-        .order_by(s.model_kind, s.window_seq.desc())
+        .order_by(s.model_kind, s.created_at.desc(), s.window_seq.desc())
     ).all()
     kept: set[tuple[int, str]] = set()
     count: dict[str, int] = {}
@@ -125,6 +134,36 @@ def _orphan_snapshots(conn: sa.Connection, stream: str) -> list[sa.Row[Any]]:
     return list(conn.execute(query).all())
 
 
+def _orphans(table: sa.Table, stream: str, horizon: datetime) -> sa.ColumnElement[bool]:
+    """``stream``'s rows of ``table`` (documents, alerts) in a window that has no row, by event
+    time before ``horizon``: late documents (and their alerts) are stored in their own window
+    by event time, also one that never closed or that was pruned already (or -1, with count
+    windows), and an anomaly worker behind writes its alerts of a window pruned meanwhile. A row
+    only the anomaly worker wrote (no window, no event time yet) stays: the detector's columns
+    may still come."""
+    w, t = windows.c, table.c
+    has_window = sa.exists().where(w.stream == t.stream, w.window_seq == t.window_seq)
+    return (t.stream == stream) & (t.event_time < horizon) & ~has_window
+
+
+def _delete_orphans(engine: sa.Engine, stream: str, horizon: datetime, report: PruneReport) -> None:
+    """Delete (or count) ``stream``'s rows in windows that have no row (:func:`_orphans`), in
+    batches of keys: one short write transaction each."""
+    for table, key in ((documents, documents.c.doc_id), (alerts, alerts.c.id)):
+        where = _orphans(table, stream, horizon)
+        if report.dry_run:
+            with engine.connect() as conn:
+                report.deleted[table.name] += _apply(conn, table, where, dry_run=True)
+            continue
+        while True:
+            with write_connection(engine) as conn, conn.begin():
+                keys = list(conn.execute(sa.select(key).where(where).limit(ORPHAN_BATCH)).scalars())
+                if not keys:
+                    break
+                gone = where & key.in_(keys)  # still without a window (a worker wrote meanwhile)
+                report.deleted[table.name] += _apply(conn, table, gone, dry_run=False)
+
+
 def _apply(
     conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool], dry_run: bool
 ) -> int:
@@ -157,7 +196,7 @@ def prune(
             names = sorted(conn.execute(query).scalars())
         for stream in (s for s in names if not streams or s in streams):
             with engine.connect() as conn, conn.begin():
-                seqs = _old_windows(conn, stream, before, keep_windows)
+                seqs, horizon = _old_windows(conn, stream, before, keep_windows)
                 kept = _kept_snapshots(conn, stream, keep_snapshots)
                 orphans = _orphan_snapshots(conn, stream)
             for i in range(0, len(seqs), WINDOW_BATCH):
@@ -166,6 +205,7 @@ def prune(
             if orphans:  # kept by an earlier prune, now beyond this one's keep_snapshots
                 with write_connection(engine) as conn, conn.begin():
                     _delete_snapshots(conn, stream, orphans, kept, report)
+            _delete_orphans(engine, stream, horizon, report)
     if dead_letters_before is not None:
         _prune_dead_letters(engine, dead_letters_before, report)
     return report

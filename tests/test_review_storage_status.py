@@ -1,0 +1,50 @@
+"""Status review: ``Store.status`` (``sparsewatch status``) per stream, on real SQLite and
+PostgreSQL databases (``sw_review_*``, dropped afterwards)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sparsewatch.storage.store import Store
+
+from tests.test_review_storage_retention import T0, url, window
+
+__all__ = ["url"]  # the fixture
+
+
+def test_the_last_window_is_the_one_that_ends_last_after_a_window_size_change(url: str) -> None:
+    # hourly windows, then windows.size = 1 day: the daily windows have smaller numbers. The
+    # last window was the largest number (an hourly one) shown with the daily one's end.
+    hour, day = timedelta(hours=1), timedelta(days=1)
+    with Store.open(url) as store:
+        hourly = int(T0.timestamp() // 3600)
+        window(store, "s", hourly, T0, hour)
+        daily = int((T0 + day).timestamp() // 86400)
+        window(store, "s", daily, T0 + day, day)
+        (s,) = store.status()["streams"]
+        assert s["windows"] == 2
+        assert (s["last_window"], s["last_window_end"]) == (daily, T0 + 2 * day)
+
+
+def test_an_empty_database_and_unusual_stream_ids(url: str) -> None:
+    with Store.open(url) as store:
+        assert store.status() == {"streams": [], "offsets": [], "dead_letters": 0}
+        names = ["", " ", "a%", "a_", "A", "a", "ünï", "x\ny", "😀"]
+        for k, name in enumerate(names):
+            window(store, name, k, T0 + k * timedelta(hours=1), timedelta(hours=1), n=k + 1)
+        got = store.status()["streams"]
+        assert [s["stream"] for s in got] == sorted(names)
+        assert {s["stream"]: s["documents"] for s in got} == {n: k + 1 for k, n in enumerate(names)}
+        (only,) = store.status(streams=["a%"])["streams"]
+        assert only["stream"] == "a%" and only["documents"] == 3
+
+
+def test_the_newest_snapshot_is_the_last_written_after_a_window_size_change(url: str) -> None:
+    hour, day = timedelta(hours=1), timedelta(days=1)
+    with Store.open(url) as store:
+        hourly = int(T0.timestamp() // 3600)
+        window(store, "s", hourly, T0, hour)
+        daily = int((T0 + day).timestamp() // 86400)
+        window(store, "s", daily, T0 + day, day)
+        snapshot = store.load_snapshot("s", "dictionary")
+        assert snapshot is not None and snapshot.window_seq == daily  # was the hourly one
