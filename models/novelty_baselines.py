@@ -54,6 +54,17 @@ def _pad_rows(A: np.ndarray, m: int) -> np.ndarray:
     return A if A.shape[0] >= m else np.vstack([A, np.zeros((m - A.shape[0], A.shape[1]), A.dtype)])
 
 
+def _checked_scores(scores: np.ndarray | None, n_docs: int) -> np.ndarray | None:
+    """Scores passed to ``partial_fit``: ``None``, or one finite value per document of the step
+    (``ValueError`` otherwise, before any state changes)."""
+    if scores is None:
+        return None
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if scores.shape != (n_docs,) or not np.all(np.isfinite(scores)):
+        raise ValueError(f"scores must be {n_docs} finite values, one per document of X")
+    return scores
+
+
 def project_l2_ball_nonneg(A: np.ndarray) -> np.ndarray:
     """Columns projected onto ``{a >= 0, ||a||_2 <= 1}`` (clip, then shrink long columns)."""
     A = np.maximum(A, 0)
@@ -226,16 +237,26 @@ class L2BatchNovelty(TransformerMixin, BaseEstimator):
         A = self._atoms(P.shape[0])
         return l2_objective(P, A, self._code(P, A), self.alpha)
 
-    def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> L2BatchNovelty:
-        """One time step: add the documents, grow the dictionary by ``eta``, alternate over all."""
+    def partial_fit(
+        self, X: sp.spmatrix | np.ndarray, y: None = None, scores: np.ndarray | None = None
+    ) -> L2BatchNovelty:
+        """One time step: add the documents, grow the dictionary by ``eta``, alternate over all.
+
+        ``scores``: :meth:`score_samples` of ``X`` under the current dictionary when the caller
+        has them already (Algorithm 8's detection step precedes its dictionary step); they pick
+        the ``eta`` new atoms instead of coding the step's documents a second time.
+        """
         if not hasattr(self, "components_"):
             return self.fit(X)
         P_new = self._columns(X)
+        scores = _checked_scores(scores, P_new.shape[1])
         m = P_new.shape[0]
         A = self._atoms(m)
         seeds = _nonzero_columns(P_new)
         if self.eta > 0 and seeds.size:
-            scores = self.score_samples(X)[seeds]
+            if scores is None:
+                scores = self.score_samples(X)
+            scores = scores[seeds]
             worst = seeds[np.argsort(-scores, kind="stable")[: self.eta]]
             new_atoms = normalize(P_new[:, worst].T, norm="l2").T.toarray()
             A = np.hstack([A, new_atoms])
@@ -432,18 +453,27 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
         """Novelty scores: the optimal value of Eq. (3) (higher is more novel)."""
         return self.code(X).objective
 
-    def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> BatchL1Novelty:
-        """One time step of Algorithm 7 (history grows, ``eta`` atoms added, alternations)."""
+    def partial_fit(
+        self, X: sp.spmatrix | np.ndarray, y: None = None, scores: np.ndarray | None = None
+    ) -> BatchL1Novelty:
+        """One time step of Algorithm 7 (history grows, ``eta`` atoms added, alternations).
+
+        ``scores``: :meth:`score_samples` of ``X`` under the current dictionary when the caller
+        has them already (Algorithm 7's detection step precedes its dictionary step); they pick
+        the ``eta`` new atoms instead of coding the step's documents a second time.
+        """
         if not hasattr(self, "components_"):
             return self.fit(X)
         P_new = self._columns(X)
+        scores = _checked_scores(scores, P_new.shape[1])
         self._pad(P_new.shape[0])
         n_old = self.P_.shape[1]
         codes = self.codes_
         seeds = _nonzero_columns(P_new)
         if self.eta > 0 and seeds.size:
-            res = self._code(P_new, self.components_)
-            worst = seeds[np.argsort(-res.objective[seeds], kind="stable")[: self.eta]]
+            if scores is None:
+                scores = self._code(P_new, self.components_).objective
+            worst = seeds[np.argsort(-scores[seeds], kind="stable")[: self.eta]]
             atoms = project_l1_ball_nonneg(_seed_atoms(P_new, worst, self.atom_terms))
             self.components_ = np.hstack([self.components_, atoms.astype(self.dtype)])
             codes = sp.hstack([codes, sp.csr_matrix((n_old, atoms.shape[1]))], format="csr")

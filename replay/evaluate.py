@@ -355,7 +355,9 @@ def evaluate_corpus(
             elapsed = time.perf_counter() - t
             res = results[name]
             res.time_s.append(elapsed)
-            res.sre.append(method.sre(None if method.uses_text else X, step_texts))
+            # a step without documents has no SRE (the mean over none was NaN: invalid JSON)
+            sre = method.sre(None if method.uses_text else X, step_texts) if idx.size else None
+            res.sre.append(sre)
             assert len(scores) == idx.size, (name, len(scores), idx.size)
             s = np.asarray(scores, dtype=np.float64)[evaluable]
             res.scores.append(s)
