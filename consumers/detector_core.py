@@ -82,7 +82,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class StreamModels:
-    """The models of one stream. ``windows_done`` counts processed (non-empty) windows.
+    """The models of one stream. ``windows_done`` counts processed windows (empty ones too).
 
     Topic ids: MOR-NMF's topics are ``0 .. n_topics - 1``; the dynamic NMF's topic ``i`` is
     ``emerging_id_base + i``; ``next_topic_id`` is the smallest id this stream has not used. A
@@ -428,7 +428,12 @@ def reseed_topics(model: MORNMF, X: sp.csr_matrix, H: np.ndarray, max_new: int) 
     unit = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-300)
     cosine = unit @ unit.T
     np.fill_diagonal(cosine, 0.0)
-    more_used = usage[None, :] >= usage[:, None]
+    # topic i duplicates topic j when j is used more, or as much with a lower index (each of two
+    # topics used alike was the other's duplicate: both re-seeded, their story lost its topic)
+    index = np.arange(r)
+    more_used = (usage[None, :] > usage[:, None]) | (
+        (usage[None, :] == usage[:, None]) & (index[None, :] < index[:, None])
+    )
     duplicate = np.flatnonzero(((cosine >= RESEED_DUPLICATE) & more_used).any(axis=1)).tolist()
     candidates = sorted(
         set(duplicate) | set(np.flatnonzero(usage < RESEED_USAGE / r).tolist()),

@@ -397,7 +397,7 @@ def plot_results(result: dict[str, Any], out_prefix: str | Path) -> list[Path]:
             auc = result["methods"][name][f"pooled_auc_{rule}"]
             if auc is None:
                 continue
-            fpr, tpr, _ = roc_curve(y, s)
+            fpr, tpr, _ = roc_curve(y, s.astype(np.float32))  # as the AUC compares them
             ax.plot(fpr, tpr, label=f"{name} ({auc:.3f})")
         ax.plot([0, 1], [0, 1], "k:", lw=0.8)
         ax.set_title(f"{result['corpus']}: pooled ROC, novelty rule '{rule}'")

@@ -395,3 +395,30 @@ def test_the_story_search_of_a_big_window_needs_memory_linear_in_its_size():
         tracemalloc.stop()
     assert replaced == [old_c]
     assert peak < 60e6
+
+
+def test_two_identical_topics_used_alike_lose_only_one_to_a_reseed():
+    """Two topics with the same terms and exactly the same usage were each taken for the other's
+    duplicate: with two re-seeds a window and two new stories, both were replaced and the story
+    they shared lost its topic. The one of higher index is the duplicate now."""
+    rng = np.random.default_rng(2)
+    stories = {"a": [0, 1, 2, 3, 4], "b": [5, 6, 7, 8, 9], "c": [10, 11, 12, 13, 14]}
+    model = _stale_model(rng, stories)
+    story = np.zeros((2, 30))
+    story[0, 0:5] = story[1, 5:10] = 0.2
+    a, c = 0, 2
+    model.replace_components([0, 1, 2], story[[0, 1, 0]])  # topic 2 repeats topic 0
+    X = sp.csr_matrix(
+        np.vstack(
+            [
+                _story_docs(rng, stories["a"], 40),
+                _story_docs(rng, stories["b"], 40),
+                _story_docs(rng, [15, 16, 17, 18, 19], 12),  # two new stories
+                _story_docs(rng, [20, 21, 22, 23, 24], 12),
+            ]
+        )
+    )
+    H = model.transform(X)
+    H[:, [a, c]] = H[:, [a, c]].mean(axis=1, keepdims=True)  # exactly the same usage
+    assert reseed_topics(model, X, H, max_new=2) == [max(a, c)]
+    assert model.components_[min(a, c), 0:5].sum() > 0.9  # story a keeps its topic
