@@ -12,18 +12,23 @@ from tests.test_review_storage_retention import T0, url, window
 __all__ = ["url"]  # the fixture
 
 
+def _hourly_then_daily(store: Store) -> tuple[int, int]:
+    """An hourly window, then a daily one (``windows.size`` changed to 1 day): the daily window
+    ends last but has the smaller number. Returns both numbers."""
+    hourly = int(T0.timestamp() // 3600)
+    window(store, "s", hourly, T0, timedelta(hours=1))
+    daily = int((T0 + timedelta(days=1)).timestamp() // 86400)
+    window(store, "s", daily, T0 + timedelta(days=1), timedelta(days=1))
+    return hourly, daily
+
+
 def test_the_last_window_is_the_one_that_ends_last_after_a_window_size_change(url: str) -> None:
-    # hourly windows, then windows.size = 1 day: the daily windows have smaller numbers. The
-    # last window was the largest number (an hourly one) shown with the daily one's end.
-    hour, day = timedelta(hours=1), timedelta(days=1)
+    # The last window was the largest number (an hourly one) shown with the daily one's end.
     with Store.open(url) as store:
-        hourly = int(T0.timestamp() // 3600)
-        window(store, "s", hourly, T0, hour)
-        daily = int((T0 + day).timestamp() // 86400)
-        window(store, "s", daily, T0 + day, day)
+        _, daily = _hourly_then_daily(store)
         (s,) = store.status()["streams"]
         assert s["windows"] == 2
-        assert (s["last_window"], s["last_window_end"]) == (daily, T0 + 2 * day)
+        assert (s["last_window"], s["last_window_end"]) == (daily, T0 + timedelta(days=2))
 
 
 def test_an_empty_database_and_unusual_stream_ids(url: str) -> None:
@@ -40,11 +45,7 @@ def test_an_empty_database_and_unusual_stream_ids(url: str) -> None:
 
 
 def test_the_newest_snapshot_is_the_last_written_after_a_window_size_change(url: str) -> None:
-    hour, day = timedelta(hours=1), timedelta(days=1)
     with Store.open(url) as store:
-        hourly = int(T0.timestamp() // 3600)
-        window(store, "s", hourly, T0, hour)
-        daily = int((T0 + day).timestamp() // 86400)
-        window(store, "s", daily, T0 + day, day)
+        _, daily = _hourly_then_daily(store)
         snapshot = store.load_snapshot("s", "dictionary")
         assert snapshot is not None and snapshot.window_seq == daily  # was the hourly one
