@@ -37,6 +37,7 @@ from sparsewatch.query_output import (
     cell,
     csv_cells,
     csv_lines,
+    echo_data,
     emit,
     json_row,
     json_value,
@@ -220,9 +221,12 @@ def _alert_lines(
     }
     pending = [headers[fmt]] if fmt in headers else []  # printed with the first rows
 
+    # JSON and CSV for scripts as UTF-8 bytes whatever the locale's encoding (echo_data)
+    echo = click.echo if fmt == "table" else echo_data
+
     def print_rows(rows: Sequence[dict[str, Any]]) -> None:
         while pending:
-            click.echo(pending.pop())
+            echo(pending.pop())
         for row in rows:
             if fmt == "json":
                 data = json_row(row, ALERT_COLUMNS)
@@ -231,7 +235,7 @@ def _alert_lines(
                 line = csv_lines([csv_cells(row, ALERT_COLUMNS)])
             else:
                 line = _columns([show(row[key]) for _, key, show in view], widths)
-            click.echo(line, color=fmt != "table")
+            echo(line)
         sys.stdout.flush()
 
     return print_rows

@@ -27,7 +27,7 @@ from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
-from sparsewatch.query_output import json_value, printable, show_time
+from sparsewatch.query_output import echo_data, json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
 
 Watermarks = dict[tuple[str, int], tuple[int, int]]
@@ -331,6 +331,6 @@ def status(
     if fmt == "json":
         result["kafka"] = "not asked" if no_kafka else (note or "ok")
         text = json.dumps(json_value(result), indent=2, sort_keys=True, ensure_ascii=False)
-        click.echo(text, color=True)
+        echo_data(text)
     else:
         _print_tables(result, note, filtered=bool(streams))

@@ -1,8 +1,9 @@
 """How the query commands print rows: strict JSON, CSV, or a rich table for people.
 
 JSON is an array of objects with sorted keys, ISO-8601 UTC times and ``null`` for an infinite or
-NaN number (which JSON cannot hold); CSV and JSON carry text as stored (escape sequences
-included); a table cell is data, never Rich markup.
+NaN number (which JSON cannot hold); CSV writes an empty cell where JSON writes ``null`` (no
+value, and an infinite or NaN number alike: CSV wrote ``inf``); CSV and JSON carry text as stored
+(escape sequences included); a table cell is data, never Rich markup.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import csv
 import io
 import json
 import math
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -42,7 +44,9 @@ def json_value(value: Any) -> Any:
 
 
 def cell(value: Any) -> str:
-    value = _jsonable(value)
+    """``value`` as a CSV cell: empty for ``None`` and for an infinite or NaN number (JSON's
+    ``null``), JSON for a list or an object, ``repr`` for a float."""
+    value = json_value(value)
     if value is None:
         return ""
     if isinstance(value, list | dict):
@@ -81,6 +85,21 @@ def csv_lines(lines: Iterable[Sequence[str]]) -> str:
     return "\n".join(records)
 
 
+def echo_data(text: str) -> None:
+    """Print ``text`` and a newline for scripts: as UTF-8 bytes whatever the locale's encoding
+    (JSON is UTF-8, RFC 8259; a Latin-1 or cp1252 stdout, such as a redirected Windows console
+    or ``PYTHONIOENCODING=latin-1``, failed with UnicodeEncodeError at the first character it
+    lacked), and as it is: click strips what looks like an ANSI escape sequence
+    (``"\\x1b[31m"`` in a document's text) from text when the output is not a terminal."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream put in place of stdout
+        click.echo(text, color=True)
+        return
+    sys.stdout.flush()
+    buffer.write(text.encode("utf-8") + b"\n")
+    buffer.flush()
+
+
 def emit(
     rows: Sequence[dict[str, Any]],
     fmt: str,
@@ -88,17 +107,14 @@ def emit(
     table_columns: Sequence[tuple[str, str, Callable[[Any], str]]],
     title: str,
 ) -> None:
-    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view).
-
-    JSON and CSV are echoed with ``color=True``: click otherwise strips what looks like an ANSI
-    escape sequence (``"\\x1b[31m"`` in a document's text) when the output is not a terminal.
-    """
+    """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view);
+    JSON and CSV as UTF-8, exactly (:func:`echo_data`)."""
     if fmt == "json":
         data = [json_row(row, columns) for row in rows]
         text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-        click.echo(text, color=True)
+        echo_data(text)
     elif fmt == "csv":
-        click.echo(csv_lines([columns, *(csv_cells(row, columns) for row in rows)]), color=True)
+        echo_data(csv_lines([columns, *(csv_cells(row, columns) for row in rows)]))
     else:
         table = Table(title=f"{title} ({len(rows)})", title_justify="left")
         for header, _, _ in table_columns:

@@ -55,11 +55,51 @@ def _text(conn: sa.Connection, column: sa.ColumnElement[str]) -> sa.ColumnElemen
     return column.collate("C") if conn.dialect.name == "postgresql" else column
 
 
-def _contains(column: sa.ColumnElement[str], text: str | None) -> list[Any]:
-    """``column`` contains ``text``, ignoring case; ``%`` and ``_`` in it are plain characters."""
+# Python's str.lower() and ICU's lower() differ from the simple lowercase of each character only
+# in these two: the full mapping lowers "İ" to "i" + U+0307 (two code points) and "Σ" at the end
+# of a word to "ς". Replaced first, they leave the one-for-one simple mapping.
+_NOT_SIMPLE = (("\u0130", "i"), ("\u03a3", "\u03c3"))
+
+
+def fold_case(text: str) -> str:
+    """``text`` with each character replaced by its Unicode simple lowercase, one code point for
+    one (``İ`` -> ``i``, ``Σ`` -> ``σ`` wherever it stands, ``ẞ`` -> ``ß``; ``ß`` stays, not
+    ``ss``): how ``--grep`` and ``--reason`` ignore case, the same on both databases."""
+    for old, new in _NOT_SIMPLE:
+        text = text.replace(old, new)
+    return text.lower()
+
+
+# Lowercase by the ICU root locale on PostgreSQL: the database's own lower() follows its
+# LC_CTYPE (ASCII only under "C", "I" -> "ı" under a Turkish locale).
+_PG_FOLD_COLLATION = "und-x-icu"
+
+
+def _pg_fold_collation(conn: sa.Connection) -> str | None:
+    """``_PG_FOLD_COLLATION`` where the server has it (built with ICU) and the database is UTF-8,
+    else ``None`` (the database's lower()); asked once per pooled connection."""
+    key = "sparsewatch_fold_collation"
+    if key not in conn.info:
+        query = sa.text(
+            "SELECT getdatabaseencoding() = 'UTF8' AND EXISTS "
+            "(SELECT 1 FROM pg_collation WHERE collname = :name AND collprovider = 'i')"
+        )
+        usable = conn.execute(query, {"name": _PG_FOLD_COLLATION}).scalar()
+        conn.info[key] = _PG_FOLD_COLLATION if usable else None
+    return conn.info[key]
+
+
+def _contains(conn: sa.Connection, column: sa.ColumnElement[str], text: str | None) -> list[Any]:
+    """``column`` contains ``text``, ignoring case as :func:`fold_case` does (SQLite's lower()
+    is Python's, registered by the engine); ``%`` and ``_`` in it are plain characters."""
     if not text:
         return []
-    return [sa.func.lower(column).contains(text.lower(), autoescape=True)]
+    folded: sa.ColumnElement[str] = column
+    for old, new in _NOT_SIMPLE:
+        folded = sa.func.replace(folded, old, new, type_=sa.Text)
+    if conn.dialect.name == "postgresql" and (collation := _pg_fold_collation(conn)):
+        folded = folded.collate(collation)
+    return [sa.func.lower(folded, type_=sa.Text).contains(fold_case(text), autoescape=True)]
 
 
 def _between(column: Any, since: datetime | None, until: datetime | None) -> list[Any]:
@@ -88,7 +128,7 @@ def fetch_alerts(
     # only event_time can be NULL; NULLS LAST on created_at would stop PostgreSQL from reading
     # its index backwards
     newest = time_column.desc() if time_field == "created" else time_column.desc().nulls_last()
-    conditions = _alert_conditions(since, until, kinds, streams, min_score, time_field, text)
+    conditions = _alert_conditions(conn, since, until, kinds, streams, min_score, time_field, text)
     stmt = (
         sa.select(alerts)
         .where(*conditions)
@@ -99,6 +139,7 @@ def fetch_alerts(
 
 
 def _alert_conditions(
+    conn: sa.Connection,
     since: datetime | None,
     until: datetime | None,
     kinds: Sequence[str] | None,
@@ -112,7 +153,7 @@ def _alert_conditions(
         *_between(time_column, since, until),
         *_in(alerts.c.kind, kinds),
         *_in(alerts.c.stream, streams),
-        *_contains(alerts.c.summary, text),
+        *_contains(conn, alerts.c.summary, text),
     ]
     if min_score is not None:
         conditions.append(alerts.c.score >= min_score)
@@ -149,7 +190,7 @@ class AlertFollower:
         """The ``backlog`` newest matching alerts, oldest first; everything visible now counts as
         returned, so :meth:`poll` returns only what is committed after."""
         self._seen, self._started = {}, True
-        conditions = self._conditions()
+        conditions = self._conditions(conn)
         top = conn.execute(
             sa.select(sa.func.max(alerts.c.id), sa.func.max(alerts.c.created_at)).where(*conditions)
         ).one()
@@ -177,7 +218,7 @@ class AlertFollower:
             recent.append(alerts.c.id > self._max_id)
         if self._newest is not None:
             recent.append(alerts.c.created_at >= self._newest - timedelta(seconds=self.grace_s))
-        stmt = sa.select(alerts).where(*self._conditions())
+        stmt = sa.select(alerts).where(*self._conditions(conn))
         if recent:
             stmt = stmt.where(sa.or_(*recent))
         rows = [dict(r) for r in conn.execute(stmt).mappings()]
@@ -188,9 +229,16 @@ class AlertFollower:
         self._remember(rows)
         return fresh
 
-    def _conditions(self) -> list[Any]:
+    def _conditions(self, conn: sa.Connection) -> list[Any]:
         return _alert_conditions(
-            self.since, None, self.kinds, self.streams, self.min_score, self.time_field, self.text
+            conn,
+            self.since,
+            None,
+            self.kinds,
+            self.streams,
+            self.min_score,
+            self.time_field,
+            self.text,
         )
 
     def _remember(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -224,7 +272,7 @@ def fetch_documents(
     conditions = [
         *_in(documents.c.stream, streams),
         *_between(documents.c.event_time, since, until),
-        *_contains(documents.c.text, text),
+        *_contains(conn, documents.c.text, text),
     ]
     if window_seq is not None:
         conditions.append(documents.c.window_seq == window_seq)
@@ -345,6 +393,7 @@ def load_snapshot(
 
 
 def _dead_letter_conditions(
+    conn: sa.Connection,
     since: datetime | None,
     until: datetime | None,
     source_topics: Sequence[str] | None,
@@ -353,7 +402,7 @@ def _dead_letter_conditions(
     return [
         *_between(dead_letters.c.created_at, since, until),
         *_in(dead_letters.c.topic, source_topics),
-        *_contains(dead_letters.c.reason, reason),
+        *_contains(conn, dead_letters.c.reason, reason),
     ]
 
 
@@ -370,7 +419,7 @@ def fetch_dead_letters(
     ``reason``: those whose reason contains this text, ignoring case."""
     stmt = (
         sa.select(dead_letters)
-        .where(*_dead_letter_conditions(since, until, source_topics, reason))
+        .where(*_dead_letter_conditions(conn, since, until, source_topics, reason))
         .order_by(
             dead_letters.c.created_at.desc(),
             _text(conn, dead_letters.c.topic),
@@ -410,7 +459,7 @@ def dead_letter_reasons(
             sa.func.min(dead_letters.c.created_at).label("first_at"),
             sa.func.max(dead_letters.c.created_at).label("last_at"),
         )
-        .where(*_dead_letter_conditions(since, until, source_topics, reason))
+        .where(*_dead_letter_conditions(conn, since, until, source_topics, reason))
         .group_by(dead_letters.c.reason, dead_letters.c.topic)
     )
     groups: dict[str, dict[str, Any]] = {}
