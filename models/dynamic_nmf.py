@@ -80,6 +80,7 @@ from sparsewatch.models._validation import (
     nonnegative_matrix,
     require_samples_and_features,
 )
+from sparsewatch.models.nmf_online import check_keep_index
 from sparsewatch.models.nnls import COLUMN_BLOCK, solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
@@ -292,10 +293,12 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         """Change the term dimension: old terms ``keep_index`` first, then new zero terms.
 
         Topics that lose mass are rescaled back onto the simplex; the stored window documents are
-        re-indexed the same way (evicted terms dropped).
+        re-indexed the same way (evicted terms dropped). Invalid ``keep_index`` or ``n_features``
+        raise ``ValueError`` before anything changes
+        (:func:`~sparsewatch.models.nmf_online.check_keep_index`).
         """
         self._check_fitted()
-        keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
+        keep = check_keep_index(keep_index, self.n_features_in_, n_features)
         H = np.zeros((self.components_.shape[0], n_features))
         H[:, : keep.size] = self.components_[:, keep]
         sums = H.sum(axis=1, keepdims=True)

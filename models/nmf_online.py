@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -86,6 +86,55 @@ def _as_float(X: np.ndarray | sp.spmatrix, model: str) -> np.ndarray | sp.csr_ma
     were learned from silently; ``1/2 sum ||v||^2`` is taken from the stored entries); errors
     name ``model``."""
     return nonnegative_matrix(X, model)
+
+
+def check_keep_index(
+    keep_index: np.ndarray | Sequence[int] | None, n_features_in: int, n_features: int
+) -> np.ndarray:
+    """``keep_index`` of ``resize_features`` as an int64 array (``None``: every old term).
+
+    Valid: 1-D integers, each an old term index in ``0 .. n_features_in - 1``, no index twice,
+    at most ``n_features`` of them, in any order (the order they take in the new terms).
+    ``n_features`` must be an integer >= 1. Anything else raises ``ValueError`` before the model
+    changes: numpy wrapped negative indices onto the last terms, copied a duplicated term twice,
+    read a boolean mask as 0/1 indices or failed with ``IndexError``."""
+    if not isinstance(n_features, numbers.Integral) or isinstance(n_features, bool):
+        raise ValueError(f"n_features must be an integer, got {n_features!r}")
+    if n_features < 1:
+        raise ValueError(f"n_features must be >= 1, got {n_features}")
+    if keep_index is None:
+        keep = np.arange(n_features_in, dtype=np.int64)
+    else:
+        keep = np.asarray(keep_index)
+        if keep.ndim != 1:
+            raise ValueError(f"keep_index must be 1-D, got shape {keep.shape}")
+        if keep.size and keep.dtype == bool:
+            raise ValueError("keep_index must hold term indices, not a boolean mask")
+        if keep.size and not np.issubdtype(keep.dtype, np.integer):
+            raise ValueError(f"keep_index must hold integers, got dtype {keep.dtype}")
+        keep = keep.astype(np.int64)
+        if keep.size and (keep.min() < 0 or keep.max() >= n_features_in):
+            bad = keep[(keep < 0) | (keep >= n_features_in)]
+            raise ValueError(
+                f"keep_index has term indices outside 0..{n_features_in - 1}: {bad[:5].tolist()}"
+            )
+        if np.unique(keep).size != keep.size:
+            raise ValueError("keep_index has duplicate term indices")
+    if keep.size > n_features:
+        if keep_index is None:
+            raise ValueError(
+                f"n_features = {n_features} is below the model's {n_features_in} terms: pass "
+                "keep_index, the terms to keep"
+            )
+        raise ValueError(f"keep_index keeps {keep.size} terms, more than n_features = {n_features}")
+    return keep
+
+
+def _evicted(keep: np.ndarray, n_old: int) -> np.ndarray:
+    """Mask of the old terms ``keep`` does not keep."""
+    mask = np.ones(n_old, dtype=bool)
+    mask[keep] = False
+    return mask
 
 
 def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:
@@ -255,6 +304,10 @@ class ORNMF(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "components_")
         idx = np.asarray(index, dtype=np.int64).ravel()
+        if not idx.size:  # nothing to replace (numpy could not reshape the empty bases)
+            if np.size(bases):
+                raise ValueError("bases given, but no topic index to put them at")
+            return self
         W = np.asarray(bases, dtype=np.float64).reshape(idx.size, -1)
         if W.shape[1] != self.n_features_in_:
             raise ValueError(f"bases have {W.shape[1]} terms, the model {self.n_features_in_}")
@@ -281,12 +334,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
         Rows ``keep_index`` (old term indices, default all) move to positions
         ``0 .. len(keep_index) - 1`` in that order; the remaining rows up to ``n_features`` are
         new terms with zero weight. Columns of ``W`` that lost mass are rescaled to sum 1 (and
-        projected when box bounds apply).
+        projected when box bounds apply). Invalid ``keep_index`` or ``n_features`` raise
+        ``ValueError`` before anything changes (:func:`check_keep_index`).
         """
         check_is_fitted(self, "components_")
-        keep = np.arange(self.n_features_in_) if keep_index is None else np.asarray(keep_index)
-        if keep.size > n_features:
-            raise ValueError("keep_index is longer than n_features")
+        keep = check_keep_index(keep_index, self.n_features_in_, n_features)
         self._check_box(n_features)
         W = self._resize_rows(self.components_.T, keep, n_features)
         sums = W.sum(axis=0)
@@ -297,8 +349,19 @@ class ORNMF(TransformerMixin, BaseEstimator):
         for name in self._row_stats():
             arr = getattr(self, name)
             setattr(self, name, self._resize_rows(arr, keep, n_features, axis=arr.ndim - 2))
+        self._resize_sq(keep, n_features)
         self.n_features_in_ = n_features
         return self
+
+    def _resize_sq(self, keep: np.ndarray, n_features: int) -> None:
+        """Drop the evicted terms' mass from ``sq_`` (``1/2 sum ||v||^2`` of stopping rule (9)):
+        it kept it, so the objective after an eviction counted mass on terms the model no longer
+        has, which the documents of later steps do not carry, and the relative test was looser.
+        ``sq_terms_`` holds each term's part of ``sq_``."""
+        terms = self._sq_terms()
+        evicted = float(terms[_evicted(keep, terms.shape[0])].sum())  # exactly 0 if none
+        self.sq_ = max(float(self.sq_) - evicted, 0.0)
+        self.sq_terms_ = self._resize_rows(terms, keep, n_features)
 
     def objective(self, X: np.ndarray | sp.spmatrix) -> float:
         """Mean loss per sample of ``X`` with its optimal coefficients (no regularisers).
@@ -321,7 +384,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
         ``ValueError``, with nothing restored, for a state with missing entries (a ``KeyError``
         left a mix of both states).
         """
-        missing = [name for name in self._state_names() if name not in state]
+        optional = self._optional_state()
+        missing = [n for n in self._state_names() if n not in state and n not in optional]
         if missing:
             raise ValueError(f"state is missing {missing}")
         if np.shape(state["components_"])[0] != self.n_components:
@@ -330,9 +394,20 @@ class ORNMF(TransformerMixin, BaseEstimator):
                 f"{self.n_components}"
             )
         for name in self._state_names():
+            if name not in state:
+                continue
             value = np.array(state[name])
             setattr(self, name, value if value.ndim else value.item())
+        for name in optional:
+            if name not in state:
+                setattr(self, name, optional[name]())
         return self
+
+    def _optional_state(self) -> dict[str, Callable[[], np.ndarray]]:
+        """State entries that older checkpoints lack, with the default they restore (called
+        after the other entries are set): no per-term record of ``sq_`` (an eviction then
+        leaves the mass recorded before the restore in ``sq_``, as before)."""
+        return {"sq_terms_": lambda: np.zeros(int(self.n_features_in_))}
 
     # ------------------------------------------------------------------ internals
     def _state_names(self) -> list[str]:
@@ -341,6 +416,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
             "A_",
             "B_",
             "sq_",
+            "sq_terms_",
             "n_samples_seen_",
             "n_steps_",
             "n_features_in_",
@@ -471,6 +547,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         self.n_steps_ = 0
         self.n_samples_seen_ = 0
         self.sq_ = 0.0
+        self.sq_terms_ = np.zeros(m)
         shape_a = (m, r) if self.beta_loss == _IS else (r, r)
         self.A_ = np.zeros(shape_a)
         self.B_ = np.zeros((m, r))
@@ -550,10 +627,31 @@ class ORNMF(TransformerMixin, BaseEstimator):
     def _stat_count(self) -> int:
         return self.n_samples_seen_
 
+    def _add_term_sq(self, out: np.ndarray, X: np.ndarray | sp.csr_matrix) -> None:
+        """Add each term's part of the chunk's ``1/2 sum ||v||^2`` to ``out``, in place (nothing
+        under Itakura-Saito, whose ``sq_`` is 0); a few stored entries cost what they are, not
+        ``O(n_features)`` (the one-sample steps of OR-NMF)."""
+        if self.beta_loss == _IS:
+            return
+        if not sp.issparse(X):
+            out += 0.5 * np.einsum("ij,ij->j", X, X)
+        elif 16 * X.nnz < out.size:
+            np.add.at(out, X.indices, 0.5 * X.data * X.data)
+        else:
+            out += 0.5 * np.bincount(X.indices, weights=X.data * X.data, minlength=out.size)
+
+    def _sq_terms(self) -> np.ndarray:
+        """Each term's part of ``sq_`` (summed over the ring for MOR-NMF)."""
+        return self.sq_terms_
+
+    def _accumulate_sq_terms(self, X: np.ndarray | sp.csr_matrix) -> None:
+        self._add_term_sq(self.sq_terms_, X)
+
     def _step(self, X: np.ndarray | sp.csr_matrix) -> None:
         W = self.components_.T
         H = self._codes(X, W)
         self._accumulate(*self._chunk_stats(X, H, W), X.shape[0])
+        self._accumulate_sq_terms(X)
         self.n_steps_ += 1
         if self.beta_loss == _IS:
             self.components_ = np.ascontiguousarray(self._update_bases(W).T)
@@ -717,10 +815,10 @@ class MORNMF(ORNMF):
     """MOR-NMF (Algorithm 3): OR-NMF whose statistics cover only the last ``buffer_size`` steps.
 
     A ring buffer holds each recent step's contribution to ``A`` and ``B`` (and its sample
-    count); ``A_t``/``B_t`` are the sums over the ring, so memory is
-    ``buffer_size * (r^2 + n_features * r)`` numbers and time per step is constant, whatever the
-    length of the stream. ``batch_size=None`` (default) makes each ``partial_fit`` call (one
-    window of the pipeline) one step and one buffer slot. Default horizon for an unbounded
+    count and per-term squared mass); ``A_t``/``B_t`` are the sums over the ring, so memory is
+    ``buffer_size * (r^2 + n_features * (r + 1))`` numbers and time per step is constant,
+    whatever the length of the stream. ``batch_size=None`` (default) makes each ``partial_fit``
+    call (one window of the pipeline) one step and one buffer slot. Default horizon for an unbounded
     stream: ``T = 200`` steps with warm restarts of ``theta_t`` (module docstring: the paper's
     schedule would reach 0 at ``t = T + 1`` and freeze the bases).
 
@@ -814,7 +912,36 @@ class MORNMF(ORNMF):
         return super().set_state(state)
 
     def _state_names(self) -> list[str]:
-        return [*super()._state_names(), "ring_A_", "ring_B_", "ring_sq_", "ring_n_", "ring_pos_"]
+        return [
+            *[name for name in super()._state_names() if name != "sq_terms_"],
+            "ring_A_",
+            "ring_B_",
+            "ring_sq_",
+            "ring_sq_terms_",
+            "ring_n_",
+            "ring_pos_",
+        ]
+
+    def _optional_state(self) -> dict[str, Callable[[], np.ndarray]]:
+        return {"ring_sq_terms_": lambda: np.zeros((self.buffer_size, int(self.n_features_in_)))}
+
+    def _sq_terms(self) -> np.ndarray:
+        return self.ring_sq_terms_.sum(axis=0)
+
+    def _accumulate_sq_terms(self, X: np.ndarray | sp.csr_matrix) -> None:
+        """Into the slot :meth:`_accumulate` just wrote (the one before ``ring_pos_``)."""
+        slot = self.ring_sq_terms_[(self.ring_pos_ - 1) % self.buffer_size]
+        slot[:] = 0.0
+        self._add_term_sq(slot, X)
+
+    def _resize_sq(self, keep: np.ndarray, n_features: int) -> None:
+        """Per slot: each slot's ``ring_sq_`` loses its evicted terms' mass (it kept it, and
+        ``sq_``, their sum, is in stopping rule (9))."""
+        slots = self.ring_sq_terms_
+        evicted = slots[:, _evicted(keep, slots.shape[1])].sum(axis=1)
+        self.ring_sq_ = np.maximum(self.ring_sq_ - evicted, 0.0)
+        self.ring_sq_terms_ = self._resize_rows(slots, keep, n_features, axis=1)
+        self.sq_ = float(self.ring_sq_.sum())
 
     def _forget(self, idx: np.ndarray) -> None:
         super()._forget(idx)
@@ -833,6 +960,8 @@ class MORNMF(ORNMF):
         self.ring_A_ = np.zeros((slots, *self.A_.shape))
         self.ring_B_ = np.zeros((slots, *self.B_.shape))
         self.ring_sq_ = np.zeros(slots)
+        self.ring_sq_terms_ = np.zeros((slots, self.B_.shape[0]))
+        del self.sq_terms_  # per slot instead
         self.ring_n_ = np.zeros(slots, dtype=np.int64)
         self.ring_pos_ = 0
 

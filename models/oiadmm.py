@@ -385,7 +385,8 @@ class OIADMM(BaseEstimator):
 
     def partial_fit(self, P: sp.spmatrix | np.ndarray, X: sp.spmatrix | np.ndarray) -> OIADMM:
         """One OIADMM step on the window ``P`` (``m x n``) with its codes ``X`` (``k x n``);
-        ``NotFittedError`` before :meth:`initialize`."""
+        ``NotFittedError`` before :meth:`initialize`, ``ValueError`` before anything changes for
+        mismatched shapes or NaN or infinite entries."""
         if not hasattr(self, "components_"):
             raise NotFittedError(
                 f"This {type(self).__name__} instance has no dictionary yet: call 'initialize' "
@@ -402,6 +403,12 @@ class OIADMM(BaseEstimator):
             raise ValueError(
                 f"X must be (atoms, documents) = {(self.components_.shape[1], n)}, got {X.shape}"
             )
+        for name, M in (("P", P), ("X", X)):
+            if not np.isfinite(M.data if sp.issparse(M) else np.asarray(M)).all():
+                raise ValueError(
+                    f"{name} has NaN or infinite entries (they would make the dictionary NaN for "
+                    "good)"
+                )
         if self.components_.shape[0] < m:  # vocabulary grew without an explicit remap
             self.remap_rows(np.arange(self.components_.shape[0]), m - self.components_.shape[0])
         if n == 0:  # an empty window: no step, and the dual stays as the last window left it
@@ -426,7 +433,14 @@ class OIADMM(BaseEstimator):
     def get_state(self) -> dict[str, np.ndarray]:
         """``A`` as CSC arrays (``components_data``, ``_indices``, ``_indptr``, ``_shape``: grown
         dictionaries of short atoms are mostly zeros); ``Delta`` alike while sparse, else as the
-        dense ``dual_transposed`` (``n x m``)."""
+        dense ``dual_transposed`` (``n x m``); ``violation`` the diagnostic ``violation_``
+        (float64, at most 1,000 entries: a restored model had lost it). ``NotFittedError``
+        before :meth:`initialize`."""
+        if not hasattr(self, "components_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance has no dictionary yet: call 'initialize' "
+                "first."
+            )
         C = sp.csc_matrix(self.components_)
         # Row indices < m fit int32.
         state = {
@@ -435,6 +449,7 @@ class OIADMM(BaseEstimator):
             "components_indptr": C.indptr.astype(np.int64),
             "components_shape": np.asarray(self.components_.shape, dtype=np.int64),
             "n_steps": np.asarray(self.n_steps_, dtype=np.int64),
+            "violation": np.asarray(self.violation_, dtype=np.float64).reshape(-1),
         }
         D = self.dual_
         if isinstance(D, np.ndarray):
@@ -449,6 +464,8 @@ class OIADMM(BaseEstimator):
         return state
 
     def set_state(self, state: dict[str, np.ndarray]) -> OIADMM:
+        """Restore :meth:`get_state` output (checkpoints written before ``violation`` restore an
+        empty ``violation_``)."""
         if "components" in state:  # checkpoints written before the sparse layout
             self.components_ = self._layout(np.array(state["components"], dtype=self.dtype))
         else:
@@ -458,7 +475,8 @@ class OIADMM(BaseEstimator):
         else:
             self.dual_ = _csc_from_state(state, "dual", self.dtype)
         self.n_steps_ = int(state["n_steps"])
-        self.violation_ = []
+        violation = np.asarray(state.get("violation", ()), dtype=np.float64).reshape(-1)
+        self.violation_ = [float(v) for v in violation[-1000:]]
         return self
 
 

@@ -55,6 +55,25 @@ def _simplex_rows(W: np.ndarray, z: float) -> np.ndarray:
     return np.maximum(W - theta[:, None].astype(W.dtype), 0)
 
 
+def _empty_slices(V: np.ndarray, axis: int, z: float | None) -> np.ndarray | None:
+    """A copy of ``V`` when its slices along ``axis`` have length 0 (the only vector of length 0
+    is empty, and it sums to 0), else ``None``. ``ValueError`` when ``z`` (the mass the slices
+    must have; ``None`` for the l1 ball, which holds the empty vector) is not 0 and there is
+    at least one slice: the set is empty (numpy raised "cannot reshape" or "argmax of an empty
+    sequence")."""
+    if V.ndim == 0:
+        return None
+    moved = np.moveaxis(V, axis, -1)  # a view; numpy's AxisError for a bad axis
+    if moved.shape[-1] != 0:
+        return None
+    if z is not None and abs(z) > 1e-9 and np.prod(moved.shape[:-1], dtype=np.int64):
+        raise ValueError(
+            f"cannot project slices of length 0 onto a set of mass z = {z} != 0: "
+            "an empty vector sums to 0"
+        )
+    return V.copy()
+
+
 def _check_mass(z: float, name: str) -> None:
     if not 0 <= z < np.inf:  # NaN fails too
         raise ValueError(f"{name} must be finite and >= 0, got {z}")
@@ -87,10 +106,13 @@ def project_simplex(
     """
     _check_mass(z, "z")
     V = _as_float(V)
+    if method not in ("sort", "pivot"):
+        raise ValueError(f"unknown method {method!r}")
+    empty = _empty_slices(V, axis, z)
+    if empty is not None:
+        return empty
     if method == "pivot":
         return _simplex_pivot(V, z, axis)
-    if method != "sort":
-        raise ValueError(f"unknown method {method!r}")
     if V.ndim == 1:
         return _simplex_rows(V[None, :], z)[0]
     W = np.moveaxis(V, axis, -1)
@@ -168,6 +190,9 @@ def project_l1_ball_nonneg(
         raise ValueError(f"unknown method {method!r}")
     _check_mass(radius, "radius")
     V = _as_float(V)
+    empty = _empty_slices(V, axis, None)
+    if empty is not None:
+        return empty
     W = np.maximum(V, 0)
     if W.ndim == 1:
         return W if W.sum() <= radius else _simplex_rows(W[None, :], radius)[0]
@@ -203,6 +228,9 @@ def project_simplex_box(
     V = _as_float(V)
     lo = np.broadcast_to(np.asarray(lower, dtype=V.dtype), V.shape)
     hi = np.broadcast_to(np.asarray(upper, dtype=V.dtype), V.shape)
+    empty = _empty_slices(V, axis, z)
+    if empty is not None:
+        return empty
     if V.ndim == 1:
         return np.clip(V - V.dtype.type(simplex_box_threshold(V, lo, hi, z)), lo, hi)
     moved = [np.moveaxis(a, axis, -1) for a in (V, lo, hi)]
@@ -265,6 +293,8 @@ def simplex_box_threshold(
     """
     v = _as_float(v)
     _check_simplex_box(lower, upper, z)
+    if not v.size:  # z = 0 (checked): every threshold gives the empty vector
+        return 0.0 if theta0 is None else float(theta0)
     brackets = _bracket(v[None, :], np.asarray(lower)[None, :], np.asarray(upper)[None, :], z)
     a, b = (float(x[0]) for x in brackets)  # all at upper / all at lower
     theta = 0.5 * (a + b)
