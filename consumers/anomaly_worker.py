@@ -233,6 +233,9 @@ class AnomalyStreamState:
             self.since_fit = int(st["since_fit"])
             self.scored_since_fit = int(st.get("scored_since_fit", 0))
             self.flagged_since_fit = int(st.get("flagged_since_fit", 0))
+            # (a stream idle for long is checkpointed and restored when it comes back: the
+            # warning about constant features is not repeated each time)
+            self._warned_constant = bool(st.get("warned_constant", False))
             self.center = np.asarray(st["center"], dtype=float)
             self.scale = np.asarray(st["scale"], dtype=float)
             model_state = {k[6:]: v for k, v in st.items() if k.startswith("model.")}
@@ -403,9 +406,19 @@ class AnomalyStreamState:
             self._remember(X)
             if self.since_fit >= self.config.refit_every_windows or self._drifted(flags):
                 self._fit()
+        times = [datetime.fromtimestamp(d.timestamp_ms / 1000, tz=UTC) for d in docs]
+        # With the event time and window: a row the detector never writes (its window was pruned
+        # before this worker, behind, scored it) is then pruned by its event time.
         rows = [
-            {"stream": d.stream, "doc_id": d.doc_id, "anomaly_score": float(s), "anomaly": bool(f)}
-            for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
+            {
+                "stream": d.stream,
+                "doc_id": d.doc_id,
+                "anomaly_score": float(s),
+                "anomaly": bool(f),
+                "event_time": t,
+                "window_seq": seq,
+            }
+            for d, t, s, f in zip(docs, times, scores.tolist(), flags.tolist(), strict=True)
         ]
         alerts = [
             {
@@ -414,11 +427,11 @@ class AnomalyStreamState:
                 "subject_id": d.doc_id,
                 "score": float(s),
                 "window_seq": seq,
-                "event_time": datetime.fromtimestamp(d.timestamp_ms / 1000, tz=UTC),
+                "event_time": t,
                 "summary": f"anomalous detector output (novelty {d.features[0]:.3f}, "
                 f"{int(d.features[3])} atom{'' if int(d.features[3]) == 1 else 's'})",
             }
-            for d, s, f in zip(docs, scores.tolist(), flags.tolist(), strict=True)
+            for d, t, s, f in zip(docs, times, scores.tolist(), flags.tolist(), strict=True)
             if f
         ]
 
@@ -457,6 +470,7 @@ class AnomalyStreamState:
             "since_fit": np.int64(self.since_fit),
             "scored_since_fit": np.int64(self.scored_since_fit),
             "flagged_since_fit": np.int64(self.flagged_since_fit),
+            "warned_constant": np.bool_(self._warned_constant),
             "center": self.center,
             "scale": self.scale,
         }

@@ -265,10 +265,13 @@ def fetch_documents(
     topic: int | None = None,
     text: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Documents by event time (then stream, id; rows only the anomaly worker wrote, without an
-    event time, last); filters combine with AND. ``topic``: documents whose dominant topic or
-    announced emerging topic is that ``topics.topic_id`` (an emerging_topic alert's
-    ``topic-<id>``); ``text``: documents whose text contains it, ignoring case."""
+    """Documents by event time (then stream, id; rows without an event time, which an anomaly
+    worker before this version created ahead of the detector, last); filters combine with AND.
+    A row the detector has not written (yet, or ever: its window was pruned before a lagging
+    anomaly worker scored it) has the event time and window of its scores message, no text.
+    ``topic``: documents whose dominant topic or announced emerging topic is that
+    ``topics.topic_id`` (an emerging_topic alert's ``topic-<id>``); ``text``: documents whose
+    text contains it, ignoring case."""
     conditions = [
         *_in(documents.c.stream, streams),
         *_between(documents.c.event_time, since, until),

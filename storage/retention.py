@@ -36,6 +36,9 @@ from sparsewatch.storage.schema import (
 WINDOW_BATCH = 200
 DEAD_LETTER_BATCH = 5_000
 ORPHAN_BATCH = 5_000
+# Snapshots deleted per statement: a (window, model kind) pair is two bind parameters, and
+# PostgreSQL takes at most 65,535 a statement (earlier prunes may leave tens of thousands).
+SNAPSHOT_BATCH = 5_000
 _BY_WINDOW = (documents, alerts, topics)
 
 
@@ -117,11 +120,13 @@ def _delete_snapshots(
     kept_snapshots: set[tuple[int, str]],
     report: PruneReport,
 ) -> None:
-    """Delete (or count) ``stream``'s snapshots ``found`` (window, model kind) but the kept."""
+    """Delete (or count) ``stream``'s snapshots ``found`` (window, model kind) but the kept,
+    ``SNAPSHOT_BATCH`` a statement."""
     s = snapshots.c
     gone = [(int(seq), kind) for seq, kind in found if (int(seq), kind) not in kept_snapshots]
-    if gone:
-        where = (s.stream == stream) & sa.tuple_(s.window_seq, s.model_kind).in_(gone)
+    for i in range(0, len(gone), SNAPSHOT_BATCH):
+        batch = gone[i : i + SNAPSHOT_BATCH]
+        where = (s.stream == stream) & sa.tuple_(s.window_seq, s.model_kind).in_(batch)
         report.deleted["snapshots"] += _apply(conn, snapshots, where, report.dry_run)
 
 
@@ -138,9 +143,13 @@ def _orphans(table: sa.Table, stream: str, horizon: datetime) -> sa.ColumnElemen
     """``stream``'s rows of ``table`` (documents, alerts) in a window that has no row, by event
     time before ``horizon``: late documents (and their alerts) are stored in their own window
     by event time, also one that never closed or that was pruned already (or -1, with count
-    windows), and an anomaly worker behind writes its alerts of a window pruned meanwhile. A row
-    only the anomaly worker wrote (no window, no event time yet) stays: the detector's columns
-    may still come."""
+    windows), and an anomaly worker behind writes its alerts and scores of a window pruned
+    meanwhile (a row the detector never wrote, with the event time and window of the scores
+    message). Such a row before ``horizon`` goes even if the detector's transaction of its
+    window, whose scores messages precede it, is still to commit: with time windows only a late
+    document is that old, and its row is an orphan itself (with count windows, an out-of-order
+    document of that window would be stored again without its anomaly score). A row without an
+    event time (written by an anomaly worker that did not store one) stays."""
     w, t = windows.c, table.c
     has_window = sa.exists().where(w.stream == t.stream, w.window_seq == t.window_seq)
     return (t.stream == stream) & (t.event_time < horizon) & ~has_window
@@ -202,9 +211,11 @@ def prune(
             for i in range(0, len(seqs), WINDOW_BATCH):
                 with write_connection(engine) as conn, conn.begin():
                     _delete_windows(conn, stream, seqs[i : i + WINDOW_BATCH], kept, report)
-            if orphans:  # kept by an earlier prune, now beyond this one's keep_snapshots
+            # kept by an earlier prune, now beyond this one's keep_snapshots: one short write
+            # transaction a batch, as the windows'
+            for i in range(0, len(orphans), SNAPSHOT_BATCH):
                 with write_connection(engine) as conn, conn.begin():
-                    _delete_snapshots(conn, stream, orphans, kept, report)
+                    _delete_snapshots(conn, stream, orphans[i : i + SNAPSHOT_BATCH], kept, report)
             _delete_orphans(engine, stream, horizon, report)
     if dead_letters_before is not None:
         _prune_dead_letters(engine, dead_letters_before, report)

@@ -15,8 +15,10 @@ is first seen, ``store.load_checkpoint(group, stream)``.
 Idempotency (re-writing a window changes nothing):
 
 * ``documents``: key (stream, doc_id). The detector's columns are written once: an existing row
-  keeps them unless they were never written (``event_time IS NULL``, a row the anomaly worker
-  created first). ``upsert_anomaly_scores`` sets only ``anomaly_score`` / ``anomaly``.
+  keeps them unless they were never written (``late IS NULL``: the detector always writes it; a
+  row the anomaly worker created first). ``upsert_anomaly_scores`` sets ``anomaly_score`` /
+  ``anomaly``, and, in a row the detector has not written, the event time and window its scores
+  message told (so that ``db prune`` can tell how old such a row is).
 * ``alerts`` (kind, stream, subject_id), ``snapshots`` (stream, window_seq, model_kind),
   ``dead_letters`` (topic, partition, offset): first write wins.
 * ``windows`` (stream, window_seq), ``topics`` (stream, window_seq, topic_id), ``checkpoints``
@@ -67,7 +69,7 @@ from sparsewatch.storage.schema import (
     windows,
 )
 from sparsewatch.storage.serialization import arrays_to_npz, describe_arrays, npz_to_arrays
-from sparsewatch.storage.values import opt_float, require_keys, required_float
+from sparsewatch.storage.values import opt_float, opt_int, require_keys, required_float
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparsewatch.errors import SparsewatchError
@@ -102,10 +104,23 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+# The detector columns the anomaly worker also fills, from its scores message, in a row it creates
+# (the detector's own values replace them): the document's event time, and the window the
+# detector scored it in (for a late document, not its own window).
+ANOMALY_CONTEXT_COLUMNS = ("event_time", "window_seq")
+
+
+def _detector_unwritten() -> sa.ColumnElement[bool]:
+    """The existing row's detector columns were never written: ``late`` is NULL (the detector
+    always writes it, the anomaly worker never; ``event_time`` no longer tells, the anomaly
+    worker stores one)."""
+    return documents.c.late.is_(None)
+
+
 def _keep_detector_columns(insert: Any) -> Any:
     """A document's detector columns are written once: only into a row the anomaly worker
-    created first (``event_time IS NULL``)."""
-    unwritten = documents.c.event_time.is_(None)
+    created first (:func:`_detector_unwritten`)."""
+    unwritten = _detector_unwritten()
     return insert.on_conflict_do_update(
         index_elements=["stream", "doc_id"],
         set_={
@@ -116,9 +131,19 @@ def _keep_detector_columns(insert: Any) -> Any:
 
 
 def _set_anomaly_columns(insert: Any) -> Any:
+    """The anomaly columns are replaced; the event time and window only in a row the detector
+    has not written, and only by a value (a score without them keeps those stored)."""
+    unwritten = _detector_unwritten()
+    context = {
+        c: sa.case(
+            (unwritten, sa.func.coalesce(insert.excluded[c], documents.c[c])),
+            else_=documents.c[c],
+        )
+        for c in ANOMALY_CONTEXT_COLUMNS
+    }
     return insert.on_conflict_do_update(
         index_elements=["stream", "doc_id"],
-        set_={c: insert.excluded[c] for c in ("anomaly_score", "anomaly")},
+        set_={**{c: insert.excluded[c] for c in ("anomaly_score", "anomaly")}, **context},
     )
 
 
@@ -177,16 +202,30 @@ class StoreTx:
         )
 
     def upsert_anomaly_scores(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Set ``anomaly_score`` and ``anomaly`` of documents (creating key-only rows if needed)."""
+        """Set ``anomaly_score`` and ``anomaly`` of documents, creating the row of a document the
+        detector has not written (yet, or ever: its window was pruned before a lagging anomaly
+        worker scored it) with the optional ``event_time`` (timezone-aware) and ``window_seq``
+        of its scores message, by which ``db prune`` deletes such a row when it is old
+        (:func:`~sparsewatch.storage.retention.prune`); the detector's values replace them."""
         params = []
         for r in rows:
             require_keys(r, ("stream", "doc_id", "anomaly_score", "anomaly"), "anomaly score")
+            event_time = r.get("event_time")
+            if event_time is not None and (
+                not isinstance(event_time, datetime) or event_time.utcoffset() is None
+            ):
+                raise ValueError(
+                    f"anomaly score of {r['doc_id']!r}: event_time must be a timezone-aware "
+                    f"datetime, got {event_time!r}"
+                )
             params.append(
                 {
                     "stream": r["stream"],
                     "doc_id": str(r["doc_id"]),
                     "anomaly_score": opt_float(r["anomaly_score"]),
                     "anomaly": bool(r["anomaly"]),
+                    "event_time": event_time,
+                    "window_seq": opt_int(r.get("window_seq")),
                 }
             )
         latest = {(p["stream"], p["doc_id"]): p for p in params}  # the last score of a key wins

@@ -92,7 +92,8 @@ def test_rows_without_a_time_come_last_on_both_databases(database_url):
     a --limit returned different rows."""
     with Store.open(database_url) as store:
         with store.transaction() as tx:
-            # the anomaly worker wrote "early" before the detector: it has no event time yet
+            # an anomaly worker wrote "early" before the detector without its event time (as
+            # before it stored the scores message's)
             tx.upsert_anomaly_scores(
                 [{"stream": "s", "doc_id": "early", "anomaly_score": 1.0, "anomaly": True}]
             )
