@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -246,6 +247,28 @@ def _messages(
             errors.write(Rejected("<documents>", position + 1, str(exc), raw_json(doc, 2000)))
 
 
+def _too_far_ahead(
+    message: dict[str, Any], max_ahead_ms: int, errors: ErrorFile, topic: str, position: int
+) -> bool:
+    """Whether the detector would refuse ``message`` sent now, its event time more than
+    ``max_ahead_ms`` after the message's Kafka timestamp (when it is sent); if so, why goes to
+    ``errors``, as for a message the producer refuses (``position`` in the ordered sequence; a
+    corpus dated in the future, a wrong time unit: the replay reported them all
+    produced, and the detector dead-lettered every one)."""
+    now_ms = time.time_ns() // 1_000_000
+    if message["timestamp"] - now_ms <= max_ahead_ms:
+        return False
+    event = datetime.fromtimestamp(message["timestamp"] / 1000, tz=UTC)
+    sent = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
+    reason = (
+        f"event time {event.isoformat(timespec='seconds')} is more than windows.max_ahead "
+        f"({max_ahead_ms} ms) after the time it is sent, {sent.isoformat(timespec='seconds')}: "
+        "the detector would refuse it (a wrong clock or time unit?)"
+    )
+    errors.write(Rejected(topic, position, reason, message["id"]))
+    return True
+
+
 def replay_documents(
     docs: Iterable[dict[str, Any]],
     bootstrap: str,
@@ -262,6 +285,7 @@ def replay_documents(
     flush_timeout_s: float = 60.0,
     end_of_stream: bool = False,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    max_ahead_ms: int | None = None,
     **producer_overrides: Any,
 ) -> ReplaySummary:
     """Produce ``docs`` (document dicts) to ``topic`` in event-time order; see the module doc.
@@ -271,7 +295,9 @@ def replay_documents(
     does not acknowledge (counted as failed), including those still queued ``flush_timeout_s``
     after the last one was handed over. ``progress`` is called with the running summary after
     every document. On KeyboardInterrupt the documents already handed to the producer are flushed
-    and the summary says ``interrupted`` (and no end-of-stream marker is sent).
+    and the summary says ``interrupted`` (and no end-of-stream marker is sent). A document whose
+    event time lies more than ``max_ahead_ms`` after the moment it would be sent (the detector's
+    ``windows.max_ahead``, checked against the message's Kafka timestamp) is rejected, not sent.
     """
     pacer = Pacer(rate, speedup, max_wait_s)
     summary = ReplaySummary()
@@ -335,6 +361,12 @@ def replay_documents(
                 while wait > 0:
                     _poll(producer, min(wait, _POLL_S), interrupts)
                     wait = deadline - time.monotonic()
+                if max_ahead_ms is not None and _too_far_ahead(
+                    message, max_ahead_ms, errors, topic, summary.read
+                ):
+                    summary.rejected += 1
+                    summary.resume_skip = summary.read
+                    continue
                 report = on_delivery(summary.read, message["id"], marker=False)
                 key, value = message["stream"].encode(), encode(message)
                 _hand_over(producer, topic, key, value, report, counted, interrupts)

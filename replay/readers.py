@@ -144,18 +144,111 @@ def _open_binary(path: Path) -> IO[bytes]:
     return raw
 
 
+# How much of a file's start tells its line ending: a record longer than this is refused anyway
+# (MAX_MESSAGE_BYTES)
+_SNIFF_BYTES = 1 << 20
+# byte-order marks of the UTF-16 and UTF-32 text Windows tools write (UTF-32's first)
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_READ_ERRORS = (EOFError, OSError, zlib.error)  # a damaged or truncated gzip
+
+
+def _byte_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``fh`` as UTF-8 bytes with their line ends; an error reading the file is
+    raised after the lines before it. A file of UTF-16 or UTF-32 with a byte-order mark is
+    decoded (:func:`_wide_lines`); a file whose start has CRs but no LF (classic Mac OS) is
+    split at CRs (it was read as one line, one rejected record); any other at LFs."""
+    head = bytearray()
+    error: BaseException | None = None
+    try:
+        while len(head) < _SNIFF_BYTES and (chunk := fh.read1(_SNIFF_BYTES - len(head))):
+            head += chunk
+    except _READ_ERRORS as exc:
+        error = exc
+    for bom, encoding in _WIDE_BOMS:
+        if head.startswith(bom):
+            yield from _wide_lines(bytes(head), fh, encoding, error)
+            return
+    end = b"\r" if b"\r" in head and b"\n" not in head else b"\n"
+    *complete, rest = bytes(head).split(end)
+    for piece in complete:
+        yield piece + end
+    if error is not None:
+        raise error  # the line it cut is incomplete
+    if end == b"\n":
+        if rest:
+            yield rest + fh.readline()
+        yield from fh
+        return
+    pending = [rest]
+    while chunk := fh.read1(1 << 16):
+        *complete, rest = chunk.split(end)
+        for piece in complete:
+            pending.append(piece)
+            yield b"".join(pending) + end
+            pending.clear()
+        pending.append(rest)
+    if last := b"".join(pending):
+        yield last
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def _wide_lines(
+    head: bytes, fh: IO[bytes], encoding: str, error: BaseException | None
+) -> Iterator[bytes]:
+    """The lines, ending at CR, LF or CRLF, of UTF-16 or UTF-32 text (``head``, then the rest of
+    ``fh``) as UTF-8; an unpaired surrogate stays (a line that is not UTF-8), and text that ends
+    inside a character is a UnicodeDecodeError after the lines before it."""
+    decoder = codecs.getincrementaldecoder(encoding)("surrogatepass")
+
+    def chunks() -> Iterator[bytes]:
+        yield head
+        if error is not None:
+            raise error
+        while chunk := fh.read1(1 << 16):
+            yield chunk
+
+    pending: list[str] = []  # the text of the line being read
+    for chunk in chunks():
+        text = decoder.decode(chunk)
+        if pending and pending[-1].endswith("\r"):  # a CR that ended the last chunk
+            text, pending[-1] = pending[-1][-1] + text, pending[-1][:-1]
+        start = 0
+        for match in _NEWLINE.finditer(text):
+            if match.end() == len(text) and match.group() == "\r":
+                break  # its LF may come with the next chunk
+            pending.append(text[start : match.end()])
+            yield "".join(pending).encode("utf-8", "surrogatepass")
+            pending.clear()
+            start = match.end()
+        pending.append(text[start:])
+    pending.append(decoder.decode(b"", final=True))
+    if last := "".join(pending):
+        yield last.encode("utf-8", "surrogatepass")
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes | None, str]]:
-    """(line number, bytes, error): the file's lines; a damaged gzip ends with an error entry."""
+    """(line number, bytes, error): the file's lines as UTF-8 (see :func:`_byte_lines`); a
+    damaged gzip, or UTF-16 that ends inside a character, ends with an error entry."""
     number = 0
     with _open_binary(path) as fh:
         try:
-            for number, line in enumerate(fh, start=1):
+            for number, line in enumerate(_byte_lines(fh), start=1):
                 if number == 1 and line.startswith(codecs.BOM_UTF8):  # spreadsheet exports
                     line = line[len(codecs.BOM_UTF8) :]
                 yield number, line, ""
-        except (EOFError, OSError, zlib.error) as exc:
+        except _READ_ERRORS as exc:
             what = "truncated gzip" if isinstance(exc, EOFError) else f"damaged file ({exc})"
             yield number + 1, None, f"{what}: reading stopped after line {number}"
+        except UnicodeDecodeError as exc:
+            reason = f"not {exc.encoding.upper()} ({exc.reason})"
+            yield number + 1, None, f"{reason}: reading stopped after line {number}"
 
 
 def _raw(line: bytes | str) -> str:
@@ -330,11 +423,24 @@ def _sgml_text(text: str | None) -> str:
 _NOT_REUTERS = "no REUTERS element in this file (not Reuters-21578 SGML? see --input-format)"
 
 
+def _latin1_fallback(error: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: the bytes that are not UTF-8 as Latin-1 characters."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    return error.object[error.start : error.end].decode("latin-1"), error.end
+
+
+_LATIN1_FALLBACK = "sparsewatch-latin-1-fallback"
+codecs.register_error(_LATIN1_FALLBACK, _latin1_fallback)
+
+
 def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
     """Reuters-21578 ``reut2-NNN.sgm``: fields ``id`` (NEWID), ``date``, ``title``, ``body``,
     ``topics``, ``places``, ``lewissplit``, ``cgisplit``, ``topics_attr``, ``dateline``.
 
-    The collection is ASCII with a few stray bytes, so it is decoded as Latin-1.
+    The collection is ASCII with a few stray bytes: it is decoded as UTF-8, each byte that is
+    not UTF-8 as Latin-1 (read all as Latin-1, a story in UTF-8, or in UTF-16, which is read as
+    UTF-8, had its accents turned into two characters: ``CafÃ©``).
     """
     source = str(path)
     chunks: list[bytes] = []
@@ -344,7 +450,7 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
             error = (number, message)
             break
         chunks.append(line)
-    text = b"".join(chunks).decode("latin-1")
+    text = b"".join(chunks).decode("utf-8", _LATIN1_FALLBACK)
     line_of = _line_index(text)
     end = 0
     if text.strip() and "<REUTERS" not in text:
@@ -414,14 +520,26 @@ _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
 
 
 _EPOCH_MS_TEXT = re.compile(r"\s*(-?\d+)(?:\.\d*)?\s*")
-_ZONE_OFFSET = re.compile(r"([+-])(\d{2}):?(\d{2})")
-# the last alphabetic word of a mail date that is not a weekday or month: its zone name
-_MAIL_ZONE = re.compile(
-    r"(?<![A-Za-z])(?!(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov"
-    r"|dec)\b)[A-Za-z]{1,5}(?![A-Za-z])(?=[^A-Za-z]*$)",
+# A zone after a date: a name for UTC, an offset (``+HHMM``, ``+HH:MM``, ``+HH``, ``+H``), or
+# both (``GMT+0100``, JavaScript's ``Date`` text; ``UTC-05``; ``GMT+1``: one hour east, as mail
+# and web pages mean it, not POSIX's ``Etc/GMT+1``), or an offset then its name (``-0500 EST``)
+_ZONE = re.compile(
+    r"(?P<utc>UTC|UT|GMT|Z)?(?:(?P<sign>[+-])(?P<hours>\d{2}):?(?P<minutes>\d{2})"
+    r"|(?P<sign_h>[+-])(?P<hours_h>\d{1,2}))?(?P<label>[A-Z]{1,5})?",
     re.IGNORECASE,
 )
-_ZERO_ZONES = ("UT", "UTC", "GMT", "Z")
+# RFC 822's zone names with their offsets (hours); the Reuters dates refuse them
+_MAIL_ZONES = {"AST": -4, "ADT": -3, "EST": -5, "EDT": -4, "CST": -6, "CDT": -5, "MST": -7}
+_MAIL_ZONES |= {"MDT": -6, "PST": -8, "PDT": -7}
+_COMMENT = re.compile(r"\([^()]*\)")  # RFC 2822 comment: "-0500 (EST)"
+_WEEKDAYS = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"}
+_WEEKDAYS |= {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+_MONTH_WORDS = {m.lower() for m in _MONTH_NAMES} | {
+    "january", "february", "march", "april", "june", "july", "august", "september",
+    "october", "november", "december",
+}  # fmt: skip
+_CLOCK = re.compile(r"\d{1,2}[:.]\d{2}(?:[:.]\d{2})?")
+_DASHED_DATE = re.compile(r"\d{1,2}-[A-Za-z]+-\d{2,4}")  # RFC 850: 10-Oct-18
 
 
 def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
@@ -508,37 +626,68 @@ def _parse_date_text(value: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def _zone_offset_s(zone: str, value: str) -> int:
-    """Seconds east of UTC of the zone after a Reuters-style date: none (UTC), ``Z``, ``UTC``,
-    ``GMT`` or ``+HHMM`` / ``-HH:MM``; a RecordError for anything else (a zone name such as
-    ``PST`` was ignored, and the time read as UTC)."""
-    zone = zone.strip()
-    if zone.upper() in ("", "Z", "UTC", "GMT"):
+def _zone_offset_s(zone: str, value: str, names: dict[str, int] | None = None) -> int:
+    """Seconds east of UTC of the ``zone`` text after a date: none (UTC), ``Z``, ``UT``, ``UTC``
+    or ``GMT``, an offset ``+HHMM``, ``-HH:MM`` or ``+HH``, a name for UTC with an offset
+    (``GMT+0100``, ``UTC-05``, ``GMT +1``), an offset followed by its name (``-0500 EST``), or one
+    of ``names`` (hours east); a RecordError for anything else. Zone texts that were ignored, so
+    the time was read as UTC: a zone name such as ``PST`` after a Reuters date, ``GMT+0100``,
+    ``UTC-05`` after a mail date."""
+    text = "".join(zone.split())
+    if names and text.upper() in names:
+        return names[text.upper()] * 3600
+    match = _ZONE.fullmatch(text)
+    named = match is not None and match["label"] is not None
+    if match is None or (named and (match["utc"] or not (match["sign"] or match["sign_h"]))):
+        hint = f"unknown time zone {zone.strip()[:12]!r}" if names is not None else ""
+        hint = hint or f"time zone {zone.strip()[:12]!r}: give +HHMM"
+        raise RecordError(f"bad timestamp {value[:40]!r} ({hint})")
+    sign = match["sign"] or match["sign_h"]
+    if sign is None:
         return 0
-    match = _ZONE_OFFSET.fullmatch(zone)
-    if match is None:
-        raise RecordError(f"bad timestamp {value[:40]!r} (time zone {zone[:12]!r}: give +HHMM)")
-    sign, hours, minutes = match.groups()
-    offset = int(hours) * 3600 + int(minutes) * 60
-    if offset >= 86_400 or int(minutes) >= 60:
-        raise RecordError(f"bad timestamp {value[:40]!r} (time zone offset {zone!r})")
+    hours = int(match["hours"] or match["hours_h"])
+    minutes = int(match["minutes"] or 0)
+    if minutes >= 60:
+        raise RecordError(f"bad timestamp {value[:40]!r} (time zone offset {text[:12]!r})")
+    if hours >= 24:
+        raise RecordError(f"bad timestamp {value[:40]!r} (time zone offset of a day or more)")
+    offset = hours * 3600 + minutes * 60
     return -offset if sign == "-" else offset
+
+
+def _mail_zone(value: str) -> str:
+    """The zone text of a mail date: its words that are no weekday, month, day, year or time
+    (comments removed). :func:`email.utils.parsedate_tz` reads only one word there, takes a zone
+    it does not know (``GMT+0100``, ``CET``) for UTC, ``+01`` for one minute, and a second
+    year for a zone (``... 20:19:24 2018``: 20 hours 18 minutes east)."""
+    numbers = 0
+    zone = []
+    clock_seen = False
+    for word in _COMMENT.sub(" ", value).replace(",", " ").split():
+        lower = word.lower()
+        if lower in _WEEKDAYS or lower in _MONTH_WORDS or _DASHED_DATE.fullmatch(word):
+            continue
+        if word.isdigit() and numbers < 2:  # the day and the year
+            numbers += 1
+            continue
+        clock = None if clock_seen else _CLOCK.match(word)
+        if clock is not None:
+            clock_seen = True
+            word = word[clock.end() :]  # "20:19:24+0100"
+        if word:
+            zone.append(word)
+    return " ".join(zone)
 
 
 def _mail_date(value: str) -> datetime:
     """An RFC 2822 date (``Wed, 10 Oct 2018 20:19:24 +0000``, e-mail and RSS) or Twitter's
-    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); without a zone, UTC. A zone name
-    RFC 2822 does not define (``CET``) and an offset of a day or more are RecordErrors: the
-    parser read them as UTC."""
+    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); without a zone, UTC. The zone is read
+    by :func:`_zone_offset_s` (RFC 2822's names too); one it cannot read (``CET``) and an offset
+    of a day or more are RecordErrors: the parser read some of them as UTC."""
     parts = parsedate_tz(value)
     if parts is None:
         raise RecordError(f"bad timestamp {value[:40]!r} (not ISO-8601 or epoch ms)")
-    offset = parts[9] or 0
-    zone = _MAIL_ZONE.search(value)
-    if zone is not None and offset == 0 and zone.group(0).upper() not in _ZERO_ZONES:
-        raise RecordError(f"bad timestamp {value[:40]!r} (unknown time zone {zone.group(0)!r})")
-    if abs(offset) >= 86_400:
-        raise RecordError(f"bad timestamp {value[:40]!r} (time zone offset of a day or more)")
+    offset = _zone_offset_s(_mail_zone(value), value, _MAIL_ZONES)
     try:
         return datetime(*parts[:6], tzinfo=UTC) - timedelta(seconds=offset)
     except (ValueError, OverflowError) as exc:  # 31 Dec 9999 23:59 -0100 is past year 9999
@@ -675,7 +824,10 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
     large for the detector or for the producer (:data:`MAX_MESSAGE_BYTES`, with its key and
     framing). The detector's size limit is its parser's to apply: it only concerns messages over
     ``max_text_bytes`` (a message that long must pass it, or no text of ``max_text_bytes``
-    would), so only those pay for the parse."""
+    would), so only those pay for the parse. A NaN or infinite number in ``meta`` (``NaN``,
+    ``1e400`` in a JSON line) becomes ``null`` there, as the query commands write them: the
+    message went out as ``NaN``/``Infinity``, which is not JSON for strict parsers (the detector
+    ignores ``meta``; the document is kept)."""
     try:
         for key in ("id", "text", "stream"):
             storable_string(document[key], key)
@@ -691,7 +843,15 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
     if len(document["text"].encode("utf-8")) > max_text_bytes:
         raise RecordError(f"text longer than {max_text_bytes} bytes")
     try:
-        payload = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        try:
+            text = _strict_json(document)
+        except ValueError as exc:  # a non-finite number, or a circular reference
+            try:
+                document["meta"] = _finite(document["meta"])
+                text = _strict_json(document)
+            except (ValueError, RecursionError):  # a circular reference: as it was
+                raise exc from None
+        payload = text.encode("utf-8")
     except UnicodeEncodeError:
         raise RecordError("field 'meta' contains an unpaired surrogate") from None
     except (TypeError, ValueError) as exc:  # a value JSON has no form for, a circular reference
@@ -709,6 +869,23 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
             f"message of {size} bytes exceeds the Kafka producer's limit of {MAX_MESSAGE_BYTES} "
             "bytes (message.max.bytes)"
         )
+
+
+def _strict_json(document: dict[str, Any]) -> str:
+    """``document`` as compact JSON, a ValueError for a number JSON has no form for (NaN,
+    infinities: Python writes ``NaN``, ``Infinity``, which strict JSON parsers refuse)."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinite number in it, at any depth, as ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class ErrorFile:

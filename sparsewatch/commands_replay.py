@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
-from sparsewatch.config import load_config
+from sparsewatch.config import Config, load_config, parse_duration_ms
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
     BOOTSTRAP_OPTION,
@@ -140,8 +140,9 @@ def replay(
     """Read JSONL, CSV or Reuters-21578 SGML files (plain or gzip) and produce their documents,
     in event-time order, to a Kafka topic keyed by stream id.
 
-    Records that cannot be read or mapped, or that the detector would refuse, are written, with
-    their file and line, to the error file and counted; the summary says how many were read,
+    Records that cannot be read or mapped, or that the detector would refuse (also for an event
+    time more than windows.max_ahead after the time it is sent), are written, with their file
+    and line, to the error file and counted; the summary says how many were read,
     produced and rejected.
     """
     if rate is not None and speedup is not None:
@@ -209,6 +210,7 @@ def replay(
                 progress=advance,
                 end_of_stream=end_of_stream,
                 max_text_bytes=config.max_text_bytes,
+                max_ahead_ms=detector_max_ahead_ms(config),
             )
             bar.update(task, completed=summary.read, total=summary.read)
     if not errors.count and not errors.special:
@@ -227,6 +229,16 @@ def replay(
             f"{summary.failed} messages were not delivered ({'; '.join(summary.errors[:3])}); "
             f"they are listed in {errors_file}"
         )
+
+
+def detector_max_ahead_ms(config: Config) -> int | None:
+    """The detector's ``windows.max_ahead`` in ms, None when it does not check it: the rule of
+    :func:`sparsewatch.consumers.detector_worker.max_ahead_ms`, whose module (the models) takes
+    seconds to import."""
+    w = config.windows
+    if w.count > 0 or w.max_ahead.strip().lower() == "off":
+        return None
+    return parse_duration_ms(w.max_ahead)
 
 
 def _refuse_input_as_errors_file(errors_file: Path, inputs: list[Path]) -> None:
