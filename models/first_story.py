@@ -17,7 +17,10 @@ vectors are zero-padded, so columns must keep their meaning (an append-only voca
 narrower ``X`` than the memory raises ``ValueError``. ``n_features_in_`` is the memory's width.
 
 Scores lie in ``[0, 1]``: the largest cosine counts from 0 (an empty memory, or only negative
-cosines) and is clipped at 1 (an exact duplicate's rounds to ``1 + 4e-16``).
+cosines) and is clipped at 1 (an exact duplicate's rounds to ``1 + 4e-16``). A row without any
+non-zero entry (a document without terms) has cosine 0 with everything and so scores 1 here;
+the offline evaluation (:class:`sparsewatch.replay.eval_methods.FirstStoryMethod`) scores such a
+document 0, as the product's detector and the l1 methods do ("nothing to explain").
 
 ``score_samples`` learns nothing: a row's score depends on the memory only, whatever the order or
 batching of the rows. ``partial_fit`` and ``score_stream`` depend on the order by design (a

@@ -14,6 +14,15 @@ Names
 ``nn-exact``    exact nearest-neighbour first-story detection against earlier steps.
 ``nn-lsh``      LSH-approximate nearest neighbour (Petrovic et al. 2010).
 ``detector``    the product's default :class:`~sparsewatch.models.novelty.Detector`.
+
+Documents without terms
+-----------------------
+A document with no term (empty after tokenisation: an all-zero row of the shared features)
+scores 0 under every method: nothing to explain. The l1 and l2 methods give that by themselves
+(``x = 0`` leaves residual 0), and the product's :class:`Detector` scores it 0 and never flags
+it. The nearest-neighbour memories would score it 1 (its cosine with everything is 0), ranking
+it with the most novel documents where every other method ranks it last, so
+:class:`FirstStoryMethod` sets those scores to 0 and the AUCs compare the same convention.
 """
 
 from __future__ import annotations
@@ -73,17 +82,26 @@ class DetectorMethod:
         return np.asarray(self.detector.process_window(texts).scores)
 
     def sre(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> float | None:
-        return float(np.mean(self.detector.score(texts).scores))
+        """Mean Eq. (3) optimum (the detector's weighted loss, out-of-vocabulary mass included)
+        after the update: ``reconstruction error + lam ||x||_1``. Not the mean score, which
+        adds the screening margin (a tie-break among unexplained documents, up to
+        ``over_weight + lam`` more) and so exceeded the objective's maximum of 1."""
+        res = self.detector.score(texts)
+        code_l1 = np.asarray(abs(res.codes).sum(axis=1)).ravel()
+        return float(np.mean(res.reconstruction_errors + self.detector.model.lam * code_l1))
 
 
 def l1_sre(estimator: Any, X: sp.csr_matrix) -> float:
-    """The paper's SRE on the step's documents: mean of Eq. (3)'s optimum after the update."""
+    """The paper's SRE on the step's documents: mean of Eq. (3)'s optimum after the update,
+    with the estimator's own loss (its ``over_weight``; it was the plain l1 loss whatever the
+    estimator minimised)."""
     A = estimator.components_
     P = sp.csc_matrix(X.T)
     if P.shape[0] < A.shape[0]:
         P = sp.csc_matrix((P.data, P.indices, P.indptr), shape=(A.shape[0], P.shape[1]))
-    lam = estimator.lam
-    return float(np.mean(l1_sparse_code(P, A[: P.shape[0]], lam, tol=1e-3).objective))
+    lam, w = estimator.lam, getattr(estimator, "over_weight", 1.0)
+    res = l1_sparse_code(P, A[: P.shape[0]], lam, tol=1e-3, over_weight=w)
+    return float(np.mean(res.objective))
 
 
 def l2_sre(estimator: L2BatchNovelty, X: sp.csr_matrix) -> float:
@@ -114,6 +132,16 @@ class BatchMethod(EstimatorMethod):
         return scores
 
 
+class FirstStoryMethod(EstimatorMethod):
+    """The nearest-neighbour memories: score against earlier steps, then store the step. A row
+    without terms scores 0, as in the product (see the module's "Documents without terms")."""
+
+    def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
+        scores = super().step(X, texts)
+        has_terms = np.asarray(abs(X).sum(axis=1)).ravel() > 0
+        return np.where(has_terms, scores, 0.0)
+
+
 def _online(**params: Any) -> StepMethod:
     return OnlineMethod(OnlineL1NoveltyDetector(**{**ONLINE_PAPER, **params}), sre_fn=l1_sre)
 
@@ -126,8 +154,8 @@ FACTORIES: dict[str, Callable[..., StepMethod]] = {
     "online": _online,
     "batch": _batch,
     "l2-batch": lambda **p: BatchMethod(L2BatchNovelty(**p), sre_fn=l2_sre),
-    "nn-exact": lambda **p: EstimatorMethod(ExactFirstStory(**p)),
-    "nn-lsh": lambda **p: EstimatorMethod(LSHFirstStory(**p)),
+    "nn-exact": lambda **p: FirstStoryMethod(ExactFirstStory(**p)),
+    "nn-lsh": lambda **p: FirstStoryMethod(LSHFirstStory(**p)),
     "detector": lambda **p: DetectorMethod(Detector(**p)),
 }
 

@@ -7,7 +7,9 @@ Documents are sorted by timestamp (ties by corpus position) and cut into a warm-
 step ``s >= 1`` is *novel* when none of its labels occurs among the documents of steps ``< s``
 (``rule="none"``, the issue's definition); ``rule="any"`` (some label is new) is reported as well
 because it has more positives on Reuters. Documents without labels are fed to the models but not
-evaluated.
+evaluated. A document without terms (nothing left after tokenisation) scores 0 under every method
+of :mod:`sparsewatch.replay.eval_methods`, as in the product (see "Documents without terms"
+there), so it ranks alike in every AUC.
 
 At every step each method first scores the step's documents with the state learned from earlier
 steps, then updates (the paper's Algorithm 3 order). Features are shared: one featurizer learns the
@@ -149,29 +151,45 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
     if not path.is_file():
         raise SparsewatchError(f"Reuters corpus not found at {path}")
     opener = gzip.open if path.suffix == ".gz" else open
-    docs = []
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            try:
-                r = json.loads(line)
-                if labelled_only and not r["topics"]:
-                    continue
-                doc = {
-                    "id": str(r["id"]),
-                    "text": f"{r['title']}\n{r['body']}".strip(),
-                    "timestamp": r["date"],
-                    "stream": "reuters21578",
-                    "labels": list(r["topics"]),
-                }
-                order = (str(doc["timestamp"]), int(doc["id"]))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise SparsewatchError(
-                    f"{path}: line {number} is not a record of the Reuters-21578 JSONL "
-                    f"(id, title, body, date, topics): {type(exc).__name__}: {exc}"
-                ) from None
-            docs.append((order, doc))
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            docs = _reuters_records(path, fh, labelled_only)
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # not gzip, truncated, not UTF-8
+        kind = "gzip-compressed UTF-8" if path.suffix == ".gz" else "UTF-8"
+        raise SparsewatchError(
+            f"{path}: cannot be read as {kind} text: {type(exc).__name__}: {exc}"
+        ) from None
     docs.sort(key=lambda item: item[0])
     return [doc for _, doc in docs]
+
+
+def _reuters_records(
+    path: Path, fh: Any, labelled_only: bool
+) -> list[tuple[tuple[str, int], dict]]:
+    """``(sort key, document)`` of every record of an open Reuters JSONL file."""
+    docs = []
+    for number, line in enumerate(fh, start=1):
+        try:
+            r = json.loads(line)
+            if not isinstance(r["topics"], list):  # a string's labels were its characters
+                raise TypeError(f"'topics' is {type(r['topics']).__name__}, not a list")
+            if labelled_only and not r["topics"]:
+                continue
+            doc = {
+                "id": str(r["id"]),
+                "text": f"{r['title']}\n{r['body']}".strip(),
+                "timestamp": r["date"],
+                "stream": "reuters21578",
+                "labels": list(r["topics"]),
+            }
+            order = (str(doc["timestamp"]), int(doc["id"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SparsewatchError(
+                f"{path}: line {number} is not a record of the Reuters-21578 JSONL "
+                f"(id, title, body, date, topics): {type(exc).__name__}: {exc}"
+            ) from None
+        docs.append((order, doc))
+    return docs
 
 
 def load_jsonl(path: str | Path) -> list[dict]:
@@ -249,7 +267,10 @@ class EstimatorMethod:
     """Adapter for estimators with ``fit``/``partial_fit``/``score_samples`` on feature rows.
 
     ``sre_fn(estimator, X)`` (optional) returns the paper's SRE on the step's documents after the
-    update; ``score_fn`` replaces ``score_samples`` (e.g. the in-batch first-story variant).
+    update; ``score_fn(estimator, X)`` replaces ``score_samples`` for the scores only: the update
+    ``partial_fit(X)`` follows as for every method (it was skipped, so the estimator never learnt
+    past the warm-up). A scoring that also learns (such as the first-story ``score_stream``,
+    which stores ``X`` itself) is a :class:`StepMethod` of its own, not a ``score_fn``.
     """
 
     estimator: Any
@@ -261,9 +282,10 @@ class EstimatorMethod:
         self.estimator.fit(X)
 
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
-        if self.score_fn is not None:
-            return np.asarray(self.score_fn(self.estimator, X))
-        scores = np.asarray(self.estimator.score_samples(X))
+        if self.score_fn is None:
+            scores = np.asarray(self.estimator.score_samples(X))
+        else:
+            scores = np.asarray(self.score_fn(self.estimator, X))
         self.estimator.partial_fit(X)
         return scores
 

@@ -115,6 +115,14 @@ def evaluate(
     detector = {"features": configured.features, "model": configured.model}
     # unknown names are an error before the corpus is read
     evaluated = build_methods(names, {"detector": detector})
+    if out is not None:
+        # made before the run: a folder that cannot be made was an error only after all of it
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot create {str(out)!r}: {exc.strerror or exc}", param_hint="'--out'"
+            ) from None
     if corpus == "synthetic":
         docs = generate_stream(n_docs, kind=kind, seed=seed)  # type: ignore[arg-type]
     elif corpus == "reuters":
@@ -130,7 +138,6 @@ def evaluate(
     )
     payload = to_json(result)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
         (out / f"{corpus}.json").write_text(json.dumps(payload, indent=1))
         for png in plot_results(result, out / corpus):
             click.echo(f"wrote {png}", err=True)
