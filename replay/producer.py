@@ -173,15 +173,9 @@ def as_message(doc: dict[str, Any], max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     ``timestamp`` may be ISO-8601 or epoch ms and becomes epoch ms; ``stream`` defaults to
     ``"default"``; keys other than the message's own are folded into ``meta``.
     """
-    message = to_document(doc, _MESSAGE_MAPPING, max_text_bytes)
-    extra = message["meta"]
-    meta = extra.pop("meta", None)
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
+    if doc.get("meta") is not None and not isinstance(doc["meta"], dict):
         raise RecordError("meta must be a JSON object")
-    message["meta"] = {**extra, **meta}
-    return message
+    return to_document(doc, _MESSAGE_MAPPING, max_text_bytes)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -785,10 +785,22 @@ def to_document(
         "timestamp": timestamp_ms,
         "stream": str(stream),
         "labels": parse_labels(labels),
-        "meta": _unused(fields, used),
+        "meta": _meta(_unused(fields, used)),
     }
     _check_deliverable(document, max_text_bytes)
     return document
+
+
+def _meta(unused: dict[str, Any]) -> dict[str, Any]:
+    """The document's ``meta``: the record's unused fields, with its own ``meta`` object (a
+    record read back from a docs topic, or written by ``Document.to_json``) merged in, its keys
+    winning; it was nested one level deeper at every replay of a dump (``{"meta": {"meta":
+    ...}}``). A ``meta`` field that is no object stays as it is, under ``meta``; ``null`` goes."""
+    own = unused.get("meta")
+    if own is not None and not isinstance(own, dict):
+        return unused
+    rest = {k: v for k, v in unused.items() if k != "meta"}
+    return {**rest, **own} if own else rest
 
 
 def _unused(fields: dict[str, Any], used: set[str]) -> dict[str, Any]:
