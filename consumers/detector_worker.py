@@ -110,6 +110,11 @@ class DetectorStreamState:
         self.windows = StreamWindower(stream, self.spec)
         self.models = build_models(config.detector)
         self._late: list[Buffered] = []
+        # How many of ``_late`` are counted (sparsewatch_late_documents_total): not those read
+        # again after a restore, whose first reading was counted, except the ones still waiting
+        # here when the checkpoint was taken (from the first such offset per partition on).
+        self._late_counted = 0
+        self._count_late_from: dict[int, int] = {}
         self._warned_seconds = False
         self._warned_closed_early = False
         self._warned_ahead = False
@@ -117,6 +122,8 @@ class DetectorStreamState:
             state = checkpoint.state
             self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
             self.models.set_state({k[7:]: v for k, v in state.items() if k.startswith("models.")})
+            pending = np.asarray(state.get("late.pending_from", np.zeros((0, 2), np.int64)))
+            self._count_late_from = {p: o for p, o in pending.reshape(-1, 2).tolist()}
 
     def _output(self, window: ClosedWindow, closed_at: float) -> Output:
         comp = process_window(self.models, window, self.config.detector)
@@ -148,9 +155,12 @@ class DetectorStreamState:
                 item.event_time.isoformat(),
                 item.timestamp_ms,
             )
+        again = self.windows.read_before(partition, offset)
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
+            if not again or offset >= self._count_late_from.get(partition, offset + 1):
+                self._late_counted += 1
             if not self._warned_closed_early and self.windows.closed_early(item.timestamp_ms):
                 self._warned_closed_early = True  # once per stream (and worker start)
                 log.warning(
@@ -216,12 +226,12 @@ class DetectorStreamState:
         if not self._late:
             return []
         rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
-        self._late = []
+        counted, self._late, self._late_counted = self._late_counted, [], 0
         calls: list[StoreCall] = [("insert_documents", (rows,))]
         alerts = novel_alerts(rows)
         if alerts:
             calls.append(("insert_alerts", (alerts,)))
-        return [Output(calls, is_window=False, late=len(rows))]
+        return [Output(calls, is_window=False, late=counted)]
 
     def min_buffered_offset(self, partition: int) -> int | None:
         """Open windows' documents and late documents not yet handed over: a restart re-reads
@@ -238,6 +248,10 @@ class DetectorStreamState:
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state = {f"windows.{k}": v for k, v in self.windows.get_state().items()}
         state.update({f"models.{k}": v for k, v in self.models.get_state().items()})
+        pending: dict[int, int] = {}
+        for b in self._late:  # (not yet stored: counted when read again after a restore)
+            pending[b.partition] = min(b.offset, pending.get(b.partition, b.offset))
+        state["late.pending_from"] = np.array(sorted(pending.items()), np.int64).reshape(-1, 2)
         meta = {
             "windows_done": self.models.windows_done,
             "watermark_ms": int(self.windows.watermark_ms),

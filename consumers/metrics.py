@@ -6,6 +6,12 @@ documents/s is ``rate(sparsewatch_documents_total[1m])``; the novelty rate is
 records/s is ``rate(sparsewatch_ingest_records_total[1m])`` (by ``outcome``: forwarded or
 dead_lettered), its lag ``sparsewatch_consumer_lag{worker="ingest"}``.
 
+The counters count what this process committed. A restart re-reads its input from the stored
+resume offsets: the windows closed since a stream's last checkpoint are recomputed (only after a
+crash: a clean stop checkpoints them) and counted again in the documents, novel and windows
+counters, and a document read again in a window closed before the checkpoint is late again but not
+counted again (except, after a crash, one stored late since the checkpoint, like the windows).
+
 Every family lives in prometheus_client's default registry; each endpoint serves a registry of
 its role's families only (:func:`role_registry`), so a worker's ``/metrics`` shows no ingest
 histogram and the bridge's no window latency.
@@ -34,7 +40,9 @@ NOVEL = Counter("sparsewatch_novel", "Documents flagged novel or anomalous", ["w
 WINDOWS = Counter("sparsewatch_windows", "Windows closed and committed", ["worker"])
 LATE = Counter(
     "sparsewatch_late_documents",
-    "Late documents (their window had closed): scored and stored, not learnt from",
+    "Late documents (their window had closed): scored and stored, not learnt from; one read "
+    "again after a restart or rebalance is not counted again, except after a crash one stored "
+    "since its stream's last checkpoint (as the windows a crash recomputes count again)",
     ["worker"],
 )
 DEAD_LETTERS = Counter(

@@ -12,16 +12,20 @@ closed windows. Two kinds of window:
   document of an empty window between two others is late too, not a window of its own.
 * **count** (``count``): consecutive documents of the stream in arrival order, ``count`` at a time.
 
-When the stream has been idle (no document) for ``idle_timeout_s`` of wall-clock time, its windows
-close without waiting for a later document, so a quiet stream still reports (Quix Streams' users'
-top complaint is windows that never close on an idle stream): with ``idle_close = "ended"`` (the
-default) the time windows whose end plus the allowed lateness the wall clock has passed, the
-processing-time watermark of an idle source; with ``"all"`` every open window, which reports a
-live stream's window sooner but turns the rest of its documents late (not learnt from: a live
-stream with gaps longer than the timeout would learn from the first documents after each gap
-only). A replayed past stream is closed whole either way (its windows all ended long ago), and so
-is a count window (it has no end). An end-of-stream marker closes every open window at once
-(:meth:`StreamWindower.close_all`), which, unlike the wall clock, replays deterministically.
+When the stream has been idle for ``idle_timeout_s`` of wall-clock time, its windows close without
+waiting for a later document, so a quiet stream still reports (Quix Streams' users' top complaint
+is windows that never close on an idle stream). Idle means that no document joined an open window:
+a duplicate (a re-send), a late document and a message a count window already consumed neither
+join nor close a window, so they do not hold its windows open (a stream receiving only re-sends,
+or a backfill of old, late documents, kept its open window open for as long as they came). What
+closes then: with ``idle_close = "ended"`` (the default) the time windows whose end plus the
+allowed lateness the wall clock has passed, the processing-time watermark of an idle source;
+with ``"all"`` every open window, which reports a live stream's window sooner but turns the rest
+of its documents late (not learnt from: a live stream with gaps longer than the timeout would
+learn from the first documents after each gap only). A replayed past stream is closed whole
+either way (its windows all ended long ago), and so is a count window (it has no end). An
+end-of-stream marker closes every open window at once (:meth:`StreamWindower.close_all`), which,
+unlike the wall clock, replays deterministically.
 
 A document id is processed once per stream: a message whose id an open window holds, or one of the
 stream's last ``dedup_documents`` documents of closed windows (late ones included) had, is a
@@ -156,8 +160,7 @@ class StreamWindower:
         remembered closed one had it at another offset, :meth:`first_copy`; it is neither scored
         nor learnt again; also a message judged a duplicate before and read again).
         """
-        self.last_activity = now
-        again = item.offset <= self._read_up_to.get(item.partition, -1)
+        again = self.read_before(item.partition, item.offset)
         self._read_up_to[item.partition] = max(
             item.offset, self._read_up_to.get(item.partition, -1)
         )
@@ -177,6 +180,7 @@ class StreamWindower:
             if item.doc.id in self._ids:
                 return self._duplicate(item, self._open_copy(item.doc.id))
             self._ids[item.doc.id] = item
+            self.last_activity = now
             return self._add_count(item), "buffered"
         if item.doc.id in self._ids:
             return self._duplicate(item, self._open_copy(item.doc.id))
@@ -187,9 +191,15 @@ class StreamWindower:
                 self._remember(item)
             return [], "late"
         self._ids[item.doc.id] = item
+        self.last_activity = now
         self._open.setdefault(seq, []).append(item)
         self.watermark_ms = max(self.watermark_ms, item.doc.timestamp_ms)
         return self._close_passed(), "buffered"
+
+    def read_before(self, partition: int, offset: int) -> bool:
+        """Whether the message at ``partition``, ``offset`` was added before, in this run or
+        before the checkpoint this state was restored from: it is being read again."""
+        return offset <= self._read_up_to.get(partition, -1)
 
     def _add_count(self, item: Buffered) -> list[ClosedWindow]:
         items = self._open.setdefault(self.count_seq, [])
@@ -282,8 +292,8 @@ class StreamWindower:
         return [self._pop_time_window(seq, "idle") for seq in ended]
 
     def is_idle(self, now: float) -> bool:
-        """Whether no document has come for ``idle_timeout_s`` at ``now`` (the clock of
-        :meth:`add`)."""
+        """Whether no document has joined an open window for ``idle_timeout_s`` at ``now`` (the
+        clock of :meth:`add`; see the module docstring)."""
         return now - self.last_activity >= self.spec.idle_timeout_s
 
     def _end_ms(self, seq: int) -> int:

@@ -311,35 +311,53 @@ class ProcessWriter:
         parent_sock, child_sock = socket.socketpair()
         fd = child_sock.fileno()
         command = f"from sparsewatch.consumers.writer import serve; serve({fd})"
+        # The child starts with SIGUSR1 blocked (a signal mask survives exec) and unblocks it
+        # once its handler is in place: an abandon sent while it still started up killed it
+        # (SIGUSR1's default action), and the job sent to it with it.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", command], pass_fds=(fd,), stdin=subprocess.DEVNULL
             )
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             child_sock.close()
         self.name = name
         self._conn = Connection(parent_sock.detach())
         self._conn.send((database_url, destination, os.getpid(), logging.getLogger().level))
         self._pending: _ProcessPending | None = None
         self._in_flight = False  # a job sent and not answered yet (also while being waited for)
+        self._abandoning = False  # abandon_retries was called: it holds for every later job
 
     def submit(self, job: WriteJob) -> Pending:
         if self._pending is not None:
             self._pending.result()  # at most one job in flight (the loop waits anyway)
+        # In flight before it is sent, and the abandon flag read after: a stop (another thread,
+        # or a signal handler) landing anywhere in between signals the child at least once. It
+        # was marked after the send, and a stop between the two sent nothing: the job then
+        # waited out a database outage (up to 120 s); so did a job submitted after the stop.
+        self._in_flight = True
         try:
             self._conn.send(job)
         except OSError as exc:
+            self._in_flight = False
             raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
-        self._in_flight = True
         self._pending = _ProcessPending(self)
+        if self._abandoning:
+            self._signal_abandon()
         return self._pending
 
     def abandon_retries(self) -> None:
-        """Tell the child to abandon a transaction waiting to be retried (SIGUSR1; sent only
-        with a job in flight: the child handles it once it reads jobs, and it has). Also while
-        the loop waits for that job's answer, which is where a SIGTERM finds it during a
-        database outage (the signal was not sent then, and the worker waited out the outage)."""
-        if self._in_flight and self._process.poll() is None:
+        """Tell the child to abandon a transaction waiting to be retried (SIGUSR1), now and for
+        every later job, as the thread writer's stop event does. Sent with a job in flight, also
+        while the loop waits for that job's answer, which is where a SIGTERM finds it during a
+        database outage; without one, :meth:`submit` sends it with the next job."""
+        self._abandoning = True
+        if self._in_flight:
+            self._signal_abandon()
+
+    def _signal_abandon(self) -> None:
+        if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._process.pid, signal.SIGUSR1)
 
@@ -405,6 +423,7 @@ def serve(fd: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop = StopFlag()
     signal.signal(signal.SIGUSR1, stop.request)  # ProcessWriter.abandon_retries
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # (blocked by the parent)
     setup_logging(log_level)
     store = Store.open(database_url, upgrade=False)
     writer = ResultWriter(store, make_producer(destination.bootstrap), destination, stop)
