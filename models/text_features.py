@@ -12,10 +12,11 @@ Tokenizer (deliberate choices for tweets and news):
 
 * lower case, Unicode-aware words (``\\w`` letters of any script and the combining marks and
   zero-width (non-)joiners inside them, so Devanagari, vowelled Arabic or Persian words stay
-  whole; text is NFC-normalised, so a word typed precomposed or decomposed is one token, the dot
-  of a lower-cased Turkish ``İ`` is dropped, and so are soft hyphens; tokens must contain a
-  letter and have at least two characters; pure numbers are dropped, they are mostly noise in
-  news wires);
+  whole; a word starts at a ``\\w`` character and ends at no joiner, so the variation selector of
+  ``⚠️BREAKING`` or a joiner glued to an emoji is no part of a word or tag; text is
+  NFC-normalised, so a word typed precomposed or decomposed is one token, the dot of a
+  lower-cased Turkish ``İ`` is dropped, and so are soft hyphens; tokens must contain a letter and
+  have at least two characters; pure numbers are dropped, they are mostly noise in news wires);
 * URLs become one token ``url:<domain>`` (``urls="domain"``; the host only: no user, port, query
   or the sentence's punctuation after it), or ``"drop"``;
 * ``#hashtags`` become the bare word (``hashtags="word"``, so ``#quake`` and ``quake`` match, and a
@@ -83,18 +84,28 @@ def _combining_marks() -> str:
 
 # What continues a word without being \w: the combining marks and the zero-width non-joiner and
 # joiner (format characters inside words, UAX #29: Persian writes ``می‌خواهم`` with a non-joiner)
-_MARK = f"[{_combining_marks()}\u200c\u200d]"
+_MARKS = _combining_marks()
+_JOINERS = "\u200c\u200d"
+_MARK = f"[{_MARKS}{_JOINERS}]"
 # A word character: \w or one of those (one class: a single-character class repeats fast).
 _WCHAR = rf"[\w{_MARK[1:-1]}]"
+# Word characters after a word's first, not ending with a joiner (a class repeated, then a
+# lookbehind: several times faster than a group repeated character by character).
+_WNEXT = rf"{_WCHAR}+(?<![{_JOINERS}])"
 _URL = r"(?:https?://|www\.)[^\s<>\"'\x00]+"
-# two or more word characters, at least one letter; starting only where a run of word characters
-# starts, after no word character or mark (the lookbehinds change no match: a run whose start
-# fails has no letter, or is a single letter), else the letter lookahead rescans a run of digits
-# from each of its positions: a 20,000-digit blob took 7 s, quadratic in its length
-_WORD = rf"(?<!\w)(?<!{_MARK})(?={_WCHAR}*[^\W\d_]){_WCHAR}{{2,}}(?:'{_WCHAR}+)*"
-# a tag or mention starts where no word does (``bob@example.com`` mentions nobody)
-_TAG = rf"(?<!\w)(?<!{_MARK})[#@]{_WCHAR}+"
-_TOKEN = re.compile(rf"({_URL})|({_TAG})|({_WORD})|(\x00)", re.UNICODE)
+# a run of word characters with a letter, from its first \w (the marks and joiners before it
+# are not the word's: ``⚠️BREAKING`` is U+26A0, the variation selector U+FE0F, a mark, then
+# ``breaking``) to its last \w or mark, two characters or more: the word is the group. It
+# starts only where a run of word characters starts, after no word character or mark (the
+# lookbehinds change no match: a run whose start fails has no letter, or is one letter), else
+# the letter lookahead rescans a run of digits from each of its positions: a 20,000-digit blob
+# took 7 s, quadratic in its length
+_WORD = rf"(?<!\w)(?<!{_MARK})(?={_WCHAR}*[^\W\d_]){_MARK}*(\w{_WNEXT}(?:'{_WNEXT})*)"
+# a tag or mention starts where no word does (``bob@example.com`` mentions nobody): after no
+# \w, and after no mark that ends a word (one after an emoji, ``⚠️#quake``, ends none); the
+# ``#`` or ``@`` first, so the lookbehinds are not tried at every position
+_TAG = rf"[#@](?<!\w[#@])(?<!{_WCHAR}{_MARK}[#@])\w(?:{_WNEXT})?"
+_TOKEN = re.compile(rf"({_URL})|({_TAG})|{_WORD}|(\x00)", re.UNICODE)
 _HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 # a URL's host: after any user, the run of word characters, dots and hyphens (the path, query,
 # fragment or port end it) up to its last word character, so the sentence's punctuation after it
