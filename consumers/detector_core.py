@@ -488,8 +488,10 @@ def _repeats_an_alert(
     """The id of an emerging topic announced in this window or the ``windows`` before it
     whose alert's terms those of a new one, ``terms``, repeat (cosine of the top-term weights
     at least :data:`REPEAT_COSINE`), or None (always, with ``windows = 0``). Older announcements
-    are forgotten."""
-    for pid in [pid for pid, (window, _) in announced.items() if seq - window > windows]:
+    are forgotten, and so are those of windows numbered after ``seq``: window numbers go down
+    when ``windows.size`` changes (they count sizes since the epoch), and such an announcement,
+    of a window long past, never grew old enough to be forgotten."""
+    for pid in [pid for pid, (window, _) in announced.items() if not 0 <= seq - window <= windows]:
         del announced[pid]
     if windows == 0:
         announced.clear()

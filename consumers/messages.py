@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 MAX_ID_CHARS = 512
@@ -24,6 +24,8 @@ MIN_EPOCH_MS = 0
 MAX_EPOCH_MS = 7_258_118_400_000
 # Read as milliseconds, epoch *seconds* from 2001 to 5138 fall in 1970-01-12..1973-03-03.
 _SECONDS_AS_MS = (10**9, 10**11)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
 
 
 def looks_like_epoch_seconds(ms: int) -> bool:
@@ -57,7 +59,8 @@ class Document:
         return datetime.fromtimestamp(self.timestamp_ms / 1000.0, tz=UTC)
 
     def to_json(self) -> bytes:
-        """The canonical message bytes for this document."""
+        """The canonical message bytes for this document (:func:`parse_document` reads them
+        back as this document)."""
         doc = {
             "id": self.id,
             "text": self.text,
@@ -66,7 +69,11 @@ class Document:
             "labels": list(self.labels),
             "meta": self.meta,
         }
-        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        # ``meta`` is not checked (the detector does not read it): a JSON escape in it may have
+        # been an unpaired surrogate (no UTF-8 form; a string can hold one nowhere else in
+        # JSON), written back as the escape it came from
+        return text.encode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -100,12 +107,20 @@ def parse_timestamp(value: Any) -> int:
             raise InvalidMessageError(f"timestamp {value[:40]!r} is not ISO-8601") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
-        ms = round(parsed.timestamp() * 1000)
+        # A fraction of a millisecond is cut off, as from a number, in exact arithmetic:
+        # round(timestamp() * 1000) put 23:59:59.9996 into the next day's window (and
+        # 1969-12-31T23:59:59.9996Z at 0 ms, in 1970)
+        ms = (parsed - _EPOCH) // _ONE_MS
     else:
         raise InvalidMessageError("timestamp must be an ISO-8601 string or epoch milliseconds")
     if not MIN_EPOCH_MS <= ms < MAX_EPOCH_MS:
-        raise InvalidMessageError(f"timestamp {ms} ms is outside 1970..2200")
+        raise InvalidMessageError(f"timestamp {_shown_ms(ms)} is outside 1970..2200")
     return ms
+
+
+def _shown_ms(ms: int) -> str:
+    """``ms`` for a reason: a huge number (JSON allows 4,300 digits) by its size."""
+    return f"{ms} ms" if abs(ms) < 10**20 else f"of {len(str(abs(ms)))} digits"
 
 
 def string_field(obj: dict[str, Any], key: str, max_chars: int, default: str | None = None) -> str:
