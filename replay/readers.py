@@ -611,7 +611,7 @@ def _parse_date_text(value: str) -> int:
             )
         except ValueError as exc:
             raise RecordError(f"bad timestamp {value[:40]!r} ({exc})") from None
-        ms = round(moment.timestamp() * 1000) + (round(float(frac) * 1000) if frac else 0)
+        ms = _epoch_ms(moment) + (int(frac[1:4].ljust(3, "0")) if frac else 0)
         return ms - offset_s * 1000
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -623,7 +623,17 @@ def _parse_date_text(value: str) -> int:
         moment = _mail_date(value)
     elif moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return round(moment.timestamp() * 1000)
+    return _epoch_ms(moment)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    """Epoch milliseconds of an aware ``moment``, a fraction of a millisecond cut off in exact
+    arithmetic, as the detector's parser does (``round(timestamp() * 1000)`` put 23:59:59.9996
+    into the next day, and a Reuters ``.9996`` into the next second)."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _zone_offset_s(zone: str, value: str, names: dict[str, int] | None = None) -> int:
