@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 
 import click
+import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
 from sparsewatch.config import load_config
@@ -18,7 +19,13 @@ from sparsewatch.consumers.kafka_client import (
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, TIME, open_store
-from sparsewatch.storage.engine import mask_url
+from sparsewatch.storage.engine import (
+    create_engine,
+    is_in_memory_sqlite,
+    mask_url,
+    sqlite_file,
+    sqlite_uri_file,
+)
 
 DRY_RUN_OPTION = click.option(
     "--dry-run", is_flag=True, help="Count what would be deleted; delete nothing."
@@ -26,6 +33,37 @@ DRY_RUN_OPTION = click.option(
 JSON_COUNTS_OPTION = click.option(
     "--json", "as_json", is_flag=True, help="Print the counts as JSON."
 )
+
+
+def _refuse_an_older_schema(ctx: click.Context, database_url: str | None) -> None:
+    """A dry run changes nothing, the schema included: opening the store migrates a database an
+    older sparsewatch set up, so such a database is refused before it is opened. A database that
+    cannot be read here (missing, empty, unreachable, a newer sparsewatch's) is left to
+    :func:`~sparsewatch.query_options.open_store`, which reports it without creating it."""
+    from sparsewatch.storage import migrate  # Alembic only when needed
+
+    try:
+        config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+        url = database_url or config.resolved_database_url
+        if is_in_memory_sqlite(url):
+            return
+        path = sqlite_file(url) or sqlite_uri_file(url)
+        if path is not None and not path.exists():
+            return
+        engine = create_engine(url)
+        try:
+            current = migrate.current_revision(engine)
+        finally:
+            engine.dispose()
+    except (SparsewatchError, sa.exc.SQLAlchemyError, OSError, ValueError):
+        return
+    if migrate.is_older_revision(current):
+        raise SparsewatchError(
+            f"the database {mask_url(url)} is at schema revision {current!r}, older than this "
+            f"sparsewatch's {migrate.head_revision()!r}: a dry run changes nothing, so it does "
+            "not migrate it; run 'sparsewatch db upgrade' first (the workers also migrate it "
+            "when they start)"
+        )
 
 
 @click.group()
@@ -98,6 +136,8 @@ def prune(
             "recomputes that many windows and would store a pruned one's rows and alerts again",
             param_hint="'--keep-windows'",
         )
+    if dry_run:
+        _refuse_an_older_schema(ctx, database_url)
     with open_store(ctx, database_url) as store:
         report = store.prune(
             before=before,
@@ -170,6 +210,8 @@ def forget_group(
     config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
     bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
     report: dict[str, dict[str, int | str]] = {}
+    if dry_run:
+        _refuse_an_older_schema(ctx, database_url)
     with open_store(ctx, database_url) as store:
         known = store.groups()
         unknown = [g for g in dict.fromkeys(groups) if g not in known]

@@ -58,7 +58,17 @@ def _sqlite_events(engine: sa.Engine) -> None:
         dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-        _enable_wal(cursor)
+        try:
+            _enable_wal(cursor)
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc):
+                raise
+            # A WAL database in a folder this user may not write: SQLite said only "attempt to
+            # write a readonly database", also to a query that writes nothing.
+            raise sqlite3.OperationalError(
+                f"{exc}: {engine.url.database} is in WAL mode, whose -wal and -shm files SQLite "
+                "creates beside it even to read it: its folder and files must be writable"
+            ) from exc
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()

@@ -39,6 +39,20 @@ def head_revision() -> str:
     return head
 
 
+def is_older_revision(revision: str | None) -> bool:
+    """Whether ``revision`` is one of the packaged migrations' other than the newest (a database
+    at it is behind and :func:`upgrade` would change it); ``False`` for ``None`` (an empty
+    database) and for a revision the migrations do not know (a newer sparsewatch's)."""
+    if revision is None:
+        return False
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        script.get_revision(revision)
+    except CommandError:
+        return False
+    return revision != script.get_current_head()
+
+
 def current_revision(engine: sa.Engine) -> str | None:
     """The revision the database is at (``None`` for an empty database)."""
     with engine.connect() as conn:

@@ -8,6 +8,7 @@ they are rejected on the way in with a clear error.
 from __future__ import annotations
 
 import io
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -16,6 +17,21 @@ import numpy as np
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive
+# What np.load raises for a damaged archive: besides zipfile's and zlib's errors, a damaged
+# central directory gives zipfile's NotImplementedError (an unknown "version needed to extract")
+# or RuntimeError (the "encrypted" flag), and a damaged .npy header numpy's ValueError or, from
+# the tokenizer of its header filter, tokenize.TokenError or SyntaxError.
+_DAMAGED = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    SyntaxError,
+    tokenize.TokenError,
+)
 
 
 def _checked(arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -69,8 +85,8 @@ def npz_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
     try:
         with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-        raise ValueError(f"not a valid npz blob: {exc}") from exc
+    except _DAMAGED as exc:
+        raise ValueError(f"not a valid npz blob: {type(exc).__name__}: {exc}") from exc
     for name, value in arrays.items():
         if not isinstance(value, np.ndarray):  # a member that is not an .npy file
             raise ValueError(f"not a valid npz blob: member {name!r} is not an array")
