@@ -46,6 +46,9 @@ FloatArray = np.ndarray
 # number of rows or a few times it): max(LIBSVM_MIN_ITER, LIBSVM_ITER_PER_ROW * rows).
 LIBSVM_MIN_ITER = 100_000
 LIBSVM_ITER_PER_ROW = 100
+# Root-mean-square row norm outside [1/LIBSVM_SAFE_NORM, LIBSVM_SAFE_NORM]: rescaled for libsvm
+# (its single-precision kernel cache, :func:`fit_linear_ocsvm`).
+LIBSVM_SAFE_NORM = 1e6
 
 
 def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
@@ -74,6 +77,23 @@ def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
             f"{', ...' if constant.size > 10 else ''}); drop them before fitting"
         )
     return X
+
+
+RAW_MAGNITUDE = 1e50
+
+
+def check_raw_magnitude(X: FloatArray) -> None:
+    """Refuse raw training signals (``normalize=None``) whose largest entry is outside
+    ``[1/RAW_MAGNITUDE, RAW_MAGNITUDE]``: the models square and sum them (residuals, SVDs, the
+    sphere sub-problem, OC-SVM kernel values), which overflowed or lost every digit further out
+    and gave an opaque failure or arbitrary scores. The normalised options are scale-free."""
+    peak = float(np.abs(X).max())
+    if not 1.0 / RAW_MAGNITUDE <= peak <= RAW_MAGNITUDE:
+        raise ValueError(
+            f"X has entries of magnitude up to {peak:.3g}: with normalize=None the raw signals "
+            f"must lie within {1.0 / RAW_MAGNITUDE:.0e}..{RAW_MAGNITUDE:.0e} in magnitude; "
+            "rescale X or use normalize='l2' or 'lift'"
+        )
 
 
 def check_scoring_data(X: object, n_features: int, model: str) -> FloatArray:
@@ -135,15 +155,22 @@ def fit_normalizer(X: FloatArray, normalize: str | None) -> tuple[FloatArray, Fl
     separating the codes from the origin (Section 3 of the paper) keeps the rows near the bulk of
     the data and rejects the far ones, whatever the sign of the outliers' features. Without it, on
     non-negative (e.g. min-max scaled) data the linear OC-SVM treats large signals as normal.
+    Both options are computed without over- or underflow for any finite input (statistics and
+    row norms of rows beyond ~1e154 or under ~1e-154 are taken after an exact power-of-two
+    rescaling), so they stay scale-free at the ends of the float range.
     """
     if normalize not in NORMALIZE_OPTIONS:
         raise ValueError(f"normalize must be one of {NORMALIZE_OPTIONS}, got {normalize!r}")
     m = X.shape[1]
     if normalize != "lift":
         return np.zeros(m), np.ones(m), 0.0
-    mean, scale = X.mean(axis=0), X.std(axis=0)
+    # The mean and the standard deviation of rows beyond ~1e154 overflowed (squares, sums) and
+    # those of rows under ~1e-154 lost their digits: computed on the rows divided by a power of
+    # two (exact), then scaled back. Untouched in between, so the usual results do not change.
+    unit = _power_of_two_scale(float(np.abs(X).max()), SAFE_MAGNITUDE)
+    mean, scale = (X / unit).mean(axis=0) * unit, (X / unit).std(axis=0) * unit
     scale[scale == 0.0] = 1.0
-    lift = float(np.median(np.linalg.norm((X - mean) / scale, axis=1)))
+    lift = float(np.median(_safe_row_norms((X - mean) / scale)))
     return mean, scale, max(lift, 1e-12)
 
 
@@ -156,8 +183,57 @@ def apply_normalizer(
     Z = (X - mean) / scale
     if normalize == "lift":
         Z = np.hstack([Z, np.full((Z.shape[0], 1), lift)])
-    norms = np.linalg.norm(Z, axis=1, keepdims=True)
-    return Z / np.where(norms > 0.0, norms, 1.0)
+    with np.errstate(over="ignore"):  # (such rows are redone below)
+        norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    out = Z / np.where(norms > 0.0, norms, 1.0)
+    # A row whose squared norm overflows (entries beyond ~1e154, or standardised to inf) became
+    # the zero row and one whose squared norm underflows (under ~1e-154) lost its digits: both
+    # are normalised after dividing by their largest entry (an infinite entry: its sign, the
+    # limit direction). Both options are invariant to that scaling (``"l2"``: of any row).
+    bad = np.flatnonzero(_imprecise_norms(norms[:, 0]) & np.any(Z != 0.0, axis=1))
+    if bad.size:
+        out[bad] = _unit_rows(Z[bad])
+    return out
+
+
+def _imprecise_norms(norms: FloatArray) -> FloatArray:
+    """Where an l2 norm computed from the squares is inf, or under 1e-150 (0 included: the
+    squares lost their digits or vanished); the row may still be 0."""
+    return ~np.isfinite(norms) | (norms < 1e-150)
+
+
+SAFE_MAGNITUDE = 1e100
+
+
+def _power_of_two_scale(peak: float, bound: float) -> float:
+    """1 for ``peak`` in ``[1/bound, bound]`` or 0, else the power of two nearest ``peak``
+    (dividing by it is exact and brings ``peak`` near 1)."""
+    if peak == 0.0 or 1.0 / bound <= peak <= bound:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(peak)[1])))
+
+
+def _unit_rows(Z: FloatArray) -> FloatArray:
+    """Rows of ``Z`` (nonzero, possibly with infinite entries) scaled to unit l2 norm without
+    over- or underflow: divided by their largest entry first (an infinite entry counts as its
+    sign and the finite ones as 0)."""
+    inf = np.isinf(Z)
+    Z = np.where(inf.any(axis=1, keepdims=True), np.where(inf, np.sign(Z), 0.0), Z)
+    Z = Z / np.abs(Z).max(axis=1, keepdims=True)
+    return Z / np.linalg.norm(Z, axis=1, keepdims=True)
+
+
+def _safe_row_norms(Z: FloatArray) -> FloatArray:
+    """l2 norms of the rows of ``Z`` without over- or underflow of the squares (``inf`` only
+    where the norm itself exceeds the float range)."""
+    with np.errstate(over="ignore"):  # (such rows are redone below)
+        norms = np.linalg.norm(Z, axis=1)
+    bad = np.flatnonzero(_imprecise_norms(norms) & np.any(Z != 0.0, axis=1))
+    if bad.size:
+        peak = np.abs(Z[bad]).max(axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms[bad] = peak * np.linalg.norm(Z[bad] / peak[:, None], axis=1)
+    return norms
 
 
 def omp_codes(D: FloatArray, Y: FloatArray, n_nonzero_coefs: int) -> FloatArray:
@@ -172,11 +248,20 @@ def omp_codes(D: FloatArray, Y: FloatArray, n_nonzero_coefs: int) -> FloatArray:
     if n_atoms == 0:
         return codes
     s = effective_sparsity(n_nonzero_coefs, D.shape)
+    # scikit-learn's OMP stops when the squared largest correlation is under the machine epsilon,
+    # an absolute threshold: raw signals of size 1e-9 got all-zero codes (1e-6: codes cut after
+    # one atom). OMP is scale-equivariant per signal, so a signal whose largest correlation is
+    # outside [2^-10, 2^10] is coded divided by a power of two (exact) and its code scaled back.
+    DtY = D.T @ Y
+    peak = np.abs(DtY).max(axis=0)
+    unit = np.ones_like(peak)
+    odd = (peak > 0.0) & ((peak < 2.0**-10) | (peak > 2.0**10))
+    unit[odd] = np.ldexp(1.0, np.frexp(peak[odd])[1])
     with warnings.catch_warnings():
         # OMP stops early (and warns) when the residual vanishes: the codes are still exact.
         warnings.simplefilter("ignore", RuntimeWarning)
-        out = orthogonal_mp_gram(D.T @ D, D.T @ Y, n_nonzero_coefs=s, copy_Gram=False)
-    codes[:] = out.reshape(n_atoms, -1)
+        out = orthogonal_mp_gram(D.T @ D, DtY / unit, n_nonzero_coefs=s, copy_Gram=False)
+    codes[:] = out.reshape(n_atoms, -1) * unit
     return codes
 
 
@@ -355,8 +440,20 @@ def fit_linear_ocsvm(Z: FloatArray, nu: float, tol: float | None) -> tuple[Linea
     libsvm's stopping tolerance (a dual-gradient gap, in units of ``||z||^2``) to the data:
     ``1e-5`` times the mean squared row norm.
     """
+    # libsvm caches kernel values in single precision: rows with ||z||^2 beyond ~3e38 made them
+    # infinite ("The dual coefficients or intercepts are not finite"; raw signals of size 1e20
+    # failed DL-OCSVM's fit) and those under ~1e-38 made them 0. The linear OC-SVM is
+    # scale-equivariant (same multipliers; the support vectors scale with the rows, the
+    # intercept with their square), so rows out of range are divided by a power of two (exact)
+    # for libsvm and the solution is scaled back; rows in range are fitted as they are.
+    unit = _power_of_two_scale(
+        float(np.sqrt(np.mean(np.einsum("ij,ij->i", Z, Z)))), LIBSVM_SAFE_NORM
+    )
+    Z = Z / unit
     if tol is None:
         tol = 1e-5 * max(float(np.mean(np.einsum("ij,ij->i", Z, Z))), 1e-12)
+    else:
+        tol = tol / unit**2
     # libsvm's solver can cycle for ever on degenerate rows (a few distinct codes, repeated,
     # with a tolerance tiny next to their scale): with no bound the anomaly worker's fit never
     # returned. Stopped at the bound, it keeps its last iterate (scikit-learn warns).
@@ -366,9 +463,9 @@ def fit_linear_ocsvm(Z: FloatArray, nu: float, tol: float | None) -> tuple[Linea
     lam = np.zeros(Z.shape[0])
     lam[svm.support_] = svm.dual_coef_[0] / (nu * Z.shape[0])
     model = LinearOCSVM(
-        support_vectors=np.array(svm.support_vectors_),
+        support_vectors=np.array(svm.support_vectors_) * unit,
         dual_coef=np.array(svm.dual_coef_[0]),
-        intercept=float(svm.intercept_[0]),
+        intercept=float(svm.intercept_[0]) * unit**2,
     )
     return model, lam
 
@@ -507,6 +604,8 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         self._check_counts()
         self._check_weights()
         X = check_training_data(X, self._sparsity())
+        if self.normalize is None:
+            check_raw_magnitude(X)
         learned = {k: v for k, v in vars(self).items() if k.endswith("_")}
         try:
             self.n_features_in_ = int(X.shape[1])

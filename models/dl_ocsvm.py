@@ -247,8 +247,9 @@ class DLOCSVM(OCSVMDetectorBase):
     random_state : seed of the dictionary initialisation (runs are reproducible).
     normalize : signal normalisation before coding, fitted on the training rows: ``"lift"``
         (default; z-score, extra coordinate, unit norm: the linear OC-SVM then keeps the rows near
-        the training centre), ``"l2"`` (unit-norm rows) or ``None`` (raw rows, as in the paper);
-        see :func:`sparsewatch.models._ocsvm_base.fit_normalizer`.
+        the training centre), ``"l2"`` (unit-norm rows) or ``None`` (raw rows, as in the paper;
+        their largest entry must lie within 1e-50..1e50, ``ValueError`` otherwise); see
+        :func:`sparsewatch.models._ocsvm_base.fit_normalizer`.
 
     Attributes
     ----------
