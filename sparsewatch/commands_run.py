@@ -82,7 +82,10 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
             alerts.sort(key=lambda a: -(a["score"] or 0.0))
             click.echo(f"\n== top {kind} alerts ({len(alerts)} in total)")
             for a in alerts[:top]:
-                click.echo(f"  {a['score']:8.4f}  {a['subject_id']:<28} {a['summary'][:90]}")
+                subject = a["subject_id"]
+                if kind == "emerging_topic":  # the W of the `documents --window W` hint below
+                    subject = f"{subject} window {a['window_seq']}"
+                click.echo(f"  {a['score']:8.4f}  {subject:<28} {a['summary'][:90]}")
                 if kind == "emerging_topic":  # two of its documents, as --topic lists them
                     topic = int(a["subject_id"].removeprefix("topic-"))
                     for d in store.documents(

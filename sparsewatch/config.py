@@ -52,6 +52,7 @@ def topic_name_problem(name: str) -> str | None:
 
 
 ENV_PREFIX = "SPARSEWATCH_"
+_UTF8_BOM = b"\xef\xbb\xbf"
 # SPARSEWATCH_* variables that are not options: the configuration file, the CLI's --debug, the
 # broker launcher's jar cache and the test suite's PostgreSQL server.
 OTHER_ENV_NAMES = frozenset(
@@ -290,7 +291,16 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
     if path:
         try:
             with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+                raw = fh.read()
+            # A UTF-8 byte-order mark (Windows editors write one) is not part of the text: TOML's
+            # parser refused it as "Invalid statement (at line 1, column 1)" of a line that
+            # looked right. Error positions stay those of the file's bytes.
+            bom = len(_UTF8_BOM) if raw.startswith(_UTF8_BOM) else 0
+            try:
+                data = tomllib.loads(raw[bom:].decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                exc.start += bom
+                raise
         except FileNotFoundError:
             raise SparsewatchError(f"configuration file {path} does not exist") from None
         except tomllib.TOMLDecodeError as exc:

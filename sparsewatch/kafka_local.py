@@ -22,6 +22,7 @@ import socket
 import subprocess
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -71,6 +72,23 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "sparsewatch"
 
 
+def _broken_jars(libs: Path, version: str) -> list[str]:
+    """The jars of the class path ``libs`` that cannot be loaded: the broker's own jar when it is
+    missing, and every jar that is not a whole zip file (truncated, emptied). A jar damaged after
+    the cache was marked complete stopped every start with "Could not find or load main class
+    kafka.tools.StorageTool", which named neither the jar nor the cache."""
+    main = libs / f"kafka_{SCALA_VERSION}-{version}.jar"
+    broken = [] if main.is_file() else [main.name]
+    for jar in sorted(libs.glob("*.jar")):
+        try:
+            whole = zipfile.is_zipfile(jar)
+        except OSError:  # unreadable, or a folder named *.jar
+            whole = False
+        if not whole:
+            broken.append(jar.name)
+    return broken
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct TCP ports on 127.0.0.1 that are free right now. The sockets are all bound
     before any is released, so the system cannot hand out one port twice (two separate picks
@@ -118,15 +136,21 @@ def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSIO
     becomes ``libs`` only once complete: Maven does not overwrite a jar that is newer than its
     copy in the local repository, so the truncated jar of an interrupted copy used to stay.
     """
-    cache = (cache_dir or default_cache_dir()) / f"kafka_{SCALA_VERSION}-{version}"
+    # Absolute, "~" expanded: Maven reads a relative -DoutputDirectory from the pom's folder, so
+    # a relative SPARSEWATCH_CACHE_DIR put the jars in a nested copy of the path and the fetch
+    # failed with "no jars"
+    cache = (cache_dir or default_cache_dir()).expanduser().absolute()
+    cache = cache / f"kafka_{SCALA_VERSION}-{version}"
     libs = cache / "libs"
     marker = cache / ".complete"
-    if marker.exists():
+    if marker.exists() and not _broken_jars(libs, version):
         return libs
     mvn = _require_tool("mvn", "download the Kafka broker from Maven Central")
     with _exclusive(cache / ".lock"):
-        if marker.exists():  # fetched by another launch while this one waited
+        # fetched by another launch while this one waited; a damaged cache is fetched again
+        if marker.exists() and not _broken_jars(libs, version):
             return libs
+        marker.unlink(missing_ok=True)
         staging = cache / "libs.partial"
         for leftover in (staging, libs):  # an interrupted fetch's files are never trusted
             shutil.rmtree(leftover, ignore_errors=True)
@@ -149,6 +173,14 @@ def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSIO
             raise SparsewatchError(
                 f"could not fetch Kafka {version} from Maven Central: "
                 f"{_maven_failure(proc.stdout + proc.stderr)}"
+            )
+        if broken := _broken_jars(staging, version):
+            # Maven copies what its local repository holds, and does not check it again
+            raise SparsewatchError(
+                f"the Kafka {version} jars fetched into {staging} are damaged "
+                f"({', '.join(broken[:3])}{', ...' if len(broken) > 3 else ''}): delete them "
+                "from Maven's local repository (~/.m2/repository) and run "
+                "'sparsewatch kafka fetch' again"
             )
         staging.rename(libs)
         marker.write_text(version, encoding="utf-8")
