@@ -48,6 +48,7 @@ documents = sa.Table(
     sa.Column("anomaly_score", sa.Double),
     sa.Column("anomaly", sa.Boolean),
     sa.Index(None, "stream", "window_seq"),
+    sa.Index(None, "window_seq"),  # documents --window without --stream (revision 0003)
     sa.Index(None, "novel", "stream"),
     sa.Index(None, "event_time"),
 )
