@@ -8,11 +8,14 @@ of it (its messages claiming the same window size ``n``) is complete. A window h
 version when the detector crashed while flushing it and recomputed it differently on restart (a
 window closed by the idle timer may close later, with more documents); the complete version is
 processed and the other versions' messages (re-sent copies included) go to the dead letters
-with the reason. Because a stream's windows are flushed in order, a window still incomplete when a
-later window, all of whose messages came after it, completes can never complete: its messages go
-to the dead letters rather than holding back the stream, and the resume offset, for ever (while
-their messages interleave, as when a detector that lost its partition still sends while the new
-owner re-sends, the later window waits). Likewise for a later window all of whose messages came
+with the reason. A version arriving after its window was processed is a re-send up to the number
+of documents processed (a window closed later holds the earlier version's documents first); its
+further documents go to the dead letters, since the window is done. Because a stream's windows
+are flushed in order, a window still incomplete when a later window, all of whose messages came
+after it, completes can never complete: its messages go to the dead letters rather than holding
+back the stream, and the resume offset, for ever (while their messages interleave, as when a
+detector that lost its partition still sends while the new owner re-sends, the later window
+waits). Likewise for a later window all of whose messages came
 before a window that completes (such as a stray message with a window number far ahead): the
 detector sends a window only after the earlier ones. A re-sent window is recognised by its
 number among the last ``REMEMBERED_WINDOWS`` processed, not by being below the last one: window
@@ -219,16 +222,20 @@ class AnomalyStreamState:
         # Further copies of pending messages (same window, size and index), by (window, size):
         # ignored if their version is processed, dead letters with it if it is dropped.
         self._copies: dict[tuple[int, int], list[_Received]] = {}
-        # The latest processed windows (re-sends are of recent ones), and, from a checkpoint
-        # that did not remember them, the window up to which all count as processed.
-        self.done: dict[int, None] = {}
+        # The latest processed windows (re-sends are of recent ones) with the number of documents
+        # processed, and, from a checkpoint that did not remember them, the window up to which
+        # all count as processed.
+        self.done: dict[int, int] = {}
         self.done_floor = -1
         self._warned_constant = False
         if checkpoint is not None:
             st = checkpoint.state
             self.reference = np.asarray(st["reference"], dtype=float)
             self.last_seq = int(st["last_seq"])
-            self.done = dict.fromkeys(np.asarray(st.get("done_seqs", []), np.int64).tolist())
+            seqs = np.asarray(st.get("done_seqs", []), np.int64).tolist()
+            # (a checkpoint without the sizes: every message of those windows is a re-send)
+            sizes = np.asarray(st.get("done_sizes", [MAX_WINDOW_DOCUMENTS] * len(seqs)), np.int64)
+            self.done = dict(zip(seqs, sizes.tolist(), strict=True))
             self.done_floor = int(st.get("done_floor", self.last_seq))
             self.since_fit = int(st["since_fit"])
             self.scored_since_fit = int(st.get("scored_since_fit", 0))
@@ -245,7 +252,7 @@ class AnomalyStreamState:
 
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
         if item.window_seq in self.done or item.window_seq <= self.done_floor:
-            return []  # re-sent after a detector restart: already processed
+            return self._after_processed(item, partition, offset)
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
         if item.index in version:  # re-sent by a restarted detector: changes no version
             self._copies.setdefault((item.window_seq, item.n), []).append((item, partition, offset))
@@ -274,6 +281,26 @@ class AnomalyStreamState:
         if dead:
             outputs.insert(0, Output(dead=dead, is_window=False))
         return outputs
+
+    def _after_processed(self, item: ScoredDocument, partition: int, offset: int) -> list[Output]:
+        """A message of a processed window: re-sent after a detector restart, ignored; or a
+        document that a larger version of the window (closed later by a restarted detector)
+        holds beyond the documents processed: a dead letter, since the window is done."""
+        processed = self.done.get(item.window_seq, MAX_WINDOW_DOCUMENTS)
+        if item.index < processed:
+            return []  # the version's documents come first in a larger one: a re-send
+        why = f"window {item.window_seq} was processed with its version of {processed} documents"
+        log.warning(
+            "anomaly: stream %s window %d: message %d of %d dead-lettered (%s)",
+            self.stream,
+            item.window_seq,
+            item.index,
+            item.n,
+            why,
+        )
+        reason = f"scores message of window {item.window_seq} ({item.n} documents) not used: {why}"
+        row = {"partition": partition, "offset": offset, "reason": reason, "payload": item.raw}
+        return [Output(dead=[row], is_window=False)]
 
     def _complete_size(self, seq: int) -> int | None:
         """The size ``n`` of a complete version of window ``seq``; None if none is complete."""
@@ -382,7 +409,7 @@ class AnomalyStreamState:
         t0 = time.perf_counter()
         X = np.array([d.features for d in docs], dtype=float)
         self.last_seq = seq
-        self.done[seq] = None
+        self.done[seq] = len(docs)
         if len(self.done) > REMEMBERED_WINDOWS:
             del self.done[next(iter(self.done))]
         in_sample = self.model is None
@@ -466,6 +493,7 @@ class AnomalyStreamState:
             "reference": self.reference,
             "last_seq": np.int64(self.last_seq),
             "done_seqs": np.fromiter(self.done, np.int64, len(self.done)),
+            "done_sizes": np.fromiter(self.done.values(), np.int64, len(self.done)),
             "done_floor": np.int64(self.done_floor),
             "since_fit": np.int64(self.since_fit),
             "scored_since_fit": np.int64(self.scored_since_fit),

@@ -1,0 +1,120 @@
+"""A window processed in one version, then re-sent by a restarted detector in a larger one.
+
+The detector sent a window closed by the idle timer whole (10 documents), then crashed before its
+SQL commit; on restart it closed the window later, with the documents that had arrived since (12):
+the anomaly worker has already processed the first version, so the second one's first 10
+messages are re-sends of what it scored, but its last 2 are documents it never saw. They were
+ignored as re-sends: consumed past, in neither SQL nor the dead letters, with nothing logged.
+They are dead letters now, with the reason (a processed window cannot take more documents).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
+from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.storage.store import Checkpoint, Store
+from sqlalchemy import text
+
+from sparsewatch.config import load_config
+from sparsewatch.runner import build_worker, run_loops
+
+REASON = (
+    "scores message of window 0 (12 documents) not used: window 0 was processed with its "
+    "version of 10 documents"
+)
+
+
+def _msg(seq: int, i: int, n: int) -> bytes:
+    return json.dumps(
+        {
+            "stream": "s",
+            "doc_id": f"{seq}-{i}",  # a larger version holds the smaller one's documents first
+            "window_seq": seq,
+            "index": i,
+            "n": n,
+            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
+            "score": 0.3 + 0.05 * (i % 7),
+            "reconstruction_error": 0.2 + 0.03 * (i % 5),
+            "novel": False,
+            "code_index": list(range(1 + i % 3)),
+            "code_value": [0.1 + 0.02 * i] * (1 + i % 3),
+            "n_terms": 5 + i,
+        }
+    ).encode()
+
+
+def _config(**env: str):
+    return load_config(env={"SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "10", **env})
+
+
+def _add(state, seq, n, offset0, indices=None):
+    outs = []
+    for k, i in enumerate(range(n) if indices is None else indices):
+        outs += state.add(parse_scored(_msg(seq, i, n)), 0, offset0 + k, 0.0)
+    return [o.n_documents for o in outs if o.is_window], [
+        (r["offset"], r["reason"]) for o in outs for r in o.dead
+    ]
+
+
+def test_documents_of_a_larger_version_of_a_processed_window_are_dead_lettered():
+    state = AnomalyStreamState("s", _config(), None)
+    assert _add(state, 0, 10, 0) == ([10], [])
+    windows, dead = _add(state, 0, 12, 10)
+    assert windows == []
+    assert dead == [(20, REASON), (21, REASON)]  # its first 10 were processed: re-sends
+    assert state.min_buffered_offset(0) is None
+    # the same after a restore, and re-sends of either version's processed documents are ignored
+    st, meta = state.checkpoint()
+    restored = AnomalyStreamState("s", _config(), Checkpoint("g", "s", st, meta, None))
+    assert _add(restored, 0, 12, 30) == ([], [(40, REASON), (41, REASON)])
+    assert _add(restored, 0, 10, 50) == ([], [])
+    assert _add(restored, 0, 12, 60, indices=range(10)) == ([], [])
+    assert _add(restored, 1, 4, 70) == ([4], [])
+    # a checkpoint that did not remember the sizes: every message of the window is a re-send
+    legacy = {k: v for k, v in st.items() if k != "done_sizes"}
+    old = AnomalyStreamState("s", _config(), Checkpoint("g", "s", legacy, meta, None))
+    assert _add(old, 0, 12, 80) == ([], [])
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_larger_version_of_a_processed_window_reaches_the_dead_letters(kafka_bootstrap, tmp_path):
+    prefix = f"aversions-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
+    env = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
+        "SPARSEWATCH_DATABASE_URL": url,
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "4",
+    }
+    topic = f"{prefix}.scores"
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    sent = [_msg(0, i, 10) for i in range(10)] + [_msg(0, i, 12) for i in range(12)]
+    sent += [_msg(1, i, 5) for i in range(5)]
+    producer = make_producer(kafka_bootstrap)
+    for raw in sent:
+        producer.produce(topic, key=b"s", value=raw)
+    assert producer.flush(30) == 0
+    store = Store.open(url)
+    try:
+        run_loops([build_worker("anomaly", _config(**env), store)], [6.0], False)
+        scored = {
+            r["doc_id"] for r in store.documents(limit=None) if r["anomaly_score"] is not None
+        }
+        offsets = store.partition_offsets(prefix + ".anomaly", topic)
+        with store.reading() as conn:
+            dead = sorted(conn.execute(text("select offset, reason, payload from dead_letters")))
+    finally:
+        store.dispose()
+    assert scored == {f"0-{i}" for i in range(10)} | {f"1-{i}" for i in range(5)}
+    assert offsets == {0: len(sent)}
+    # every message is used, a re-send of one used, or a dead letter: none is lost
+    assert [(o, reason, bytes(p)) for o, reason, p in dead] == [
+        (20, REASON, sent[20]),
+        (21, REASON, sent[21]),
+    ]
