@@ -299,10 +299,11 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         initialisation take. A larger window is coded in consecutive blocks of near-equal size
         (document order) and learnt in one step per block, Algorithm 2 with finer time steps
         (its scores and flags are still the whole window's); the initialisation uses the last
-        ``max_step_documents`` documents. The step's ``n x m`` arrays and the dual ``Delta``
-        (``m x n``, dense once filled, part of every checkpoint) then stay bounded: one step
-        over a window of 7,367 Reuters stories at 20,000 terms peaked at 3 GB and left a
-        577 MB state. ``None``: no bound (Algorithm 3 as published, one step a window).
+        ``max_step_documents`` documents (the last with a term when none of those has one).
+        The step's ``n x m`` arrays and the dual ``Delta`` (``m x n``, dense once filled, part
+        of every checkpoint) then stay bounded: one step over a window of 7,367 Reuters
+        stories at 20,000 terms peaked at 3 GB and left a 577 MB state. ``None``: no bound
+        (Algorithm 3 as published, one step a window).
     dtype : float type of the dictionary and the iterations; random_state : seeding of atoms.
 
     Attributes
@@ -487,7 +488,12 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         P = _as_columns(_check_documents(X, self), self.dtype)
         self._blocks(P.shape[1])  # checks max_step_documents
         if self.max_step_documents is not None and P.shape[1] > self.max_step_documents:
-            P = P[:, P.shape[1] - self.max_step_documents :]
+            tail = P[:, P.shape[1] - self.max_step_documents :]
+            # a tail of documents without a term (empty texts) has nothing to seed an atom
+            # from: then the last documents with a term
+            if _nonzero_columns(tail).size == 0:
+                tail = P[:, _nonzero_columns(P)[-self.max_step_documents :]]
+            P = tail
         rng = check_random_state(self.random_state)
         seeds = _nonzero_columns(P)  # atoms come from documents with a term
         if seeds.size == 0:
@@ -837,12 +843,15 @@ class Detector:
                 return self._warmup_result(len(texts))
             warmup, self._warmup = self._warmup, []
             self.features.partial_fit(warmup)
-            if self.features.n_features_ == 0:
-                # no warm-up text had a term (empty texts, numbers only): there is nothing to
-                # build a dictionary on, so the warm-up starts over (those documents stay counted
-                # in the document frequencies, as every processed document is)
+            P = self.features.transform(warmup) if self.features.n_features_ else None
+            if P is None or _nonzero_columns(P).size == 0:
+                # no warm-up text had a term (empty texts, numbers only), or none kept one of the
+                # vocabulary's (a vocabulary cap below the warm-up's terms, and max_terms_per_doc
+                # keeping out-of-vocabulary ones): there is nothing to build a dictionary on, so
+                # the warm-up starts over (those documents stay counted in the document
+                # frequencies, as every processed document is)
                 return self._warmup_result(len(texts))
-            self.model.fit(self.features.transform(warmup).T)
+            self.model.fit(P.T)
             result, _ = self._result(texts, learn=False)
             return WindowResult(**{**result.__dict__, "warmup": True})
         result, has_terms = self._result(texts, learn=True)
