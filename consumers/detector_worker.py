@@ -259,16 +259,6 @@ class DetectorStreamState:
         return state, meta
 
 
-def max_ahead_ms(config: Config) -> int | None:
-    """How far (ms) a document's event time may lie after its message's Kafka timestamp; None
-    when unchecked (``windows.max_ahead = "off"``, or count windows, which event time does not
-    cut)."""
-    w = config.windows
-    if w.count > 0 or w.max_ahead.strip().lower() == "off":
-        return None
-    return parse_duration_ms(w.max_ahead)
-
-
 class DetectorProcessor:
     """Parses document messages and builds :class:`DetectorStreamState` per stream."""
 
@@ -278,7 +268,7 @@ class DetectorProcessor:
         self.config = config
         # A stream quiet this long is checkpointed and may leave memory (consumers/worker.py).
         self.idle_timeout_s = config.windows.idle_timeout_s
-        self.max_ahead_ms = max_ahead_ms(config)
+        self.max_ahead_ms = config.windows.max_ahead_ms()
 
     def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Document | EndOfStream:
         """The message's document or end-of-stream marker. A document whose event time lies

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
-from sparsewatch.config import Config, load_config, parse_duration_ms
+from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
     BOOTSTRAP_OPTION,
@@ -210,7 +210,7 @@ def replay(
                 progress=advance,
                 end_of_stream=end_of_stream,
                 max_text_bytes=config.max_text_bytes,
-                max_ahead_ms=detector_max_ahead_ms(config),
+                max_ahead_ms=config.windows.max_ahead_ms(),
             )
             bar.update(task, completed=summary.read, total=summary.read)
     if not errors.count and not errors.special:
@@ -229,16 +229,6 @@ def replay(
             f"{summary.failed} messages were not delivered ({'; '.join(summary.errors[:3])}); "
             f"they are listed in {errors_file}"
         )
-
-
-def detector_max_ahead_ms(config: Config) -> int | None:
-    """The detector's ``windows.max_ahead`` in ms, None when it does not check it: the rule of
-    :func:`sparsewatch.consumers.detector_worker.max_ahead_ms`, whose module (the models) takes
-    seconds to import."""
-    w = config.windows
-    if w.count > 0 or w.max_ahead.strip().lower() == "off":
-        return None
-    return parse_duration_ms(w.max_ahead)
 
 
 def _refuse_input_as_errors_file(errors_file: Path, inputs: list[Path]) -> None:

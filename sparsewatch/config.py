@@ -89,6 +89,14 @@ class WindowConfig:
     checkpoint_every: int = 10
     dedup_documents: int = 20000
 
+    def max_ahead_ms(self) -> int | None:
+        """How far (ms) a document's event time may lie after its message's Kafka timestamp;
+        None when unchecked (``max_ahead = "off"``, or count windows, which event time does not
+        cut). The detector dead-letters a document beyond it, and ``replay`` rejects one."""
+        if self.count > 0 or self.max_ahead.strip().lower() == "off":
+            return None
+        return parse_duration_ms(self.max_ahead)
+
 
 @dataclass
 class DetectorConfig:

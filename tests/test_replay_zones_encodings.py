@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
-from sparsewatch.consumers.detector_worker import max_ahead_ms
+from sparsewatch.consumers.detector_worker import DetectorProcessor
 from sparsewatch.consumers.ingest import map_record
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.replay.producer import as_message, encode
@@ -30,7 +30,6 @@ from sparsewatch.replay.readers import (
     read_records,
 )
 
-from sparsewatch.commands_replay import detector_max_ahead_ms
 from sparsewatch.config import Config, WindowConfig
 from tests.test_replay_audit_kafka import consume_values
 from tests.test_replay_kafka import run_replay
@@ -194,17 +193,19 @@ def test_reuters_sgml_in_utf8_keeps_its_accents(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "windows",
+    ("windows", "expected"),
     [
-        WindowConfig(),
-        WindowConfig(max_ahead="2h"),
-        WindowConfig(max_ahead=" OFF "),
-        WindowConfig(count=50),
+        (WindowConfig(), 86_400_000),
+        (WindowConfig(max_ahead="2h"), 7_200_000),
+        (WindowConfig(max_ahead=" OFF "), None),
+        (WindowConfig(count=50), None),
     ],
 )
-def test_the_replay_reads_max_ahead_as_the_detector_does(windows) -> None:
+def test_the_replay_reads_max_ahead_as_the_detector_does(windows, expected) -> None:
+    """One rule (``WindowConfig.max_ahead_ms``) for the replay and the detector's parser."""
     config = Config(windows=windows)
-    assert detector_max_ahead_ms(config) == max_ahead_ms(config)
+    assert config.windows.max_ahead_ms() == expected
+    assert DetectorProcessor(config).max_ahead_ms == expected
 
 
 @pytest.mark.kafka
