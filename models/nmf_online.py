@@ -118,7 +118,7 @@ def check_keep_index(
             raise ValueError(
                 f"keep_index has term indices outside 0..{n_features_in - 1}: {bad[:5].tolist()}"
             )
-        if np.unique(keep).size != keep.size:
+        if np.count_nonzero(np.bincount(keep, minlength=n_features_in) > 1):  # O(n), no sort
             raise ValueError("keep_index has duplicate term indices")
     if keep.size > n_features:
         if keep_index is None:

@@ -60,7 +60,8 @@ def _empty_slices(V: np.ndarray, axis: int, z: float | None) -> np.ndarray | Non
     is empty, and it sums to 0), else ``None``. ``ValueError`` when ``z`` (the mass the slices
     must have; ``None`` for the l1 ball, which holds the empty vector) is not 0 and there is
     at least one slice: the set is empty (numpy raised "cannot reshape" or "argmax of an empty
-    sequence")."""
+    sequence"). Callers test ``0 in V.shape`` first: a projection runs per topic in dynamic
+    NMF's inner loop, where this test's moveaxis cost 4 us a call."""
     if V.ndim == 0:
         return None
     moved = np.moveaxis(V, axis, -1)  # a view; numpy's AxisError for a bad axis
@@ -108,8 +109,7 @@ def project_simplex(
     V = _as_float(V)
     if method not in ("sort", "pivot"):
         raise ValueError(f"unknown method {method!r}")
-    empty = _empty_slices(V, axis, z)
-    if empty is not None:
+    if 0 in V.shape and (empty := _empty_slices(V, axis, z)) is not None:
         return empty
     if method == "pivot":
         return _simplex_pivot(V, z, axis)
@@ -190,8 +190,7 @@ def project_l1_ball_nonneg(
         raise ValueError(f"unknown method {method!r}")
     _check_mass(radius, "radius")
     V = _as_float(V)
-    empty = _empty_slices(V, axis, None)
-    if empty is not None:
+    if 0 in V.shape and (empty := _empty_slices(V, axis, None)) is not None:
         return empty
     W = np.maximum(V, 0)
     if W.ndim == 1:
@@ -228,8 +227,7 @@ def project_simplex_box(
     V = _as_float(V)
     lo = np.broadcast_to(np.asarray(lower, dtype=V.dtype), V.shape)
     hi = np.broadcast_to(np.asarray(upper, dtype=V.dtype), V.shape)
-    empty = _empty_slices(V, axis, z)
-    if empty is not None:
+    if 0 in V.shape and (empty := _empty_slices(V, axis, z)) is not None:
         return empty
     if V.ndim == 1:
         return np.clip(V - V.dtype.type(simplex_box_threshold(V, lo, hi, z)), lo, hi)
