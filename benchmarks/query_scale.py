@@ -264,6 +264,7 @@ WINDOW_QUERIES = ("documents --window 300",)
 
 
 def set_window_index(store: Store, present: bool) -> None:
+    store.engine.dispose()  # no pooled connection keeps the schema it read before
     with store.engine.begin() as conn:
         if present:
             conn.exec_driver_sql(
