@@ -169,7 +169,6 @@ def build_models(config: DetectorConfig) -> StreamModels:
     else:
         growth["grow_threshold"] = None
     model = OnlineL1NoveltyDetector(
-        # at most max_atoms (the model caps its initial atoms only when the dictionary grows)
         n_components=min(config.initial_atoms, config.max_atoms),
         flag=config.novel_mode,
         top_q=config.novel_top_q,

@@ -254,7 +254,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     n_components : number of atoms ``k`` at initialisation (at most one per warm-up document with
-        a term, and at most ``max_components`` when the dictionary grows).
+        a term, and at most ``max_components``).
     lam : l1 penalty ``lambda`` of Eq. (3) (coding and scoring).
     beta, tau : OIADMM penalty and step (``None`` = ``1 / (2 Psi_max(X_t))``).
     phi, gamma : Algorithm 5 parameters; coding_tol, coding_max_iter : its stopping rule;
@@ -274,6 +274,9 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         ``grow_fraction`` of a window is, up to ``grow_size`` new atoms are seeded from the worst
         documents, after the window's OIADMM step; beyond ``max_components`` they replace the
         least recently used atoms. ``None`` disables growth.
+    max_components : cap on the number of atoms, grown or not. A model restored with a lower
+        cap than it was learnt with (:meth:`set_state`) drops its least recently used atoms
+        down to it after its next window's update (:meth:`partial_fit`).
     score_margin : add the screening margin (:class:`L1CodingResult`) to the score: documents no
         atom can explain then rank by how far they are from any atom instead of tying at 1
         (scores then lie in ``[0, 1 + over_weight + lam]``).
@@ -485,6 +488,8 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         """Initialise on a warm-up window by alternating minimisation (Algorithms 5 and 6)."""
         if self.n_components < 1:
             raise ValueError(f"n_components must be >= 1, got {self.n_components}")
+        if self.max_components < 1:
+            raise ValueError(f"max_components must be >= 1, got {self.max_components}")
         P = _as_columns(_check_documents(X, self), self.dtype)
         self._blocks(P.shape[1])  # checks max_step_documents
         if self.max_step_documents is not None and P.shape[1] > self.max_step_documents:
@@ -498,9 +503,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         seeds = _nonzero_columns(P)  # atoms come from documents with a term
         if seeds.size == 0:
             raise ValueError("no document has a term: there is nothing to seed atoms from")
-        k = min(self.n_components, seeds.size)
-        if self.grow_threshold is not None:
-            k = min(k, self.max_components)
+        k = min(self.n_components, seeds.size, self.max_components)
         A = self._seed_atoms(P, seeds[rng.choice(seeds.size, size=k, replace=False)])
         codes = None
         for _ in range(self.n_init_iter):
@@ -534,6 +537,8 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
             return self.fit(X)
         if self.update_passes < 1:
             raise ValueError(f"update_passes must be >= 1, got {self.update_passes}")
+        if self.max_components < 1:
+            raise ValueError(f"max_components must be >= 1, got {self.max_components}")
         if self.recode_tol is not None and not self.recode_tol > 0:
             raise ValueError(f"recode_tol must be > 0 or None, got {self.recode_tol}")
         P = self._docs_as_columns(X)
@@ -566,7 +571,19 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
                     self.oiadmm_.partial_fit(P[:, b], Xt[:, b])
         if not self.grow_first:
             self._maybe_grow(P, np.asarray(scores))
+        self._drop_atoms_over_cap()
         return self
+
+    def _drop_atoms_over_cap(self) -> None:
+        """Keep the ``max_components`` most recently used atoms (ties: the lower index) of a
+        dictionary above the cap, which only a model restored with a lowered cap has."""
+        excess = self.components_.shape[1] - self.max_components
+        if excess <= 0:
+            return
+        recent = np.argsort(-self.atom_last_used_, kind="stable")
+        keep = np.sort(recent[: self.max_components])
+        self.oiadmm_.keep_atoms(keep)
+        self.atom_last_used_ = self.atom_last_used_[keep]
 
     def _maybe_grow(self, P: sp.csc_matrix, scores: np.ndarray) -> None:
         """Dictionary growth: atoms seeded from the worst-represented documents of the window.

@@ -383,6 +383,13 @@ class OIADMM(BaseEstimator):
             self.components_[:, idx] = new
         return self
 
+    def keep_atoms(self, idx: np.ndarray) -> OIADMM:
+        """Keep only columns ``idx`` (in that order) of the dictionary; the dual does not depend
+        on ``k``."""
+        idx = np.asarray(idx, dtype=np.int64)
+        self.components_ = self._layout(self.components_[:, idx])
+        return self
+
     def partial_fit(self, P: sp.spmatrix | np.ndarray, X: sp.spmatrix | np.ndarray) -> OIADMM:
         """One OIADMM step on the window ``P`` (``m x n``) with its codes ``X`` (``k x n``);
         ``NotFittedError`` before :meth:`initialize`, ``ValueError`` before anything changes for

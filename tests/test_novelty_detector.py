@@ -388,9 +388,61 @@ def test_initial_atoms_are_capped_and_validated() -> None:
     fixed = OnlineL1NoveltyDetector(
         n_components=30, max_components=10, grow_threshold=None, n_init_iter=1
     ).fit(X)
-    assert fixed.components_.shape[1] == 30  # the cap is about growth only
+    assert fixed.components_.shape[1] == 10  # a fixed one too
     with pytest.raises(ValueError, match="n_components must be >= 1"):
         OnlineL1NoveltyDetector(n_components=0).fit(X)
+    with pytest.raises(ValueError, match="max_components must be >= 1"):
+        OnlineL1NoveltyDetector(max_components=0).fit(X)
+    restored = OnlineL1NoveltyDetector(max_components=0).set_state(grown.get_state())
+    with pytest.raises(ValueError, match="max_components must be >= 1"):
+        restored.partial_fit(X)
+    assert restored.components_.shape[1] == 10  # refused before any change
+
+
+@pytest.mark.parametrize("grow_threshold", [0.7, None])
+def test_a_model_restored_with_a_lower_cap_keeps_its_most_recently_used_atoms(
+    grow_threshold: float | None,
+) -> None:
+    """``max_components`` lowered between a checkpoint and its restore (``detector.max_atoms``
+    in the configuration): the restored dictionary kept every atom, above the cap for ever.
+    After the next window's update it keeps the cap's most recently used atoms, in their
+    order, with their columns and their last-use windows."""
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 120, density=0.08, random_state=np.random.RandomState(1), format="csr")
+    model = OnlineL1NoveltyDetector(
+        n_components=40, grow_threshold=grow_threshold, n_init_iter=1
+    ).fit(X[:60])
+    for start in (60, 90):
+        model.partial_fit(X[start : start + 30])
+    k = model.components_.shape[1]
+    # distinct last-use windows, so that "most recently used" names one set of atoms
+    model.atom_last_used_ = rng.permutation(k).astype(np.int64)
+    state = model.get_state()
+    before = model.components_.toarray() if grow_threshold else model.components_.copy()
+
+    small = OnlineL1NoveltyDetector(
+        n_components=40, grow_threshold=grow_threshold, max_components=15, n_init_iter=1
+    ).set_state(state)
+    assert small.components_.shape[1] == k  # restoring changes nothing by itself
+    window = X[:30]
+    codes = small.code(window).codes
+    used_now = np.unique(sp.csr_matrix(codes).indices)
+    small.partial_fit(window)
+
+    assert small.components_.shape[1] == 15
+    last_used = np.asarray(state["atom_last_used"]).copy()
+    last_used[used_now] = small.n_windows_
+    if grow_threshold is None:  # (a growing model may also have replaced stale atoms)
+        expected = np.sort(np.argsort(-last_used, kind="stable")[:15])
+        np.testing.assert_array_equal(small.atom_last_used_, last_used[expected])
+        twin = OnlineL1NoveltyDetector(n_components=40, grow_threshold=None, n_init_iter=1)
+        twin = twin.set_state(state).partial_fit(window)  # the same step without the cap
+        np.testing.assert_array_equal(small.components_, twin.components_[:, expected])
+        assert not np.array_equal(before[:, expected], small.components_)  # it did learn
+    assert set(np.unique(sp.csr_matrix(small.code(window).codes).indices)) <= set(range(15))
+    small.partial_fit(X[30:60])  # and it goes on within the cap
+    assert small.components_.shape[1] == 15
+    assert small.atom_last_used_.shape == (15,)
 
 
 def test_a_quiet_streams_small_windows_flag_only_what_beats_the_last_cut() -> None:
