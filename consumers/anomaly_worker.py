@@ -37,7 +37,10 @@ Windows are then processed in order:
   flags ever more of the stream (on Reuters-21578 up to 40% of a window before the scheduled
   refit; ``benchmarks/anomaly.md``, "The stream's flag rate"), or, fitted on the detector's
   warm-up, hardly any. After a genuine burst the refit takes its documents into the reference:
-  a kind of document that keeps coming becomes normal.
+  a kind of document that keeps coming becomes normal;
+* a model restored from a checkpoint fitted with another ``n_atoms``, ``sparsity`` or
+  ``contamination`` than configured now is refitted at once on the checkpointed reference set
+  (with a warning), so a changed setting takes effect from the first window after the restart.
 
 A document's representation is a fixed-length summary of its detector output, stable while the
 dictionary grows: novelty score, reconstruction error, code l1 mass, number of active atoms,
@@ -228,9 +231,13 @@ class AnomalyStreamState:
         self.done: dict[int, int] = {}
         self.done_floor = -1
         self._warned_constant = False
+        # The settings the model was fitted with (checkpointed: see _restore_model).
+        self._fitted_with: dict[str, float] = {}
         if checkpoint is not None:
             st = checkpoint.state
+            # (the latest rows, as _remember keeps them, if reference_documents was lowered)
             self.reference = np.asarray(st["reference"], dtype=float)
+            self.reference = self.reference[-self.config.reference_documents :]
             self.last_seq = int(st["last_seq"])
             seqs = np.asarray(st.get("done_seqs", []), np.int64).tolist()
             # (a checkpoint without the sizes: every message of those windows is a re-send)
@@ -247,8 +254,38 @@ class AnomalyStreamState:
             self.scale = np.asarray(st["scale"], dtype=float)
             model_state = {k[6:]: v for k, v in st.items() if k.startswith("model.")}
             if model_state:
-                sparsity = min(self.config.sparsity, int((self.scale > 0).sum()))
-                self.model = build_model(self.config, sparsity).set_state(model_state)
+                self._restore_model(model_state, st)
+
+    def _restore_model(self, model_state: dict[str, np.ndarray], st: dict[str, Any]) -> None:
+        """Rebuild the checkpointed model; refit it at once on the checkpointed reference set
+        when ``n_atoms``, ``sparsity`` or ``contamination`` changed since it was fitted. The old
+        model under the new settings was silently miscalibrated: its dictionary learned at the
+        old sparsity coded with the new one and its threshold set for the old contamination
+        (sparsity 2 -> 1 flagged 40-50% of the next windows at a contamination of 10%), or the
+        new setting was ignored until the scheduled refit, up to ``refit_every_windows``
+        windows later (``n_atoms``). A checkpoint from before the settings were recorded tells
+        only its dictionary's size."""
+        # (the sparsity the model was fitted with: the configured one capped as in _fit)
+        sparsity = int(st.get("model_sparsity", min(self.config.sparsity, self._usable())))
+        self.model = build_model(self.config, sparsity).set_state(model_state)
+        fitted_with = {
+            "n_atoms": int(st.get("fitted_n_atoms", self.model.dictionary_.shape[1])),
+            "sparsity": int(st.get("fitted_sparsity", self.config.sparsity)),
+            "contamination": float(st.get("fitted_contamination", self.config.contamination)),
+        }
+        self._fitted_with = fitted_with
+        changed = {k: v for k, v in fitted_with.items() if v != getattr(self.config, k)}
+        if not changed:
+            return
+        log.warning(
+            "anomaly: stream %s: its checkpointed model was fitted with %s, configured now %s: "
+            "refitted on its %d reference documents",
+            self.stream,
+            ", ".join(f"{k} {v}" for k, v in changed.items()),
+            ", ".join(f"{k} {getattr(self.config, k)}" for k in changed),
+            len(self.reference),
+        )
+        self._fit()
 
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
         if item.window_seq in self.done or item.window_seq <= self.done_floor:
@@ -364,8 +401,20 @@ class AnomalyStreamState:
             return
         self._warned_constant = False
         self.center, self.scale = center, scale
-        sparsity = min(self.config.sparsity, int((scale > 0).sum()))
+        # DL-OCSVM needs more rows than its sparsity: a reference set not yet refilled after
+        # reference_documents and sparsity were raised together (a model fitted on fewer rows
+        # exists) stopped the worker on every restart.
+        sparsity = min(self.config.sparsity, self._usable(), len(self.reference) - 1)
         self.model = build_model(self.config, sparsity).fit(self._standardise(self.reference))
+        self._fitted_with = {
+            "n_atoms": self.config.n_atoms,
+            "sparsity": self.config.sparsity,
+            "contamination": self.config.contamination,
+        }
+
+    def _usable(self) -> int:
+        """The number of features the model uses (those with a spread in the reference)."""
+        return int((self.scale > 0).sum())
 
     def _remember(self, X: np.ndarray) -> None:
         """Add a window's representations to the reference set (the latest rows are kept)."""
@@ -504,6 +553,14 @@ class AnomalyStreamState:
         }
         if self.model is not None:
             state.update({f"model.{k}": v for k, v in self.model.get_state().items()})
+            state.update(
+                {
+                    "model_sparsity": np.int64(self.model.n_nonzero_coefs),
+                    "fitted_n_atoms": np.int64(self._fitted_with["n_atoms"]),
+                    "fitted_sparsity": np.int64(self._fitted_with["sparsity"]),
+                    "fitted_contamination": np.float64(self._fitted_with["contamination"]),
+                }
+            )
         return state, {"last_seq": self.last_seq, "fitted": self.model is not None}
 
 

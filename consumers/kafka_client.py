@@ -238,10 +238,12 @@ class BatchConsumer:
         **overrides: Any,
     ) -> None:
         self.last_error_at = float("-inf")
+        self._fatal: KafkaError | None = None
         self._on_reset = on_reset
         # partitions whose offset the broker did not hold, not yet restarted (broker unreachable)
         self._resets: TopicOffsets = {}
         self._owned: set[tuple[str, int]] = set()  # what the group assigned to this member
+        self._closing = False  # close() runs: an assignment it serves is not taken up
         self._start: TopicOffsets = {}
         # Held by the application's thread while it works inside keepalive(): the rebalance
         # callbacks, which the keep-alive thread's polls may serve, wait for it.
@@ -266,8 +268,14 @@ class BatchConsumer:
         )
 
     def _on_error(self, err: KafkaError) -> None:
-        """Broker unreachable and similar: remembered so that silence is not taken for idleness."""
+        """Broker unreachable and similar: remembered so that silence is not taken for idleness.
+        A fatal error (a static member fenced: the only fatal consumer error) is kept for
+        :meth:`poll_batch` to raise: librdkafka reports it here only, and the consumer then
+        never fetches again, so a caller that went on polling stalled without a word."""
         self.last_error_at = time.monotonic()
+        # (the callback's error is _FATAL with its fatal() flag not set: kept with the flag)
+        if (err.fatal() or err.code() == KafkaError._FATAL) and self._fatal is None:
+            self._fatal = KafkaError(err.code(), err.str(), fatal=True)
         log.warning("consumer: %s", err)
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
@@ -354,7 +362,12 @@ class BatchConsumer:
             self._assign(consumer, partitions)
 
     def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if not partitions:
+        if not partitions or self._closing:
+            # An assignment that close() serves (the group's answer arrived before a poll took
+            # it) is given back at once: its committed offsets, asked of a closing client, never
+            # came (close() waited 30 s for them and then raised), and the worker has no use
+            # for restoring streams it would checkpoint the next moment. (The client assigns
+            # them by itself; revoked unannounced, see _taken_away.)
             return
         positions: TopicOffsets | None = None
         if self._on_assign is not None:
@@ -391,15 +404,18 @@ class BatchConsumer:
         if not partitions:
             return
         with self._app:
-            if callback is not None:
-                callback([(p.topic, p.partition) for p in partitions])
-            self._owned -= {(p.topic, p.partition) for p in partitions}
+            # (only what on_assign was told of: see _assign for those it was not)
+            announced = [(p.topic, p.partition) for p in partitions]
+            announced = [key for key in announced if key in self._owned]
+            if callback is not None and announced:
+                callback(announced)
+            self._owned -= set(announced)
             consumer.incremental_unassign(partitions)
 
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages: those already fetched at once, else those arriving
         within ``timeout`` seconds (fewer when it passes); partition-EOF events are dropped,
-        errors raised.
+        a fatal error (also one reported by the error callback) raised as a KafkaException.
 
         librdkafka's ``consume(n, timeout)`` waits until ``n`` messages have arrived or the
         timeout passed, even when some are already there: the last messages of a backlog (its
@@ -410,6 +426,8 @@ class BatchConsumer:
         if not batch:
             batch = self._consumer.consume(num_messages=max_messages, timeout=timeout)
         good = self._messages(batch)
+        if self._fatal is not None:  # (the batch is dropped: it is not consumed, not committed)
+            raise KafkaException(self._fatal)
         self._apply_resets()
         return good
 
@@ -566,6 +584,7 @@ class BatchConsumer:
 
     def close(self) -> None:
         """Leave the group (revoking partitions through the callbacks) and free resources."""
+        self._closing = True
         self._consumer.close()
 
     def __enter__(self) -> BatchConsumer:

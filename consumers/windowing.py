@@ -155,7 +155,8 @@ class StreamWindower:
         """Buffer ``item``; return the windows that closed and what became of ``item``.
 
         The status is ``"buffered"``, ``"late"`` (its window already closed: score it, do not
-        learn from it), ``"seen"`` (a count window already consumed it before a restart) or
+        learn from it), ``"seen"`` (a count window already consumed it before a restart, also
+        when the stream was restored into time windows) or
         ``"duplicate"`` (a message sent twice: an open window holds a document with its id, or a
         remembered closed one had it at another offset, :meth:`first_copy`; it is neither scored
         nor learnt again; also a message judged a duplicate before and read again).
@@ -172,10 +173,7 @@ class StreamWindower:
         if done_at is not None and (done_at[0] != item.partition or done_at[1] < item.offset):
             return self._duplicate(item, (*done_at, False))
         if self.spec.count is not None:
-            if done_at is not None or (
-                item.offset < self.count_next_offset
-                and self.count_partition in (None, item.partition)
-            ):  # offsets of another partition say nothing (a stream moved: keys rehashed)
+            if done_at is not None or self._counted_before(item):
                 return [], "seen"
             if item.doc.id in self._ids:
                 return self._duplicate(item, self._open_copy(item.doc.id))
@@ -184,6 +182,8 @@ class StreamWindower:
             return self._add_count(item), "buffered"
         if item.doc.id in self._ids:
             return self._duplicate(item, self._open_copy(item.doc.id))
+        if self._counted_before(item):  # restored from count windows into time windows
+            return [], "seen"
         size = int(self.spec.size_ms or 0)
         seq = item.doc.timestamp_ms // size
         if seq * size < self.closed_until_ms or self._passed(seq):
@@ -195,6 +195,14 @@ class StreamWindower:
         self._open.setdefault(seq, []).append(item)
         self.watermark_ms = max(self.watermark_ms, item.doc.timestamp_ms)
         return self._close_passed(), "buffered"
+
+    def _counted_before(self, item: Buffered) -> bool:
+        """Whether a closed count window consumed ``item`` (a message read again after a
+        restore). Time windows ask too: a stream restored from count windows into time windows
+        (``windows.count`` set to 0) learnt such a message again, as no closed time window made
+        it late. Offsets of another partition say nothing (a stream moved: keys rehashed)."""
+        same_partition = self.count_partition in (None, item.partition)
+        return same_partition and item.offset < self.count_next_offset
 
     def read_before(self, partition: int, offset: int) -> bool:
         """Whether the message at ``partition``, ``offset`` was added before, in this run or

@@ -423,14 +423,28 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         return np.sort(rng.choice(n, cap, replace=False))
 
     # ------------------------------------------------------------------ time points
+    def _warm_start(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """Weights and topics of a plain NMF of ``n_initial_topics`` (only a warm start: the
+        cyclic updates refine it). NNDSVDa when the matrix has room for the topics, else a
+        random start. NNDSVDa divides by the norm of a singular vector's negative part, 0 for
+        some matrices of rank below ``k``: scikit-learn then returned NaN factors, with only a
+        RuntimeWarning (1% of small sparse first windows, e.g. three documents of which two
+        are empty), and the topics stayed NaN at every later time point. Such a start is
+        replaced by the random one."""
+        k = self.n_initial_topics
+        for init in ("nndsvda", "random") if k <= min(X.shape) else ("random",):
+            nmf = NMF(k, init=init, max_iter=200, random_state=self.random_state)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                warnings.simplefilter("ignore", RuntimeWarning)  # NaN: checked below
+                W = nmf.fit_transform(X)
+            if np.isfinite(W).all() and np.isfinite(nmf.components_).all():
+                break
+        return W, nmf.components_
+
     def _first_time_point(self, X: sp.csr_matrix, weight: float) -> None:
         k = self.n_initial_topics
-        init = "nndsvda" if k <= min(X.shape) else "random"
-        nmf = NMF(k, init=init, max_iter=200, random_state=self.random_state)
-        with warnings.catch_warnings():  # only a warm start: the cyclic updates below refine it
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            W = nmf.fit_transform(X)
-        H = nmf.components_
+        W, H = self._warm_start(X)
         scale = np.maximum(H.sum(axis=1), 1e-300)
         H = project_simplex(H / scale[:, None], axis=1)
         self.n_features_in_ = X.shape[1]

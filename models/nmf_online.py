@@ -711,12 +711,25 @@ class ORNMF(TransformerMixin, BaseEstimator):
         On the plain simplex the iterates are float32 (projection by pivoting, no sort) and the
         average is renormalised onto the simplex in float64; with box bounds everything is
         float64.
+
+        The objective is scaled by a power of two that brings its largest coefficient (of
+        ``A_ / n``, ``B_ / n`` and ``alpha_W``) near 1: the iterates do not depend on the scale
+        of ``f_t`` (the step is the gradient over its running maximum norm, rule (9) is
+        relative), and a power of two changes no rounding, but float32 does. Unscaled, documents
+        of entries ``1e-10`` moved the bases by 0.03 less than the same documents at 1
+        (``vdot(grad, grad)`` underflowed), at ``1e-15`` or ``1e15`` (over- and underflow in
+        float32) not at all, and ``1e20`` warned of overflow and NaN.
         """
         n = max(self._stat_count(), 1)
         dtype = np.float32 if self._plain_simplex() else np.float64
         W_k = self.components_.astype(dtype)
-        A = (self.A_ / n).astype(dtype)
-        Bt = np.ascontiguousarray(self.B_.T / n, dtype=dtype)
+        A, Bt = self.A_ / n, self.B_.T / n
+        peak = max(np.abs(A).max(initial=0.0), np.abs(Bt).max(initial=0.0), self.alpha_W)
+        exponent = math.frexp(peak)[1] if 0.0 < peak < math.inf else 0
+        A = np.ldexp(A, -exponent).astype(dtype)
+        Bt = np.ascontiguousarray(np.ldexp(Bt, -exponent), dtype=dtype)
+        alpha_W = math.ldexp(self.alpha_W, -exponent)
+        sq = math.ldexp(self.sq_ / n, -exponent)
         step0 = self._theta() * np.sqrt(2.0 * self.n_components)
         S, SA = np.zeros_like(W_k), np.zeros_like(W_k)
         AW, grad, tmp = np.empty_like(W_k), np.empty_like(W_k), np.empty_like(W_k)
@@ -724,8 +737,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
         for k in range(1, self.max_inner_iter + 1):
             np.matmul(A, W_k, out=AW)
             np.subtract(AW, Bt, out=grad)
-            if self.alpha_W:
-                grad += dtype(self.alpha_W) * W_k
+            if alpha_W:
+                grad += dtype(alpha_W) * W_k
             M = max(M, float(np.sqrt(np.vdot(grad, grad))))
             if M == 0.0:
                 break
@@ -734,9 +747,9 @@ class ORNMF(TransformerMixin, BaseEstimator):
             SA += np.multiply(AW, dtype(r_k), out=tmp)
             sB += r_k * float(np.vdot(W_k, Bt))
             r_sum += r_k
-            f = 0.5 * float(np.vdot(S, SA)) / r_sum**2 - sB / r_sum + self.sq_ / n
-            if self.alpha_W:
-                f += 0.5 * self.alpha_W * float(np.vdot(S, S)) / r_sum**2
+            f = 0.5 * float(np.vdot(S, SA)) / r_sum**2 - sB / r_sum + sq
+            if alpha_W:
+                f += 0.5 * alpha_W * float(np.vdot(S, S)) / r_sum**2
             if f_prev is not None and abs(f_prev - f) <= self.tau * abs(f):
                 break
             f_prev = f

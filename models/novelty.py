@@ -695,6 +695,14 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         self.threshold_ = thr
         return (scores > thr) & ok, thr
 
+    def late_threshold(self) -> float:
+        """The threshold documents scored outside a window (late ones) are flagged by: the last
+        window's cut (``threshold_``) in ``"top_q"`` mode, ``threshold`` in ``"threshold"`` mode.
+        ``threshold_`` alone held, for a model restored with another ``threshold`` or switched
+        to ``"threshold"`` mode, the checkpoint's cut until the next window closed."""
+        check_is_fitted(self, "oiadmm_")
+        return float(self.threshold if self.flag == "threshold" else self.threshold_)
+
     # ----------------------------------------------------------------- state
     def get_state(self) -> dict[str, np.ndarray]:
         """Learned state as npz-safe arrays (``NotFittedError`` before :meth:`fit`)."""
@@ -879,12 +887,13 @@ class Detector:
     def score(self, texts: Sequence[str]) -> WindowResult:
         """Score (late) documents against the current dictionary; learns nothing, changes no state.
 
-        Flags use the threshold of the last processed window (never a document without terms)."""
+        Flags use the threshold of the last processed window, or the fixed one in ``"threshold"``
+        mode (:meth:`OnlineL1NoveltyDetector.late_threshold`); never a document without terms."""
         texts = list(texts)
         if not self.fitted:
             raise RuntimeError("the detector has not finished its warm-up")
         result, has_terms = self._result(texts, learn=False)
-        thr = float(self.model.threshold_)
+        thr = self.model.late_threshold()
         novel = (result.scores > thr) & has_terms
         return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
 

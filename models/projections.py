@@ -223,6 +223,11 @@ def project_simplex_box(
     to rounding. ``lower``/``upper`` broadcast
     against ``V``; the set must be non-empty (``sum(lower) <= z <= sum(upper)``). A 1-d ``V``
     takes the scalar path of :func:`simplex_box_threshold`.
+
+    The slices are shifted to a largest entry of 0 (:func:`_shift_to_max`) and projected in
+    float64, the result cast back to ``V``'s dtype: ``v - theta`` on the raw entries cancels
+    once they are large next to ``z`` (float32 entries near ``1e7`` came back summing to 1.77 for
+    ``z = 2``, float64 ones of ``1e14`` to 0.49 for ``z = 0.5``, some over their upper bound).
     """
     V = _as_float(V)
     lo = np.broadcast_to(np.asarray(lower, dtype=V.dtype), V.shape)
@@ -230,12 +235,14 @@ def project_simplex_box(
     if 0 in V.shape and (empty := _empty_slices(V, axis, z)) is not None:
         return empty
     if V.ndim == 1:
-        return np.clip(V - V.dtype.type(simplex_box_threshold(V, lo, hi, z)), lo, hi)
+        v = V.astype(np.float64) - float(V.max())
+        theta = simplex_box_threshold(v, lo, hi, z)
+        return np.clip(v - theta, lo, hi).astype(V.dtype, copy=False)
     moved = [np.moveaxis(a, axis, -1) for a in (V, lo, hi)]
     shape = moved[0].shape
-    flat = [a.reshape(-1, shape[-1]) for a in moved]
-    out = _simplex_box_rows(*flat, z).reshape(shape)
-    return np.moveaxis(out, -1, axis)
+    rows, lo_rows, hi_rows = (a.reshape(-1, shape[-1]) for a in moved)
+    out = _simplex_box_rows(_shift_to_max(rows.astype(np.float64)), lo_rows, hi_rows, z)
+    return np.moveaxis(out.astype(V.dtype, copy=False).reshape(shape), -1, axis)
 
 
 def _bracket(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> tuple[np.ndarray, ...]:
@@ -320,6 +327,7 @@ def simplex_box_threshold(
 
 
 def _simplex_box_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
+    """``V``: float64 rows (shifted by the caller); the projection of each row, float64."""
     _check_simplex_box(lo, hi, z)
     a, b = _bracket(V, lo, hi, z)  # every coordinate at its upper / at its lower bound
     theta = 0.5 * (a + b)
@@ -346,7 +354,7 @@ def _simplex_box_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -
     fixed = np.where(at_lo, lo, np.where(at_hi, hi, 0)).sum(axis=1)
     vfree = np.where(free, V, 0).sum(axis=1)
     exact = np.where(n_free > 0, (vfree - (z - fixed)) / np.maximum(n_free, 1), theta)
-    return np.clip(V - exact[:, None].astype(V.dtype), lo, hi)
+    return np.clip(V - exact[:, None], lo, hi)
 
 
 def _sorted_thresholds(v: np.ndarray, c: np.ndarray, theta: np.ndarray, radius: float) -> None:

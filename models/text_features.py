@@ -242,6 +242,24 @@ def _checked_texts(texts: Sequence[str]) -> list[str]:
     return texts
 
 
+def _within_token_chars(terms: np.ndarray, max_chars: int | None) -> np.ndarray:
+    """Whether the tokenizer can still yield each term under ``max_chars``: each word, URL
+    domain (after ``url:``) and tag or mention body (after ``#`` or ``@``) of it, a bigram's
+    two included, at most ``max_chars`` long (a term's own length bounds them: only the
+    longer terms are split)."""
+    ok = np.ones(terms.size, dtype=bool)
+    if max_chars is None or terms.size == 0:
+        return ok
+    ok = np.char.str_len(terms) <= max_chars
+    for i in np.flatnonzero(~ok).tolist():
+        parts = str(terms[i]).split(" ")
+        bodies = [
+            p[4:] if p.startswith("url:") else p[1:] if p[:1] in ("#", "@") else p for p in parts
+        ]
+        ok[i] = all(len(b) <= max_chars for b in bodies)
+    return ok
+
+
 def remap_rows(M: np.ndarray, kept_rows: np.ndarray, n_new: int) -> np.ndarray:
     """Drop evicted rows of ``M`` and zero-pad ``n_new`` rows at the end (vocabulary update)."""
     out = M[kept_rows]
@@ -266,7 +284,9 @@ class StreamingTfidf(BaseEstimator):
     stop_words : "english" (scikit-learn's list), None, or a list of words.
     sublinear_tf, bigrams, urls, hashtags, mentions : see module.
     max_token_chars : longer tokens (words, hashtag/mention bodies, URL domains) are dropped;
-        ``None`` keeps them all (see module: they would pad every entry of ``terms_``).
+        ``None`` keeps them all (see module: they would pad every entry of ``terms_``). Terms
+        of a vocabulary restored under a lower cap (:meth:`set_state`) that it would drop are
+        evicted by the next :meth:`partial_fit`, as those beyond a lowered ``max_features``.
     dtype : float type of the matrices.
     past_idf : in :meth:`partial_fit_transform`, weight the window with the idf of the documents
         seen BEFORE it (terms new in the window get the idf of an unseen term, the largest), so a
@@ -449,10 +469,14 @@ class StreamingTfidf(BaseEstimator):
         df[m_old:] = counts[new]
         last[m_old:] = self.n_docs_ + n
         new_terms = [tokens.terms[i] for i in new.tolist()]
-        keep = np.arange(df.size)
-        if self.max_features is not None and df.size > self.max_features:
-            order = np.lexsort((last, df))  # ascending: rarest first, then stalest
-            keep = np.sort(order[df.size - self.max_features :])
+        # the window's terms are within max_token_chars; older ones may not be (a vocabulary
+        # restored under a lower cap): the tokenizer never yields them again, so they go
+        keep = np.flatnonzero(
+            np.r_[_within_token_chars(self.terms_, self.max_token_chars), np.ones(new.size, bool)]
+        )
+        if self.max_features is not None and keep.size > self.max_features:
+            order = keep[np.lexsort((last[keep], df[keep]))]  # ascending: rarest, then stalest
+            keep = np.sort(order[keep.size - self.max_features :])
         kept_old = keep[keep < m_old]
         kept_new = keep[keep >= m_old] - m_old
         terms = self.terms_[kept_old].tolist() + [new_terms[i] for i in kept_new.tolist()]
