@@ -99,7 +99,7 @@ def test_revision_0003_upgrades_from_0002_and_downgrades(database_url) -> None:
             )
         assert "ix_documents_window_seq" not in _document_indexes(engine)
         migrate.upgrade(engine)
-        assert migrate.current_revision(engine) == "0003" == migrate.head_revision()
+        assert migrate.current_revision(engine) == migrate.head_revision()
         assert _document_indexes(engine)["ix_documents_window_seq"] == ["window_seq"]
         config = migrate.alembic_config()
         with engine.begin() as conn:
@@ -110,7 +110,7 @@ def test_revision_0003_upgrades_from_0002_and_downgrades(database_url) -> None:
     finally:
         engine.dispose()
     with Store.open(database_url) as store:  # opening migrates to the newest revision again
-        assert store.revision() == "0003"
+        assert store.revision() == migrate.head_revision()
         [row] = store.documents(window_seq=3, limit=None)
     assert (row["doc_id"], row["text"]) == ("old", "an old story")
 
