@@ -134,7 +134,8 @@ class StreamModels:
         self.windows_done = int(state["windows_done"])
         saved_n_topics = int(state.get("n_topics", self.n_topics))
         changed = saved_n_topics != self.n_topics
-        if changed and (self.topics is not None or self.emerging is not None):
+        had_topics = any(k.startswith(("topics.", "emerging.")) for k in state)
+        if changed and had_topics and (self.topics is not None or self.emerging is not None):
             log.warning(
                 "the checkpoint's topic models have %d topics, the configuration %d: they "
                 "start afresh",

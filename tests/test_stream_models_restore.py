@@ -66,3 +66,13 @@ def test_a_lowered_atom_cap_holds_for_a_restored_stream(new_atoms_per_window: in
     assert model.components_.shape == (500, 60)
     assert model.atom_last_used_.shape == (60,)
     assert restored.detector.get_state()["model.atom_last_used"].shape == (60,)
+
+
+def test_no_topic_warning_for_a_checkpoint_without_topic_models(caplog) -> None:
+    """``n_topics`` changed, but the checkpoint had no topic model (topics off, or taken before
+    any was fitted): nothing starts afresh, and the warning said otherwise."""
+    config = Config().detector
+    checkpoint = build_models(dataclasses.replace(config, n_topics=7)).get_state()
+    with caplog.at_level("WARNING"):
+        build_models(config).set_state(checkpoint)
+    assert "start afresh" not in caplog.text
