@@ -72,6 +72,7 @@ DeadLetterSink = Callable[[list[dict[str, Any]]], None]
 _TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
 _HUNG_AFTER_S = 5.0  # past a call's timeout, when it counts as hung
 _PATTERN_REFRESH_MS = 10_000  # how soon a new topic that a ^pattern source matches is read
+_STATIC_SESSION_TIMEOUT_MS = 45_000  # librdkafka's default since 2.0: see run_ingest
 
 
 def transactional_id(group_id: str, instance: int) -> str:
@@ -167,8 +168,19 @@ def run_ingest(
     producer = _transactional_producer(route.bootstrap, tid)
     hung: list[Producer] = []  # replaced producers whose call never returned, kept alive
     # Static membership under the same id: a restarted bridge takes its partitions back at once
-    # instead of after its killed predecessor's session timeout.
-    overrides: dict[str, Any] = {"group.instance.id": tid}
+    # instead of after its killed predecessor's session timeout. Its session must outlast a
+    # coordinator outage (a broker restart): a static member whose session timed out on its
+    # own side rejoins under a new member id while the coordinator still holds the old one,
+    # and may fence ITSELF ("Static consumer fenced by other consumer with same
+    # group.instance.id", fatal; librdkafka issue 3437), which the workers' 10 s session did
+    # under load. The longer session costs only the failover of a bridge that is gone for good
+    # (killed, or stopped: a static member does not leave its group on close) to the OTHER
+    # bridges of its group; a bridge restarted with its instance takes its partitions back at
+    # once anyway.
+    overrides: dict[str, Any] = {
+        "group.instance.id": tid,
+        "session.timeout.ms": _STATIC_SESSION_TIMEOUT_MS,
+    }
     if any(source.startswith("^") for source in route.source_topics):
         # a topic created later is seen at the next metadata refresh (5 minutes by default)
         overrides["topic.metadata.refresh.interval.ms"] = _PATTERN_REFRESH_MS
@@ -184,7 +196,15 @@ def run_ingest(
         quiet_since = time.monotonic()
         warned = False
         while not stop.is_set():
-            batch = consumer.poll_batch(batch_size, timeout=0.5)
+            try:
+                batch = consumer.poll_batch(batch_size, timeout=0.5)
+            except KafkaException as exc:  # (fenced by a bridge of the same instance)
+                if not exc.args[0].fatal():
+                    raise
+                raise SparsewatchError(
+                    f"ingest stopped by a fatal Kafka error of its consumer: {exc.args[0].str()}"
+                    f" (two bridges of instance {tid}? give each its own --instance)"
+                ) from None
             now = time.monotonic()
             lag = consumer.lag()
             metrics.set_lag(lag)
@@ -216,8 +236,11 @@ def run_ingest(
                     "transaction (after a broker restart); a new producer takes over, the "
                     "batch is read again"
                 )
+                replacement = _replacement_producer(route.bootstrap, tid, stop)
+                if replacement is None:  # stopped while the broker was still down
+                    break
                 hung.append(producer)
-                producer = _transactional_producer(route.bootstrap, tid)  # fences the old one
+                producer = replacement  # (it fenced the hung one)
                 consumer.rewind_to_committed()
                 outcome = None
             busy = time.monotonic() - now
@@ -316,6 +339,25 @@ def _transactional_producer(bootstrap: str, tid: str) -> Producer:
     except KafkaException as exc:
         raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
     return producer
+
+
+def _replacement_producer(bootstrap: str, tid: str, stop: StopFlag) -> Producer | None:
+    """A producer to replace a hung one (:func:`_transactional_producer`), made while the
+    broker may still be down: the hang follows a broker restart, which can outlast the
+    ``init_transactions`` timeout. A timeout is retried (the client resumes the call) until the
+    broker answers or ``stop`` is set (None then); another error is a SparsewatchError."""
+    producer = make_producer(bootstrap, **{"transactional.id": tid})
+    while True:
+        try:
+            producer.init_transactions(_TXN_TIMEOUT_S)
+            return producer
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if not error.retriable():
+                raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
+            if stop.is_set():
+                return None
+            log.warning("starting Kafka transactions (%s): %s; retrying", tid, error.str())
 
 
 def _send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any) -> None:

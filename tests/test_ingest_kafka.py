@@ -676,10 +676,15 @@ def test_a_hung_offsets_call_is_left_behind_and_a_new_producer_takes_over(
 def test_the_bridge_rides_out_a_broker_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The broker is killed while the bridge is forwarding a backlog and comes back on its port:
-    the bridge carries on by itself, replacing its producer if the client hangs (see above; a
-    10 s call timeout here instead of 60 s), and every record is delivered exactly once,
-    documents and dead letters (topic and table) alike."""
+    """The broker is killed while the bridge is forwarding a backlog and comes back on its port
+    more than 10 s later: the bridge carries on by itself, replacing its producer if the client
+    hangs (see above; a 10 s call timeout here instead of 60 s), and every record is delivered
+    exactly once, documents and dead letters (topic and table) alike.
+
+    Its group membership outlives the outage: with the workers' 10 s session the bridge's
+    consumer gave its session up while the coordinator was down and rejoined under a new member
+    id, and the static member could then fence itself (a fatal error: the bridge stopped; under
+    load it did so every time)."""
     from sparsewatch.kafka_local import LocalKafka
 
     monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 10.0)
@@ -699,18 +704,28 @@ def test_the_bridge_rides_out_a_broker_restart(
             while (_committed_or_none(bootstrap, route.group_id, source) or 0) < len(records) // 4:
                 assert thread.is_alive() and time.monotonic() < deadline, out
                 time.sleep(0.05)
+            members = _member_ids(bootstrap, route.group_id)
+            assert len(members) == 1, members
             broker.kill()  # the broker dies mid-stream ...
-            time.sleep(3.0)
+            time.sleep(12.0)  # (longer than the workers' 10 s session)
             LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
             deadline = time.monotonic() + 240
             while _committed_or_none(bootstrap, route.group_id, source) != len(records):
                 assert thread.is_alive() and time.monotonic() < deadline, out
                 time.sleep(0.5)
+            assert _member_ids(bootstrap, route.group_id) == members  # (the same membership)
         assert not thread.is_alive() and "error" not in out, out
         _assert_exactly_once(route, store, good, bad)
     finally:
         store.dispose()
         LocalKafka(tmp_path / "broker", port=port).down()
+
+
+def _member_ids(bootstrap: str, group: str) -> list[str]:
+    """The member ids of ``group`` that hold partitions."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(30)
+    return sorted(m.member_id for m in description.members if m.assignment.topic_partitions)
 
 
 def _committed_or_none(bootstrap: str, group: str, topic: str) -> int | None:
