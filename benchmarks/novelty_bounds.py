@@ -16,6 +16,7 @@ state (what a checkpoint stores) and the number of flagged documents.
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing as mp
 import resource
@@ -77,6 +78,8 @@ def run(kind: str, bound: int | None) -> dict:
 
 
 def main() -> None:
+    # no options: --help says what it runs instead of starting the run
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     rows = [
         run("burst", 1000),
         run("burst", None),
