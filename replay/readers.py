@@ -266,8 +266,19 @@ def parse_json_object(data: bytes, what: str = "line") -> dict[str, Any]:
 
 
 def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
-    """One JSON object per line; blank lines are skipped."""
+    """One JSON object per line; blank lines are skipped. A file that is one JSON array (what
+    ``sparsewatch documents --format json`` and many tools export) yields its elements, each by
+    the line it starts on (every line of such a file was rejected, the export could not be
+    replayed); a file that starts with ``[`` but is no JSON array is read line by line."""
     source = str(path)
+    elements = _json_array_elements(path)
+    if elements is not None:
+        for number, element in elements:
+            try:
+                yield SourceRecord(source, number, parse_json_object(element, "array element"))
+            except RecordError as exc:
+                yield Rejected(source, number, str(exc), _raw(element))
+        return
     for number, line, error in _lines(path):
         if line is None:
             yield Rejected(source, number, error)
@@ -278,6 +289,61 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
             yield SourceRecord(source, number, parse_json_object(line))
         except RecordError as exc:
             yield Rejected(source, number, str(exc), _raw(line))
+
+
+def _json_array_elements(path: Path) -> list[tuple[int, bytes]] | None:
+    """(line where it starts, UTF-8 bytes) of each element of the JSON array that is the whole
+    of ``path``; ``None`` when the file's first non-blank line does not start with ``[`` (a
+    JSON-lines file: read no further than that line) or the file is no JSON array (read line by
+    line, which says what is wrong where)."""
+    texts: list[str] = []
+    first = 0  # the number of the first non-blank line
+    for number, line, _ in _lines(path):
+        if line is None:
+            return None
+        try:
+            texts.append(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+        if not first and not texts[0].strip():
+            texts.clear()
+        elif not first:
+            if not texts[0].lstrip().startswith("["):
+                return None
+            first = number
+    if not first:
+        return None
+    starts = [0]
+    for line_text in texts:
+        starts.append(starts[-1] + len(line_text))
+    text = "".join(texts)
+    decoder = json.JSONDecoder()
+    position = _skip_blank(text, text.index("[") + 1)
+    elements: list[tuple[int, bytes]] = []
+    try:
+        while not (text.startswith("]", position) and not elements):
+            start = position
+            _, end = decoder.raw_decode(text, start)
+            number = first - 1 + bisect.bisect_right(starts, start)
+            elements.append((number, text[start:end].encode("utf-8")))
+            position = _skip_blank(text, end)
+            if text.startswith("]", position):
+                break
+            if not text.startswith(",", position):
+                return None
+            position = _skip_blank(text, position + 1)
+    except (ValueError, RecursionError):  # not JSON (the lines say why), nested too deeply
+        return None
+    if text[_skip_blank(text, position + 1) :]:  # something after the closing bracket
+        return None
+    return elements
+
+
+def _skip_blank(text: str, position: int) -> int:
+    """The first position from ``position`` on that is no JSON whitespace."""
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
 
 
 # The longest CSV field read (characters): above any document a Kafka message can carry (the
@@ -724,15 +790,33 @@ def _pick(fields: dict[str, Any], name: str | None, what: str) -> tuple[str | No
 
 
 def parse_labels(value: Any) -> list[str]:
-    """Labels from a list of strings (or integers) or a string split on ``;`` or ``|``; a
+    """Labels from a list of strings (or integers), a string that is a JSON list of strings (a
+    CSV cell of ``sparsewatch documents --format csv``), or a string split on ``;`` or ``|``; a
     RecordError otherwise."""
     if value is None or value == "":
         return []
+    if isinstance(value, str) and (listed := _json_label_list(value)) is not None:
+        return listed
     if isinstance(value, str):
         return [part.strip() for part in re.split(r"[;|]", value) if part.strip()]
     if isinstance(value, list) and all(isinstance(x, str | int) for x in value):
         return [str(x) for x in value]
     raise RecordError("labels must be a list of strings or a ';'-separated string")
+
+
+def _json_label_list(value: str) -> list[str] | None:
+    """The labels of ``value`` when it is a JSON list of strings (``["a", "b"]``: how
+    ``sparsewatch documents --format csv`` writes a document's labels, which were read back as
+    one label ``["a", "b"]``); ``None`` for any other text."""
+    if not value.lstrip().startswith("["):
+        return None
+    try:
+        listed = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(listed, list) or not all(isinstance(x, str | int) for x in listed):
+        return None
+    return [str(x) for x in listed]
 
 
 def _first_text(fields: dict[str, Any], spec: str) -> tuple[str, Any] | None:
