@@ -68,6 +68,9 @@ Messages = Iterable[tuple[str, bytes]]
 StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
 """A stream's checkpoint: its windows' and models' arrays, and its metadata."""
 
+# Blocked from the start of a writer process until it has set its own handlers for them.
+_CHILD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGINT, signal.SIGTERM})
+
 # A stop request abandons the delivery of a job's messages once none was delivered for this long
 # (the broker is down; a broker that answers is waited for).
 _STALLED_S = 2.0
@@ -311,10 +314,12 @@ class ProcessWriter:
         parent_sock, child_sock = socket.socketpair()
         fd = child_sock.fileno()
         command = f"from sparsewatch.consumers.writer import serve; serve({fd})"
-        # The child starts with SIGUSR1 blocked (a signal mask survives exec) and unblocks it
-        # once its handler is in place: an abandon sent while it still started up killed it
-        # (SIGUSR1's default action), and the job sent to it with it.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        # The child starts with SIGUSR1, SIGINT and SIGTERM blocked (a signal mask survives
+        # exec) and unblocks them once its handlers are in place: an abandon sent while it still
+        # started up killed it (SIGUSR1's default action), and so did a Ctrl-C in the terminal,
+        # which signals the whole process group (a KeyboardInterrupt traceback from the child,
+        # then the worker failed: "the writer process ... is gone").
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _CHILD_SIGNALS)
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", command], pass_fds=(fd,), stdin=subprocess.DEVNULL
@@ -423,7 +428,7 @@ def serve(fd: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop = StopFlag()
     signal.signal(signal.SIGUSR1, stop.request)  # ProcessWriter.abandon_retries
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # (blocked by the parent)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _CHILD_SIGNALS)  # (blocked by the parent)
     setup_logging(log_level)
     store = Store.open(database_url, upgrade=False)
     writer = ResultWriter(store, make_producer(destination.bootstrap), destination, stop)

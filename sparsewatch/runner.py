@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -143,6 +144,46 @@ def build_worker(
     raise ValueError(f"unknown worker role {role!r}")
 
 
+class _StopSignals:
+    """SIGTERM and SIGINT as the workers see them: while they are being built (opening the
+    database, creating the topics: nothing is read yet) a signal interrupts the start as Ctrl-C
+    does, by :class:`KeyboardInterrupt`; once :meth:`started`, it stops every worker after its
+    current batch."""
+
+    def __init__(self) -> None:
+        self._workers: list[WorkerLoop] = []
+        self._started = False
+
+    def started(self, workers: list[WorkerLoop]) -> None:
+        """From now on a signal stops ``workers``."""
+        self._workers = list(workers)
+        self._started = True
+
+    def __call__(self, *_: object) -> None:
+        if not self._started:
+            raise KeyboardInterrupt
+        for w in self._workers:
+            w.stop()
+
+
+@contextmanager
+def _stop_signals() -> Iterator[_StopSignals]:
+    """Handle SIGTERM and SIGINT by a :class:`_StopSignals` in the block (in the main thread
+    only: elsewhere no handler can be set), the previous handlers back afterwards (Ctrl-C was
+    swallowed for the rest of the process: the demo's plot and broker shutdown, a test
+    session)."""
+    stops = _StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield stops
+        return
+    previous = {sig: signal.signal(sig, stops) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stops
+    finally:
+        for sig, handler in previous.items():  # None: not set from Python, the default then
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
 def run_loops(
     workers: list[WorkerLoop],
     until_idle_s: list[float | None],
@@ -152,28 +193,20 @@ def run_loops(
 ) -> None:
     """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error.
 
-    SIGTERM/SIGINT stop every worker after its current batch; results of a batch are committed
-    whole or not at all, so an interrupted window is simply re-read on the next start. When one
-    worker fails, the others are stopped too. The previous signal handlers are back once the
-    workers have returned (Ctrl-C was swallowed for the rest of the process: the demo's plot and
-    broker shutdown, a test session). BLAS runs ``blas_threads`` threads and the
-    garbage collector's young generation is collected every ``gc_threshold`` allocations, with
-    what exists now frozen (:func:`sparsewatch.runtime.worker_process`).
+    SIGTERM/SIGINT stop every worker after its current batch (unless ``install_signals`` is
+    false: the caller handles them); results of a batch are committed whole or not at all, so an
+    interrupted window is simply re-read on the next start. When one worker fails, the others
+    are stopped too. The previous signal handlers are back once the workers have returned. BLAS
+    runs ``blas_threads`` threads and the garbage collector's young generation is collected every
+    ``gc_threshold`` allocations, with what exists now frozen
+    (:func:`sparsewatch.runtime.worker_process`).
     """
-    previous: dict[signal.Signals, Any] = {}
-    if install_signals and threading.current_thread() is threading.main_thread():
-
-        def stop_all(*_: object) -> None:
-            for w in workers:
-                w.stop()
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, stop_all)
-    try:
+    if not install_signals:
         _run_threads(workers, until_idle_s, blas_threads, gc_threshold)
-    finally:
-        for sig, handler in previous.items():  # None: not set from Python, the default then
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        return
+    with _stop_signals() as stops:
+        stops.started(workers)
+        _run_threads(workers, until_idle_s, blas_threads, gc_threshold)
 
 
 def _run_threads(
@@ -243,16 +276,11 @@ def open_results_store(config: Config) -> Store:
         raise SparsewatchError(f"cannot open database {mask_url(url)}: {first_line(exc)}") from None
 
 
-def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
-    """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
-    only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError)."""
-    if not config.anomaly.enabled:
-        roles = [r for r in roles if r != "anomaly"]
-        if not roles:
-            raise SparsewatchError(
-                "the anomaly worker is disabled in the configuration "
-                "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
-            )
+def _start_workers(
+    config: Config, roles: list[str], stops: _StopSignals
+) -> tuple[Store, list[WorkerLoop]]:
+    """The results store and the workers of ``roles``, handed to ``stops`` once all are built;
+    an interruption before that (KeyboardInterrupt) leaves nothing open."""
     store = open_results_store(config)
     try:
         if missing := store.missing_write_privilege():
@@ -263,17 +291,49 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
         except KafkaException as exc:  # creating the topics is the first contact with the broker
             bootstrap = config.kafka.bootstrap_servers
             raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
-        stop_metrics = serve_metrics(
-            config.metrics_port, "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port", "workers"
-        )
-        try:
-            run_loops(
-                workers,
-                [until_idle_s] * len(roles),
-                blas_threads=config.blas_threads,
-                gc_threshold=config.gc_threshold,
-            )
-        finally:
-            stop_metrics()
-    finally:
+        stops.started(workers)
+    except BaseException:
         store.dispose()
+        raise
+    return store, workers
+
+
+def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
+    """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
+    only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError).
+
+    SIGTERM/SIGINT stop the workers after their current batch and return normally, also when they
+    arrive while the workers are still being built (before anything is read): the start is then
+    abandoned. They were Python's defaults until the workers ran: a SIGTERM in the first seconds
+    killed the process (exit status 143) and a Ctrl-C printed "aborted" (130)."""
+    if not config.anomaly.enabled:
+        roles = [r for r in roles if r != "anomaly"]
+        if not roles:
+            raise SparsewatchError(
+                "the anomaly worker is disabled in the configuration "
+                "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
+            )
+    with _stop_signals() as stops:
+        try:
+            store, workers = _start_workers(config, roles, stops)
+        except KeyboardInterrupt:
+            log.info("stopped while starting: no worker ran")
+            return
+        try:
+            stop_metrics = serve_metrics(
+                config.metrics_port,
+                "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port",
+                "workers",
+            )
+            try:
+                run_loops(
+                    workers,
+                    [until_idle_s] * len(roles),
+                    install_signals=False,
+                    blas_threads=config.blas_threads,
+                    gc_threshold=config.gc_threshold,
+                )
+            finally:
+                stop_metrics()
+        finally:
+            store.dispose()
