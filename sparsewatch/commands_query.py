@@ -20,7 +20,7 @@ import click
 import sqlalchemy as sa
 from rich.cells import cell_len
 
-from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange, utf8_text
+from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange, not_blank, utf8_text
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.query_options import (
@@ -41,6 +41,7 @@ from sparsewatch.query_output import (
     emit,
     json_row,
     json_value,
+    printable,
     shorten,
     show_flag,
     show_number,
@@ -423,7 +424,13 @@ def snapshots() -> None:
 
 @snapshots.command("list")
 @STREAMS_OPTION
-@click.option("--model-kind", "model_kinds", multiple=True, help="Only this kind (repeatable).")
+@click.option(
+    "--model-kind",
+    "model_kinds",
+    multiple=True,
+    callback=utf8_text,
+    help="Only this kind (repeatable).",
+)
 @LIMIT_OPTION
 @FORMAT_OPTION
 @DATABASE_OPTION
@@ -458,14 +465,15 @@ def list_snapshots(
 
 
 @snapshots.command("export")
-@click.argument("stream")
-@click.argument("model_kind")
+@click.argument("stream", callback=utf8_text)
+@click.argument("model_kind", callback=utf8_text)
 @click.option("--window", "window_seq", type=WINDOW, default=None, help="Window (default: newest).")
 @click.option(
     "--output",
     "-o",
     type=click.Path(dir_okay=False, writable=True),
     required=True,
+    callback=not_blank,  # "" named no file: "error: ValueError: PosixPath('.') has an empty name"
     help="The .npz file to write (metadata goes to the same name with .json).",
 )
 @DATABASE_OPTION
@@ -483,7 +491,9 @@ def export_snapshot(
         snap = store.load_snapshot(stream, model_kind, window_seq)
     if snap is None:
         where = "newest" if window_seq is None else f"window {window_seq}"
-        raise SparsewatchError(f"no {model_kind} snapshot of stream '{stream}' ({where})")
+        # escaped: a line break in an argument made the one-line error two lines
+        kind, name = printable(model_kind), printable(stream)
+        raise SparsewatchError(f"no {kind} snapshot of stream '{name}' ({where})")
     path = Path(output)
     # the metadata beside the arrays: snap.npz -> snap.json, but snap.json -> snap.json.json
     meta_path = (
@@ -497,10 +507,35 @@ def export_snapshot(
         "created_at": json_value(snap.created_at),
         "meta": json_value(snap.meta),
     }
-    try:
-        # not np.savez(fh, **arrays): an array named "file" or "allow_pickle" is its argument
-        path.write_bytes(arrays_to_npz(snap.arrays))
-        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    except OSError as exc:
-        raise SparsewatchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    meta_text = json.dumps(meta, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    # not np.savez(fh, **arrays): an array named "file" or "allow_pickle" is its argument
+    _write_all({path: arrays_to_npz(snap.arrays), meta_path: meta_text.encode("utf-8")})
     click.echo(f"wrote {path} ({', '.join(sorted(snap.arrays))}) and {meta_path}")
+
+
+def _write_all(contents: dict[Path, bytes]) -> None:
+    """Write every file of ``contents`` or none of them: each goes to a temporary file beside it,
+    renamed over it once all are written. A target that exists but is not a regular file (a
+    folder, a FIFO, a device) is refused before anything is written: a folder named like the
+    metadata file left the .npz written and the export half done, under an error naming the .npz;
+    a FIFO waited forever for a reader."""
+    for target in contents:
+        if target.exists() and not target.is_file():
+            raise SparsewatchError(f"cannot write {target}: it exists and is not a regular file")
+    temporary: dict[Path, Path] = {}
+    target = next(iter(contents))
+    try:
+        for target, data in contents.items():
+            temporary[target] = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            fd = os.open(temporary[target], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        for target, written in temporary.items():
+            os.replace(written, target)
+    except BaseException as exc:  # an interrupt too: no temporary file stays behind
+        for written in temporary.values():
+            if written.is_file():
+                written.unlink()
+        if isinstance(exc, OSError):
+            raise SparsewatchError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise

@@ -16,6 +16,7 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
+from sparsewatch.cli_types import utf8_text
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
@@ -124,5 +125,5 @@ LIMIT_OPTION = click.option(
     help="At most N rows.",
 )
 STREAMS_OPTION = click.option(
-    "--stream", "streams", multiple=True, help="Only this stream (repeatable)."
+    "--stream", "streams", multiple=True, callback=utf8_text, help="Only this stream (repeatable)."
 )
