@@ -313,6 +313,10 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
             raise SparsewatchError(f"configuration file {path} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
             raise SparsewatchError(f"configuration file {path} is not valid TOML: {exc}") from None
+        except RecursionError:  # (tomllib parses nested arrays and tables recursively)
+            raise SparsewatchError(
+                f"configuration file {path} is not valid TOML: nested too deeply"
+            ) from None
         except UnicodeDecodeError as exc:  # TOML is UTF-8
             raise SparsewatchError(
                 f"configuration file {path} is not UTF-8 (byte {exc.start + 1}): TOML is UTF-8"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,15 @@ def test_export_to_an_empty_file_name_is_a_usage_error(snapshot_database, monkey
         snapshot_database,
     )
     assert code == 2 and err.startswith("error: Invalid value for '--output'")
+
+
+def test_a_config_file_nested_too_deeply_is_a_one_line_error(tmp_path: Path) -> None:
+    """tomllib parses nesting recursively: 10,000 nested arrays raised a RecursionError, shown as
+    ``error: RecursionError: maximum recursion depth exceeded``."""
+    from sparsewatch.config import load_config
+    from sparsewatch.errors import SparsewatchError
+
+    path = tmp_path / "deep.toml"
+    path.write_text("a = " + "[" * 10_000 + "]" * 10_000 + "\n", encoding="utf-8")
+    with pytest.raises(SparsewatchError, match=r"is not valid TOML: nested too deeply$"):
+        load_config(path, env={})
