@@ -23,6 +23,16 @@ def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return exc.value.code, out.out, out.err
 
 
+def export_snapshot(monkeypatch, capsys, target: str, database_url: str) -> tuple[int, str, str]:
+    """``sparsewatch snapshots export news dictionary -o TARGET`` (see :func:`run`)."""
+    return run(
+        monkeypatch,
+        capsys,
+        *("snapshots", "export", "news", "dictionary", "-o", target),
+        *("--database-url", database_url),
+    )
+
+
 @pytest.fixture
 def snapshot_database(database_url: str) -> str:
     """A database holding one stored dictionary snapshot of stream ``news``."""
@@ -93,18 +103,7 @@ def test_export_writes_nothing_when_the_metadata_file_cannot_be_written(
     error naming the .npz, leaving half an export."""
     out = tmp_path / "out"
     (out / "snap.json").mkdir(parents=True)
-    code, _, err = run(
-        monkeypatch,
-        capsys,
-        "snapshots",
-        "export",
-        "news",
-        "dictionary",
-        "-o",
-        str(out / "snap.npz"),
-        "--database-url",
-        snapshot_database,
-    )
+    code, _, err = export_snapshot(monkeypatch, capsys, str(out / "snap.npz"), snapshot_database)
     assert code == 2
     assert err.count("\n") == 1 and str(out / "snap.json") in err
     assert sorted(p.name for p in out.iterdir()) == ["snap.json"]
@@ -120,17 +119,8 @@ def test_export_over_earlier_files_replaces_both(snapshot_database, monkeypatch,
     out.mkdir()
     (out / "snap.npz").write_bytes(b"old")
     (out / "snap.json").write_text("old")
-    code, printed, _ = run(
-        monkeypatch,
-        capsys,
-        "snapshots",
-        "export",
-        "news",
-        "dictionary",
-        "-o",
-        str(out / "snap.npz"),
-        "--database-url",
-        snapshot_database,
+    code, printed, _ = export_snapshot(
+        monkeypatch, capsys, str(out / "snap.npz"), snapshot_database
     )
     assert code == 0 and printed.startswith("wrote ")
     assert sorted(p.name for p in out.iterdir()) == ["snap.json", "snap.npz"]
@@ -145,36 +135,14 @@ def test_export_to_a_fifo_is_refused_without_waiting(
     """Opening a FIFO for writing waits for a reader: the export hung forever."""
     fifo = tmp_path / "snap.npz"
     os.mkfifo(fifo)
-    code, _, err = run(
-        monkeypatch,
-        capsys,
-        "snapshots",
-        "export",
-        "news",
-        "dictionary",
-        "-o",
-        str(fifo),
-        "--database-url",
-        snapshot_database,
-    )
+    code, _, err = export_snapshot(monkeypatch, capsys, str(fifo), snapshot_database)
     assert code == 2 and "is not a regular file" in err
 
 
 def test_export_to_an_empty_file_name_is_a_usage_error(snapshot_database, monkeypatch, capsys):
     """``-o ""`` passed click's path check and failed as "error: ValueError: PosixPath('.') has
     an empty name" (exit 1)."""
-    code, _, err = run(
-        monkeypatch,
-        capsys,
-        "snapshots",
-        "export",
-        "news",
-        "dictionary",
-        "-o",
-        "",
-        "--database-url",
-        snapshot_database,
-    )
+    code, _, err = export_snapshot(monkeypatch, capsys, "", snapshot_database)
     assert code == 2 and err.startswith("error: Invalid value for '--output'")
 
 
