@@ -356,6 +356,8 @@ class WorkerLoop:
             while not self._stop.is_set():
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
                 now = time.monotonic()
+                if batch:  # the lag while it is worked on (an empty poll sets it below)
+                    self.metrics.set_lag(self._consumer.lag())
                 # "Idle" means drained: nothing read, nothing left to read, the broker reachable,
                 # and no worker upstream still producing.
                 if batch and not self.first_message_at:
@@ -369,8 +371,6 @@ class WorkerLoop:
                     self._process(batch, now)
                     if self._in_flight is not None and self._in_flight.done.ready():
                         self._wait_written()  # account for it now, not at the next transaction
-                if batch:  # (unknown in the work when the keep-alive polled: a long window)
-                    self.metrics.set_lag(self._consumer.lag())
                 if busy and not batch:  # the input went quiet: give freed heap memory back
                     release_free_heap()
                 busy = bool(batch)

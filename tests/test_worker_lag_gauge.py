@@ -1,0 +1,122 @@
+"""``sparsewatch_consumer_lag`` while a worker computes the first batch of a backlog.
+
+The loop set the gauge from the consumer's lag only after a batch had been processed (and the
+drained-input check that also sets it is skipped when a batch was read): a worker started over a
+large backlog, whose first window takes seconds (the detector's warm-up), reported a lag of 0
+exactly when it was furthest behind. The gauge is now set right after every non-empty poll.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from prometheus_client import REGISTRY
+from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.worker import Output, WorkerLoop
+from sparsewatch.storage.store import Store
+
+pytestmark = pytest.mark.kafka
+
+BACKLOG = 50
+POLL_BATCH = 5
+WAIT_S = 30.0
+
+
+class _FirstWindowBlocks:
+    """Every message closes a window; the first one waits for ``release`` (a warm-up), after
+    setting ``entered``."""
+
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        self.entered = entered
+        self.release = release
+
+    def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.release.wait(WAIT_S)
+        return [Output(n_documents=1)]
+
+    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
+        return []
+
+    def min_buffered_offset(self, partition: int) -> int | None:
+        return None
+
+    def forget_before(self, partition: int, offset: int) -> None:
+        pass
+
+    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        return {}, {}
+
+
+class _Processor:
+    """One stream whose first window blocks (see :class:`_FirstWindowBlocks`)."""
+
+    idle_timeout_s = 600.0
+
+    def __init__(self) -> None:
+        self.name = f"lag-first-{uuid.uuid4().hex[:6]}"
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Any:
+        return payload
+
+    def stream_of(self, item: Any) -> str:
+        return "s"
+
+    def ends_stream(self, item: Any) -> bool:
+        return False
+
+    def new_state(self, stream: str, checkpoint: Any | None) -> _FirstWindowBlocks:
+        return _FirstWindowBlocks(self.entered, self.release)
+
+
+def _lag(worker: str) -> float | None:
+    return REGISTRY.get_sample_value("sparsewatch_consumer_lag", {"worker": worker})
+
+
+def test_the_lag_gauge_shows_the_backlog_while_the_first_batch_is_computed(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    prefix = f"lag-first-{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}.docs"
+    ensure_topics(kafka_bootstrap, {topic: 1})
+    producer = make_producer(kafka_bootstrap)
+    for i in range(BACKLOG):
+        producer.produce(topic, key=b"s", value=str(i).encode())
+    assert producer.flush(30) == 0
+    store = Store.open(f"sqlite:///{tmp_path / 'lag.db'}")
+    processor = _Processor()
+    worker = WorkerLoop(
+        processor,
+        store,
+        kafka_bootstrap,
+        f"{prefix}.g",
+        topic,
+        None,
+        f"{prefix}.dlq",
+        partitions=1,
+        poll_batch=POLL_BATCH,
+        checkpoint_every=1000,
+        writer="thread",
+    )
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        assert processor.entered.wait(WAIT_S), "the worker read no message"
+        during_first_window = _lag(processor.name)
+    finally:
+        processor.release.set()
+        worker.stop()
+        runner.join(60)
+        store.dispose()
+    assert not runner.is_alive()
+    # (the first batch is at most POLL_BATCH messages: the rest of the backlog is still unread)
+    assert during_first_window is not None
+    assert BACKLOG - POLL_BATCH <= during_first_window <= BACKLOG
