@@ -41,6 +41,9 @@ Windows are then processed in order:
 * a model restored from a checkpoint fitted with another ``n_atoms``, ``sparsity`` or
   ``contamination`` than configured now is refitted at once on the checkpointed reference set
   (with a warning), so a changed setting takes effect from the first window after the restart.
+  The refitted state is checkpointed as fitted with the new settings even when the stream's next
+  messages are only re-sends of processed windows: a stream dropped from memory while idle was
+  otherwise restored from the old checkpoint, and refitted with the same warning, every time.
 
 A document's representation is a fixed-length summary of its detector output, stable while the
 dictionary grows: novelty score, reconstruction error, code l1 mass, number of active atoms,
@@ -231,8 +234,10 @@ class AnomalyStreamState:
         self.done: dict[int, int] = {}
         self.done_floor = -1
         self._warned_constant = False
-        # The settings the model was fitted with (checkpointed: see _restore_model).
+        # The settings the model was fitted with (checkpointed: see _restore_model), and whether
+        # it was refitted on restore and the worker has not yet been told the state changed.
         self._fitted_with: dict[str, float] = {}
+        self._unsaved_refit = False
         if checkpoint is not None:
             st = checkpoint.state
             # (the latest rows, as _remember keeps them, if reference_documents was lowered)
@@ -286,8 +291,22 @@ class AnomalyStreamState:
             len(self.reference),
         )
         self._fit()
+        self._unsaved_refit = True
 
     def add(self, item: ScoredDocument, partition: int, offset: int, now: float) -> list[Output]:
+        """Take a scores message; the outputs of the windows it completed (see the module
+        docstring). After a refit on restore, the first message that leaves nothing buffered
+        and produces nothing (a re-send of a processed window) yields an empty output: the
+        worker checkpoints a stream only after an output, and the refit would otherwise be lost
+        when the idle stream leaves memory, and repeated when it is restored."""
+        outputs = self._take(item, partition, offset)
+        if self._unsaved_refit and (outputs or self.min_buffered_offset(partition) is None):
+            self._unsaved_refit = False
+            outputs = outputs or [Output(is_window=False)]
+        return outputs
+
+    def _take(self, item: ScoredDocument, partition: int, offset: int) -> list[Output]:
+        """Reassemble ``item``'s window and process the windows that are complete, in order."""
         if item.window_seq in self.done or item.window_seq <= self.done_floor:
             return self._after_processed(item, partition, offset)
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
