@@ -313,7 +313,9 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     ----------
     components_ : (m, k) dictionary, CSC when it grows (``grow_threshold`` set: atoms of a few
     terms), else dense; oiadmm_ : the :class:`OIADMM` state;
-    n_features_in_ : current vocabulary size ``m``; threshold_ : last threshold used.
+    n_features_in_ : current vocabulary size ``m``; threshold_ : last threshold used;
+    threshold_top_q_ : whether it was a window's top-``q`` cut (else ``threshold``);
+    threshold_score_margin_ : the ``score_margin`` it was used with.
 
     ``score_samples`` is "higher = more novel" (the opposite sign of scikit-learn's outlier
     detectors). Input must be non-negative (TF-IDF rows, ideally unit l1), dense or sparse; a
@@ -517,7 +519,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
                 over_weight=self.over_weight,
             )
         self.oiadmm_ = self._oiadmm().initialize(A)
-        self.threshold_ = float(self.threshold)
+        self._set_threshold(float(self.threshold), top_q=False)
         self.n_windows_ = 0
         self.atom_last_used_ = np.zeros(A.shape[1], dtype=np.int64)
         return self
@@ -692,14 +694,22 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
             thr = np.nextafter(thr, -np.inf)
         else:
             raise ValueError(f"flag must be 'top_q' or 'threshold', got {self.flag!r}")
-        self.threshold_ = thr
+        self._set_threshold(thr, top_q=self.flag == "top_q")
         return (scores > thr) & ok, thr
+
+    def _set_threshold(self, thr: float, top_q: bool) -> None:
+        """Record ``thr`` as the last threshold used: a top-``q`` cut of a window (on the score
+        scale of the current ``score_margin``) or the configured ``threshold``."""
+        self.threshold_ = thr
+        self.threshold_top_q_ = top_q
+        self.threshold_score_margin_ = bool(self.score_margin)
 
     def late_threshold(self) -> float:
         """The threshold documents scored outside a window (late ones) are flagged by: the last
         window's cut (``threshold_``) in ``"top_q"`` mode, ``threshold`` in ``"threshold"`` mode.
         ``threshold_`` alone held, for a model restored with another ``threshold`` or switched
-        to ``"threshold"`` mode, the checkpoint's cut until the next window closed."""
+        to ``"threshold"`` mode, the checkpoint's cut until the next window closed. A restored
+        ``threshold_`` is the checkpoint's only while it still applies (:meth:`set_state`)."""
         check_is_fitted(self, "oiadmm_")
         return float(self.threshold if self.flag == "threshold" else self.threshold_)
 
@@ -709,19 +719,38 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "oiadmm_")
         st = self.oiadmm_.get_state()
         st["threshold"] = np.asarray(self.threshold_, dtype=np.float64)
+        st["threshold_top_q"] = np.asarray(self.threshold_top_q_, dtype=np.int64)
+        st["threshold_score_margin"] = np.asarray(self.threshold_score_margin_, dtype=np.int64)
         st["n_windows"] = np.asarray(self.n_windows_, dtype=np.int64)
         st["atom_last_used"] = self.atom_last_used_.astype(np.int64)
         return st
 
     def set_state(self, state: dict[str, np.ndarray]) -> OnlineL1NoveltyDetector:
+        """Restore :meth:`get_state` under this model's parameters (:meth:`_restore_threshold`)."""
         self.oiadmm_ = self._oiadmm().set_state(state)
-        self.threshold_ = float(state["threshold"])
+        self._restore_threshold(state)
         k = self.oiadmm_.components_.shape[1]  # checkpoints older than growth lack the two below
         self.n_windows_ = int(state.get("n_windows", 0))
         self.atom_last_used_ = np.array(
             state.get("atom_last_used", np.zeros(k, dtype=np.int64)), dtype=np.int64
         )
         return self
+
+    def _restore_threshold(self, state: dict[str, np.ndarray]) -> None:
+        """The checkpoint's last threshold while it is a top-``q`` cut made with this model's
+        ``score_margin``; otherwise the current ``threshold``, as for a model that has made no
+        cut yet. A checkpoint's configured threshold (``"threshold"`` mode, or no window since
+        :meth:`fit`) judged the small windows of a model restored into ``"top_q"`` mode with
+        another ``threshold``, and a cut made with the screening margin added (or not) judged
+        them on the other score scale. A checkpoint written before the cut's origin was recorded
+        is taken as made under this model's ``flag`` and ``score_margin``, as it was restored
+        before: in ``"top_q"`` mode its threshold is kept."""
+        top_q = bool(state.get("threshold_top_q", self.flag == "top_q"))
+        margin = bool(state.get("threshold_score_margin", self.score_margin))
+        if top_q and margin == bool(self.score_margin):
+            self._set_threshold(float(state["threshold"]), top_q=True)
+        else:
+            self._set_threshold(float(self.threshold), top_q=False)
 
 
 @dataclass(frozen=True)
