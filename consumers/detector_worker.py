@@ -110,6 +110,8 @@ class DetectorStreamState:
         self.windows = StreamWindower(stream, self.spec)
         self.models = build_models(config.detector)
         self._late: list[Buffered] = []
+        # the smallest offset of ``_late`` per partition (asked for at every commit)
+        self._late_first: dict[int, int] = {}
         # How many of ``_late`` are counted (sparsewatch_late_documents_total): not those read
         # again after a restore, whose first reading was counted, except the ones still waiting
         # here when the checkpoint was taken (from the first such offset per partition on).
@@ -159,6 +161,7 @@ class DetectorStreamState:
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         if status == "late":
             self._late.append(Buffered(item, partition, offset))
+            self._late_first[partition] = min(offset, self._late_first.get(partition, offset))
             if not again or offset >= self._count_late_from.get(partition, offset + 1):
                 self._late_counted += 1
             if not self._warned_closed_early and self.windows.closed_early(item.timestamp_ms):
@@ -227,6 +230,7 @@ class DetectorStreamState:
             return []
         rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
         counted, self._late, self._late_counted = self._late_counted, [], 0
+        self._late_first = {}
         calls: list[StoreCall] = [("insert_documents", (rows,))]
         alerts = novel_alerts(rows)
         if alerts:
@@ -236,11 +240,9 @@ class DetectorStreamState:
     def min_buffered_offset(self, partition: int) -> int | None:
         """Open windows' documents and late documents not yet handed over: a restart re-reads
         from here, so neither is lost if the worker dies before they are stored."""
-        offsets = [b.offset for b in self._late if b.partition == partition]
+        late = self._late_first.get(partition)
         buffered = self.windows.min_buffered_offset(partition)
-        if buffered is not None:
-            offsets.append(buffered)
-        return min(offsets) if offsets else None
+        return min((o for o in (late, buffered) if o is not None), default=None)
 
     def forget_before(self, partition: int, offset: int) -> None:
         self.windows.forget_duplicates_before(partition, offset)
@@ -248,10 +250,9 @@ class DetectorStreamState:
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state = {f"windows.{k}": v for k, v in self.windows.get_state().items()}
         state.update({f"models.{k}": v for k, v in self.models.get_state().items()})
-        pending: dict[int, int] = {}
-        for b in self._late:  # (not yet stored: counted when read again after a restore)
-            pending[b.partition] = min(b.offset, pending.get(b.partition, b.offset))
-        state["late.pending_from"] = np.array(sorted(pending.items()), np.int64).reshape(-1, 2)
+        # the late documents not yet stored: counted when read again after a restore
+        pending = sorted(self._late_first.items())
+        state["late.pending_from"] = np.array(pending, np.int64).reshape(-1, 2)
         meta = {
             "windows_done": self.models.windows_done,
             "watermark_ms": int(self.windows.watermark_ms),

@@ -140,6 +140,10 @@ class StreamWindower:
     count_partition: int | None = -1
     last_activity: float = 0.0
     _open: dict[int, list[Buffered]] = field(default_factory=dict)
+    # per open window, the smallest offset it buffers per partition: the worker asks for the
+    # smallest buffered offset of every stream at every commit, which must not read every
+    # buffered document (a day's window of a busy stream, or thousands of quiet streams)
+    _first: dict[int, dict[int, int]] = field(default_factory=dict)
     _ids: dict[str, Buffered] = field(default_factory=dict)  # the open windows' documents by id
     # the last ``spec.dedup_documents`` ids of closed windows and late documents, with where
     # they were read: id -> (partition, offset)
@@ -192,7 +196,7 @@ class StreamWindower:
             return [], "late"
         self._ids[item.doc.id] = item
         self.last_activity = now
-        self._open.setdefault(seq, []).append(item)
+        self._buffer(seq, item)
         self.watermark_ms = max(self.watermark_ms, item.doc.timestamp_ms)
         return self._close_passed(), "buffered"
 
@@ -210,11 +214,18 @@ class StreamWindower:
         return offset <= self._read_up_to.get(partition, -1)
 
     def _add_count(self, item: Buffered) -> list[ClosedWindow]:
-        items = self._open.setdefault(self.count_seq, [])
-        items.append(item)
-        if len(items) < int(self.spec.count or 0):
+        if len(self._buffer(self.count_seq, item)) < int(self.spec.count or 0):
             return []
         return [self._pop_count_window("count")]
+
+    def _buffer(self, seq: int, item: Buffered) -> list[Buffered]:
+        """Add ``item`` to open window ``seq``; the window's items."""
+        items = self._open.setdefault(seq, [])
+        items.append(item)
+        first = self._first.setdefault(seq, {})
+        if item.offset < first.get(item.partition, item.offset + 1):
+            first[item.partition] = item.offset
+        return items
 
     def _open_copy(self, doc_id: str) -> tuple[int, int, bool]:
         first = self._ids[doc_id]
@@ -250,6 +261,7 @@ class StreamWindower:
 
     def _pop(self, seq: int) -> list[Buffered]:
         items = self._open.pop(seq)
+        del self._first[seq]
         for b in items:
             del self._ids[b.doc.id]
             self._remember(b)
@@ -327,10 +339,9 @@ class StreamWindower:
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def min_buffered_offset(self, partition: int) -> int | None:
-        """The smallest source offset on ``partition`` still buffered in an open window."""
-        offsets = [
-            b.offset for items in self._open.values() for b in items if b.partition == partition
-        ]
+        """The smallest source offset on ``partition`` still buffered in an open window (in
+        time proportional to the open windows, not to the documents they buffer)."""
+        offsets = [first[partition] for first in self._first.values() if partition in first]
         return min(offsets) if offsets else None
 
     @property
@@ -381,6 +392,7 @@ class StreamWindower:
         partition = int(state.get("count_partition", _ANY_PARTITION))
         self.count_partition = None if partition == _ANY_PARTITION else partition
         self._open.clear()
+        self._first.clear()
         self._ids.clear()
         self._done.clear()
         self._read_up_to = {
