@@ -10,7 +10,7 @@ import click
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
-from sparsewatch.config import load_config
+from sparsewatch.config import MAX_INT64, load_config
 from sparsewatch.consumers.kafka_client import (
     NonEmptyGroupError,
     consumer_group_members,
@@ -97,7 +97,7 @@ def upgrade(ctx: click.Context, database_url: str | None) -> None:
 )
 @click.option(
     "--keep-windows",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_INT64),
     default=100,
     show_default=True,
     help="Windows each stream keeps, however old (at least windows.checkpoint_every: a "
@@ -105,7 +105,7 @@ def upgrade(ctx: click.Context, database_url: str | None) -> None:
 )
 @click.option(
     "--keep-snapshots",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_INT64),
     default=1,
     show_default=True,
     help="Newest snapshots each stream keeps per model kind, however old.",

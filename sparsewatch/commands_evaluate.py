@@ -10,10 +10,17 @@ from pathlib import Path
 
 import click
 
-from sparsewatch.config import load_config
+from sparsewatch.config import MAX_INT64, load_config
 from sparsewatch.errors import SparsewatchError
 
 DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
+# The longest synthetic stream: it is generated in memory (about 1.4 kB a document, 14 GB at
+# this length), and 10**20 failed with "ValueError: Maximum allowed dimension exceeded", naming
+# no option.
+MAX_SYNTHETIC_DOCS = 10_000_000
+# Counts of documents and steps are compared with numpy's 64-bit document positions (a --step of
+# 2**63 failed with "OverflowError: Python int too large to convert to C long").
+COUNT = click.IntRange(1, MAX_INT64)
 
 
 @click.command("evaluate")
@@ -32,7 +39,7 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
 )
 @click.option(
     "--warmup",
-    type=click.IntRange(min=1),
+    type=COUNT,
     default=1000,
     show_default=True,
     help="Warm-up documents.",
@@ -40,14 +47,12 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
 @click.option(
     "--step",
     "step_size",
-    type=click.IntRange(min=1),
+    type=COUNT,
     default=1000,
     show_default=True,
     help="Step size.",
 )
-@click.option(
-    "--max-steps", type=click.IntRange(min=1), default=7, show_default=True, help="Steps evaluated."
-)
+@click.option("--max-steps", type=COUNT, default=7, show_default=True, help="Steps evaluated.")
 @click.option(
     "--methods",
     default=DEFAULT_METHODS,
@@ -57,7 +62,7 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
 @click.option(
     "--docs",
     "n_docs",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_SYNTHETIC_DOCS),
     default=8000,
     show_default=True,
     help="synthetic: stream length.",
@@ -70,7 +75,11 @@ DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
     help="synthetic: document length.",
 )
 @click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="synthetic: seed."
+    "--seed",
+    type=click.IntRange(0, MAX_INT64),
+    default=0,
+    show_default=True,
+    help="synthetic: seed.",
 )
 @click.option(
     "--out",

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from rich.cells import cell_len
 
 from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange, not_blank, utf8_text
+from sparsewatch.config import MAX_INT64
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.query_options import (
@@ -350,7 +351,7 @@ TOPIC_COLUMNS = ("stream", "window_seq", "topic_id", "strength", "emerging", "te
 @click.option(
     "--terms",
     "n_terms",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_INT64),
     default=8,
     show_default=True,
     help="Top terms.",

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
-from sparsewatch.config import load_config
+from sparsewatch.config import MAX_INT64, load_config
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
     BOOTSTRAP_OPTION,
@@ -71,16 +71,16 @@ from sparsewatch.runtime import sigterm_interrupts
 )
 @click.option(
     "--skip",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_INT64),
     default=0,
     show_default=True,
     help="Skip the first N documents (in event-time order), e.g. to resume.",
 )
-@click.option("--limit", type=click.IntRange(min=0), default=None, help="Produce at most N.")
+@click.option("--limit", type=click.IntRange(0, MAX_INT64), default=None, help="Produce at most N.")
 @click.option("--no-sort", is_flag=True, help="Trust the input order (no event-time sort).")
 @click.option(
     "--chunk-size",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_INT64),
     default=100_000,
     show_default=True,
     help="Documents sorted in memory at once; larger inputs are merged from disk.",

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from sparsewatch.config import load_config
+from sparsewatch.commands_evaluate import MAX_SYNTHETIC_DOCS
+from sparsewatch.config import MAX_INT64, load_config
 from sparsewatch.kafka_options import UNTIL_IDLE_OPTION
 from sparsewatch.logs import setup_logging
 
@@ -39,7 +40,7 @@ def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: i
 @click.command()
 @click.option(
     "--documents",
-    type=click.IntRange(min=500),
+    type=click.IntRange(500, MAX_SYNTHETIC_DOCS),
     default=4000,
     show_default=True,
     help="Documents in the generated stream.",
@@ -52,7 +53,7 @@ def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: i
 )
 @click.option(
     "--top",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_INT64),
     default=10,
     show_default=True,
     help="Alerts to print per kind.",

@@ -22,7 +22,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -331,6 +331,7 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
             raise SparsewatchError(f"configuration file {path}: {exc}") from None
     _apply_env(config, env, ENV_PREFIX)
     _check_ranges(config)
+    _check_maxima(config)
     _check_combinations(config)
     return config
 
@@ -340,6 +341,24 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 # the largest heap_free_limit_mb (8 EiB, 2**63 bytes): beyond any memory, and its bytes an integer
 _MAX_HEAP_FREE_LIMIT_MB = 2**43
+# The largest value of an integer setting (or command-line option) without a maximum of its own:
+# counts, window numbers and offsets are 64-bit integers in numpy, the checkpoints and the
+# databases (a larger one failed deep inside, naming no option, or long after the start).
+MAX_INT64 = 2**63 - 1
+# The most topics (MOR-NMF rank, dynamic-NMF topics, emerging ones added per window) and DL-OCSVM
+# atoms: a stream's models hold dense k x k matrices (800 MB each at 10,000); MOR-NMF or DL-OCSVM
+# of 100,000 failed allocating 75 GiB, and the anomaly worker with 10**20 atoms stopped at its
+# first fit with "Python int too large to convert to C long".
+MAX_MODEL_RANK = 10_000
+_RANK_REASON = "a stream's models hold dense matrices of this many rows and columns"
+# TOML key -> (the largest value, why): the integer settings with a maximum of their own, but for
+# those _RANGES checks on both sides (metrics_port, blas_threads, ...); the others' is MAX_INT64.
+_MAXIMA: dict[str, tuple[int, str]] = {
+    "detector.n_topics": (MAX_MODEL_RANK, _RANK_REASON),
+    "detector.max_topics": (MAX_MODEL_RANK, _RANK_REASON),
+    "detector.emerging_per_window": (MAX_MODEL_RANK, _RANK_REASON),
+    "anomaly.n_atoms": (MAX_MODEL_RANK, _RANK_REASON),
+}
 
 
 def _duration_ms(text: str) -> int | None:
@@ -440,6 +459,21 @@ def _check_ranges(config: Config) -> None:
             raise SparsewatchError(f"'{key}' ({env}) must be {expected}, got {value!r}")
 
 
+def _check_maxima(config: Config) -> None:
+    """Reject an integer setting above its maximum (:data:`_MAXIMA`, else :data:`MAX_INT64`) with
+    one line naming the option and its variable (``anomaly.n_atoms = 10**20`` loaded, and the
+    anomaly worker stopped at its first fit with "OverflowError: Python int too large to convert
+    to C long")."""
+    for key, value in _values(config):
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        high, why = _MAXIMA.get(key, (MAX_INT64, "the largest 64-bit integer"))
+        if value > high:
+            raise SparsewatchError(
+                f"'{key}' ({_env_name(key)}) must be at most {high} ({why}), got {value!r}"
+            )
+
+
 def _check_combinations(config: Config) -> None:
     """Reject options that are valid alone but not together (the models refused them only when
     first fitted, with a message naming no option, and the worker stopped on every restart)."""
@@ -458,18 +492,16 @@ def _check_combinations(config: Config) -> None:
         )
 
 
+def _values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(TOML key, value) of every option of ``obj`` (a :class:`Config` or one of its sections)."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _values(value, f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", value
+
+
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:
     """(TOML key, environment variable, default) for every option, for the README's table."""
-    config = config or Config()
-    rows: list[tuple[str, str, str]] = []
-
-    def walk(obj: Any, key_prefix: str, env_prefix: str) -> None:
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if dataclasses.is_dataclass(value):
-                walk(value, f"{key_prefix}{f.name}.", f"{env_prefix}{f.name.upper()}_")
-            else:
-                rows.append((f"{key_prefix}{f.name}", f"{env_prefix}{f.name.upper()}", repr(value)))
-
-    walk(config, "", ENV_PREFIX)
-    return rows
+    return [(key, _env_name(key), repr(value)) for key, value in _values(config or Config())]

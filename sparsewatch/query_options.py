@@ -17,14 +17,13 @@ import click
 import sqlalchemy as sa
 
 from sparsewatch.cli_types import utf8_text
-from sparsewatch.config import load_config
+from sparsewatch.config import MAX_INT64, load_config
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
 from sparsewatch.storage.store import Store
 
 FORMATS = ("table", "json", "csv")
 # Window numbers and row limits are stored or sent as 64-bit integers: larger ones are refused.
-MAX_INT64 = 2**63 - 1
 WINDOW = click.IntRange(0, MAX_INT64)
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*(?:ago)?\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "min": "minutes", "h": "hours", "d": "days", "w": "weeks"}
