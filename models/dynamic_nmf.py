@@ -563,6 +563,7 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         lip_hinge = 2.0 * mu * (float(np.linalg.norm(M, 2)) ** 2 if M.size else 0.0)
         emerging = self.topic_kinds_ == EMERGING
         boxed = np.any(lo > 0, axis=1) | np.any(hi < 1, axis=1)
+        unchecked = boxed.copy()  # a box stays the same all along: tested when first used only
         previous = np.inf
         theta = np.full(H.shape[0], np.nan)  # box thresholds, hot starts for the next sweep
         # X h_i for every topic: topic i's step reads h_i before changing it, so the products
@@ -584,11 +585,18 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
                 ww = float(w @ cw)
                 if ww <= 0.0:
                     continue
-                v = (XT @ cw - H.T @ (W.T @ cw) + h * ww) / ww
+                v = XT @ cw  # v = (X^T cw - H^T W^T cw + h ww) / ww, in place
+                v -= H.T @ (W.T @ cw)
+                v += h * ww
+                v /= ww
                 if boxed[i]:
                     t0 = None if np.isnan(theta[i]) else theta[i]
-                    theta[i] = simplex_box_threshold(v, lo[i], hi[i], theta0=t0)
-                    H[i] = np.clip(v - theta[i], lo[i], hi[i])
+                    theta[i] = simplex_box_threshold(
+                        v, lo[i], hi[i], theta0=t0, check=bool(unchecked[i])
+                    )
+                    unchecked[i] = False
+                    v -= theta[i]  # H[i] = clip(v - theta, lo, hi), without np.clip's overhead
+                    np.minimum(np.maximum(v, lo[i], out=v), hi[i], out=H[i])
                 else:
                     H[i] = project_simplex(v)
             XH = np.asarray(X @ np.ascontiguousarray(H.T))
@@ -615,11 +623,20 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         dw = np.ones_like(w) if dw is None else dw
         top = float(dw.max(initial=1.0))
         step = 1.0 / (2.0 * hh * top + lip_hinge * float(c.max(initial=0.0)) + 1e-300)
+        # w <- max(w - step grad, 0), grad = 2 dw (hh w - Rh) - 2 mu M^T (c max(margin - M w, 0)):
+        # the operations of those expressions in their order (the same weights, bit for bit), into
+        # two buffers instead of a temporary each; the caller's w (a column of W) is only read
+        grad, out = np.empty(w.shape), np.empty(w.shape)
+        two_dw, two_mu = 2.0 * dw, 2.0 * mu
         for _ in range(self.pg_iter):
-            grad = 2.0 * dw * (hh * w - Rh)
+            np.multiply(hh, w, out=grad)
+            np.subtract(grad, Rh, out=grad)
+            np.multiply(two_dw, grad, out=grad)
             if M.size:
-                grad -= 2.0 * mu * (M.T @ (c * np.maximum(self.margin - M @ w, 0.0)))
-            w = np.maximum(w - step * grad, 0.0)
+                grad -= two_mu * (M.T @ (c * np.maximum(self.margin - M @ w, 0.0)))
+            np.multiply(step, grad, out=grad)
+            np.subtract(w, grad, out=out)
+            w = np.maximum(out, 0.0, out=out)
         return w
 
     def _objective(

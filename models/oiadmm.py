@@ -76,6 +76,40 @@ Dual = sp.csc_matrix | np.ndarray
 Dictionary = np.ndarray | sp.csc_matrix
 
 
+class _Window:
+    """A window ``P`` (``m x n``) with its codes ``X`` (``k x n``) in the layouts of the dense step,
+    converted once: the batch update (:func:`l1_dictionary_update`) takes all its steps on one
+    window, and each step converted both again (a sixth of a step on the detector's warm-up
+    windows). ``product`` is ``(A X)^T`` of the dictionary ``A`` the last step returned (the
+    next step's ``A_t X``; only a dense ``A``), kept by the batch update only: one more ``n x m``
+    array between its steps, none more at a step's peak."""
+
+    def __init__(
+        self,
+        P: sp.spmatrix | np.ndarray,
+        X: sp.spmatrix | np.ndarray,
+        dt: np.dtype,
+        keep_product: bool = False,
+    ) -> None:
+        self.Xr = sp.csr_matrix(X, dtype=dt)  # k x n: rows of atoms, for R X^T a slab at a time
+        self.XT = self.Xr.T.tocsr()  # n x k: rows of documents, for (A X)^T
+        # P^T's entries, no duplicates (each is added once to Z^T); from CSR, not through COO,
+        # whose canonical form sorted the entries again (a tenth of a step on warm-up windows)
+        PT = sp.csr_matrix(P.T, dtype=dt, copy=True)
+        PT.sum_duplicates()
+        self.p_rows = np.repeat(np.arange(PT.shape[0]), np.diff(PT.indptr))
+        self.p_cols, self.p_data = PT.indices, PT.data
+        self.product: tuple[np.ndarray, np.ndarray] | None = None
+        self.keep_product = keep_product
+
+    def product_of(self, A: Dictionary) -> np.ndarray | None:
+        """The kept ``(A X)^T`` if it is of this very ``A`` (the last step's result), else
+        ``None``."""
+        if self.product is not None and self.product[0] is A:
+            return self.product[1]
+        return None
+
+
 def _oiadmm_step(
     P: sp.spmatrix,
     X: sp.spmatrix,
@@ -84,9 +118,11 @@ def _oiadmm_step(
     beta: float,
     tau: float,
     over_weight: float = 1.0,
+    window: _Window | None = None,
 ) -> tuple[Dictionary, Dual, float]:
     """One step of Algorithm 2; returns ``(A_{t+1}, Delta_{t+1}, ||P - A_{t+1} X - E_{t+1}||_F)``,
-    ``A_{t+1}`` in ``A``'s layout (dense, or CSC).
+    ``A_{t+1}`` in ``A``'s layout (dense, or CSC). ``window``: ``P`` and ``X`` as converted for
+    earlier steps on the same window (:class:`_Window`).
 
     Using ``P - A_{t+1} X - E = R - Delta/beta - (A_{t+1} - A_t) X`` with ``R = Z - E_{t+1}``, the
     dual update is ``Delta_{t+1} = beta (R - (A_{t+1} - A_t) X)``. A sparse dual (the first
@@ -95,7 +131,8 @@ def _oiadmm_step(
     """
     m, n = P.shape
     if isinstance(Delta, np.ndarray) or Delta.nnz >= _DENSE_DUAL_FRACTION * m * n:
-        return _oiadmm_step_dense(P, X, A, Delta, beta, tau, over_weight)
+        window = window if window is not None else _Window(P, X, A.dtype)
+        return _oiadmm_step_dense(window, A, Delta, beta, tau, over_weight)
     return _oiadmm_step_sparse(P, X, A, Delta, beta, tau, over_weight)
 
 
@@ -142,8 +179,7 @@ def _oiadmm_step_sparse(
 
 
 def _oiadmm_step_dense(
-    P: sp.spmatrix,
-    X: sp.spmatrix,
+    window: _Window,
     A: Dictionary,
     Delta: Dual,
     beta: float,
@@ -162,8 +198,7 @@ def _oiadmm_step_dense(
     dt = A.dtype
     k = A.shape[1]
     sparse = sp.issparse(A)
-    Xr = sp.csr_matrix(X, dtype=dt)  # k x n: rows of atoms, for R X^T a slab at a time
-    XT = Xr.T.tocsr()  # n x k: rows of documents, for (A X)^T
+    Xr, XT = window.Xr, window.XT
     D_T = Delta.T if isinstance(Delta, np.ndarray) else Delta.T.toarray()
     step = max(1, _SLAB_ENTRIES // max(A.shape[0], 1))
     products = _sparse_products(Xr, A) if sparse else False
@@ -174,13 +209,11 @@ def _oiadmm_step_dense(
         AX_T = np.zeros((XT.shape[0], A.shape[0]), dtype=dt)
         for XT_slab, j0 in zip(XT_slabs, range(0, k, step), strict=True):
             AX_T += XT_slab @ A[:, j0 : j0 + step].T.toarray()
-    else:
+    elif (AX_T := window.product_of(A)) is None:
         AX_T = XT @ np.ascontiguousarray(A.T)  # (A_t X)^T
     R_T = D_T * dt.type(1.0 / beta)
     R_T -= AX_T
-    PT = sp.coo_matrix(P.T, dtype=dt)
-    PT.sum_duplicates()
-    R_T[PT.row, PT.col] += PT.data  # Z^T
+    R_T[window.p_rows, window.p_cols] += window.p_data  # Z^T
     np.clip(R_T, -over_weight / beta, 1.0 / beta, out=R_T)  # R^T = (Z - E_{t+1})^T
     # A_{t+1}^T = Pi_A(A_t + tau R X^T)^T, one slab of atoms (rows) at a time.
     if sparse:
@@ -206,12 +239,18 @@ def _oiadmm_step_dense(
             dAX_T = (XT @ A_new_T).toarray()
     else:
         dAX_T = XT @ A_new_T
-    dAX_T -= AX_T  # ((A_{t+1} - A_t) X)^T
+    keep = window.keep_product and not sparse
+    if keep:  # (A_{t+1} X)^T is the next step's (A_t X)^T: kept, the difference in A_t X's place
+        AX_next, dAX_T = dAX_T, np.subtract(dAX_T, AX_T, out=AX_T)
+    else:
+        dAX_T -= AX_T  # ((A_{t+1} - A_t) X)^T
     del AX_T
     R_T -= dAX_T
     R_T *= dt.type(beta)  # Delta_{t+1}^T
     np.subtract(R_T, D_T, out=dAX_T)  # beta (P - A_{t+1} X - E_{t+1})^T
     A_new = A_new_T.T.tocsc() if sparse else np.ascontiguousarray(A_new_T.T)
+    if keep:
+        window.product = (A_new, AX_next)
     return A_new, R_T.T, float(np.linalg.norm(dAX_T)) / beta
 
 
@@ -260,8 +299,12 @@ def _resize_columns(D: Dual, n: int) -> Dual:
 
 def _remap_dual_rows(D: Dual, kept_rows: np.ndarray, n_new: int) -> Dual:
     if isinstance(D, np.ndarray):  # kept as the transpose of a C-ordered n x m array
+        kept_rows = np.asarray(kept_rows)
         D_T = np.zeros((D.shape[1], kept_rows.size + n_new), dtype=D.dtype)
-        D_T[:, : kept_rows.size] = D.T[:, kept_rows]
+        if np.array_equal(kept_rows, np.arange(kept_rows.size)):  # no term evicted: a block copy
+            D_T[:, : kept_rows.size] = D.T[:, : kept_rows.size]
+        else:  # into place (indexing made a temporary and copied it: 3x slower)
+            np.take(D.T, kept_rows, axis=1, out=D_T[:, : kept_rows.size])
         return D_T.T
     kept = sp.csc_matrix(sp.csr_matrix(D)[kept_rows])
     return sp.csc_matrix(
@@ -517,6 +560,7 @@ def l1_dictionary_update(
         return A
     tau = 1.0 / (2.0 * psi)
     D = sp.csc_matrix(P.shape, dtype=A.dtype)
+    window = _Window(P, X, A.dtype, keep_product=True)
     for _ in range(n_iter):
-        A, D, _ = _oiadmm_step(P, X, A, D, beta, tau, over_weight)
+        A, D, _ = _oiadmm_step(P, X, A, D, beta, tau, over_weight, window)
     return A

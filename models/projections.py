@@ -18,6 +18,8 @@ All functions work on every 1-d slice along ``axis`` at once (columns by default
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -32,7 +34,8 @@ __all__ = [
 
 def _as_float(V: np.ndarray) -> np.ndarray:
     V = np.asarray(V)
-    return V if np.issubdtype(V.dtype, np.floating) else V.astype(np.float64)
+    # the dtype's kind, not ``np.issubdtype`` (a few microseconds, in dynamic NMF's inner loop)
+    return V if V.dtype.kind == "f" else V.astype(np.float64)
 
 
 def _simplex_rows(W: np.ndarray, z: float) -> np.ndarray:
@@ -283,6 +286,8 @@ def simplex_box_threshold(
     upper: np.ndarray,
     z: float = 1.0,
     theta0: float | None = None,
+    *,
+    check: bool = True,
 ) -> float:
     """The threshold ``theta`` of the projection of one vector onto the simplex with a box:
     ``clip(v - theta, lower, upper)`` sums to ``z`` (to a relative ``1e-12``).
@@ -294,14 +299,19 @@ def simplex_box_threshold(
     vectors (a 4,000-term topic: 0.07 ms against 0.33 ms through the batched rows). A Newton step
     from inside the right linear piece lands on the root, so a ``theta0`` near it (the same topic's
     threshold one sweep earlier) needs one or two steps; a ``theta0`` outside the bracket is
-    ignored. ``lower``/``upper`` are arrays of ``v``'s shape; the set must be non-empty.
+    ignored. ``lower``/``upper`` are arrays of ``v``'s shape; the set must be non-empty
+    (``ValueError`` otherwise; ``check=False`` skips that test, for a caller that projects onto
+    the same box again and again and has had it tested once: the test was a fifth of a call).
     """
     v = _as_float(v)
-    _check_simplex_box(lower, upper, z)
+    if check:
+        _check_simplex_box(lower, upper, z)
     if not v.size:  # z = 0 (checked): every threshold gives the empty vector
         return 0.0 if theta0 is None else float(theta0)
-    brackets = _bracket(v[None, :], np.asarray(lower)[None, :], np.asarray(upper)[None, :], z)
-    a, b = (float(x[0]) for x in brackets)  # all at upper / all at lower
+    a, b = float((v - upper).min()), float((v - lower).max())  # all at upper / all at lower
+    if not (math.isfinite(a) and math.isfinite(b)):  # an infinite bound: searched for
+        brackets = _bracket(v[None, :], np.asarray(lower)[None, :], np.asarray(upper)[None, :], z)
+        a, b = (float(x[0]) for x in brackets)
     theta = 0.5 * (a + b)
     if theta0 is not None and a < theta0 < b:
         theta = float(theta0)
