@@ -22,7 +22,8 @@ transaction's timeout); several bridges in one consumer group need distinct ids
 its partitions back without waiting for its predecessor's session to time out. An abortable
 error (a rebalance fencing a stale member, a delivery failure) aborts the batch and re-reads it
 from the committed offsets; so does a client call that hangs past its timeout after a broker
-restart (a librdkafka bug: :func:`_send_offsets`), with a new producer fencing the hung one.
+restart (a librdkafka bug: :func:`_send_offsets`), and an abort that times out while the broker is
+down (:func:`_abort`), with a new producer fencing the old one.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def run_ingest(
     )
     tid = transactional_id(route.group_id, route.instance)
     producer = _transactional_producer(route.bootstrap, tid)
-    hung: list[Producer] = []  # replaced producers whose call never returned, kept alive
+    replaced: list[Producer] = []  # kept alive: a call may never return from one
     # Static membership under the same id: a restarted bridge takes its partitions back at once
     # instead of after its killed predecessor's session timeout. Its session must outlast a
     # coordinator outage (a broker restart): a static member whose session timed out on its
@@ -230,17 +231,13 @@ def run_ingest(
                 outcome = _transfer(
                     batch, route, to_message, producer, consumer, record_dead_letters
                 )
-            except _HungClientError:
-                log.warning(
-                    "the Kafka client did not return from committing offsets to the "
-                    "transaction (after a broker restart); a new producer takes over, the "
-                    "batch is read again"
-                )
+            except _TakeOverError as exc:
+                log.warning("%s; a new producer takes over, the batch is read again", exc.reason)
                 replacement = _replacement_producer(route.bootstrap, tid, stop)
                 if replacement is None:  # stopped while the broker was still down
                     break
-                hung.append(producer)
-                producer = replacement  # (it fenced the hung one)
+                replaced.append(producer)
+                producer = replacement  # (it fenced the old one, aborting its transaction)
                 consumer.rewind_to_committed()
                 outcome = None
             busy = time.monotonic() - now
@@ -266,8 +263,8 @@ def _transfer(
     record_dead_letters: DeadLetterSink | None,
 ) -> tuple[int, dict[str, int]] | None:
     """One batch in one transaction: the documents forwarded and the dead letters per reason it
-    committed. On an abortable error the transaction is aborted and the consumer sent back to the
-    committed offsets, so the batch is read again: None.
+    committed. On an abortable error the transaction is aborted (:func:`_abort`) and the consumer
+    sent back to the committed offsets, so the batch is read again: None.
 
     The dead letters go to ``record_dead_letters`` first, before the transaction begins (a slow
     database does not hold a transaction open); the sink must ignore a record it already holds,
@@ -320,14 +317,32 @@ def _transfer(
         if not error.txn_requires_abort():
             raise
         log.warning("transaction aborted, the batch is read again: %s", error.str())
-        producer.abort_transaction(_TXN_TIMEOUT_S)
+        _abort(producer)
         consumer.rewind_to_committed()
         return None
     return len(documents), reasons
 
 
-class _HungClientError(Exception):
+class _TakeOverError(Exception):
+    """The producer cannot end its transaction: a new one with the same transactional id takes
+    over (fencing it and aborting the transaction), and the batch is read again."""
+
+    reason: str  # why, for the warning (each subclass says)
+
+
+class _HungClientError(_TakeOverError):
     """The Kafka client did not return from a transactional call long after its timeout."""
+
+    reason = (
+        "the Kafka client did not return from committing offsets to the transaction (after a "
+        "broker restart)"
+    )
+
+
+class _AbortTimedOutError(_TakeOverError):
+    """Aborting the transaction timed out: the broker (its transaction coordinator) is down."""
+
+    reason = "aborting the transaction timed out (the broker is down)"
 
 
 def _transactional_producer(bootstrap: str, tid: str) -> Producer:
@@ -402,6 +417,24 @@ def _on_a_thread(action: Callable[[], object], deadline_s: float) -> KafkaExcept
     if isinstance(raised[0], KafkaException):
         return raised[0]
     raise raised[0]
+
+
+def _abort(producer: Producer) -> None:
+    """Abort the open transaction; a timeout (the broker down) is an
+    :class:`_AbortTimedOutError`, other errors are raised.
+
+    The abort is not retried: once the broker is back, its transaction coordinator aborts a
+    transaction older than ``transaction.timeout.ms`` (60 s) by itself and fences the producer,
+    and a retried abort reaches it later than that (the call waited ``_TXN_TIMEOUT_S``, as long);
+    its EndTxn then failed with INVALID_PRODUCER_EPOCH, a fatal error that ended the bridge
+    (librdkafka 2.16, Kafka 3.9). A new producer's ``init_transactions`` aborts the transaction
+    instead, and the bridge goes on."""
+    try:
+        producer.abort_transaction(_TXN_TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].retriable():
+            raise _AbortTimedOutError from None
+        raise
 
 
 def _commit(producer: Producer) -> None:

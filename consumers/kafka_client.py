@@ -410,6 +410,10 @@ class BatchConsumer:
             if callback is not None and announced:
                 callback(announced)
             self._owned -= set(announced)
+            # (assigned again, a partition starts where that assignment says: lag() counted a
+            # topic deleted and created again from the old topic's offset, "caught up")
+            for p in partitions:
+                self._start.pop((p.topic, p.partition), None)
             consumer.incremental_unassign(partitions)
 
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:

@@ -1,0 +1,171 @@
+"""The bridge (consumers/ingest.py) aborting a transaction while the broker is down: the abort
+times out, and a new producer takes over once the broker is back instead of the bridge dying; a
+stop requested meanwhile ends it cleanly (against a real broker, hung, killed and restarted)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from sparsewatch.consumers import ingest
+from sparsewatch.consumers.ingest import IngestRoute
+from sparsewatch.consumers.kafka_client import producer_config
+from sparsewatch.storage.store import Store
+
+from sparsewatch.kafka_local import LocalKafka
+from tests.test_ingest_kafka import (
+    _assert_exactly_once,
+    _bridge_in_a_thread,
+    _committed_or_none,
+    _prepare,
+    _produce,
+    _route,
+    _tweets_with_bad,
+)
+
+RECORDS = 20_000
+HANG_AFTER = RECORDS // 4  # documents produced before the broker hangs
+TAKE_OVER = "aborting the transaction timed out (the broker is down); a new producer takes over"
+
+
+@contextmanager
+def _broker_hung_mid_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[IngestRoute, Callable[[], None]]]:
+    """A broker of this test's own and a route on it. Once the bridge's producer has produced
+    :data:`HANG_AFTER` documents, in the middle of a transaction (its first messages delivered,
+    so that their partitions are in the transaction), the broker hangs (SIGSTOP: its connections
+    stay open, nothing is answered), and the rest of the transaction's messages are sent to it.
+    Transactional calls time out after 2 s (60 s in production), a request and a transaction's
+    messages after 5 s (``transaction.timeout.ms``; 60 s by default): the messages fail while
+    the broker does not answer, which leaves an abortable transaction to abort. Yields the route
+    and the broker's crash and restart (SIGKILL, then started again on its port)."""
+    broker = LocalKafka(tmp_path / "broker", port=0)
+    port = int(broker.up().rsplit(":", 1)[1])
+    produced = [0]
+
+    class HangsTheBroker(Producer):
+        def produce(self, *args: Any, **kwargs: Any) -> None:
+            produced[0] += 1
+            if produced[0] == HANG_AFTER:
+                assert self.flush(10) == 0
+                os.kill(broker.status().pid, signal.SIGSTOP)
+            super().produce(*args, **kwargs)
+
+    def make(bootstrap: str, **overrides: Any) -> Producer:
+        overrides["transaction.timeout.ms"] = 5_000
+        return HangsTheBroker(producer_config(bootstrap, **overrides))
+
+    def restart() -> None:
+        broker.kill()
+        # (kill() may return while the stopped JVM still holds its listening socket: a restart
+        # on the port then failed now and then with "already in use")
+        deadline = time.monotonic() + 30
+        while _listening(port):
+            assert time.monotonic() < deadline, f"port {port} still listened on"
+            time.sleep(0.1)
+        LocalKafka(tmp_path / "broker", port=port).up()
+
+    monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 2.0)
+    # (a call to the hung broker waits for its 5 s request timeout, past the 2 s call timeout:
+    # not taken for the client's hang, which a new producer would take over as well)
+    monkeypatch.setattr(ingest, "_HUNG_AFTER_S", 30.0)
+    monkeypatch.setattr(ingest, "make_producer", make)
+    try:
+        route = _route(f"127.0.0.1:{port}", f"abort-{time.monotonic_ns()}")
+        _prepare(route, source_partitions=1)
+        yield route, restart
+    finally:
+        broker.kill()  # (SIGKILL: also when it is stopped)
+        LocalKafka(tmp_path / "broker", port=port).down()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_committed(route: IngestRoute, thread: threading.Thread, out: dict[str, Any]) -> None:
+    """Until the bridge (alive meanwhile) has committed every source record."""
+    deadline = time.monotonic() + 240
+    while _committed_or_none(route.bootstrap, route.group_id, route.source_topics[0]) != RECORDS:
+        assert thread.is_alive() and time.monotonic() < deadline, out
+        time.sleep(0.2)
+
+
+def _wait_for(event: Callable[[], bool], thread: threading.Thread, out: dict[str, Any]) -> None:
+    deadline = time.monotonic() + 120
+    while not event():
+        assert thread.is_alive() and time.monotonic() < deadline, out
+        time.sleep(0.1)
+
+
+def test_an_abort_timing_out_during_a_broker_outage_leaves_it_to_a_new_producer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker hangs in the middle of a transaction, then crashes and comes back. The
+    transaction's messages time out, it must be aborted, and the abort times out while the
+    broker does not answer: a new producer takes over once the broker is back (aborting the
+    transaction), the batch is read again, and every record is delivered exactly once.
+
+    Before, the abort's timeout escaped as a KafkaException and the bridge died during the
+    outage; an abort retried until the broker was back was fenced by then (the coordinator had
+    aborted the transaction for its timeout), a fatal error that ended the bridge as well."""
+    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
+    records, good, bad = _tweets_with_bad(RECORDS)
+    try:
+        with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
+            _produce(route.bootstrap, route.source_topics[0], records)
+            with (
+                caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
+                _bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out),
+            ):
+                _wait_for(lambda: TAKE_OVER in caplog.text, thread, out)
+                time.sleep(6.0)  # (the new producer waits for the broker: 3 of its timeouts)
+                assert thread.is_alive(), out
+                restart()
+                _wait_committed(route, thread, out)
+            assert not thread.is_alive() and "error" not in out, out
+            assert out["stats"].aborted == 1
+            _assert_exactly_once(route, store, good, bad)
+    finally:
+        store.dispose()
+
+
+def test_a_stop_while_an_abort_waits_for_the_broker_ends_the_bridge_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped while the producer taking over from one whose abort timed out waits for the
+    broker, the bridge returns without an error (the next start's producer aborts the
+    transaction left open); a bridge started once the broker is back delivers every record
+    exactly once. (Before, the abort's timeout ended the bridge with a KafkaException.)"""
+    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
+    records, good, bad = _tweets_with_bad(RECORDS)
+    try:
+        with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
+            _produce(route.bootstrap, route.source_topics[0], records)
+            with (
+                caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
+                _bridge_in_a_thread(route, store, batch_size=50) as (stop, thread, out),
+            ):
+                _wait_for(lambda: TAKE_OVER in caplog.text, thread, out)
+                stop.request()
+                thread.join(90)
+            assert not thread.is_alive() and "error" not in out, out
+            restart()
+            with _bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
+                _wait_committed(route, thread, out)
+            assert "error" not in out, out
+            _assert_exactly_once(route, store, good, bad)
+    finally:
+        store.dispose()
