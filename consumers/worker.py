@@ -6,8 +6,10 @@ sees Kafka or SQL. Effects are exactly once:
 
 1. messages of a batch are routed to per-stream states; invalid messages become dead letters;
 2. a closed window is computed; its downstream messages are produced and flushed;
-3. ONE SQL transaction writes its results, the checkpoints that are due, the dead letters so far
-   and the resume offset of each partition (the rest of the batch follows the same way);
+3. ONE SQL transaction writes its results (with those of the windows that closed while the
+   previous transaction was still in flight: one per window cost O(streams) each, for the resume
+   offsets), the checkpoints that are due, the dead letters so far and the resume offset of each
+   partition (the rest of the batch follows the same way);
 4. only then are the offsets committed to Kafka, without waiting for the broker's answer
    (informational: the store is the source of truth).
 
@@ -504,11 +506,14 @@ class WorkerLoop:
             self._count_windows(stream, produced, forced=False)
             if self.processor.ends_stream(item) and stream in self._dirty:
                 self._forced.add(stream)  # checkpointed with its last windows (see the docstring)
-            if produced:
-                # Commit a closed window at once, not after the rest of the batch: its latency
-                # is then its own computation plus one transaction.
-                self._commit(produced, dead)
-                dead, pending = [], False
+            outputs += produced
+            if outputs and (self._in_flight is None or self._in_flight.done.ready()):
+                # Hand closed windows over at once, not after the rest of the batch: their latency
+                # is then their own computation plus one transaction. While a transaction is in
+                # flight they wait for it as they would in _commit, but in the next transaction
+                # together: one per closed window cost O(streams) each (the resume offsets).
+                self._commit(outputs, dead)
+                outputs, dead, pending = [], [], False
                 self.heap_bound.check()
         self._lagging_partitions(now)
         idle = self._idle_streams()
@@ -529,6 +534,8 @@ class WorkerLoop:
         self._forced |= {s for s in quiet if s in self._dirty}
         if outputs or dead or pending or checkpoint_quiet:
             self._commit(outputs, dead)
+            if outputs:  # (the windows of many streams mostly go here, together)
+                self.heap_bound.check()
         for stream in quiet:  # a crowded quiet stream's state is a cache of its checkpoint
             if stream in crowded and stream not in self._dirty:
                 del self._states[stream]

@@ -415,7 +415,8 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
     """A replay ending with end-of-stream markers: with a 10-minute idle timeout the worker still
     stores every document within seconds, the last window of each stream closed by its marker,
     and the results equal the offline core's. The worker also bounds its free heap after every
-    window with a zero limit (``heap_free_limit_mb = 0``), which must change no result."""
+    batch that closed windows with a zero limit (``heap_free_limit_mb = 0``), which must change
+    no result."""
     url = f"sqlite:///{tmp_path / 'eos.db'}"
     config = _quick_detector_config(
         kafka_bootstrap,
