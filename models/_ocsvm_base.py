@@ -638,11 +638,15 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
     def decision_function(self, X: object) -> FloatArray:
         """Anomaly scores, higher = more anomalous: ``rho - w^T x`` on the codes of the rows.
 
-        Zero is the OC-SVM's own boundary (positive = outside, i.e. outlier).
+        Zero is the OC-SVM's own boundary (positive = outside, i.e. outlier). A finite row
+        whose score overflows the float range with both signs (``inf - inf``: raw signals or a
+        polynomial kernel far beyond the training rows) scores ``+inf``, outside every boundary;
+        it was NaN, which ``predict`` took for an inlier.
         """
         check_is_fitted(self, "ocsvm_intercept_")
         X = check_scoring_data(X, int(self.n_features_in_), type(self).__name__)
-        return -self.ocsvm_.decision(self._codes(X))
+        scores = -self.ocsvm_.decision(self._codes(X))
+        return np.where(np.isnan(scores), np.inf, scores)
 
     def score_samples(self, X: object) -> FloatArray:
         """scikit-learn convention (higher = more normal): ``-decision_function(X)``."""

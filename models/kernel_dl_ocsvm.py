@@ -49,11 +49,20 @@ def kernel_matrix(
     A: FloatArray, B: FloatArray, kernel: str, gamma: float, degree: int, coef0: float
 ) -> FloatArray:
     """``k(a_i, b_j)`` for the RBF ``exp(-gamma ||a-b||^2)``, polynomial
-    ``(gamma a^T b + coef0)^degree`` and linear ``a^T b`` kernels."""
+    ``(gamma a^T b + coef0)^degree`` and linear ``a^T b`` kernels.
+
+    An RBF value of a finite row whose squared norm overflows is 0, its limit far from the
+    landmarks (scikit-learn's ``||a||^2 + ||b||^2 - 2 a^T b`` gave ``inf - inf``, NaN, and
+    the row a NaN score, which ``predict`` took for an inlier)."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    params = {"rbf": {"gamma": gamma}, "poly": {"gamma": gamma, "degree": degree, "coef0": coef0}}
-    return pairwise_kernels(A, B, metric=kernel, **params.get(kernel, {}))
+    if kernel != "rbf":
+        params = {"gamma": gamma, "degree": degree, "coef0": coef0} if kernel == "poly" else {}
+        return pairwise_kernels(A, B, metric=kernel, **params)
+    with np.errstate(over="ignore", invalid="ignore"):  # (the NaN values are set below)
+        K = pairwise_kernels(A, B, metric="rbf", gamma=gamma)
+    K[np.isnan(K)] = 0.0
+    return K
 
 
 def kernel_sqrt_inverse(K: FloatArray, eig_floor: float) -> FloatArray:
