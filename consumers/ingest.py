@@ -248,10 +248,31 @@ def run_ingest(
                 continue
             stats.add(len(batch), *outcome)
             metrics.committed(outcome[0], sum(outcome[1].values()), busy)
-    finally:
-        consumer.close()
-        producer.flush(10)
+    except BaseException:
+        for failure in _close(consumer, producer):  # the error that ended the bridge comes first
+            log.warning("closing the Kafka clients after an error: %s", failure)
+        raise
+    failures = _close(consumer, producer)
+    if failures:
+        raise SparsewatchError(
+            f"ingest stopped by a Kafka error while closing its {failures[0]}"
+            " (what was not committed is read again at the next start)"
+        )
     return stats
+
+
+def _close(consumer: BatchConsumer, producer: Producer) -> list[str]:
+    """Close the consumer, then deliver what the producer still holds (10 s at most): each
+    KafkaException either raised, as ``"<client>: <reason>"``. The client raises a producer's
+    fatal error (fenced by a newer producer with the same transactional id, its transaction
+    timed out) from the first flush after it, so also after the error ended the bridge."""
+    failures: list[str] = []
+    for client, close in (("consumer", consumer.close), ("producer", lambda: producer.flush(10))):
+        try:
+            close()
+        except KafkaException as exc:
+            failures.append(f"{client}: {exc.args[0].str()}")
+    return failures
 
 
 def _transfer(
