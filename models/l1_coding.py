@@ -41,12 +41,14 @@ when its primal and dual residuals are below ``tol_residual`` (stalled, not cert
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import highspy
 import numpy as np
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 __all__ = [
     "L1CodingResult",
@@ -66,10 +68,15 @@ class L1CodingResult:
     codes : scipy.sparse.csr_matrix, shape (n, k), the non-negative codes ``x`` (one row a doc).
     objective : ndarray (n,), ``||p - A x||_1 + lambda ||x||_1`` (the novelty score).
     reconstruction_error : ndarray (n,), ``||p - A x||_1``.
-    gap : ndarray (n,), certified duality gap (upper bound on ``objective - optimum``).
+    gap : ndarray (n,), certified duality gap (upper bound on ``objective - optimum``); ``inf``
+        for a document no convergence check reached (``max_iter = 0`` without the polish).
     converged : ndarray (n,) of bool: gap certified within ``tol``, solved by the polish, or
-        (without the polish) stalled residuals.
-    n_iter : int, ADMM iterations run (0 when every document was screened).
+        (without the polish) stalled residuals (uncertified: their ``gap`` can exceed ``tol``
+        times the objective). False: ADMM stopped at its iteration cap (``max_iter``, without
+        the polish) or the polish failed; :func:`l1_sparse_code` then warns
+        (``ConvergenceWarning``).
+    n_iter : int, ADMM iterations run (0 when every document was screened); with the polish at
+        most ``polish_after`` (``n_polished`` documents were left at that point).
     n_screened : int, documents settled by the screening rule (``x = 0`` exactly).
     screening_margin : ndarray (n,), ``max(0, min_j (||a_j||_1 + lambda - 2 m_j))``: how far a
         screened document is from using any atom (the reduced cost certifying ``x = 0``); 0 for
@@ -255,6 +262,13 @@ def l1_sparse_code(
         exactly: their reduced blocks (a few rows and atoms each) are stacked into one small LP
         solved by HiGHS (:func:`_polish`), the "polish" step of first-order solvers. Without
         it a few degenerate blocks need 10^4 iterations to certify the gap. ``None``: ADMM only.
+
+    Warns
+    -----
+    ConvergenceWarning
+        when documents are left unconverged (``converged`` false: the iteration cap reached
+        without the polish, or the polish failed), with their number; callers that only see
+        scores (``score_samples``) learn it this way.
     """
     w = float(over_weight)
     if not 0.0 < w <= 1.0:
@@ -345,6 +359,7 @@ def l1_sparse_code(
 
     solve_docs = np.flatnonzero(n_act > 0)
     converged[solve_docs] = False
+    gap[solve_docs] = np.inf  # no bound until a convergence check (or the polish) gives one
     x = np.zeros(n_vars, dtype=dt)
     if x0 is not None:
         X0 = sp.csr_matrix(x0)
@@ -418,7 +433,9 @@ def l1_sparse_code(
         r_pri = np.sqrt(np.bincount(dr, weights=res.astype(np.float64) ** 2, minlength=n))
         r_dual = np.sqrt(np.bincount(dv, weights=(pv * (Bwt @ (e - e_old))) ** 2, minlength=n))
         docs_here = np.unique(dr)
-        scale = np.maximum(const + f_blk, 1e-12)
+        # relative to the document's own size (an absolute floor of 1e-12 certified documents
+        # of mass below it at the first check, up to 8x above their optimum)
+        scale = np.maximum(const + f_blk, 1e-12 * pnorm)
         ok = g_blk <= tol * scale
         if polish_after is None:
             # ADMM only: a block whose residuals have stalled (float32 rounding, or steps too
@@ -468,9 +485,23 @@ def l1_sparse_code(
     objective = rec + lam * lx
     codes = sp.csr_matrix((x, var_atom, active.indptr), shape=(n, k), dtype=dt)
     codes.eliminate_zeros()
+    _warn_unconverged(converged, stop)
     return L1CodingResult(
         codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin, n_polished
     )
+
+
+def _warn_unconverged(converged: np.ndarray, stop: int) -> None:
+    """``ConvergenceWarning`` when documents are left unconverged (see :func:`l1_sparse_code`)."""
+    left = int(converged.size - np.count_nonzero(converged))
+    if left:
+        warnings.warn(
+            f"l1_sparse_code: {left} of {converged.size} documents did not converge within "
+            f"{stop} ADMM iterations (no exact LP polish, or the polish failed): their "
+            "objectives are upper bounds, within `gap` of the optimum (`converged` is false)",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 # Variables of one polishing LP: documents are independent blocks, solved in groups this big.

@@ -233,8 +233,12 @@ def _oiadmm_step_dense(
             slabs.append(_csr_from_dense(new))
         else:
             A_new_T[j0 : j0 + step] = new
-    if sparse:
-        A_new_T = sp.vstack(slabs, format="csr", dtype=dt)
+    if sparse:  # (no slab at all for a dictionary without atoms)
+        A_new_T = (
+            sp.vstack(slabs, format="csr", dtype=dt)
+            if slabs
+            else sp.csr_matrix((0, A.shape[0]), dtype=dt)
+        )
         if products:
             dAX_T = (XT @ A_new_T).toarray()
     else:

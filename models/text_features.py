@@ -143,6 +143,15 @@ def _special(
     return {"word": word, "keep": [tag], "both": [tag, *word], "drop": []}[hashtags]
 
 
+def _normalized(text: str) -> str:
+    """``text`` as the tokenizer reads it: lower case, NFC after lower-casing (which decomposes
+    ``İ`` into ``i`` + a combining dot, dropped: the dot of a lower-case ``i``), ``’`` as ``'``,
+    and without soft hyphens (invisible line-break hints inside words: ``news\u00adpaper`` is
+    ``newspaper``)."""
+    text = unicodedata.normalize("NFC", text.lower().replace("i\u0307", "i"))
+    return text.replace("’", "'").replace("\u00ad", "")
+
+
 def tokenize(texts: Sequence[str], **options: Any) -> list[list[str]]:
     """Tokens of each document: :func:`tokenize_flat`'s (same keyword ``options``), one list per
     document."""
@@ -167,7 +176,9 @@ def tokenize_flat(
 
     ``max_token_chars``: longer words, tag bodies and URL domains are dropped (``None``: none).
     ``urls``, ``hashtags`` and ``mentions`` outside their choices raise ``ValueError`` (they fell
-    back to a default silently, or failed at the first hashtag).
+    back to a default silently, or failed at the first hashtag). ``stop_words`` are read as the
+    text is (:func:`_normalized`), so a list's ``don’t``, ``The`` or decomposed ``café`` removes
+    the token the same word becomes in a text (it removed nothing).
     """
     for name, value, choices in (
         ("urls", urls, _URL_MODES),
@@ -178,14 +189,10 @@ def tokenize_flat(
             raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     if not texts:
         return [], []
-    stop = frozenset(stop_words or ())
+    words = _SEP.join(w.replace(_SEP, " ") for w in stop_words or ())
+    stop = frozenset(_normalized(words).split(_SEP)) if words else frozenset()
     cap = np.inf if max_token_chars is None else max_token_chars
-    joined = _SEP.join(t.replace(_SEP, " ") for t in texts).lower()
-    # NFC after lower-casing (which decomposes ``İ`` into ``i`` + a combining dot, dropped: the
-    # dot of a lower-case ``i``); then ``’`` as ``'``, and soft hyphens (invisible line-break
-    # hints inside words: ``news\u00adpaper`` is ``newspaper``) removed
-    joined = unicodedata.normalize("NFC", joined.replace("i\u0307", "i"))
-    joined = joined.replace("’", "'").replace("\u00ad", "")
+    joined = _normalized(_SEP.join(t.replace(_SEP, " ") for t in texts))
     flat: list[str] = []
     ends: list[int] = []
     for url, tag, word, sep in _TOKEN.findall(joined):
@@ -364,8 +371,8 @@ class StreamingTfidf(BaseEstimator):
 
     # ------------------------------------------------------------------ tokens
     def _stop_words(self) -> frozenset[str] | None:
-        """``"english"`` (scikit-learn's list), ``None``, or the given words (lower-cased, as the
-        tokens are); a list of words was silently ignored before, removing none."""
+        """``"english"`` (scikit-learn's list), ``None``, or the given words (read as the text
+        is, :func:`tokenize_flat`); a list of words was silently ignored before, removing none."""
         if self.stop_words is None:
             return None
         if isinstance(self.stop_words, str):
@@ -378,7 +385,7 @@ class StreamingTfidf(BaseEstimator):
         words = list(self.stop_words)
         if not all(isinstance(w, str) for w in words):
             raise ValueError("stop_words must be 'english', None or a list of words")
-        return frozenset(w.lower() for w in words)
+        return frozenset(words)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         """Tokens of every text, with this estimator's tokenizer settings.
