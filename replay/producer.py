@@ -92,21 +92,49 @@ class _Interrupts:
     @contextmanager
     def held(self) -> Iterator[None]:
         """The block runs to its end; a signal that came meanwhile is handled right after."""
+        with self.absorbed():
+            yield
+        if self.pending:
+            signum, frame = self.pending[0]
+            self.pending.clear()
+            self.previous[signum](signum, frame)
+
+    @contextmanager
+    def absorbed(self) -> Iterator[None]:
+        """The block runs to its end; a signal that came meanwhile stays in :attr:`pending`,
+        for the block to see and the caller to handle or clear."""
         self.holding = True
         try:
             yield
         finally:
             self.holding = False
-        if self.pending:
-            signum, frame = self.pending[0]
-            self.pending.clear()
-            self.previous[signum](signum, frame)
 
 
 def _poll(producer: Producer, timeout: float, interrupts: _Interrupts) -> None:
     """``producer.poll``: its delivery reports run with interrupts held (at most ``timeout``)."""
     with interrupts.held():
         producer.poll(timeout)
+
+
+def _drain(producer: Producer, timeout: float, interrupts: _Interrupts) -> bool:
+    """Wait up to ``timeout`` for the delivery reports of every queued message, then purge what
+    is still queued (reported as not delivered); whether an interrupt (Ctrl-C, SIGTERM) came
+    meanwhile, which ends the wait at once. The wait runs with interrupts absorbed: one let into
+    ``producer.flush`` escaped from it, leaving no summary (after the whole timeout, as a
+    SystemError, when the producer logs through Python)."""
+    deadline = time.monotonic() + timeout
+    with interrupts.absorbed():
+        while len(producer) and not interrupts.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            producer.flush(min(left, _POLL_S))
+        if len(producer):
+            producer.purge()
+            producer.flush(timeout)  # the purged messages' reports
+    came = bool(interrupts.pending)
+    interrupts.pending.clear()
+    return came
 
 
 def _hand_over(
@@ -141,11 +169,13 @@ def _hand_over(
 class ReplaySummary:
     """What a replay did. ``read`` counts documents offered (after sorting), ``produced`` those the
     broker acknowledged, ``rejected`` invalid or unproducible ones, ``failed`` messages (documents
-    or end-of-stream markers) the broker did not acknowledge, ``skipped`` those left out by
+    or end-of-stream markers) the broker did not acknowledge, and end-of-stream markers the
+    producer refused (a refused document is rejected), ``skipped`` those left out by
     ``skip``, ``end_markers`` the end-of-stream markers acknowledged. ``resume_skip`` is the
     ``skip`` that resumes the replay where it stopped: the documents of the ordered sequence that
     were skipped, handed to the producer or rejected by it (one handed over but not delivered is
-    in the errors file, not sent again)."""
+    in the errors file, not sent again), and never less than ``skip``: a replay stopped before it
+    had read past its skipped part resumed before it, sending that part (sent before) again."""
 
     read: int = 0
     produced: int = 0
@@ -241,6 +271,11 @@ def _messages(
             errors.write(Rejected("<documents>", position + 1, str(exc), raw_json(doc, 2000)))
 
 
+def _refusal(exc: KafkaException) -> str:
+    """Why the producer refused a message (its error's text)."""
+    return exc.args[0].str() if exc.args else str(exc)
+
+
 def _too_far_ahead(
     message: dict[str, Any], max_ahead_ms: int, errors: ErrorFile, topic: str, position: int
 ) -> bool:
@@ -289,12 +324,14 @@ def replay_documents(
     does not acknowledge (counted as failed), including those still queued ``flush_timeout_s``
     after the last one was handed over. ``progress`` is called with the running summary after
     every document. On KeyboardInterrupt the documents already handed to the producer are flushed
-    and the summary says ``interrupted`` (and no end-of-stream marker is sent). A document whose
-    event time lies more than ``max_ahead_ms`` after the moment it would be sent (the detector's
-    ``windows.max_ahead``, checked against the message's Kafka timestamp) is rejected, not sent.
+    and the summary says ``interrupted`` (and no end-of-stream marker is sent); an interrupt
+    during that final flush (or the one after the last document) ends the wait, and what is still
+    queued is counted as failed. A document whose event time lies more than ``max_ahead_ms``
+    after the moment it would be sent (the detector's ``windows.max_ahead``, checked against the
+    message's Kafka timestamp) is rejected, not sent.
     """
     pacer = Pacer(rate, speedup, max_wait_s)
-    summary = ReplaySummary()
+    summary = ReplaySummary(resume_skip=skip)  # the skipped part was sent before
     errors = errors or ErrorFile(None)
     producer = make_producer(bootstrap, **producer_overrides)
 
@@ -326,13 +363,23 @@ def replay_documents(
         """Count the loop's ``message``, just handed over (or refused by the producer)."""
         if refused is not None:
             summary.rejected += 1
-            reason = f"cannot produce: {refused.args[0].str() if refused.args else refused}"
+            reason = f"cannot produce: {_refusal(refused)}"
             errors.write(Rejected(topic, summary.read, reason, message["id"]))
         summary.resume_skip = summary.read
         if summary.first_timestamp_ms is None:
             summary.first_timestamp_ms = message["timestamp"]
         summary.last_timestamp_ms = message["timestamp"]
         producer.poll(0)
+
+    def marker_counted(refused: KafkaException | None) -> None:
+        """Count the loop's end-of-stream ``marker`` as failed when the producer refused it (it
+        vanished: neither counted nor in ``errors``)."""
+        if refused is not None:
+            summary.failed += 1
+            if len(summary.errors) < 10:
+                summary.errors.append(_refusal(refused))
+            reason = f"end-of-stream marker not produced: {_refusal(refused)}"
+            errors.write(Rejected(topic, 0, reason, marker.decode()))
 
     messages = _messages(docs, errors, summary, max_text_bytes)
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
@@ -348,7 +395,6 @@ def replay_documents(
                 streams.setdefault(message["stream"])
                 if summary.read <= skip:
                     summary.skipped += 1
-                    summary.resume_skip = summary.read
                     continue
                 wait = pacer.delay(message["timestamp"])
                 deadline = time.monotonic() + wait
@@ -371,13 +417,12 @@ def replay_documents(
                     marker = EndOfStream(stream).to_json()
                     report = on_delivery(0, marker.decode(), marker=True)
                     _hand_over(
-                        producer, topic, stream.encode(), marker, report, lambda _: None, interrupts
+                        producer, topic, stream.encode(), marker, report, marker_counted, interrupts
                     )
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
-            if producer.flush(flush_timeout_s):  # still queued: purged, so reported as failed
-                producer.purge()
-                producer.flush(flush_timeout_s)
+            if _drain(producer, flush_timeout_s, interrupts):
+                summary.interrupted = True
             summary.elapsed_s = time.monotonic() - started
     return summary

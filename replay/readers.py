@@ -125,8 +125,8 @@ _CANDIDATES = {
 
 
 def detect_format(path: Path) -> InputFormat:
-    """The input format from the file name (``.gz`` removed)."""
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    """The input format from the file name (``.gz`` removed), in any case."""
+    name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
     suffix = Path(name).suffix.lower()
     if suffix not in _EXTENSIONS:
         raise ValueError(
@@ -1142,12 +1142,22 @@ def raw_json(fields: Any, limit: int) -> str:
         return "<nested too deeply to show>"
 
 
+# Runs merged at once, each an open file: a process may open 256 files (macOS) or 1,024 (a common
+# Linux default), and merging every run at once stopped a small --chunk-size over a large corpus
+_MERGE_FAN_IN = 64
+
+
 def _spill(run: list[tuple[int, int, dict[str, Any]]], folder: Path) -> Path:
     run.sort(key=lambda item: (item[0], item[1]))
+    return _write_run(run, folder)
+
+
+def _write_run(items: Iterable[tuple[int, int, dict[str, Any]]], folder: Path) -> Path:
+    """A run file of ``items`` (sorted), in ``folder``."""
     with tempfile.NamedTemporaryFile(
         "w", dir=folder, suffix=".jsonl", delete=False, encoding="utf-8"
     ) as fh:
-        for ts, seq, doc in run:
+        for ts, seq, doc in items:
             fh.write(json.dumps([ts, seq, doc], ensure_ascii=False) + "\n")
     return Path(fh.name)
 
@@ -1159,12 +1169,29 @@ def _read_run(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
             yield ts, seq, doc
 
 
+def _merged(runs: list[Path]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """The items of ``runs`` in (timestamp, input position) order."""
+    return heapq.merge(*(_read_run(p) for p in runs), key=lambda item: (item[0], item[1]))
+
+
+def _fewer_runs(runs: list[Path], folder: Path) -> list[Path]:
+    """``runs`` merged, :data:`_MERGE_FAN_IN` at a time, into at most that many (each merged
+    run's files removed), so that the final merge keeps that many files open."""
+    while len(runs) > _MERGE_FAN_IN:
+        group, runs = runs[:_MERGE_FAN_IN], runs[_MERGE_FAN_IN:]
+        runs.append(_write_run(_merged(group), folder))
+        for path in group:
+            path.unlink()
+    return runs
+
+
 def sort_by_event_time(
     documents: Iterable[dict[str, Any]], chunk_size: int = 100_000, tmp_dir: Path | None = None
 ) -> Iterator[dict[str, Any]]:
     """``documents`` ordered by (timestamp, input position), holding at most ``chunk_size`` in
-    memory: sorted runs go to temporary files and are merged with a heap. Timestamps must be epoch
-    ms integers (as :func:`to_document` makes them)."""
+    memory: sorted runs go to temporary files and are merged with a heap, at most
+    :data:`_MERGE_FAN_IN` files open at once. Timestamps must be epoch ms integers (as
+    :func:`to_document` makes them)."""
     if chunk_size < 1:
         raise ValueError("chunk_size must be positive")
     run: list[tuple[int, int, dict[str, Any]]] = []
@@ -1183,6 +1210,5 @@ def sort_by_event_time(
         if run:
             runs.append(_spill(run, Path(folder)))
             run = []
-        merged = heapq.merge(*(_read_run(p) for p in runs), key=lambda item: (item[0], item[1]))
-        for _, _, doc in merged:
+        for _, _, doc in _merged(_fewer_runs(runs, Path(folder))):
             yield doc

@@ -140,19 +140,27 @@ def generate_stream(
     rng = np.random.default_rng(seed)
     n_shared_per_topic = round(shared_keyword_frac * n_topic_words)
     n_own = n_topic_words - n_shared_per_topic
-    vocab = _pseudo_words(
-        rng,
-        n_background_words + n_categories * n_category_words + n_shared_keywords + n_topics * n_own,
+    # one array, so every slice holds the longest word (an array of a topic's own words was as
+    # wide as the longest of them, and cut a longer shared keyword short) and has a string type
+    # when empty (a topic without its own words)
+    vocab = np.array(
+        _pseudo_words(
+            rng,
+            n_background_words
+            + n_categories * n_category_words
+            + n_shared_keywords
+            + n_topics * n_own,
+        )
     )
-    background = np.array(vocab[:n_background_words])
+    background = vocab[:n_background_words]
     off = n_background_words
-    cat_words = np.array(vocab[off : off + n_categories * n_category_words]).reshape(
+    cat_words = vocab[off : off + n_categories * n_category_words].reshape(
         n_categories, n_category_words
     )
     off += n_categories * n_category_words
-    shared = np.array(vocab[off : off + n_shared_keywords])
+    shared = vocab[off : off + n_shared_keywords]
     off += n_shared_keywords
-    own = np.array(vocab[off:]).reshape(n_topics, n_own)
+    own = vocab[off:].reshape(n_topics, n_own)
     borrowed = np.array(
         [rng.choice(shared, size=n_shared_per_topic, replace=False) for _ in range(n_topics)]
     ).reshape(n_topics, n_shared_per_topic)
