@@ -9,7 +9,9 @@
   :func:`project_l1_ball_nonneg_csc` does the same on the stored entries of a sparse matrix
   (Michelot's pivoting, finished by the sort when slow).
 * :func:`project_simplex_box` -- onto ``{lower <= v <= upper, sum v = z}`` (exact: safeguarded
-  Newton steps on the threshold followed by a closed-form solve on the free set);
+  Newton steps on the threshold followed by a closed-form solve on the free set; a slice whose
+  entries spread too far for that, ``1e-30 .. 1e30``, is solved again by a search over its
+  breakpoints, relative to an entry next to the threshold);
   :func:`simplex_box_threshold` is its scalar path for one vector, hot-startable.
 
 All functions work on every 1-d slice along ``axis`` at once (columns by default), cost
@@ -30,6 +32,11 @@ __all__ = [
     "project_simplex_box",
     "simplex_box_threshold",
 ]
+
+
+# a coordinate free in a simplex-box projection this many times max(z, 1) from its frame's
+# origin, rounded by the shift there: the slice is solved again in another frame
+_FAR = 1024.0
 
 
 def _as_float(V: np.ndarray) -> np.ndarray:
@@ -240,11 +247,24 @@ def project_simplex_box(
     if V.ndim == 1:
         v = V.astype(np.float64) - float(V.max())
         theta = simplex_box_threshold(v, lo, hi, z)
-        return np.clip(v - theta, lo, hi).astype(V.dtype, copy=False)
+        if _box_miss(v[None, :], np.array([theta]), lo[None, :], hi[None, :], z)[0]:
+            # the threshold cannot place v - theta (see _simplex_box_rows)
+            w = _simplex_box_rows(*(a.astype(np.float64)[None, :] for a in (V, lo, hi)), z)[0]
+        else:
+            w = np.clip(v - theta, lo, hi)
+        return w.astype(V.dtype, copy=False)
     moved = [np.moveaxis(a, axis, -1) for a in (V, lo, hi)]
     shape = moved[0].shape
+    _check_simplex_box(moved[1], moved[2], z)
+    # the set is checked in V's dtype, solved with float64 bounds (float32 sums of the bounds
+    # missed z by 6e-8, which read as a row off its root)
     rows, lo_rows, hi_rows = (a.reshape(-1, shape[-1]) for a in moved)
-    out = _simplex_box_rows(_shift_to_max(rows.astype(np.float64)), lo_rows, hi_rows, z)
+    out = _simplex_box_rows(
+        rows.astype(np.float64),
+        np.asarray(lo_rows, dtype=np.float64),
+        np.asarray(hi_rows, dtype=np.float64),
+        z,
+    )
     return np.moveaxis(out.astype(V.dtype, copy=False).reshape(shape), -1, axis)
 
 
@@ -276,7 +296,17 @@ def _bracket(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> tuple[n
 
 
 def _check_simplex_box(lo: np.ndarray, hi: np.ndarray, z: float) -> None:
-    if (lo.sum(axis=-1) > z + 1e-9).any() or (hi.sum(axis=-1) < z - 1e-9).any() or (lo > hi).any():
+    """``ValueError`` for an empty set. The sums may pass ``z`` by ``1e-9`` relative and by their
+    own rounding (bounds ``z / 49`` with ``z = 3e7`` summed to ``z + 4e-9``, past the absolute
+    ``1e-9`` it was; float32 bounds ``z / 6`` fell ``1e-7`` short of ``z``)."""
+    eps = float(np.finfo(np.result_type(lo.dtype, hi.dtype, np.float32)).eps)
+    slack = 1e-9 * max(abs(z), 1.0)
+    lo_sum, hi_sum = lo.sum(axis=-1), hi.sum(axis=-1)
+    if (
+        (lo_sum > z + slack + 4 * eps * np.abs(lo_sum)).any()
+        or (hi_sum < z - slack - 4 * eps * np.abs(hi_sum)).any()
+        or (lo > hi).any()
+    ):
         raise ValueError("empty set: need lower <= upper and sum(lower) <= z <= sum(upper)")
 
 
@@ -299,7 +329,11 @@ def simplex_box_threshold(
     vectors (a 4,000-term topic: 0.07 ms against 0.33 ms through the batched rows). A Newton step
     from inside the right linear piece lands on the root, so a ``theta0`` near it (the same topic's
     threshold one sweep earlier) needs one or two steps; a ``theta0`` outside the bracket is
-    ignored. ``lower``/``upper`` are arrays of ``v``'s shape; the set must be non-empty
+    ignored; a root the 64 steps do not reach (a box ``1e-11`` wide among entries of ``1e30``)
+    is found by a search over the breakpoints (:func:`_piece_thresholds`). A ``theta`` cannot
+    place ``v - theta`` finer than ``theta``'s rounding: where free entries lie far below the
+    largest, :func:`project_simplex_box` solves relative to one of them instead.
+    ``lower``/``upper`` are arrays of ``v``'s shape; the set must be non-empty
     (``ValueError`` otherwise; ``check=False`` skips that test, for a caller that projects onto
     the same box again and again and has had it tested once: the test was a fifth of a call).
     """
@@ -317,7 +351,7 @@ def simplex_box_threshold(
         theta = float(theta0)
     tol = 1e-12 * max(abs(z), 1.0)
     w, c = np.empty_like(v), np.empty_like(v)
-    for _ in range(64):  # bisection alone halves the bracket: 64 steps reach rounding
+    for _ in range(64):  # bisection halves the bracket: 64 steps unless the spread is extreme
         np.subtract(v, theta, out=w)
         np.maximum(w, lower, out=c)
         np.minimum(c, upper, out=c)
@@ -330,20 +364,139 @@ def simplex_box_threshold(
             b = theta
         n_free = int(np.count_nonzero(c == w))  # a tie at a bound counts: only a step longer
         step = theta + (s - z) / max(n_free, 1)
-        if step == theta:
-            break
+        if n_free and step == theta:  # without free coordinates: s - z below theta's rounding
+            break  # read as converged, the projection summed to 3 z; bisection goes on
         theta = step if n_free and a < step < b else 0.5 * (a + b)
+    else:  # the bisection had not reached the root's piece (a narrow box among 1e30 entries)
+        rows, lo_row, hi_row = (np.broadcast_to(x, v.shape)[None, :] for x in (v, lower, upper))
+        piece = _piece_thresholds(rows, lo_row, hi_row, z)
+        theta = float(_exact_thresholds(rows, piece, lo_row, hi_row, z)[0])
     return theta
 
 
-def _simplex_box_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
-    """``V``: float64 rows (shifted by the caller); the projection of each row, float64."""
-    _check_simplex_box(lo, hi, z)
+def _simplex_box_rows(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
+    """The projection of each float64 row (float64 bounds; the set checked by the caller).
+
+    Solved relative to each row's largest entry (:func:`_shift_to_max`). A row whose solution
+    there misses ``z``, or whose free entries the shift rounded by more than ``_FAR`` ulps
+    (:func:`_rounded_free`), is solved again relative to an entry next to its threshold
+    (:func:`_reframed`): ``[1e28, 1e10, 1e10 + 0.5]`` in ``[0, 1]`` with ``z = 1.5`` gave the
+    two free entries 0.25 each for 0 and 0.5, ``[1e12, -1e19]`` in ``[0, 0.5]`` came back
+    ``[0.5, 0]``."""
+    origin = rows.max(axis=1, initial=-np.inf)
+    V = rows - origin[:, None]
+    theta, missed = _box_thresholds(V, lo, hi, z)
+    redo = np.flatnonzero(missed | _rounded_free(rows, origin, V, theta, lo, hi, z))
+    if redo.size:
+        V[redo], theta[redo] = _reframed(rows[redo], V[redo], theta[redo], lo[redo], hi[redo], z)
+    return _box_solution(V, theta, lo, hi, z)
+
+
+def _rounded_free(
+    rows: np.ndarray,
+    origin: np.ndarray,
+    V: np.ndarray,
+    theta: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    z: float,
+) -> np.ndarray:
+    """Per row of ``V = rows - origin``, whether the subtraction rounded an entry free at
+    ``theta`` by more than ``_FAR`` ulps of ``max(|v - theta|, z, 1)`` (its error by Knuth's
+    two-sum). Only entries ``_FAR * max(z, 1)`` from the origin can be rounded that much: rows
+    without one are not looked at further."""
+    scale = max(abs(z), 1.0)
+    out = np.zeros(V.shape[0], dtype=bool)
+    far_rows = np.flatnonzero(np.maximum(V.max(axis=1), -V.min(axis=1)) > _FAR * scale)
+    if not far_rows.size:
+        return out
+    V, rows, lo, hi = V[far_rows], rows[far_rows], lo[far_rows], hi[far_rows]
+    W = V - theta[far_rows, None]
+    b = -origin[far_rows, None]
+    bb = V - rows
+    error = np.abs((rows - (V - bb)) + (b - bb))
+    ulps = _FAR * np.finfo(np.float64).eps * np.maximum(np.abs(W), scale)
+    out[far_rows] = ((lo < W) & (hi > W) & (error > ulps)).any(axis=1)
+    return out
+
+
+def _reframed(
+    rows: np.ndarray, V: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows relative to an entry next to the root, and their thresholds there. The root lies
+    between two entries adjacent in value, ``u <= theta* <= u'`` (:func:`_entries_around_root`);
+    the free entries are near it, so relative to ``u`` or ``u'`` they are not rounded. A row
+    keeps the first of the two frames where its solution neither misses ``z`` nor has rounded
+    free entries, else ``V``'s."""
+    V, theta = V.copy(), theta.copy()
+    todo = np.arange(V.shape[0])
+    for anchor in _entries_around_root(rows, lo, hi, z):
+        at = todo
+        origin = rows[at, anchor[at]]
+        Vr = rows[at] - origin[:, None]
+        tr, missed = _box_thresholds(Vr, lo[at], hi[at], z)
+        ok = ~(missed | _rounded_free(rows[at], origin, Vr, tr, lo[at], hi[at], z))
+        V[at[ok]], theta[at[ok]] = Vr[ok], tr[ok]
+        todo = at[~ok]
+        if not todo.size:
+            break
+    return V, theta
+
+
+def _entries_around_root(
+    rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the indices of the entries ``u <= u'`` adjacent in value with
+    ``s(u) >= z >= s(u')``, ``s(theta) = sum clip(v - theta, lo, hi)`` (the first or last entry
+    where the root lies outside them): a binary search over the sorted entries, ``s(u)``
+    evaluated relative to ``u`` (``clip(v - u, lo, hi)``), so the entries near ``u`` are exact."""
+    order = np.argsort(rows, axis=1)
+    u, lo_s, hi_s = (np.take_along_axis(a, order, axis=1) for a in (rows, lo, hi))
+    n, m = u.shape
+    at = np.arange(n)
+    left, right = np.full(n, -1), np.full(n, m)  # s >= z at u[left], s < z at u[right]
+    while (active := right - left > 1).any():
+        mid = (left + right) // 2
+        pivot = u[at, np.where(active, mid, 0)]
+        high = np.clip(u - pivot[:, None], lo_s, hi_s).sum(axis=1) >= z
+        left = np.where(active & high, mid, left)
+        right = np.where(active & ~high, mid, right)
+    return order[at, np.maximum(left, 0)], order[at, np.minimum(right, m - 1)]
+
+
+def _box_miss(
+    V: np.ndarray,
+    theta: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    z: float,
+    s: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per row, whether ``w = clip(v - theta, lo, hi)`` (``s``: its sums, if known) misses the
+    sum ``z`` by more than ``1e-12`` relative to ``max(z, sum |w|)``: where infinite bounds let
+    ``|w|`` be large, the sum of ``w`` rounds by more than ``1e-12 z``; the Newton iteration's
+    tolerance, ``1e-12`` absolute below ``z = 1``, had left sums ``1e-10`` relative off at
+    ``z = 0.01``."""
+    if s is None:
+        s = np.clip(V - theta[:, None], lo, hi).sum(axis=1)
+    miss = np.abs(s - z) > 1e-12 * abs(z)
+    if miss.any():
+        at = np.flatnonzero(miss)
+        w = np.clip(V[at] - theta[at, None], lo[at], hi[at])
+        miss[at] = np.abs(s[at] - z) > 1e-12 * np.abs(w).sum(axis=1)
+    return miss
+
+
+def _box_thresholds(
+    V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per float64 row of ``V``, a threshold ``theta`` in the linear piece of the decreasing
+    piecewise-linear ``s(theta) = sum clip(v - theta, lo, hi)`` that holds the root ``s = z``,
+    and whether it still misses ``z`` (:func:`_box_miss`: ``V``'s frame has rounded the row)."""
     a, b = _bracket(V, lo, hi, z)  # every coordinate at its upper / at its lower bound
     theta = 0.5 * (a + b)
-    # Safeguarded Newton on the decreasing piecewise-linear s(theta) = sum clip(v - theta): the
-    # Newton step is exact once the free set is right (a handful of steps in practice); a step
-    # that leaves the bracket falls back to bisection, so 60 iterations bound the worst case.
+    # Safeguarded Newton: the step is exact once the free set is right (a handful of steps in
+    # practice); a step that leaves the bracket falls back to bisection.
     for _ in range(60):
         W = V - theta[:, None]
         s = np.clip(W, lo, hi).sum(axis=1)
@@ -357,14 +510,69 @@ def _simplex_box_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -
             break
         inside = (n_free > 0) & (step > a) & (step < b)
         theta = np.where(done, theta, np.where(inside, step, 0.5 * (a + b)))
+    else:
+        s = None  # theta moved after the last sums
+    # Rows still off the root: 60 bisections had not narrowed the bracket (the entries' spread,
+    # 1e30) to the root's piece (a box of width 1e-12), or a step without free coordinates fell
+    # below theta's rounding and read as converged (the projection summed to 3 z).
+    missed = _box_miss(V, theta, lo, hi, z, s)
+    off = np.flatnonzero(missed)
+    if off.size:
+        piece = _piece_thresholds(V[off], lo[off], hi[off], z)
+        theta[off] = _exact_thresholds(V[off], piece, lo[off], hi[off], z)
+        missed[off] = _box_miss(V[off], theta[off], lo[off], hi[off], z)
+    return theta, missed
+
+
+def _piece_thresholds(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
+    """Per row, a threshold inside the linear piece of ``s(theta) = sum clip(v - theta, lo, hi)``
+    that holds the root ``s = z``: a binary search over the row's sorted breakpoints ``v - hi``,
+    ``v - lo`` (``O(m log m)``, whatever the entries' spread), then the piece's midpoint."""
+    bp = np.sort(np.concatenate((V - hi, V - lo), axis=1), axis=1)
+    n, m = bp.shape
+    at = np.arange(n)
+    # s(bp[left]) >= z > s(bp[right]), with bp[-1] = -inf and bp[m] = +inf
+    left, right = np.full(n, -1), np.full(n, m)
+    while (active := right - left > 1).any():
+        mid = (left + right) // 2
+        t = bp[at, np.where(active, mid, 0)]
+        high = np.clip(V - t[:, None], lo, hi).sum(axis=1) >= z
+        left = np.where(active & high, mid, left)
+        right = np.where(active & ~high, mid, right)
+    t0 = np.where(left >= 0, bp[at, np.maximum(left, 0)], -np.inf)
+    t1 = np.where(right < m, bp[at, np.minimum(right, m - 1)], np.inf)
+    with np.errstate(invalid="ignore"):  # inf - inf in the branches not taken
+        return np.where(
+            np.isfinite(t0) & np.isfinite(t1),
+            0.5 * t0 + 0.5 * t1,
+            np.where(
+                np.isfinite(t1),
+                t1 - np.maximum(1.0, np.abs(t1)),
+                np.where(np.isfinite(t0), t0 + np.maximum(1.0, np.abs(t0)), 0.0),
+            ),
+        )
+
+
+def _box_solution(
+    V: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+) -> np.ndarray:
+    """``clip(v - theta*, lo, hi)`` from a ``theta`` in the root's linear piece: the coordinates
+    it puts at a bound stay there, the free ones get the exact threshold
+    ``theta* = (sum_free v - (z - fixed)) / n_free``."""
+    return np.clip(V - _exact_thresholds(V, theta, lo, hi, z)[:, None], lo, hi)
+
+
+def _exact_thresholds(
+    V: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+) -> np.ndarray:
+    """The threshold of :func:`_box_solution` (``theta`` itself where no coordinate is free)."""
     W = V - theta[:, None]
     at_lo, at_hi = np.less_equal(W, lo), np.greater_equal(W, hi)
     free = ~(at_lo | at_hi)
     n_free = free.sum(axis=1)
     fixed = np.where(at_lo, lo, np.where(at_hi, hi, 0)).sum(axis=1)
     vfree = np.where(free, V, 0).sum(axis=1)
-    exact = np.where(n_free > 0, (vfree - (z - fixed)) / np.maximum(n_free, 1), theta)
-    return np.clip(V - exact[:, None], lo, hi)
+    return np.where(n_free > 0, (vfree - (z - fixed)) / np.maximum(n_free, 1), theta)
 
 
 def _sorted_thresholds(v: np.ndarray, c: np.ndarray, theta: np.ndarray, radius: float) -> None:
