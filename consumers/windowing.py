@@ -39,7 +39,13 @@ by later ids), instead of being learnt in the recomputed window.
 
 The state that must survive a restart (:meth:`StreamWindower.get_state`) is small: the watermark,
 where closed windows end, the count-window position, the remembered ids with their offsets, the
-offsets of the duplicates since the resume offset and the largest offset read per partition.
+offsets of the duplicates since the resume offset and the largest offset read per partition. With
+the last two, the event time before which every time window had closed tells the messages read
+again after a restore that were processed (in a closed window, or late) when the windows are no
+longer those of the checkpoint: restored into count windows (``windows.count`` set), a message of a
+closed time window is ``"seen"``, not learnt a second time, whatever the remembered ids hold; with
+another size or allowed lateness, it is late again. (With ``windows.size`` raised, the first new
+window starts before the old windows' end: it takes the documents from that end on.)
 Buffered documents are not checkpointed: the worker re-reads them from Kafka, starting at
 :meth:`StreamWindower.min_buffered_offset`.
 
@@ -153,6 +159,11 @@ class StreamWindower:
     _duplicates: dict[tuple[int, int], tuple[int, int, bool]] = field(default_factory=dict)
     # per partition, the largest offset added: below it, a message is read again after a restore
     _read_up_to: dict[int, int] = field(default_factory=dict)
+    # As the restored checkpoint had them (carried on by count windows): the event time before
+    # which every time window had closed, and per partition the largest offset read by then. A
+    # message read again with both before them was processed, whatever the windows are now.
+    closed_before_ms: int = NO_TIME
+    _closed_read_up_to: dict[int, int] = field(default_factory=dict)
 
     # -- feeding ---------------------------------------------------------------------------------
     def add(self, item: Buffered, now: float) -> tuple[list[ClosedWindow], str]:
@@ -160,7 +171,8 @@ class StreamWindower:
 
         The status is ``"buffered"``, ``"late"`` (its window already closed: score it, do not
         learn from it), ``"seen"`` (a count window already consumed it before a restart, also
-        when the stream was restored into time windows) or
+        when the stream was restored into time windows; or a closed time window had, or it was
+        late, when the stream was restored into count windows) or
         ``"duplicate"`` (a message sent twice: an open window holds a document with its id, or a
         remembered closed one had it at another offset, :meth:`first_copy`; it is neither scored
         nor learnt again; also a message judged a duplicate before and read again).
@@ -177,7 +189,7 @@ class StreamWindower:
         if done_at is not None and (done_at[0] != item.partition or done_at[1] < item.offset):
             return self._duplicate(item, (*done_at, False))
         if self.spec.count is not None:
-            if done_at is not None or self._counted_before(item):
+            if done_at is not None or self._counted_before(item) or self._closed_before(item):
                 return [], "seen"
             if item.doc.id in self._ids:
                 return self._duplicate(item, self._open_copy(item.doc.id))
@@ -190,7 +202,11 @@ class StreamWindower:
             return [], "seen"
         size = int(self.spec.size_ms or 0)
         seq = item.doc.timestamp_ms // size
-        if seq * size < self.closed_until_ms or self._passed(seq):
+        # Before where closed windows end, or in a window the watermark passed. (Not "its window
+        # starts before": with ``windows.size`` raised before a restart, the first new window
+        # starts before the old windows' end, and every document of it was late.)
+        closed = item.doc.timestamp_ms < self.closed_until_ms or self._passed(seq)
+        if closed or self._closed_before(item):
             if not again:  # read again, it is in the restored memory as its first reading left it
                 self._remember(item)
             return [], "late"
@@ -207,6 +223,25 @@ class StreamWindower:
         it late. Offsets of another partition say nothing (a stream moved: keys rehashed)."""
         same_partition = self.count_partition in (None, item.partition)
         return same_partition and item.offset < self.count_next_offset
+
+    def _closed_before(self, item: Buffered) -> bool:
+        """Whether the restored checkpoint had processed ``item`` in a closed time window or as
+        late: read by then, with an event time before its first open time window. A stream
+        restored into count windows learnt such a message again unless its id was remembered
+        (``dedup_documents``), and one restored with a larger allowed lateness (or another size)
+        the late documents of a window passed while empty."""
+        read_up_to = self._closed_read_up_to.get(item.partition, -1)
+        return item.doc.timestamp_ms < self.closed_before_ms and item.offset <= read_up_to
+
+    def _first_open_ms(self) -> int:
+        """Where the earliest time window not closed starts: every event time before it is in a
+        closed window (the bound of :meth:`_closed_before` a checkpoint holds; count windows carry
+        the restored one on)."""
+        size = self.spec.size_ms
+        if size is None:
+            return self.closed_before_ms
+        passed = (self.watermark_ms - self.spec.allowed_lateness_ms) // size  # see _passed
+        return max(self.closed_until_ms, passed * size, NO_TIME)
 
     def read_before(self, partition: int, offset: int) -> bool:
         """Whether the message at ``partition``, ``offset`` was added before, in this run or
@@ -370,7 +405,11 @@ class StreamWindower:
             "done_offsets": np.fromiter(
                 (o for _, o in self._done.values()), np.int64, len(encoded)
             ),
-            "read_up_to": np.array(sorted(self._read_up_to.items()), dtype=np.int64).reshape(-1, 2),
+            "read_up_to": _offsets_array(self._read_up_to),
+            "closed_before_ms": np.int64(self._first_open_ms()),
+            "closed_read_up_to": _offsets_array(
+                self._closed_read_up_to if self.spec.size_ms is None else self._read_up_to
+            ),
             # one row per duplicate: partition, offset, first copy's partition and offset, open
             "duplicates": np.array(
                 [
@@ -395,10 +434,15 @@ class StreamWindower:
         self._first.clear()
         self._ids.clear()
         self._done.clear()
-        self._read_up_to = {
-            p: o
-            for p, o in np.asarray(state.get("read_up_to", np.zeros((0, 2), np.int64))).tolist()
-        }
+        self._read_up_to = _offsets_dict(state.get("read_up_to"))
+        self.closed_before_ms = int(state.get("closed_before_ms", NO_TIME))
+        self._closed_read_up_to = _offsets_dict(state.get("closed_read_up_to"))
+        if "closed_before_ms" in state and self._first_open_ms() > self.closed_before_ms:
+            # A shorter windows.size or allowed lateness: the restored watermark has passed
+            # windows of the open windows' documents, which, read again, were all late (never
+            # learnt). From the first open window on, they take the watermark back up as they
+            # are read again, and close the windows they pass as a run so configured would have.
+            self.watermark_ms = self.closed_before_ms
         self._duplicates = {
             (p, o): (fp, fo, bool(still_open))
             for p, o, fp, fo, still_open in np.asarray(
@@ -418,3 +462,13 @@ class StreamWindower:
             while len(self._done) > self.spec.dedup_documents:  # a smaller bound configured
                 self._done.popitem(last=False)
         return self
+
+
+def _offsets_array(offsets: dict[int, int]) -> np.ndarray:
+    """A per-partition offset dictionary as a checkpoint holds it: rows of partition, offset."""
+    return np.array(sorted(offsets.items()), dtype=np.int64).reshape(-1, 2)
+
+
+def _offsets_dict(rows: np.ndarray | None) -> dict[int, int]:
+    """:func:`_offsets_array`'s rows as a dictionary (none when the checkpoint lacks them)."""
+    return {p: o for p, o in np.asarray(rows if rows is not None else _offsets_array({})).tolist()}
