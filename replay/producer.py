@@ -209,8 +209,12 @@ def as_message(doc: dict[str, Any], max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """The message's bytes on the topic (compact UTF-8 JSON)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """The message's bytes on the topic (compact UTF-8 JSON). An unpaired surrogate, which only
+    ``meta`` may hold (the detector ignores it; :func:`as_message` refuses one anywhere else), is
+    written as the JSON escape it came from (``\\ud83d``: a tweet cut inside an emoji), as
+    ``Document.to_json`` writes it: the detector reads it back as the same string."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
 
 
 class Pacer:

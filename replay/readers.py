@@ -926,14 +926,16 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
     """A RecordError for a document the detector would dead-letter or the producer refuse: a
     string the detector refuses (a NUL character or an unpaired surrogate, which a JSON escape
     such as ``"\\ud800"`` can make), an id or stream over its length limits or a blank stream,
-    more than ``max_text_bytes`` of text, a ``meta`` without a UTF-8 JSON form, or a message too
+    more than ``max_text_bytes`` of text, a ``meta`` without a JSON form, or a message too
     large for the detector or for the producer (:data:`MAX_MESSAGE_BYTES`, with its key and
-    framing). The detector's size limit is its parser's to apply: it only concerns messages over
-    ``max_text_bytes`` (a message that long must pass it, or no text of ``max_text_bytes``
-    would), so only those pay for the parse. A NaN or infinite number in ``meta`` (``NaN``,
-    ``1e400`` in a JSON line) becomes ``null`` there, as the query commands write them: the
-    message went out as ``NaN``/``Infinity``, which is not JSON for strict parsers (the detector
-    ignores ``meta``; the document is kept)."""
+    framing). An unpaired surrogate in ``meta`` (a tweet cut inside an emoji) is no reason: the
+    detector accepts it, and the message carries it as its JSON escape (as ``encode`` writes
+    it), whose bytes are the ones measured. The detector's size limit is its parser's to apply:
+    it only concerns messages over ``max_text_bytes`` (a message that long must pass it, or no
+    text of ``max_text_bytes`` would), so only those pay for the parse. A NaN or infinite
+    number in ``meta`` (``NaN``, ``1e400`` in a JSON line) becomes ``null`` there, as the query
+    commands write them: the message went out as ``NaN``/``Infinity``, which is not JSON for
+    strict parsers (the detector ignores ``meta``; the document is kept)."""
     try:
         for key in ("id", "text", "stream"):
             storable_string(document[key], key)
@@ -957,9 +959,7 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
                 text = _strict_json(document)
             except (ValueError, RecursionError):  # a circular reference: as it was
                 raise exc from None
-        payload = text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise RecordError("field 'meta' contains an unpaired surrogate") from None
+        payload = text.encode("utf-8", "backslashreplace")
     except (TypeError, ValueError) as exc:  # a value JSON has no form for, a circular reference
         raise RecordError(f"field 'meta' cannot be written as JSON ({exc})") from None
     except RecursionError:  # objects nested about a thousand deep
@@ -1153,9 +1153,10 @@ def _spill(run: list[tuple[int, int, dict[str, Any]]], folder: Path) -> Path:
 
 
 def _write_run(items: Iterable[tuple[int, int, dict[str, Any]]], folder: Path) -> Path:
-    """A run file of ``items`` (sorted), in ``folder``."""
+    """A run file of ``items`` (sorted), in ``folder``; an unpaired surrogate (in a ``meta``) is
+    written as it is (``surrogatepass``), for :func:`_read_run` to read back unchanged."""
     with tempfile.NamedTemporaryFile(
-        "w", dir=folder, suffix=".jsonl", delete=False, encoding="utf-8"
+        "w", dir=folder, suffix=".jsonl", delete=False, encoding="utf-8", errors="surrogatepass"
     ) as fh:
         for ts, seq, doc in items:
             fh.write(json.dumps([ts, seq, doc], ensure_ascii=False) + "\n")
@@ -1163,7 +1164,7 @@ def _write_run(items: Iterable[tuple[int, int, dict[str, Any]]], folder: Path) -
 
 
 def _read_run(path: Path) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as fh:
+    with path.open(encoding="utf-8", errors="surrogatepass") as fh:
         for line in fh:
             ts, seq, doc = json.loads(line)
             yield ts, seq, doc
