@@ -8,7 +8,8 @@ the driver plain rows:
 
 * SQLite: a tuple per row to ``executemany`` of ``INSERT ... VALUES ... ON CONFLICT ...``.
 * PostgreSQL: ``COPY`` into a session-private staging table (``CREATE TEMPORARY TABLE ... ON
-  COMMIT DELETE ROWS``: empty at every commit and rollback, invisible to other sessions), then one
+  COMMIT DELETE ROWS``: empty at every commit and rollback, invisible to other sessions; emptied
+  before each call's rows too, as a transaction may write a table more than once), then one
   ``INSERT ... SELECT ... ORDER BY <primary key> ON CONFLICT ...``. psycopg formats COPY rows in C;
   its pipelined ``executemany`` ran a Python generator step per row, and the server planned and
   executed one statement per row. The ``ORDER BY`` keeps the rows' lock order (concurrent writers
@@ -43,7 +44,8 @@ class _Plan:
     order: list[str]  # the columns, in the order the rows are handed to the driver
     processors: list[Processor]
     sql: str  # SQLite: the INSERT with parameters; PostgreSQL: the INSERT ... SELECT
-    create_staging: str | None = None  # PostgreSQL only, as the next
+    create_staging: str | None = None  # PostgreSQL only, as the next two
+    clear_staging: str | None = None
     copy: str | None = None
 
 
@@ -87,6 +89,9 @@ def _postgresql_plan(
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS AS "
             f"SELECT {columns} FROM {quote(table.name)} WITH NO DATA"
         ),
+        # The rows of an earlier call in this transaction (a job of several windows) would be
+        # written again with these, and PostgreSQL refuses an INSERT that holds one key twice.
+        clear_staging=f"DELETE FROM {staging}",
         copy=f"COPY {staging} ({columns}) FROM STDIN",
     )
 
@@ -138,6 +143,7 @@ def bulk_upsert_columns(
         conn.exec_driver_sql(plan.sql, list(zip(*bound, strict=True)))
         return
     conn.exec_driver_sql(plan.create_staging)
+    conn.exec_driver_sql(plan.clear_staging)
     _copy_rows(conn, plan, zip(*bound, strict=True))
     conn.exec_driver_sql(plan.sql)
 

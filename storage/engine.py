@@ -28,6 +28,8 @@ from sparsewatch.errors import SparsewatchError
 BUSY_TIMEOUT_S = 30.0
 WRITE_OPTION = "sw_write"
 _WAL_RETRY_S = 0.01
+# PostgreSQL URLs without a driver, as libpq writes them (SQLAlchemy knows no "postgres" dialect)
+_LIBPQ_SCHEMES = ("postgresql", "postgres")
 
 
 def _enable_wal(cursor: sqlite3.Cursor) -> None:
@@ -99,8 +101,9 @@ def parse_url(url: str | sa.engine.URL) -> sa.engine.URL:
 
 def create_engine(url: str) -> sa.Engine:
     """An engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``, also written
-    ``postgresql://...``); a SQLite path may start with ``~`` (the user's home); another database
-    or driver is a :class:`SparsewatchError` (not a missing module's traceback)."""
+    ``postgresql://...`` or ``postgres://...`` as libpq takes them); a SQLite path may start with
+    ``~`` (the user's home); another database or driver is a :class:`SparsewatchError` (not a
+    missing module's traceback)."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_file(parsed)  # refuses uri=true without file:
@@ -111,7 +114,7 @@ def create_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
         _sqlite_events(engine)
         return engine
-    if parsed.drivername == "postgresql":  # libpq's spelling: the driver sparsewatch ships
+    if parsed.drivername in _LIBPQ_SCHEMES:  # libpq's spellings: the driver sparsewatch ships
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername != "postgresql+psycopg":
         raise SparsewatchError(

@@ -469,9 +469,14 @@ class Store:
 
     @contextmanager
     def reading(self) -> Iterator[sa.Connection]:
-        """A read-only connection in one transaction (a consistent view)."""
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        """A read-only connection in one transaction (a consistent view: its first statement's
+        snapshot holds for the others; PostgreSQL's default, READ COMMITTED, took one a
+        statement, and SQLite's WAL readers keep theirs)."""
+        with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     def load_checkpoint(self, group: str, stream: str) -> Checkpoint | None:
         """The checkpoint of (group, stream), or ``None``."""
