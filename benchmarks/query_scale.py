@@ -14,9 +14,13 @@ alternation (``--insert-rounds`` paired rounds: the index's cost to the writer).
 
     python benchmarks/query_scale.py [--backend sqlite|postgresql|both] [--windows 2000]
         [--docs 500] [--dead-letters 200000] [--output FILE]
+        [--database-url URL [--measure-only]]
 
 PostgreSQL: a fresh database on the server of ``SPARSEWATCH_TEST_DATABASE_URL`` (dropped at the
-end). Results: ``--output`` (JSON) when given.
+end). ``--database-url``: build into that (empty) database instead and keep it, so that a later
+run with ``--measure-only`` times the queries again on the same data (before and after a change
+of the query code) without the build, the window-index baseline or the inserts. Results:
+``--output`` (JSON) when given.
 """
 
 from __future__ import annotations
@@ -189,7 +193,7 @@ def plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
     return [r[0] for r in rows]
 
 
-def cases(now: datetime) -> dict[str, Callable[[sa.Connection], Any]]:
+def cases(store: Store, now: datetime) -> dict[str, Callable[[sa.Connection], Any]]:
     q = queries
     return {
         "alerts (newest 50)": lambda c: q.fetch_alerts(c, limit=50),
@@ -198,11 +202,16 @@ def cases(now: datetime) -> dict[str, Callable[[sa.Connection], Any]]:
         "alerts --stream stream1": lambda c: q.fetch_alerts(c, streams=["stream1"], limit=50),
         "alerts --min-score 9.9": lambda c: q.fetch_alerts(c, min_score=9.9, limit=50),
         "alerts --grep zeta": lambda c: q.fetch_alerts(c, text="zeta alpha", limit=50),
+        "alerts --grep omega (none)": lambda c: q.fetch_alerts(c, text="omega", limit=50),
         "alerts --by event": lambda c: q.fetch_alerts(c, time_field="event", limit=50),
+        "alerts --by event --kind anomaly": lambda c: q.fetch_alerts(
+            c, time_field="event", kinds=["anomaly"], limit=50
+        ),
         "documents (first 50)": lambda c: q.fetch_documents(c, limit=50),
         "documents --window 300": lambda c: q.fetch_documents(c, window_seq=300, limit=50),
         "documents --novel": lambda c: q.fetch_documents(c, novel_only=True, limit=50),
         "documents --topic 10": lambda c: q.fetch_documents(c, topic=10, limit=50),
+        "documents --stream stream1": lambda c: q.fetch_documents(c, streams=["stream1"], limit=50),
         "documents --stream s1 --window 300": lambda c: q.fetch_documents(
             c, streams=["stream1"], window_seq=300, limit=50
         ),
@@ -215,6 +224,9 @@ def cases(now: datetime) -> dict[str, Callable[[sa.Connection], Any]]:
         "snapshots list": lambda c: q.fetch_snapshots(c, limit=50),
         "follow poll": follow_poll,
         "follow poll --kind anomaly": lambda c: follow_poll(c, kinds=["anomaly"]),
+        "follow look": follow_look(store),
+        "follow look --kind anomaly": follow_look(store, kinds=["anomaly"]),
+        "follow look --grep omega (none)": follow_look(store, text="omega"),
     }
 
 
@@ -222,6 +234,15 @@ def follow_poll(conn: sa.Connection, **filters: Any) -> Any:
     follower = queries.AlertFollower(**filters)
     follower.start(conn, 50)
     return follower.poll(conn)
+
+
+def follow_look(store: Store, **filters: Any) -> Callable[[sa.Connection], Any]:
+    """One look of a running ``alerts --follow`` (started here, untimed): what it costs every
+    ``--interval`` seconds."""
+    follower = queries.AlertFollower(**filters)
+    with store.reading() as conn:
+        follower.start(conn, 50)
+    return follower.poll
 
 
 def measure(store: Store, repeat: int, only: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -233,7 +254,7 @@ def measure(store: Store, repeat: int, only: tuple[str, ...] | None = None) -> d
     def capture(conn, cursor, statement, parameters, context, executemany):
         captured.append((statement, parameters))
 
-    for name, run in cases(now).items():
+    for name, run in cases(store, now).items():
         if only is not None and name not in only:
             continue
         times = []
@@ -303,6 +324,8 @@ def insert_window_times(store: Store, repeat: int, docs: int = 1000) -> dict[str
 def run_backend(url: str, args: argparse.Namespace) -> dict[str, Any]:
     store = Store.open(url)
     try:
+        if args.measure_only:
+            return {"queries": measure(store, args.repeat)}
         built = build(store, args)
         print(f"built in {built['total_s']:.0f} s", flush=True)
         result = {"build": built, "queries": measure(store, args.repeat)}
@@ -340,13 +363,20 @@ def main() -> None:
     parser.add_argument("--insert-rounds", type=int, default=9)
     parser.add_argument("--plans", action="store_true", help="print the query plans")
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--database-url", default=None, help="build into this database, kept")
+    parser.add_argument("--measure-only", action="store_true", help="time --database-url again")
     args = parser.parse_args()
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
-    if args.backend in ("sqlite", "both"):
+    if args.database_url is not None:
+        backend = sa.make_url(args.database_url).get_backend_name()
+        results[backend] = run_backend(args.database_url, args)
+    elif args.measure_only:
+        parser.error("--measure-only needs --database-url")
+    if args.database_url is None and args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:
             print("== SQLite", flush=True)
             results["sqlite"] = run_backend(f"sqlite:///{tmp}/scale.db", args)
-    if args.backend in ("postgresql", "both"):
+    if args.database_url is None and args.backend in ("postgresql", "both"):
         server = sa.make_url(os.environ["SPARSEWATCH_TEST_DATABASE_URL"])
         name = f"sw_query_scale_{uuid.uuid4().hex[:8]}"
         admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")

@@ -124,17 +124,55 @@ def fetch_alerts(
 ) -> list[dict[str, Any]]:
     """Alerts in ``[since, until)`` of creation (or event) time, newest first (by event time:
     alerts without one last); ``text``: those whose summary contains it, ignoring case."""
-    time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
-    # only event_time can be NULL; NULLS LAST on created_at would stop PostgreSQL from reading
-    # its index backwards
-    newest = time_column.desc() if time_field == "created" else time_column.desc().nulls_last()
     conditions = _alert_conditions(conn, since, until, kinds, streams, min_score, time_field, text)
+    grep = bool(text)
+    if time_field == "created":
+        return _newest_alerts(conn, alerts.c.created_at, conditions, limit, grep)
+    # event_time DESC NULLS LAST in one query read every alert on PostgreSQL (its index read
+    # backwards gives NULLS FIRST): the timed alerts first, then those without a time
+    timed = _newest_alerts(
+        conn, alerts.c.event_time, [*conditions, alerts.c.event_time.is_not(None)], limit, grep
+    )
+    if (limit is not None and len(timed) >= limit) or since is not None or until is not None:
+        return timed
+    left = None if limit is None else limit - len(timed)
+    untimed = [*conditions, alerts.c.event_time.is_(None)]
+    return timed + _newest_alerts(conn, alerts.c.event_time, untimed, left)
+
+
+# How many of the newest alerts a --grep looks through first (:func:`_newest_alerts`)
+GREP_PROBE_ROWS = 10_000
+
+
+def _newest_alerts(
+    conn: sa.Connection,
+    time_column: sa.ColumnElement[Any],
+    conditions: list[Any],
+    limit: int | None,
+    grep: bool = False,
+) -> list[dict[str, Any]]:
+    """The alerts meeting ``conditions`` by ``time_column``, score and id, all descending (a
+    time column without NULLs among them: PostgreSQL reads its index backwards).
+
+    With ``grep`` (a condition no index serves) the newest ``GREP_PROBE_ROWS`` alerts by
+    ``time_column`` are searched first, and the whole table only when they hold fewer than
+    ``limit`` matches: the same rows, as every alert left out is older than all those read.
+    PostgreSQL cannot tell how often a text occurs and read every alert for the newest 50
+    matches of a common word (0.45 s of 300,000 alerts)."""
     stmt = (
         sa.select(alerts)
         .where(*conditions)
-        .order_by(newest, alerts.c.score.desc(), alerts.c.id.desc())
+        .order_by(time_column.desc(), alerts.c.score.desc(), alerts.c.id.desc())
         .limit(limit)
     )
+    if grep and limit:
+        newest = sa.select(time_column).where(time_column.is_not(None))
+        probe = newest.order_by(time_column.desc()).offset(GREP_PROBE_ROWS - 1).limit(1)
+        bound = conn.execute(probe).scalar()
+        if bound is not None:
+            rows = [dict(r) for r in conn.execute(stmt.where(time_column >= bound)).mappings()]
+            if len(rows) >= limit:
+                return rows
     return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
@@ -171,7 +209,11 @@ class AlertFollower:
     above the largest seen, and again those created at most ``grace_s`` before the newest seen,
     and returns the ones it has not returned yet. An alert is missed only if it became visible
     with a smaller id than one already seen *and* a ``created_at`` more than ``grace_s`` older
-    than the newest seen.
+    than the newest seen. "Seen" counts every alert a look found visible, matching or not: what
+    a poll reads is then what was committed since the last one (by the indexes of id and
+    ``created_at``), however rarely the filters match (anchored on the matching alerts only, a
+    poll read every alert above the newest match: the whole table, every look, when none
+    matched).
     """
 
     kinds: Sequence[str] | None = None
@@ -190,11 +232,7 @@ class AlertFollower:
         """The ``backlog`` newest matching alerts, oldest first; everything visible now counts as
         returned, so :meth:`poll` returns only what is committed after."""
         self._seen, self._started = {}, True
-        conditions = self._conditions(conn)
-        top = conn.execute(
-            sa.select(sa.func.max(alerts.c.id), sa.func.max(alerts.c.created_at)).where(*conditions)
-        ).one()
-        self._max_id, self._newest = top
+        self._max_id, self._newest = _newest_alert(conn)
         self.poll(conn)
         rows = fetch_alerts(
             conn,
@@ -213,6 +251,7 @@ class AlertFollower:
         """The matching alerts committed since the last call (or :meth:`start`), oldest first."""
         if not self._started:
             raise RuntimeError("call start() before poll()")
+        top = _newest_alert(conn)  # before the rows, which then include every match it saw
         recent = []
         if self._max_id is not None:
             recent.append(alerts.c.id > self._max_id)
@@ -226,7 +265,7 @@ class AlertFollower:
             (r for r in rows if r["id"] not in self._seen),
             key=lambda r: (r["created_at"], r["id"]),
         )
-        self._remember(rows)
+        self._remember(rows, top)
         return fresh
 
     def _conditions(self, conn: sa.Connection) -> list[Any]:
@@ -241,15 +280,31 @@ class AlertFollower:
             self.text,
         )
 
-    def _remember(self, rows: Sequence[dict[str, Any]]) -> None:
-        for r in rows:
-            self._seen[r["id"]] = r["created_at"]
-            self._max_id = r["id"] if self._max_id is None else max(self._max_id, r["id"])
-            if self._newest is None or r["created_at"] > self._newest:
-                self._newest = r["created_at"]
+    def _remember(
+        self, rows: Sequence[dict[str, Any]], top: tuple[int | None, datetime | None] = (None, None)
+    ) -> None:
+        """Mark ``rows`` returned, and them and ``top`` (the largest id and latest creation of
+        all alerts, :func:`_newest_alert`) seen."""
+        self._seen.update((r["id"], r["created_at"]) for r in rows)
+        ids = [i for i in (self._max_id, top[0], *(r["id"] for r in rows)) if i is not None]
+        times = [
+            t for t in (self._newest, top[1], *(r["created_at"] for r in rows)) if t is not None
+        ]
+        self._max_id = max(ids, default=None)
+        self._newest = max(times, default=None)
         if self._newest is not None:  # forget what no later poll can read again
             horizon = self._newest - timedelta(seconds=self.grace_s)
             self._seen = {i: t for i, t in self._seen.items() if t >= horizon}
+
+
+def _newest_alert(conn: sa.Connection) -> tuple[int | None, datetime | None]:
+    """The largest alert id and the latest ``created_at`` of all alerts (two index look-ups:
+    one statement of both aggregates read the whole ``created_at`` index on SQLite)."""
+    top_id = sa.select(sa.func.max(alerts.c.id)).scalar_subquery()
+    top_created = sa.select(sa.func.max(alerts.c.created_at)).scalar_subquery()
+    stmt = sa.select(top_id, sa.type_coerce(top_created, alerts.c.created_at.type))
+    largest_id, latest = conn.execute(stmt).one()
+    return largest_id, latest
 
 
 def fetch_documents(
