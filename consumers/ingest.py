@@ -23,7 +23,8 @@ its partitions back without waiting for its predecessor's session to time out. A
 error (a rebalance fencing a stale member, a delivery failure) aborts the batch and re-reads it
 from the committed offsets; so does a client call that hangs past its timeout after a broker
 restart (a librdkafka bug: :func:`_send_offsets`), and an abort that times out while the broker is
-down (:func:`_abort`), with a new producer fencing the old one.
+down (:func:`_abort`), with a new producer fencing the old one. A bridge started with its broker
+(whose transaction coordinator is still loading) waits for it: :func:`_transactional_producer`.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ _TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
 _HUNG_AFTER_S = 5.0  # past a call's timeout, when it counts as hung
 _PATTERN_REFRESH_MS = 10_000  # how soon a new topic that a ^pattern source matches is read
 _STATIC_SESSION_TIMEOUT_MS = 45_000  # librdkafka's default since 2.0: see run_ingest
+_START_RETRY_S = 120.0  # how long a start waits for the transaction coordinator
+_RETRY_FIRST_DELAY_S = 0.5  # the wait before init_transactions is retried, doubled each time ...
+_RETRY_MAX_DELAY_S = 5.0  # ... up to this
 
 
 def transactional_id(group_id: str, instance: int) -> str:
@@ -160,13 +164,16 @@ def run_ingest(
     Fencing by a newer bridge with the same transactional id, and other fatal Kafka errors, are
     SparsewatchErrors. Committed transactions and the source lag also go to ``metrics``; each
     batch's dead letters, whole, to ``record_dead_letters`` (the results database's
-    ``dead_letters`` table, keyed by source coordinates) before its transaction."""
+    ``dead_letters`` table, keyed by source coordinates) before its transaction. Stopped while
+    it waits at start for the broker's transaction coordinator, it returns having read nothing."""
     stats = IngestStats()
     to_message = partial(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
     )
     tid = transactional_id(route.group_id, route.instance)
-    producer = _transactional_producer(route.bootstrap, tid)
+    producer = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
+    if producer is None:  # stopped while the transaction coordinator was still loading
+        return stats
     replaced: list[Producer] = []  # kept alive: a call may never return from one
     # Static membership under the same id: a restarted bridge takes its partitions back at once
     # instead of after its killed predecessor's session timeout. Its session must outlast a
@@ -202,10 +209,7 @@ def run_ingest(
             except KafkaException as exc:  # (fenced by a bridge of the same instance)
                 if not exc.args[0].fatal():
                     raise
-                raise SparsewatchError(
-                    f"ingest stopped by a fatal Kafka error of its consumer: {exc.args[0].str()}"
-                    f" (two bridges of instance {tid}? give each its own --instance)"
-                ) from None
+                raise _fatal_error(exc.args[0], tid, " of its consumer") from None
             now = time.monotonic()
             lag = consumer.lag()
             metrics.set_lag(lag)
@@ -259,6 +263,16 @@ def run_ingest(
             " (what was not committed is read again at the next start)"
         )
     return stats
+
+
+def _fatal_error(error: KafkaError, tid: str, client: str = "") -> SparsewatchError:
+    """The one-line error that ends the bridge on a fatal Kafka error of its producer (or of
+    ``client``, e.g. ``" of its consumer"``), naming the likely cause: a second bridge with its
+    transactional id ``tid`` fenced it."""
+    return SparsewatchError(
+        f"ingest stopped by a fatal Kafka error{client}: {error.str()}"
+        f" (two bridges of instance {tid}? give each its own --instance)"
+    )
 
 
 def _close(consumer: BatchConsumer, producer: Producer) -> list[str]:
@@ -332,9 +346,7 @@ def _transfer(
     except KafkaException as exc:
         error: KafkaError = exc.args[0]
         if error.fatal():
-            raise SparsewatchError(
-                f"ingest stopped by a fatal Kafka error: {error.str()}"
-            ) from None
+            raise _fatal_error(error, transactional_id(route.group_id, route.instance)) from None
         if not error.txn_requires_abort():
             raise
         log.warning("transaction aborted, the batch is read again: %s", error.str())
@@ -366,23 +378,20 @@ class _AbortTimedOutError(_TakeOverError):
     reason = "aborting the transaction timed out (the broker is down)"
 
 
-def _transactional_producer(bootstrap: str, tid: str) -> Producer:
+def _transactional_producer(
+    bootstrap: str, tid: str, stop: StopFlag, give_up_after_s: float | None
+) -> Producer | None:
     """A producer with transactional id ``tid``, its transactions initialised: a producer of
-    the same id before it is fenced, and the transaction it left open aborted."""
-    producer = make_producer(bootstrap, **{"transactional.id": tid})
-    try:
-        producer.init_transactions(_TXN_TIMEOUT_S)
-    except KafkaException as exc:
-        raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
-    return producer
+    the same id before it is fenced, and the transaction it left open aborted.
 
-
-def _replacement_producer(bootstrap: str, tid: str, stop: StopFlag) -> Producer | None:
-    """A producer to replace a hung one (:func:`_transactional_producer`), made while the
-    broker may still be down: the hang follows a broker restart, which can outlast the
-    ``init_transactions`` timeout. A timeout is retried (the client resumes the call) until the
-    broker answers or ``stop`` is set (None then); another error is a SparsewatchError."""
+    A retriable error (a timeout, the coordinator not known yet or still loading its state, as
+    on a broker that has just started) is retried, the client resuming the call, after a wait
+    of 0.5 s, 1 s, ... (at most 5 s), until the broker answers, ``stop`` is set (None then: the
+    waits end at once, a call in progress within ``_TXN_TIMEOUT_S``) or, unless it is None,
+    ``give_up_after_s`` has passed; such an error then, and any other error, is a one-line
+    SparsewatchError."""
     producer = make_producer(bootstrap, **{"transactional.id": tid})
+    started, delay = time.monotonic(), _RETRY_FIRST_DELAY_S
     while True:
         try:
             producer.init_transactions(_TXN_TIMEOUT_S)
@@ -391,9 +400,26 @@ def _replacement_producer(bootstrap: str, tid: str, stop: StopFlag) -> Producer 
             error: KafkaError = exc.args[0]
             if not error.retriable():
                 raise SparsewatchError(f"cannot start Kafka transactions ({tid}): {exc}") from None
-            if stop.is_set():
-                return None
-            log.warning("starting Kafka transactions (%s): %s; retrying", tid, error.str())
+            waited = time.monotonic() - started
+            if give_up_after_s is not None and waited >= give_up_after_s:
+                raise SparsewatchError(
+                    f"cannot start Kafka transactions ({tid}; retried for {waited:.0f}s): {exc}"
+                ) from None
+        if stop.is_set():
+            return None
+        log.warning(
+            "starting Kafka transactions (%s): %s; retrying in %.1fs", tid, error.str(), delay
+        )
+        if stop.wait(delay):
+            return None
+        delay = min(2 * delay, _RETRY_MAX_DELAY_S)
+
+
+def _replacement_producer(bootstrap: str, tid: str, stop: StopFlag) -> Producer | None:
+    """A producer to replace a hung one (:func:`_transactional_producer`), made while the
+    broker may still be down: the hang follows a broker restart, which can outlast any bound,
+    so a retriable error is retried until the broker answers or ``stop`` is set (None then)."""
+    return _transactional_producer(bootstrap, tid, stop, None)
 
 
 def _send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any) -> None:
