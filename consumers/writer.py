@@ -18,7 +18,9 @@ database errors). Two places to run it, at most one job in flight either way:
   shutting down) makes it abandon a transaction waiting to be retried through a database outage,
   or messages waiting for a broker that delivers nothing.
 * :class:`ThreadWriter` (``writer = "thread"``, and always for an in-memory SQLite database, which
-  another process cannot open): a thread of the worker's process.
+  another process cannot open): a thread of the worker's process. (An in-memory database's engine
+  holds one connection, which the loop and this thread use in turns:
+  :class:`~sparsewatch.storage.engine.OneAtATimePool`.)
 
 The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
 and its own child only; nothing read from Kafka or the database is ever unpickled.

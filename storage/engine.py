@@ -11,17 +11,25 @@ Switching a new (rollback-journal) file to WAL needs its exclusive lock, and SQL
 "database is locked" at once, without waiting out the busy timeout, when another connection holds
 the write lock meanwhile (several processes opening one new database): the switch is retried until
 the busy timeout has passed.
+
+An in-memory SQLite database lives in one connection: its engine holds exactly one
+(:class:`OneAtATimePool`), shared by every thread (a worker's loop and its writer thread) and used
+by one checkout at a time, so a read never sees or interleaves with another thread's open write
+transaction (SQLAlchemy's default gave each thread a connection of its own, hence an empty
+database of its own). File and PostgreSQL engines keep their usual pools, without the lock.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from sparsewatch.errors import SparsewatchError
 
@@ -30,6 +38,38 @@ WRITE_OPTION = "sw_write"
 _WAL_RETRY_S = 0.01
 # PostgreSQL URLs without a driver, as libpq writes them (SQLAlchemy knows no "postgres" dialect)
 _LIBPQ_SCHEMES = ("postgresql", "postgres")
+
+
+class OneAtATimePool(StaticPool):
+    """One connection for every thread, checked out by one at a time: a checkout waits until the
+    connection is returned (its transaction committed or rolled back). A thread checking out a
+    second connection while it holds one is refused (SQLite cannot open a second transaction on
+    the connection; waiting for itself would hang)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turn = threading.Lock()
+        self._holder: int | None = None
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        if self._holder == threading.get_ident():
+            raise sa.exc.InvalidRequestError(
+                "this thread already uses the in-memory SQLite database's only connection"
+            )
+        self._turn.acquire()
+        self._holder = threading.get_ident()
+        try:
+            return super()._do_get()
+        except BaseException:
+            self._release()
+            raise
+
+    def _do_return_conn(self, record: ConnectionPoolEntry) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        self._holder = None
+        self._turn.release()
 
 
 def _enable_wal(cursor: sqlite3.Cursor) -> None:
@@ -111,7 +151,13 @@ def create_engine(url: str) -> sa.Engine:
             # SQLite opens the path as written: "~" is expanded for it too, not only for mkdir
             path.parent.mkdir(parents=True, exist_ok=True)
             parsed = parsed.set(database=str(path))
-        engine = sa.create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_S})
+        memory = is_in_memory_sqlite(parsed)  # one connection for every thread, in turns
+        connect_args: dict[str, Any] = {"timeout": BUSY_TIMEOUT_S}
+        if memory:
+            connect_args["check_same_thread"] = False
+        engine = sa.create_engine(
+            parsed, connect_args=connect_args, poolclass=OneAtATimePool if memory else None
+        )
         _sqlite_events(engine)
         return engine
     if parsed.drivername in _LIBPQ_SCHEMES:  # libpq's spellings: the driver sparsewatch ships
