@@ -250,8 +250,9 @@ def l1_sparse_code(
         ``phi * s_d / ||q_d||_1`` (the penalty the paper's ``phi`` corresponds to once the block is
         rescaled to unit entries); the optimum is unchanged, only the speed.
     max_iter : iteration cap; tol : relative duality-gap tolerance;
-    tol_residual : primal/dual residual tolerance (scaled by ``||q_d||_1``) of the stall stop,
-        used only without the polish.
+    tol_residual : primal/dual residual tolerance of the stall stop, used only without the
+        polish: ``tol_residual ||q_d||_1`` for a document of unit l1 mass, scaled with the
+        document as each residual scales (the optimum is positively homogeneous in ``p``).
     check_every : iterations between convergence checks (and removal of converged blocks); the
         interval doubles (up to 20x) while a check finds nothing new.
     x0 : optional (n, k) warm start (``ValueError`` for another shape).
@@ -377,8 +378,14 @@ def l1_sparse_code(
     rows_per_doc = np.bincount(doc_of_row, minlength=n)
     qnorm = np.bincount(doc_of_row, weights=np.abs(q), minlength=n)
     phi_doc = np.full(n, phi)
+    # the stall stop's bound on the dual residual ``phi_d ||B_d^T (e - e_old)||``, in its units:
+    # those of q without phi_scale, none with it (phi_d then divides by ||q_d||_1), so the
+    # bound is ``||q_d||_1`` relative to the document's mass, as it is at unit mass. Against
+    # ``||q_d||_1`` itself documents of mass 1e8 stopped at objectives 3 % above the optimum.
+    dual_scale = qnorm
     if phi_scale:
         phi_doc = phi * rows_per_doc / np.maximum(qnorm, 1e-300)
+        dual_scale = qnorm / np.maximum(pnorm, 1e-300)
     kappa_var = (1.0 / psi[doc_of_var]).astype(dt)
     phi_row = phi_doc[doc_of_row].astype(dt)
     phi_var = phi_doc[doc_of_var].astype(dt)
@@ -442,7 +449,7 @@ def l1_sparse_code(
             # small to move) stops too, uncertified. With the polish it is left to the exact LP
             # instead: stalled blocks were seen with relative gaps of 0.2 and objectives 4 %
             # above the optimum.
-            ok |= (r_pri <= tol_residual * qnorm) & (r_dual <= tol_residual * qnorm)
+            ok |= (r_pri <= tol_residual * qnorm) & (r_dual <= tol_residual * dual_scale)
         ok_docs = docs_here[ok[docs_here]]
         x[vsel] = xw
         objective[docs_here] = const[docs_here] + f_blk[docs_here]
@@ -469,13 +476,14 @@ def l1_sparse_code(
 
     n_polished = 0
     if rsel.size and polish_after is not None:
-        x_lp = _polish(B[rsel][:, vsel], q[rsel], c[vsel], w, doc_of_row[rsel], doc_of_var[vsel])
-        x[vsel] = xw if x_lp is None else x_lp
-        if x_lp is not None:
-            left = np.unique(doc_of_var[vsel])
-            converged[left] = True
-            gap[left] = 0.0
-            n_polished = int(left.size)
+        x_lp, solved = _polish(
+            B[rsel][:, vsel], q[rsel], c[vsel], w, doc_of_row[rsel], doc_of_var[vsel]
+        )
+        x[vsel] = np.where(solved, x_lp, xw)  # a group HiGHS failed on keeps the ADMM iterates
+        left = np.unique(doc_of_var[vsel[solved]])
+        converged[left] = True
+        gap[left] = 0.0
+        n_polished = int(left.size)
 
     # exact objective of the returned codes
     fit = weighted_l1_loss((q - B @ x).astype(np.float64), w)
@@ -523,7 +531,7 @@ def _polish(
     w: float,
     row_doc: np.ndarray,
     var_doc: np.ndarray,
-) -> np.ndarray | None:
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact codes of stacked reduced blocks: ``min_{x>=0} sum loss(q - B x) + c^T x``, solved by
     HiGHS as the LP
 
@@ -535,8 +543,10 @@ def _polish(
     ``var_doc``), so groups of whole documents of about :data:`_POLISH_VARS` variables are solved
     one LP at a time, through ``highspy`` directly: ``scipy.optimize.linprog`` around the same
     solver spent a third of the polish in Python (its result loops over every column; recorded
-    windows at the 1,500-atom cap: 0.071 s against 0.114 s a window, identical optima). ``None``
-    if HiGHS does not report an optimum for one of them.
+    windows at the 1,500-atom cap: 0.071 s against 0.114 s a window, identical optima).
+    Returns the codes and which variables are solved: those of a group HiGHS rejects or reports
+    no optimum for are not (their codes are 0), and the other groups keep their exact codes
+    (one failed group discarded the codes of every group).
 
     Each document's rows are solved at unit scale (``q_d`` divided by ``||q_d||_1``, its codes
     multiplied back: the LP is positively homogeneous in ``q``, ``x`` and ``u``): HiGHS's
@@ -544,8 +554,9 @@ def _polish(
     with all-zero codes, certified exact, at an objective far above the optimum."""
     B = sp.csr_matrix(B, dtype=np.float64)
     x = np.zeros(B.shape[1], dtype=np.float64)
+    solved = np.zeros(B.shape[1], dtype=bool)
     if not x.size:
-        return x
+        return x, solved
     doc_scale = np.bincount(
         row_doc, weights=np.abs(q), minlength=int(max(row_doc.max(), var_doc.max())) + 1
     )
@@ -565,18 +576,19 @@ def _polish(
         r, n_vars = rows.size, cols.size
         Bg = B[rows][:, cols]
         cost = np.asarray(c[cols], dtype=np.float64) + w * np.asarray(Bg.sum(axis=0)).ravel()
-        highs.passModel(
-            _lp(
-                np.r_[cost, np.full(r, 1.0 + w)],
-                sp.hstack([Bg, sp.identity(r, format="csr")], format="csc"),
-                np.asarray(q[rows], dtype=np.float64),
-            )
+        lp = _lp(
+            np.r_[cost, np.full(r, 1.0 + w)],
+            sp.hstack([Bg, sp.identity(r, format="csr")], format="csc"),
+            np.asarray(q[rows], dtype=np.float64),
         )
+        if highs.passModel(lp) == highspy.HighsStatus.kError:
+            continue  # (HiGHS rejects entries above 1e15, for one)
         highs.run()
         if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return None
+            continue
         x[cols] = np.maximum(np.asarray(highs.getSolution().col_value[:n_vars]), 0)
-    return x * doc_scale[var_doc]
+        solved[cols] = True
+    return x * doc_scale[var_doc], solved
 
 
 def _lp(cost: np.ndarray, A: sp.csc_matrix, lower: np.ndarray) -> highspy.HighsLp:

@@ -57,7 +57,9 @@ nearest neighbour on the news-length synthetic stream and beats it on Reuters-21
 novelty rules.
 ``flag="top_q"`` flags every document scoring at or above the ``ceil(q n)``-th largest score
 (ties at the cut are all flagged), ``n`` counting the documents with at least one term: a document
-without any (no token, or only numbers) scores 0 and is never flagged. A window too small for a
+without any (no token, or only numbers) scores 0 and is never flagged. ``q n`` is exact, of the
+decimal ``q`` is written as in its own precision: a ``float``, float32 or float64 ``0.1`` flags 10
+of 100 documents (``grow_fraction`` is read the same way). A window too small for a
 top-``q`` cut (``q n < 1``: a handful of documents that an idle stream's timeout closed) is
 flagged against the last threshold used, as late documents are: rounding ``q n`` up to one
 document flagged the best of every such window, so a quiet stream raised an alert per window.
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -162,6 +165,15 @@ def tfidf_model_tags(tags: Tags, dtype: type | None) -> Tags:
     if dtype is not None:
         tags.transformer_tags.preserves_dtype = [np.dtype(dtype).name]
     return tags
+
+
+def _decimal(value: float) -> Fraction:
+    """``value`` as the decimal it is written as: the shortest one that reads back as it in its
+    own float precision. A float32 ``0.1`` is ``0.1`` (as a float64 it is 0.10000000149, and its
+    top-``q`` cut of 100 documents flagged 11); a product with a count is then exact (in float64
+    ``0.07 * 100`` is 7.000000000000001 and ``0.29 * 100`` is 28.999999999999996)."""
+    v = np.asarray(value)[()]
+    return Fraction(str(v if isinstance(v, np.floating) else np.float64(v)))
 
 
 def _as_columns(X: sp.spmatrix | np.ndarray, dtype: type) -> sp.csc_matrix:
@@ -486,14 +498,45 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         return sp.csc_matrix(S @ sp.diags((1.0 / sums).astype(self.dtype)))
 
     # ----------------------------------------------------------------- fitting
+    def _check_params(self) -> None:
+        """``ValueError`` naming the parameter, before any state changes, for an integer
+        hyper-parameter that is not an integer in its range (``atom_terms=0`` seeded empty atoms,
+        ``update_steps=0`` learnt nothing from a window, a negative ``coding_max_iter`` or
+        ``n_init_iter`` ran as 0), a ``recode_tol`` neither ``None`` nor > 0, or a
+        ``grow_fraction`` that is not a finite number >= 0."""
+        at_least = {
+            "n_components": (1, False),
+            "max_components": (1, False),
+            "coding_max_iter": (0, False),  # 0: the initial codes (then the polish) only
+            "coding_polish_after": (0, True),
+            "n_init_iter": (0, False),  # 0: the seed atoms as they are
+            "init_dict_iter": (0, False),
+            "atom_terms": (1, True),
+            "grow_size": (0, False),
+            "update_steps": (1, False),
+            "update_passes": (1, False),
+            "max_step_documents": (1, True),
+        }
+        for name, (low, optional) in at_least.items():
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            what = f"{name} must be {'None or ' if optional else ''}"
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise ValueError(f"{what}an integer >= {low}, got {value!r}")
+            if value < low:
+                raise ValueError(f"{what}>= {low}, got {value!r}")
+        if self.recode_tol is not None and not self.recode_tol > 0:
+            raise ValueError(f"recode_tol must be > 0 or None, got {self.recode_tol}")
+        if not isinstance(self.grow_fraction, numbers.Real) or not 0 <= self.grow_fraction < np.inf:
+            raise ValueError(
+                f"grow_fraction must be a finite number >= 0, got {self.grow_fraction!r}"
+            )
+
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> OnlineL1NoveltyDetector:
         """Initialise on a warm-up window by alternating minimisation (Algorithms 5 and 6)."""
-        if self.n_components < 1:
-            raise ValueError(f"n_components must be >= 1, got {self.n_components}")
-        if self.max_components < 1:
-            raise ValueError(f"max_components must be >= 1, got {self.max_components}")
+        self._check_params()
         P = _as_columns(_check_documents(X, self), self.dtype)
-        self._blocks(P.shape[1])  # checks max_step_documents
         if self.max_step_documents is not None and P.shape[1] > self.max_step_documents:
             tail = P[:, P.shape[1] - self.max_step_documents :]
             # a tail of documents without a term (empty texts) has nothing to seed an atom
@@ -537,12 +580,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         (:meth:`remap_features`). Invalid input raises ``ValueError`` before any change."""
         if not hasattr(self, "oiadmm_"):
             return self.fit(X)
-        if self.update_passes < 1:
-            raise ValueError(f"update_passes must be >= 1, got {self.update_passes}")
-        if self.max_components < 1:
-            raise ValueError(f"max_components must be >= 1, got {self.max_components}")
-        if self.recode_tol is not None and not self.recode_tol > 0:
-            raise ValueError(f"recode_tol must be > 0 or None, got {self.recode_tol}")
+        self._check_params()
         P = self._docs_as_columns(X)
         m = self.n_features_in_
         if P.shape[0] > m:
@@ -599,7 +637,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         # out-of-vocabulary mass, but has nothing to seed an atom with
         poor = _nonzero_columns(P)
         poor = poor[scores[poor] > self.grow_threshold]
-        if poor.size == 0 or poor.size <= self.grow_fraction * scores.size:
+        if poor.size == 0 or poor.size <= _decimal(self.grow_fraction) * scores.size:
             return
         k = self.components_.shape[1]
         stale = np.flatnonzero(self.atom_last_used_ < self.n_windows_)
@@ -685,7 +723,7 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
             pool = scores[ok]
             # ceil(q n) of the decimal q: in floats q n rounds up (0.07 * 100 = 7.000000000000001
             # flagged 8 documents), and past n (q > 1) the cut moved down from the top
-            q_n = Fraction(repr(float(self.top_q))) * pool.size
+            q_n = _decimal(self.top_q) * pool.size
             if q_n < 1:  # too few documents for a top-q cut: the last threshold, kept as it is
                 thr = float(getattr(self, "threshold_", self.threshold))
                 return (scores > thr) & ok, thr
