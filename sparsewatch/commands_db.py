@@ -26,6 +26,7 @@ from sparsewatch.storage.engine import (
     sqlite_file,
     sqlite_uri_file,
 )
+from sparsewatch.storage.retention import gather_statistics
 
 DRY_RUN_OPTION = click.option(
     "--dry-run", is_flag=True, help="Count what would be deleted; delete nothing."
@@ -75,9 +76,11 @@ def db() -> None:
 @DATABASE_OPTION
 @click.pass_context
 def upgrade(ctx: click.Context, database_url: str | None) -> None:
-    """Apply the schema migrations (also done automatically on first use)."""
+    """Apply the schema migrations (also done automatically on first use) and, on SQLite,
+    gather the query planner's statistics (ANALYZE; also done by prune)."""
     with open_store(ctx, database_url, create=True) as store:
         store.upgrade()
+        gather_statistics(store.engine)
         click.echo(f"database {mask_url(str(store.engine.url))} is at revision {store.revision()}")
 
 
@@ -126,7 +129,8 @@ def prune(
     as_json: bool,
     database_url: str | None,
 ) -> None:
-    """Delete old results so that the database stops growing (checkpoints and offsets stay)."""
+    """Delete old results so that the database stops growing (checkpoints and offsets stay);
+    on SQLite, then gather the query planner's statistics (ANALYZE)."""
     if before is None and dead_letters_before is None:
         raise click.UsageError("give --before, --dead-letters-before or both")
     every = load_config(ctx.obj.get("config_path") if ctx.obj else None).windows.checkpoint_every

@@ -31,6 +31,7 @@ from sparsewatch.storage.schema import (
     checkpoints,
     dead_letters,
     documents,
+    metadata,
     partition_offsets,
     snapshots,
     topics,
@@ -231,7 +232,8 @@ def prune(
     """Delete the windows of ``streams`` (default: every stream) that ended before ``before``
     (event time) with their rows, keeping each stream's newest ``keep_windows`` windows and
     newest ``keep_snapshots`` snapshots per model kind, and the dead letters stored before
-    ``dead_letters_before``. With ``dry_run``, count what would go and delete nothing."""
+    ``dead_letters_before``; then, on SQLite, gather the planner's statistics
+    (:func:`gather_statistics`). With ``dry_run``, count what would go and change nothing."""
     if keep_windows < 1 or keep_snapshots < 0:
         raise ValueError("keep_windows must be >= 1 and keep_snapshots >= 0")
     report = PruneReport(dry_run=dry_run)
@@ -255,7 +257,23 @@ def prune(
             _delete_orphans(engine, stream, horizon, report)
     if dead_letters_before is not None:
         _prune_dead_letters(engine, dead_letters_before, report)
+    if not dry_run:
+        gather_statistics(engine)
     return report
+
+
+def gather_statistics(engine: sa.Engine) -> None:
+    """SQLite: ``ANALYZE`` each table, one write transaction each (documents, the largest: about
+    3 s for 3,000,000). SQLite keeps no planner statistics otherwise, and without them chose poor
+    plans on a large database (``documents --novel`` sorted every novel document, 0.3 s, instead
+    of reading them by event time, 17 ms). PostgreSQL: nothing, its autovacuum analyses tables as
+    they change. Run by ``sparsewatch db prune`` and ``db upgrade``; the workers never run it
+    (it holds the write lock)."""
+    if engine.dialect.name != "sqlite":
+        return
+    for table in metadata.sorted_tables:
+        with write_connection(engine) as conn, conn.begin():
+            conn.exec_driver_sql(f'ANALYZE "{table.name}"')
 
 
 def _prune_dead_letters(engine: sa.Engine, before: datetime, report: PruneReport) -> None:

@@ -51,6 +51,7 @@ documents = sa.Table(
     sa.Index(None, "window_seq"),  # documents --window without --stream (revision 0003)
     sa.Index(None, "novel", "stream"),
     sa.Index(None, "event_time"),
+    sa.Index(None, "stream", "event_time"),  # documents --stream S in event-time order (0005)
 )
 
 windows = sa.Table(

@@ -489,8 +489,11 @@ class Store:
         return self._checkpoints(checkpoints.c.group_id == group)
 
     def _checkpoints(self, where: Any) -> dict[str, Checkpoint]:
+        """The checkpoints matching ``where`` by stream, in the order of the streams (without an
+        ORDER BY the order was the plan's, which SQLite's statistics change)."""
+        stmt = sa.select(checkpoints).where(where).order_by(checkpoints.c.stream)
         with self.reading() as conn:
-            rows = conn.execute(sa.select(checkpoints).where(where)).mappings().all()
+            rows = conn.execute(stmt).mappings().all()
         found = {}
         for r in rows:
             if hashlib.sha256(r["state"]).hexdigest() != r["digest"]:
