@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from sparsewatch.cli_types import not_blank
 from sparsewatch.errors import SparsewatchError, first_line
 
 
@@ -21,6 +22,7 @@ from sparsewatch.errors import SparsewatchError, first_line
     type=click.Path(dir_okay=False),
     default=None,
     envvar="SPARSEWATCH_CONFIG",
+    callback=not_blank,  # ("" meant no file, or SPARSEWATCH_CONFIG's over the command line)
     help="TOML configuration file.",
 )
 @click.option("--debug", is_flag=True, envvar="SPARSEWATCH_DEBUG", help="Show tracebacks.")

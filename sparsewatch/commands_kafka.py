@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sparsewatch.cli_types import FiniteFloatRange
+from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka, fetch_broker_jars
@@ -62,6 +62,7 @@ _run_dir = click.option(
     "--run-dir",
     type=click.Path(file_okay=False),
     default=None,
+    callback=not_blank,
     help="Folder for the broker's config, logs and data (default: DATA_DIR/kafka).",
 )
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from sparsewatch.cli_types import not_blank
 from sparsewatch.commands_evaluate import MAX_SYNTHETIC_DOCS
-from sparsewatch.config import MAX_INT64, load_config
+from sparsewatch.config import MAX_INT64, Config, load_config
 from sparsewatch.kafka_options import UNTIL_IDLE_OPTION
 from sparsewatch.logs import setup_logging
+
+if TYPE_CHECKING:
+    from sparsewatch.demo import DemoResult
 
 
 @click.command()
@@ -49,6 +54,7 @@ def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: i
     "--out",
     type=click.Path(file_okay=False),
     default=None,
+    callback=not_blank,
     help="Folder for the demo database and plot (default: DATA_DIR/demo).",
 )
 @click.option(
@@ -64,16 +70,24 @@ def demo(ctx: click.Context, documents: int, out: str | None, top: int) -> None:
 
     The anomaly worker runs unless ``anomaly.enabled`` is false.
     """
-    from sparsewatch.demo import run_demo
-    from sparsewatch.storage.store import Store
+    from sparsewatch.demo import demo_folder, run_demo
 
     config = load_config(ctx.obj.get("config_path"))
     # Small windows and a short idle close so a few thousand documents make a lively demo.
     config.windows.size = "1h" if config.windows.size == "1d" else config.windows.size
     config.windows.idle_timeout_s = min(config.windows.idle_timeout_s, 3.0)
     setup_logging("WARNING")
-    click.echo(f"replaying {documents} generated documents through Kafka ...")
-    result = run_demo(config, documents, Path(out) if out else None)
+    out_dir = Path(out) if out else config.data_path() / "demo"
+    with demo_folder(out_dir):  # until its results are printed: another demo would replace them
+        click.echo(f"replaying {documents} generated documents through Kafka ...")
+        result = run_demo(config, documents, out_dir)
+        _print_demo(config, result, top)
+
+
+def _print_demo(config: Config, result: DemoResult, top: int) -> None:
+    """The demo's top ``top`` alerts of each kind, dead letters, and where its results are."""
+    from sparsewatch.storage.store import Store
+
     kinds = ["novel_document", "emerging_topic"]
     if config.anomaly.enabled:
         kinds.append("anomaly")

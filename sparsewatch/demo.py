@@ -15,8 +15,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,30 @@ def demo_prefix() -> str:
     time tells demos apart; the random part keeps two demos started in the same second off each
     other's topics and groups."""
     return f"demo-{int(time.time())}-{secrets.token_hex(4)}"
+
+
+@contextmanager
+def demo_folder(out: Path) -> Iterator[None]:
+    """Hold the demo folder ``out`` (made if need be) for the block: a second demo given the same
+    folder meanwhile is a one-line SparsewatchError. It deleted the first's database to make its
+    own there, and each printed results of the other's documents. The lock (on ``demo.lock``
+    there) ends with the block or the process."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fh = (out / "demo.lock").open("a")
+    except OSError as exc:
+        raise SparsewatchError(
+            f"cannot use {out} as the demo's folder: {exc.strerror or exc}"
+        ) from None
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SparsewatchError(
+                f"another demo is running with its database and plot in {out}: wait for it to "
+                "end, or give this one a folder of its own (--out)"
+            ) from None
+        yield
 
 
 def _bootstrap(config: Config, run_dir: Path) -> tuple[str, LocalKafka | None]:
@@ -113,7 +140,9 @@ def _plot(store: Store, docs: list[dict], path: Path) -> None:
 
 def run_demo(config: Config, n_documents: int = 4000, out_dir: Path | None = None) -> DemoResult:
     """Run the demo (see the module docstring) and return where its results are. ``config`` is
-    changed to the demo's broker, topic prefix, consumer group and database."""
+    changed to the demo's broker, topic prefix, consumer group and database. The folder's
+    earlier database is deleted: hold :func:`demo_folder` around the run and the reading of its
+    results."""
     with sigterm_interrupts():
         return _run(config, n_documents, out_dir)
 
