@@ -140,6 +140,7 @@ def _is_real(value: object) -> bool:
 
 
 NORMALIZE_OPTIONS = (None, "l2", "lift")
+ATOM_SOLVERS = ("exact", "power")
 
 
 def fit_normalizer(X: FloatArray, normalize: str | None) -> tuple[FloatArray, FloatArray, float]:
@@ -297,7 +298,12 @@ def maximize_on_sphere(
         return _sphere_exact(B, g)
     if method == "power":
         return _sphere_power(B, g, d0, max_iter, tol)
-    raise ValueError(f"atom_solver must be 'exact' or 'power', got {method!r}")
+    raise _solver_error(method)
+
+
+def _solver_error(method: object) -> ValueError:
+    """The error for an unknown ``atom_solver`` (raised at fit and by the solver)."""
+    return ValueError(f"atom_solver must be 'exact' or 'power', got {method!r}")
 
 
 def _sphere_exact(B: FloatArray, g: FloatArray) -> FloatArray:
@@ -528,26 +534,38 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         )
 
     def _sparsity(self) -> int:
-        """The OMP sparsity ``s`` the training data must support."""
-        return int(self.n_nonzero_coefs)
+        """The OMP sparsity the training data must support: ``n_nonzero_coefs`` capped at
+        ``n_components`` (OMP never selects more atoms than exist, ``effective_sparsity``)."""
+        return min(int(self.n_nonzero_coefs), int(self.n_components))
 
     def _nu(self) -> float:
         """``nu`` in (0, 1): at 1 every training point is a support vector and libsvm's dual
         coefficients are not finite (it failed inside the fit, as scikit-learn's OneClassSVM
         does)."""
         nu = self.nu if self.nu is not None else self.contamination
-        nu = 0.1 if nu is None else float(nu)
-        if not 0.0 < nu < 1.0:
+        nu = 0.1 if nu is None else nu
+        if not (_is_real(nu) and 0.0 < nu < 1.0):  # (a string such as "0.3" was parsed)
             raise ValueError(f"nu must be in (0, 1), got {nu}")
-        return nu
+        return float(nu)
 
     def _check_counts(self) -> None:
         """``ValueError`` naming the parameter for counts out of range (``n_iter=-1`` was taken
         as 0 sweeps, ``n_components=0`` failed in the OC-SVM with "Mean of empty slice",
-        ``n_landmarks=0`` in ``check_pairwise_arrays``)."""
-        low = {"n_components": 1, "n_iter": 0, "power_iter": 1, "n_landmarks": 1}
+        ``n_landmarks=0`` in ``check_pairwise_arrays``; a fractional ``n_nonzero_coefs`` or
+        ``degree`` was truncated, a ``degree`` under 1 fitted silently). Parameters the estimator
+        does not have are skipped."""
+        low = {
+            "n_components": 1,
+            "n_nonzero_coefs": 1,
+            "n_iter": 0,
+            "power_iter": 1,
+            "n_landmarks": 1,
+            "degree": 1,
+        }
         for name, least in low.items():
-            value = getattr(self, name, None)
+            if not hasattr(self, name):  # (a parameter of another of the four models)
+                continue
+            value = getattr(self, name)
             if value is None and name == "n_landmarks":  # None: every training row
                 continue
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
@@ -559,17 +577,22 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         enlarged the codes) and was fitted silently; a NaN ``beta`` failed in the SVD ("did not
         converge"), an explicit ``gamma`` of 0 made every kernel value 1 and a negative one made
         them grow with the distance; ``eig_floor`` >= 1 or NaN kept no eigenvalue, so OMP failed
-        on 0 atoms. Parameters the estimator does not have are skipped."""
+        on 0 atoms; a non-finite ``coef0`` made the polynomial Gram NaN; ``gamma_scale`` was
+        checked only when ``gamma`` is None; a non-positive ``ocsvm_tol`` was refused by libsvm
+        as its ``tol``. Parameters the estimator does not have are skipped."""
         ranges = {
             "alpha": (0.0, True, "in [0, inf)"),
             "beta": (0.0, True, "in [0, inf)"),
             "gamma": (0.0, False, "None or in (0, inf)"),
+            "gamma_scale": (0.0, False, "> 0 and finite"),
+            "coef0": (-np.inf, False, "a finite number"),
+            "ocsvm_tol": (0.0, False, "None or in (0, inf)"),
         }
         for name, (low, closed, what) in ranges.items():
             if not hasattr(self, name):
                 continue
             value = getattr(self, name)
-            if name == "gamma" and value is None:  # None: the data-scaled default
+            if name in ("gamma", "ocsvm_tol") and value is None:  # None: the data-scaled default
                 continue
             if not (
                 _is_real(value) and np.isfinite(value) and (value >= low if closed else value > low)
@@ -582,8 +605,20 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
 
     def _check_contamination(self) -> None:
         c = self.contamination
-        if c is not None and not 0.0 < float(c) < 0.5:
+        if c is not None and not (_is_real(c) and 0.0 < c < 0.5):
             raise ValueError(f"contamination must be None or in (0, 0.5), got {c}")
+
+    def _check_choices(self) -> None:
+        """``ValueError`` for an unknown ``atom_solver`` (the solver checked it only when an atom
+        with a support was updated: with ``n_iter=0`` any value was accepted) and a flag that is
+        not a boolean (``omp_refresh="no"`` meant True). Parameters the estimator does not have
+        are skipped."""
+        if self.atom_solver not in ATOM_SOLVERS:
+            raise _solver_error(self.atom_solver)
+        for name in ("omp_refresh", "replace_dead_atoms"):
+            value = getattr(self, name, False)
+            if not isinstance(value, bool | np.bool_):
+                raise ValueError(f"{name} must be a boolean, got {value!r}")
 
     def __sklearn_tags__(self) -> Tags:
         """scipy.sparse input is accepted (densified, :func:`_as_matrix`)."""
@@ -603,6 +638,7 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         self._check_contamination()
         self._check_counts()
         self._check_weights()
+        self._check_choices()
         X = check_training_data(X, self._sparsity())
         if self.normalize is None:
             check_raw_magnitude(X)

@@ -31,6 +31,7 @@ the other rows of its batch; then the OC-SVM decision ``rho - w^T x`` (higher = 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -227,8 +228,11 @@ class DLOCSVM(OCSVMDetectorBase):
     n_nonzero_coefs : OMP sparsity ``s`` (training initialisation and inference), an upper
         bound on the atoms per signal: OMP uses ``min(s, n_components, signal dimension)``
         (``n_nonzero_coefs_``), since beyond either the bound constrains nothing. Training needs
-        at least ``max(s + 1, 3)`` rows (``ValueError`` otherwise).
+        at least ``max(s + 1, 3)`` rows, ``s`` capped at ``n_components`` (``ValueError``
+        otherwise).
     beta : weight of the l2,1 penalty (row trimming threshold of Theorem 1), in the data's units.
+        A ``beta`` that trims the codes of every training row leaves all scores equal (nothing
+        is flagged): the fit warns (``UserWarning``).
     alpha : weight of the OC-SVM term in the composite objective (1 = the issue's update formula).
     n_iter : outer iterations (K-SVD sweep + OC-SVM refit).
     nu : OC-SVM ``nu`` (default 0.5, scikit-learn's); ``None`` takes ``contamination`` (the
@@ -331,6 +335,14 @@ class DLOCSVM(OCSVMDetectorBase):
             ocsvm_tol=self.ocsvm_tol,
             rng=np.random.default_rng(self.random_state),
         )
+        if float(self.beta) > 0.0 and not result.codes.any():
+            warnings.warn(
+                f"beta={float(self.beta)} trimmed every atom (each code row's norm stayed under "
+                "beta): the codes of all training rows are zero, every score is equal and nothing "
+                "is flagged; lower beta (it is in the units of the signals)",
+                UserWarning,
+                stacklevel=3,
+            )
         self.dictionary_ = result.dictionary
         self.row_scale_ = result.row_scale
         self.objective_ = np.asarray(result.objective)

@@ -39,6 +39,7 @@ from sparsewatch.models._ocsvm_base import (
     FloatArray,
     LinearOCSVM,
     OCSVMDetectorBase,
+    _is_real,
     atom_objective,
     fit_linear_ocsvm,
     maximize_on_sphere,
@@ -229,7 +230,8 @@ class DPLOCSVM(OCSVMDetectorBase):
             if self.tau != "auto":
                 raise ValueError(f"tau must be a positive number or 'auto', got {self.tau!r}")
             return TAU_PER_SAMPLE * n_samples
-        if not 0.0 < float(self.tau) < np.inf:  # (NaN fails too: libsvm's tol became NaN)
+        # (NaN fails too: libsvm's tol became NaN; None raised TypeError, True was taken as 1)
+        if not (_is_real(self.tau) and 0.0 < self.tau < np.inf):
             raise ValueError(f"tau must be > 0 and finite, got {self.tau}")
         return float(self.tau)
 

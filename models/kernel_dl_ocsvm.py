@@ -91,8 +91,6 @@ class _KernelMapMixin:
         if self.gamma is not None:
             gamma = float(self.gamma)
         else:
-            if not 0.0 < float(self.gamma_scale) < np.inf:  # (NaN fails too)
-                raise ValueError(f"gamma_scale must be > 0, got {self.gamma_scale}")
             # scikit-learn's "scale" is 1 when the (normalised) rows do not vary at all, as
             # "l2" makes one positive feature (1 / 0 raised ZeroDivisionError here).
             var = float(X.var())
