@@ -247,25 +247,41 @@ def project_simplex_box(
     if V.ndim == 1:
         v = V.astype(np.float64) - float(V.max())
         theta = simplex_box_threshold(v, lo, hi, z)
-        if _box_miss(v[None, :], np.array([theta]), lo[None, :], hi[None, :], z)[0]:
+        w = np.clip(v - theta, lo, hi)
+        s = float(w.sum())  # _box_miss's first test in scalars: 1 us, against its 4 us
+        if (
+            abs(s - z) > 1e-12 * abs(z)
+            and _box_miss(
+                v[None, :], np.array([theta]), lo[None, :], hi[None, :], z, np.array([s])
+            )[0]
+        ):
             # the threshold cannot place v - theta (see _simplex_box_rows)
             w = _simplex_box_rows(*(a.astype(np.float64)[None, :] for a in (V, lo, hi)), z)[0]
-        else:
-            w = np.clip(v - theta, lo, hi)
         return w.astype(V.dtype, copy=False)
     moved = [np.moveaxis(a, axis, -1) for a in (V, lo, hi)]
     shape = moved[0].shape
     _check_simplex_box(moved[1], moved[2], z)
     # the set is checked in V's dtype, solved with float64 bounds (float32 sums of the bounds
     # missed z by 6e-8, which read as a row off its root)
-    rows, lo_rows, hi_rows = (a.reshape(-1, shape[-1]) for a in moved)
     out = _simplex_box_rows(
-        rows.astype(np.float64),
-        np.asarray(lo_rows, dtype=np.float64),
-        np.asarray(hi_rows, dtype=np.float64),
+        moved[0].reshape(-1, shape[-1]),
+        _bound_rows(lower, V.dtype, V.shape, axis),
+        _bound_rows(upper, V.dtype, V.shape, axis),
         z,
     )
     return np.moveaxis(out.astype(V.dtype, copy=False).reshape(shape), -1, axis)
+
+
+def _bound_rows(
+    bound: np.ndarray | float, dtype: np.dtype, shape: tuple[int, ...], axis: int
+) -> np.ndarray:
+    """``bound`` in ``dtype``, widened to float64, broadcast to ``shape`` and laid out as the rows
+    of the slices along ``axis``. Widened before it is broadcast: a scalar bound stays one number
+    (widening the broadcast float32 bounds made two float64 arrays of the batch's size, which the
+    Newton loop then read through: the float32 batch took 40% longer)."""
+    wide = np.asarray(bound, dtype=dtype).astype(np.float64, copy=False)
+    moved = np.moveaxis(np.broadcast_to(wide, shape), axis, -1)
+    return moved.reshape(-1, moved.shape[-1])
 
 
 def _bracket(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> tuple[np.ndarray, ...]:
@@ -375,21 +391,28 @@ def simplex_box_threshold(
 
 
 def _simplex_box_rows(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
-    """The projection of each float64 row (float64 bounds; the set checked by the caller).
+    """The projection of each row of floats, in float64 (float64 bounds; the set checked by the
+    caller).
 
-    Solved relative to each row's largest entry (:func:`_shift_to_max`). A row whose solution
-    there misses ``z``, or whose free entries the shift rounded by more than ``_FAR`` ulps
-    (:func:`_rounded_free`), is solved again relative to an entry next to its threshold
+    Solved relative to each row's largest entry (:func:`_shift_to_max`), in float64. A row whose
+    solution there misses ``z``, or whose free entries the shift rounded by more than ``_FAR``
+    ulps (:func:`_rounded_free`), is solved again relative to an entry next to its threshold
     (:func:`_reframed`): ``[1e28, 1e10, 1e10 + 0.5]`` in ``[0, 1]`` with ``z = 1.5`` gave the
     two free entries 0.25 each for 0 and 0.5, ``[1e12, -1e19]`` in ``[0, 0.5]`` came back
-    ``[0.5, 0]``."""
-    origin = rows.max(axis=1, initial=-np.inf)
-    V = rows - origin[:, None]
-    theta, missed = _box_thresholds(V, lo, hi, z)
+    ``[0.5, 0]``. The shift is made in place on the one float64 copy of the batch (a second
+    one, kept for those rows, had the batch fault in more memory: 5-15% of its time); ``rows``
+    is only read, and widened where rows are looked at again."""
+    origin = rows.max(axis=1, initial=-np.inf).astype(np.float64)
+    V = rows.astype(np.float64)
+    V -= origin[:, None]
+    theta, missed, W = _box_thresholds(V, lo, hi, z)
     redo = np.flatnonzero(missed | _rounded_free(rows, origin, V, theta, lo, hi, z))
     if redo.size:
-        V[redo], theta[redo] = _reframed(rows[redo], V[redo], theta[redo], lo[redo], hi[redo], z)
-    return _box_solution(V, theta, lo, hi, z)
+        V[redo], theta[redo] = _reframed(
+            rows[redo].astype(np.float64, copy=False), V[redo], theta[redo], lo[redo], hi[redo], z
+        )
+        W = None
+    return _box_solution(V, theta, lo, hi, z, W)
 
 
 def _rounded_free(
@@ -401,16 +424,21 @@ def _rounded_free(
     hi: np.ndarray,
     z: float,
 ) -> np.ndarray:
-    """Per row of ``V = rows - origin``, whether the subtraction rounded an entry free at
-    ``theta`` by more than ``_FAR`` ulps of ``max(|v - theta|, z, 1)`` (its error by Knuth's
-    two-sum). Only entries ``_FAR * max(z, 1)`` from the origin can be rounded that much: rows
-    without one are not looked at further."""
+    """Per row of ``V = rows - origin`` (float64; ``rows`` of any float dtype), whether the
+    subtraction rounded an entry free at ``theta`` by more than ``_FAR`` ulps of
+    ``max(|v - theta|, z, 1)`` (its error by Knuth's two-sum). Only entries ``_FAR * max(z, 1)``
+    from the origin can be rounded that much: rows without one are not looked at further, nor
+    is a batch without one (one test of its extremes)."""
     scale = max(abs(z), 1.0)
     out = np.zeros(V.shape[0], dtype=bool)
-    far_rows = np.flatnonzero(np.maximum(V.max(axis=1), -V.min(axis=1)) > _FAR * scale)
+    near = _FAR * scale
+    if V.min(initial=np.inf) >= -near and V.max(initial=-np.inf) <= near:
+        return out  # a NaN fails the test: then row by row
+    far_rows = np.flatnonzero(np.maximum(V.max(axis=1), -V.min(axis=1)) > near)
     if not far_rows.size:
         return out
-    V, rows, lo, hi = V[far_rows], rows[far_rows], lo[far_rows], hi[far_rows]
+    V, lo, hi = V[far_rows], lo[far_rows], hi[far_rows]
+    rows = rows[far_rows].astype(np.float64, copy=False)
     W = V - theta[far_rows, None]
     b = -origin[far_rows, None]
     bb = V - rows
@@ -434,7 +462,7 @@ def _reframed(
         at = todo
         origin = rows[at, anchor[at]]
         Vr = rows[at] - origin[:, None]
-        tr, missed = _box_thresholds(Vr, lo[at], hi[at], z)
+        tr, missed, _ = _box_thresholds(Vr, lo[at], hi[at], z)
         ok = ~(missed | _rounded_free(rows[at], origin, Vr, tr, lo[at], hi[at], z))
         V[at[ok]], theta[at[ok]] = Vr[ok], tr[ok]
         todo = at[~ok]
@@ -489,10 +517,12 @@ def _box_miss(
 
 def _box_thresholds(
     V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Per float64 row of ``V``, a threshold ``theta`` in the linear piece of the decreasing
     piecewise-linear ``s(theta) = sum clip(v - theta, lo, hi)`` that holds the root ``s = z``,
-    and whether it still misses ``z`` (:func:`_box_miss`: ``V``'s frame has rounded the row)."""
+    whether it still misses ``z`` (:func:`_box_miss`: ``V``'s frame has rounded the row), and
+    ``V - theta`` where the last Newton step computed it for the final ``theta`` (else ``None``).
+    """
     a, b = _bracket(V, lo, hi, z)  # every coordinate at its upper / at its lower bound
     theta = 0.5 * (a + b)
     # Safeguarded Newton: the step is exact once the free set is right (a handful of steps in
@@ -511,7 +541,7 @@ def _box_thresholds(
         inside = (n_free > 0) & (step > a) & (step < b)
         theta = np.where(done, theta, np.where(inside, step, 0.5 * (a + b)))
     else:
-        s = None  # theta moved after the last sums
+        s = W = None  # theta moved after the last sums
     # Rows still off the root: 60 bisections had not narrowed the bracket (the entries' spread,
     # 1e30) to the root's piece (a box of width 1e-12), or a step without free coordinates fell
     # below theta's rounding and read as converged (the projection summed to 3 z).
@@ -521,7 +551,8 @@ def _box_thresholds(
         piece = _piece_thresholds(V[off], lo[off], hi[off], z)
         theta[off] = _exact_thresholds(V[off], piece, lo[off], hi[off], z)
         missed[off] = _box_miss(V[off], theta[off], lo[off], hi[off], z)
-    return theta, missed
+        W = None
+    return theta, missed, W
 
 
 def _piece_thresholds(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -> np.ndarray:
@@ -554,19 +585,32 @@ def _piece_thresholds(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -
 
 
 def _box_solution(
-    V: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+    V: np.ndarray,
+    theta: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    z: float,
+    W: np.ndarray | None = None,
 ) -> np.ndarray:
     """``clip(v - theta*, lo, hi)`` from a ``theta`` in the root's linear piece: the coordinates
     it puts at a bound stay there, the free ones get the exact threshold
-    ``theta* = (sum_free v - (z - fixed)) / n_free``."""
-    return np.clip(V - _exact_thresholds(V, theta, lo, hi, z)[:, None], lo, hi)
+    ``theta* = (sum_free v - (z - fixed)) / n_free``. ``W``: ``V - theta`` if known."""
+    return np.clip(V - _exact_thresholds(V, theta, lo, hi, z, W)[:, None], lo, hi)
 
 
 def _exact_thresholds(
-    V: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+    V: np.ndarray,
+    theta: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    z: float,
+    W: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The threshold of :func:`_box_solution` (``theta`` itself where no coordinate is free)."""
-    W = V - theta[:, None]
+    """The threshold of :func:`_box_solution` (``theta`` itself where no coordinate is free);
+    ``W``: ``V - theta`` if known (the Newton loop's last one: an array of the batch's size less
+    to make and fill)."""
+    if W is None:
+        W = V - theta[:, None]
     at_lo, at_hi = np.less_equal(W, lo), np.greater_equal(W, hi)
     free = ~(at_lo | at_hi)
     n_free = free.sum(axis=1)
