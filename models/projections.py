@@ -480,16 +480,28 @@ def _entries_around_root(
     evaluated relative to ``u`` (``clip(v - u, lo, hi)``), so the entries near ``u`` are exact."""
     order = np.argsort(rows, axis=1)
     u, lo_s, hi_s = (np.take_along_axis(a, order, axis=1) for a in (rows, lo, hi))
-    n, m = u.shape
+    at, m = np.arange(u.shape[0]), u.shape[1]
+    left, right = _root_bracket(u, u, lo_s, hi_s, z)
+    return order[at, np.maximum(left, 0)], order[at, np.minimum(right, m - 1)]
+
+
+def _root_bracket(
+    points: np.ndarray, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of the sorted ``points``, the indices ``left < right`` adjacent with
+    ``s(points[left]) >= z > s(points[right])``, ``s(t) = sum clip(v - t, lo, hi)`` over the
+    row of ``V`` (``-1`` and ``m`` stand for ``-inf`` and ``+inf``): a binary search, all rows
+    at once."""
+    n, m = points.shape
     at = np.arange(n)
-    left, right = np.full(n, -1), np.full(n, m)  # s >= z at u[left], s < z at u[right]
+    left, right = np.full(n, -1), np.full(n, m)
     while (active := right - left > 1).any():
         mid = (left + right) // 2
-        pivot = u[at, np.where(active, mid, 0)]
-        high = np.clip(u - pivot[:, None], lo_s, hi_s).sum(axis=1) >= z
+        t = points[at, np.where(active, mid, 0)]
+        high = np.clip(V - t[:, None], lo, hi).sum(axis=1) >= z
         left = np.where(active & high, mid, left)
         right = np.where(active & ~high, mid, right)
-    return order[at, np.maximum(left, 0)], order[at, np.minimum(right, m - 1)]
+    return left, right
 
 
 def _box_miss(
@@ -560,16 +572,8 @@ def _piece_thresholds(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: float) -
     that holds the root ``s = z``: a binary search over the row's sorted breakpoints ``v - hi``,
     ``v - lo`` (``O(m log m)``, whatever the entries' spread), then the piece's midpoint."""
     bp = np.sort(np.concatenate((V - hi, V - lo), axis=1), axis=1)
-    n, m = bp.shape
-    at = np.arange(n)
-    # s(bp[left]) >= z > s(bp[right]), with bp[-1] = -inf and bp[m] = +inf
-    left, right = np.full(n, -1), np.full(n, m)
-    while (active := right - left > 1).any():
-        mid = (left + right) // 2
-        t = bp[at, np.where(active, mid, 0)]
-        high = np.clip(V - t[:, None], lo, hi).sum(axis=1) >= z
-        left = np.where(active & high, mid, left)
-        right = np.where(active & ~high, mid, right)
+    at, m = np.arange(bp.shape[0]), bp.shape[1]
+    left, right = _root_bracket(bp, V, lo, hi, z)
     t0 = np.where(left >= 0, bp[at, np.maximum(left, 0)], -np.inf)
     t1 = np.where(right < m, bp[at, np.minimum(right, m - 1)], np.inf)
     with np.errstate(invalid="ignore"):  # inf - inf in the branches not taken
