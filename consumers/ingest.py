@@ -18,17 +18,19 @@ a kill or a restart never loses or duplicates a document for the workers, which 
 messages only. A restarted bridge with the same transactional id fences its predecessor and
 aborts the transaction it left open at once (without the id, readers would wait for the
 transaction's timeout); several bridges in one consumer group need distinct ids
-(:func:`transactional_id`), which are also their static group memberships, so a restart takes
-its partitions back without waiting for its predecessor's session to time out. An abortable
-error (a rebalance fencing a stale member, a delivery failure) aborts the batch and re-reads it
-from the committed offsets; so does a client call that hangs past its timeout after a broker
-restart (a librdkafka bug: :func:`_send_offsets`), and an abort that times out while the broker is
-down (:func:`_abort`), with a new producer fencing the old one. A bridge started with its broker
-(whose transaction coordinator is still loading) waits for it: :func:`_transactional_producer`.
+(:func:`transactional_id`), which with a digest of their sources are also their static group
+memberships (:func:`static_member_id`), so a restart takes its partitions back without waiting
+for its predecessor's session to time out. An abortable error (a rebalance fencing a stale
+member, a delivery failure) aborts the batch and re-reads it from the committed offsets; so does
+a client call that hangs past its timeout after a broker restart (a librdkafka bug:
+:func:`_send_offsets`), and an abort that times out while the broker is down (:func:`_abort`),
+with a new producer fencing the old one. A bridge started with its broker (whose transaction
+coordinator is still loading) waits for it: :func:`_transactional_producer`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -84,6 +86,18 @@ def transactional_id(group_id: str, instance: int) -> str:
     """The transactional id of bridge ``instance`` of consumer group ``group_id``: stable across
     restarts (so a restart fences the instance it replaces), distinct between instances."""
     return f"{group_id}-{instance}"
+
+
+def static_member_id(group_id: str, instance: int, sources: tuple[str, ...]) -> str:
+    """The static group membership (``group.instance.id``) of bridge ``instance`` reading
+    ``sources``: its transactional id and a digest of its sources (in any order). A static member
+    that rejoins is handed its old assignment without a rebalance, whatever it now subscribes to
+    (the broker does so for clients without KIP-814, librdkafka 2.16 among them): a bridge
+    restarted with other sources under the same id forwarded its predecessor's topics, which it
+    was not given, and never read its own. Under a new id it joins as a new member, and gets its
+    partitions once its predecessor's session has ended."""
+    digest = hashlib.sha256("\n".join(sorted(set(sources))).encode()).hexdigest()[:8]
+    return f"{transactional_id(group_id, instance)}-{digest}"
 
 
 def map_record(
@@ -175,18 +189,19 @@ def run_ingest(
     if producer is None:  # stopped while the transaction coordinator was still loading
         return stats
     replaced: list[Producer] = []  # kept alive: a call may never return from one
-    # Static membership under the same id: a restarted bridge takes its partitions back at once
-    # instead of after its killed predecessor's session timeout. Its session must outlast a
-    # coordinator outage (a broker restart): a static member whose session timed out on its
-    # own side rejoins under a new member id while the coordinator still holds the old one,
-    # and may fence ITSELF ("Static consumer fenced by other consumer with same
-    # group.instance.id", fatal; librdkafka issue 3437), which the workers' 10 s session did
-    # under load. The longer session costs only the failover of a bridge that is gone for good
-    # (killed, or stopped: a static member does not leave its group on close) to the OTHER
-    # bridges of its group; a bridge restarted with its instance takes its partitions back at
-    # once anyway.
+    # Static membership under the same id (for the same sources: static_member_id): a restarted
+    # bridge takes its partitions back at once instead of after its killed predecessor's
+    # session timeout. Its session must outlast a coordinator outage (a broker restart): a
+    # static member whose session timed out on its own side rejoins under a new member id
+    # while the coordinator still holds the old one, and may fence ITSELF ("Static consumer
+    # fenced by other consumer with same group.instance.id", fatal; librdkafka issue 3437),
+    # which the workers' 10 s session did under load. The longer session costs only the
+    # failover of a bridge that is gone for good (killed, or stopped: a static member does not
+    # leave its group on close) to the OTHER bridges of its group, and to a bridge restarted
+    # with other sources; one restarted with its instance and sources takes its partitions back
+    # at once anyway.
     overrides: dict[str, Any] = {
-        "group.instance.id": tid,
+        "group.instance.id": static_member_id(route.group_id, route.instance, route.source_topics),
         "session.timeout.ms": _STATIC_SESSION_TIMEOUT_MS,
     }
     if any(source.startswith("^") for source in route.source_topics):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from contextlib import ExitStack
 from typing import Any
 
 import click
+from confluent_kafka import Consumer, KafkaException
 
 from sparsewatch.config import load_config
 from sparsewatch.consumers.ingest import DeadLetterSink, IngestRoute, IngestStats, run_ingest
@@ -50,15 +52,62 @@ def _group_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return value
 
 
+_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # Kafka's own bookkeeping
+
+# What POSIX extended regular expressions (how librdkafka reads a ^ source) and Python's re
+# both accept but read otherwise: a backslash before a letter (\d is a plain d there; \w \W \s
+# \S \b \B mean the same in both), a character class ([[:digit:]] is a set of [:digt in re)
+_NOT_AS_IN_PYTHON = re.compile(r"\\[A-Za-z](?<![wWsSbB])|\[:[A-Za-z]+:\]")
+
+
+def _sources(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--from-topic``: topic names and ``^`` patterns (:func:`source_topics`), a pattern being
+    one that librdkafka, which subscribes with it as a POSIX extended regular expression, reads
+    as Python's ``re`` does (the matches shown and refused are Python's): a usage error for one
+    it refuses (``(?:...)``, ``(?!...)``: the bridge stopped with a bare Kafka error) or reads
+    otherwise (``\\d``, a plain ``d`` there: the bridge read nothing, without a word;
+    ``[[:digit:]]``, which Python's ``re`` reads as a set of ``[:digt``). A source given twice
+    is read once (librdkafka refuses a subscription naming a topic twice)."""
+    patterns = [source for source in value if source.startswith("^")]
+    for pattern in patterns:  # (before Python compiles them: [[:digit:]] is a FutureWarning)
+        if differs := _NOT_AS_IN_PYTHON.search(pattern):
+            raise click.BadParameter(
+                f"{pattern!r}: librdkafka reads a ^ source as a POSIX extended regular "
+                f"expression, where {differs.group()} is not what it is in Python (a digit: [0-9])"
+            )
+    source_topics(ctx, param, value)
+    for pattern in patterns:
+        if not _librdkafka_compiles(pattern):
+            raise click.BadParameter(
+                f"{pattern!r} is not a POSIX extended regular expression, which librdkafka "
+                "reads (no (?...) groups or flags)"
+            )
+    return tuple(dict.fromkeys(value))
+
+
+def _librdkafka_compiles(pattern: str) -> bool:
+    """Whether librdkafka accepts ``pattern`` in a subscription (it compiles it locally, as a
+    POSIX extended regular expression)."""
+    consumer = Consumer({"group.id": "sparsewatch-pattern-check", "log_level": 0})
+    try:
+        consumer.subscribe([pattern])
+    except KafkaException:
+        return False
+    finally:
+        consumer.close()
+    return True
+
+
 @click.command()
 @click.option(
     "--from-topic",
     "source_topics",
     multiple=True,
     required=True,
-    callback=source_topics,
-    help="Topic of JSON records to read; repeat for several. Starting with ^, a regular "
-    "expression: every topic it matches, those created later too (e.g. '^tweets\\..*').",
+    callback=_sources,
+    help="Topic of JSON records to read; repeat for several. Starting with ^, a POSIX extended "
+    "regular expression: every topic it matches, those created later too (e.g. '^tweets\\..*', "
+    "'^tweets-[0-9]+$').",
 )
 @click.option(
     "--to-topic",
@@ -145,6 +194,8 @@ def ingest(
     if kafka_timestamp and mapping.timestamp is not None:
         raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")
     docs_topic = to_topic or config.kafka.topic("docs")
+    if docs_topic in _INTERNAL_TOPICS:
+        raise click.UsageError(f"--to-topic {docs_topic} is Kafka's internal topic")
     for role in ("scores", "dlq"):  # documents there would be read as results or as refusals
         if docs_topic == config.kafka.topic(role):
             raise click.UsageError(
@@ -155,9 +206,7 @@ def ingest(
     forbidden = {
         docs_topic: "the topic the documents go to",
         config.kafka.topic("dlq"): "the topic the dead letters go to",
-        "__consumer_offsets": "Kafka's internal topic",
-        "__transaction_state": "Kafka's internal topic",
-    }
+    } | dict.fromkeys(_INTERNAL_TOPICS, "Kafka's internal topic")
     for source in source_topics:
         for topic, what in forbidden.items():
             if source == topic:
