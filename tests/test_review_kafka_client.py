@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from sparsewatch.consumers import ingest
-from sparsewatch.consumers.ingest import IngestRoute, run_ingest, transactional_id
+from sparsewatch.consumers.ingest import IngestRoute, run_ingest, static_member_id
 from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.readers import FieldMapping
@@ -99,12 +99,12 @@ def test_a_bridge_fenced_by_another_of_its_instance_stops_with_an_error(
 
     bridge = threading.Thread(target=run, daemon=True)
     bridge.start()
-    tid = transactional_id(route.group_id, route.instance)
+    member = static_member_id(route.group_id, route.instance, route.source_topics)
     other = None
     try:
         time.sleep(3.0)  # the bridge joins its group
         other = BatchConsumer(
-            kafka_bootstrap, route.group_id, route.source_topics, **{"group.instance.id": tid}
+            kafka_bootstrap, route.group_id, route.source_topics, **{"group.instance.id": member}
         )
         _poll_until_assigned(other)
         bridge.join(30)
