@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal gives it: tests send SIGINT to check that a replay or a worker stops
+    cleanly, and a test run started in the background of a non-interactive shell inherits an
+    ignored SIGINT (Python then installs no KeyboardInterrupt handler), which made those
+    interrupts do nothing."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 
