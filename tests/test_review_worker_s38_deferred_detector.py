@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import threading
 import time
 import uuid
@@ -205,6 +206,8 @@ class _Databases:
         if self.kind == "sqlite":
             return f"sqlite:///{self.folder / uuid.uuid4().hex}.db"
         if self.admin_url is None:
+            if os.environ.get("CI"):
+                pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
             pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL)")
         return _fresh_postgres_database(self.admin_url)
 
