@@ -19,8 +19,13 @@ histogram and the bridge's no window latency.
 
 from __future__ import annotations
 
+import logging
+import sys
+import threading
 from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
 from typing import Any, Literal
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -30,10 +35,12 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
-    start_http_server,
+    make_wsgi_app,
 )
 
 from sparsewatch.errors import SparsewatchError
+
+log = logging.getLogger(__name__)
 
 DOCUMENTS = Counter("sparsewatch_documents", "Documents processed in closed windows", ["worker"])
 NOVEL = Counter("sparsewatch_novel", "Documents flagged novel or anomalous", ["worker"])
@@ -178,6 +185,30 @@ class IngestMetrics(_RoleMetrics):
         LAG.labels(self.worker).set(sum(n for n in lag.values() if n is not None))
 
 
+class _QuietHandler(WSGIRequestHandler):
+    """A request handler without an access log (a scrape every few seconds is no news)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+class _MetricsServer(ThreadingMixIn, WSGIServer):
+    """prometheus_client's server (a daemon thread per request), whose failed requests are log
+    lines: socketserver printed a 15-line traceback on stderr, among the JSON log lines, for
+    each client that reset its connection before its request was read (a port check, a
+    scraper giving up)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection error (the client's doing) at DEBUG, anything else with its traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("metrics request from %s failed: %s", client_address[0], exc)
+        else:
+            log.exception("metrics request from %s failed", client_address[0])
+
+
 def serve_metrics(
     port: int, setting: str, role: Literal["workers", "ingest"]
 ) -> Callable[[], None]:
@@ -187,11 +218,14 @@ def serve_metrics(
     if not port:
         return lambda: None
     try:
-        server, thread = start_http_server(port, addr="127.0.0.1", registry=role_registry(role))
+        app = make_wsgi_app(role_registry(role))
+        server = make_server("127.0.0.1", port, app, _MetricsServer, _QuietHandler)
     except OSError as exc:
         raise SparsewatchError(
             f"cannot serve metrics on 127.0.0.1:{port} ({setting}): {exc.strerror or exc}"
         ) from None
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
 
     def stop() -> None:
         server.shutdown()
