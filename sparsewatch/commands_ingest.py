@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 from contextlib import ExitStack
@@ -38,6 +39,8 @@ from sparsewatch.logs import setup_logging
 from sparsewatch.runner import open_results_store
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.store import Store
+
+log = logging.getLogger(__name__)
 
 # The most messages the Kafka client hands over in one call (confluent-kafka's ``consume``
 # refuses more with a ValueError, which stopped the bridge as an unexpected error).
@@ -221,8 +224,8 @@ def ingest(
         dlq_topic=config.kafka.topic("dlq"),
         instance=instance,
     )
-    _prepare_topics(route, config.kafka.partitions, connect_timeout)
     setup_logging(config.log_level)
+    _prepare_topics(route, config.kafka.partitions, connect_timeout)
     with ExitStack() as cleanup:
         store = None
         if to_database:
@@ -272,10 +275,7 @@ def _prepare_topics(route: IngestRoute, partitions: int, timeout: float) -> None
         if not any(reads_topic(source, topic) for topic in known):
             if not source.startswith("^"):
                 raise SparsewatchError(f"no topic {source!r} on the broker at {route.bootstrap}")
-            click.echo(
-                f"warning: no topic matches {source} yet; its topics are read once created",
-                err=True,
-            )
+            log.warning("no topic matches %s yet; its topics are read once created", source)
     create_missing_topics(
         route.bootstrap, {route.docs_topic: partitions, route.dlq_topic: 1}, timeout
     )
