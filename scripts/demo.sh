@@ -5,6 +5,8 @@
 # Paths in the arguments and the configuration are relative to where it is run from.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/scripts/python_env.sh"
+installable_python "$root"
 # Installed once per pyproject.toml and interpreter (a stamp in the git-ignored data/ folder),
 # again when sparsewatch is not importable from this checkout: a second run starts at once, and
 # its bad options are told without waiting for pip.

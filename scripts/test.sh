@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/python_env.sh
+installable_python "$PWD"
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 source scripts/services.sh
 trap services_down EXIT
