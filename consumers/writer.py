@@ -24,6 +24,11 @@ database errors). Two places to run it, at most one job in flight either way:
 
 The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
 and its own child only; nothing read from Kafka or the database is ever unpickled.
+
+Between two jobs, after one's commit (and, in the process, after its answer) and never inside its
+transaction, the writer gathers SQLite's planner statistics when the documents have grown enough
+(:class:`~sparsewatch.storage.retention.StatisticsRefresh`), so that a database only the workers
+write still gets them; a failure there is logged, and the worker goes on.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -46,11 +52,13 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 import numpy as np
+import sqlalchemy as sa
 from confluent_kafka import KafkaError, Message, Producer
 from sparsewatch.consumers.kafka_client import dead_letter_message, make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import RetryAbandonedError, Stop, StopFlag, with_backoff
 from sparsewatch.storage.engine import is_in_memory_sqlite
+from sparsewatch.storage.retention import StatisticsPolicy, StatisticsRefresh
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
@@ -139,13 +147,19 @@ class ResultWriter:
     """Performs jobs against one store and one producer."""
 
     def __init__(
-        self, store: Store, producer: Producer, destination: Destination, stop: Stop
+        self,
+        store: Store,
+        producer: Producer,
+        destination: Destination,
+        stop: Stop,
+        statistics: StatisticsPolicy | None = None,
     ) -> None:
         self.store = store
         self.producer = producer
         self.destination = destination
         self.stop = stop  # set: a transaction waiting to be retried is abandoned
         self._delivery_errors: list[str] = []
+        self._statistics = StatisticsRefresh(store.engine, statistics)
 
     def write(self, job: WriteJob) -> float:
         """Downstream messages first, then the SQL transaction. If we crash after the messages,
@@ -156,6 +170,28 @@ class ResultWriter:
         self._publish(job)
         with_backoff(lambda: self._transaction(job, blobs), "writing results", stop=self.stop)
         return time.perf_counter()
+
+    def refresh_statistics(self) -> None:
+        """Between two jobs: gather SQLite's planner statistics if they are due
+        (:class:`StatisticsRefresh`), in write transactions of their own. A failure is logged,
+        not raised: the job before is committed, and the worker goes on without them."""
+        if self.stop.is_set():
+            return
+        started = time.perf_counter()
+        try:
+            gathered = self._statistics.run()
+        except (sa.exc.SQLAlchemyError, sqlite3.Error) as exc:
+            log.warning(
+                "gathering the query planner's statistics (ANALYZE) failed; the results are "
+                "stored, and it is tried again once the documents have grown further: %s",
+                exc,
+            )
+            return
+        if gathered:
+            log.info(
+                "gathered the query planner's statistics (ANALYZE) in %.2f s",
+                time.perf_counter() - started,
+            )
 
     def _transaction(self, job: WriteJob, blobs: dict[str, tuple[bytes, dict[str, Any]]]) -> None:
         d = self.destination
@@ -250,10 +286,16 @@ def _store_method(tx: StoreTx, name: str) -> Any:
 class ThreadWriter:
     """Runs jobs on one thread of this process (the loop's store, a producer of its own)."""
 
-    def __init__(self, store: Store, destination: Destination, name: str) -> None:
+    def __init__(
+        self,
+        store: Store,
+        destination: Destination,
+        name: str,
+        statistics: StatisticsPolicy | None = None,
+    ) -> None:
         self._stop = threading.Event()
         producer = make_producer(destination.bootstrap)
-        self._writer = ResultWriter(store, producer, destination, self._stop)
+        self._writer = ResultWriter(store, producer, destination, self._stop, statistics)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-writer")
 
     def submit(self, job: WriteJob) -> Pending:
@@ -263,7 +305,15 @@ class ThreadWriter:
             for stream, (state, meta) in job.checkpoints.items()
         }
         job = dataclasses.replace(job, checkpoints=checkpoints)
-        return _ThreadPending(self._pool.submit(self._writer.write, job))
+        future = self._pool.submit(self._writer.write, job)
+        self._pool.submit(self._refresh_after, future)  # before the next job, after its answer
+        return _ThreadPending(future)
+
+    def _refresh_after(self, job: Future[float]) -> None:
+        """The planner statistics' refresh after ``job`` (done: this thread ran it), if it
+        committed."""
+        if job.exception() is None:
+            self._writer.refresh_statistics()
 
     def abandon_retries(self) -> None:
         self._stop.set()
@@ -312,7 +362,13 @@ class ProcessWriter:
     re-imports the parent's ``__main__``) talking over an inherited socket pair; the database URL
     travels over the socket, not the command line."""
 
-    def __init__(self, database_url: str, destination: Destination, name: str) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        destination: Destination,
+        name: str,
+        statistics: StatisticsPolicy | None = None,
+    ) -> None:
         parent_sock, child_sock = socket.socketpair()
         fd = child_sock.fileno()
         command = f"from sparsewatch.consumers.writer import serve; serve({fd})"
@@ -331,7 +387,8 @@ class ProcessWriter:
             child_sock.close()
         self.name = name
         self._conn = Connection(parent_sock.detach())
-        self._conn.send((database_url, destination, os.getpid(), logging.getLogger().level))
+        level = logging.getLogger().level
+        self._conn.send((database_url, destination, os.getpid(), level, statistics))
         self._pending: _ProcessPending | None = None
         self._in_flight = False  # a job sent and not answered yet (also while being waited for)
         self._abandoning = False  # abandon_retries was called: it holds for every later job
@@ -418,13 +475,14 @@ def _die_with_parent(parent_pid: int) -> None:
 def serve(fd: int) -> None:
     """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
     jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
-    ``("error", message)``."""
+    ``("error", message)``; after a job's answer, the planner statistics' refresh
+    (:meth:`ResultWriter.refresh_statistics`), while the loop computes the next window."""
     # Checkpoints (arrays and their npz, megabytes, growing with the model) go back to the
     # system when done; the per-window result rows (around a megabyte) stay on the heap:
     # mapping them costs page faults on every job.
     map_large_allocations(8 << 20)
     conn = Connection(fd)
-    database_url, destination, parent_pid, log_level = conn.recv()
+    database_url, destination, parent_pid, log_level, statistics = conn.recv()
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -433,7 +491,8 @@ def serve(fd: int) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _CHILD_SIGNALS)  # (blocked by the parent)
     setup_logging(log_level)
     store = Store.open(database_url, upgrade=False)
-    writer = ResultWriter(store, make_producer(destination.bootstrap), destination, stop)
+    producer = make_producer(destination.bootstrap)
+    writer = ResultWriter(store, producer, destination, stop, statistics)
     try:
         while True:
             try:
@@ -446,16 +505,26 @@ def serve(fd: int) -> None:
                 conn.send(("ok", writer.write(job)))
             except Exception as exc:  # the parent raises it; nothing of the job was committed
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            else:
+                writer.refresh_statistics()
     finally:
         writer.close()
         store.dispose()
 
 
-def make_writer(mode: str, store: Store, destination: Destination, name: str) -> Writer:
+def make_writer(
+    mode: str,
+    store: Store,
+    destination: Destination,
+    name: str,
+    statistics: StatisticsPolicy | None = None,
+) -> Writer:
     """A :class:`ProcessWriter` or :class:`ThreadWriter` for ``mode``; an in-memory SQLite
-    database always gets the thread (another process cannot open it)."""
+    database always gets the thread (another process cannot open it). ``statistics``: when it
+    gathers SQLite's planner statistics (default: :class:`StatisticsPolicy`'s)."""
     if mode not in WRITER_MODES:
         raise ValueError(f"writer must be one of {', '.join(WRITER_MODES)}, not {mode!r}")
     if mode == "thread" or is_in_memory_sqlite(store.engine.url):
-        return ThreadWriter(store, destination, name)
-    return ProcessWriter(store.engine.url.render_as_string(hide_password=False), destination, name)
+        return ThreadWriter(store, destination, name, statistics)
+    url = store.engine.url.render_as_string(hide_password=False)
+    return ProcessWriter(url, destination, name, statistics)

@@ -15,6 +15,10 @@ never deadlocks with an anomaly worker behind that scores documents of a window 
 
 A consumer group no longer used is forgotten as a whole (:func:`forget_group`): its checkpoints
 and stored offsets, the state a restarted worker of that group would resume from.
+
+SQLite's query planner statistics are gathered here too (:func:`gather_statistics`): after a
+prune, by ``db upgrade``, and by the workers' writers as the documents grow
+(:class:`StatisticsRefresh`).
 """
 
 from __future__ import annotations
@@ -263,17 +267,113 @@ def prune(
 
 
 def gather_statistics(engine: sa.Engine) -> None:
-    """SQLite: ``ANALYZE`` each table, one write transaction each (documents, the largest: about
-    3 s for 3,000,000). SQLite keeps no planner statistics otherwise, and without them chose poor
-    plans on a large database (``documents --novel`` sorted every novel document, 0.3 s, instead
-    of reading them by event time, 17 ms). PostgreSQL: nothing, its autovacuum analyses tables as
-    they change. Run by ``sparsewatch db prune`` and ``db upgrade``; the workers never run it
-    (it holds the write lock)."""
+    """SQLite: ``ANALYZE`` each index of sparsewatch's tables (a table without one: the table),
+    one write transaction each (the longest, an index of documents: 0.1-0.16 s per million
+    documents; the whole 0.5-0.8 s per million). SQLite keeps no planner statistics otherwise,
+    and without them chose poor plans on a large database (``documents --novel`` sorted every
+    novel document, 0.3 s, instead of reading them by event time, 17 ms). PostgreSQL: nothing,
+    its autovacuum analyses tables as they change. Run by ``sparsewatch db prune`` and
+    ``db upgrade``, and by the workers' writers as the documents grow (:class:`StatisticsRefresh`).
+    """
     if engine.dialect.name != "sqlite":
         return
-    for table in metadata.sorted_tables:
+    for target in _statistics_targets(engine):
         with write_connection(engine) as conn, conn.begin():
-            conn.exec_driver_sql(f'ANALYZE "{table.name}"')
+            conn.exec_driver_sql(f'ANALYZE "{target}"')
+
+
+def _statistics_targets(engine: sa.Engine) -> list[str]:
+    """What :func:`gather_statistics` analyses, one at a time: every index of each of
+    sparsewatch's tables, or the table itself when it has none (the same statistics as
+    ``ANALYZE`` of the table, in shorter write transactions)."""
+    names = [t.name for t in metadata.sorted_tables]
+    query = sa.text(
+        "SELECT tbl_name, name FROM sqlite_master WHERE type = 'index' AND tbl_name IN :names "
+        "ORDER BY tbl_name, name"
+    ).bindparams(sa.bindparam("names", expanding=True))
+    with engine.connect() as conn:
+        indexes = conn.execute(query, {"names": names}).all()
+    by_table: dict[str, list[str]] = {}
+    for table, index in indexes:
+        by_table.setdefault(table, []).append(index)
+    return [target for name in names for target in by_table.get(name, [name])]
+
+
+@dataclass(frozen=True)
+class StatisticsPolicy:
+    """When a worker's writer gathers SQLite's planner statistics (:class:`StatisticsRefresh`):
+    first once the documents table holds ``min_rows``, again each time it has grown ``growth``
+    times since they were gathered, as long as it holds at most ``max_rows``."""
+
+    min_rows: int = 10_000
+    growth: float = 4.0
+    max_rows: int = 1_000_000
+
+
+class StatisticsRefresh:
+    """Keeps the SQLite query planner's statistics usable on a database that only the workers
+    write (nobody runs ``db prune`` or ``db upgrade``, which gather them too), one
+    :meth:`run` between two windows' transactions.
+
+    Without statistics SQLite chose plans 50-200 times slower on a large database
+    (``documents --stream S --window W``, ``documents --novel``, ``alerts --by event --kind``).
+    Statistics gathered on tens of thousands of documents still gave the right plans on
+    millions, but not those of a database of a few windows per stream: so they are gathered
+    (:func:`gather_statistics`, exact) when the documents pass :attr:`StatisticsPolicy.min_rows`,
+    and again after each :attr:`StatisticsPolicy.growth`-fold growth, up to
+    :attr:`StatisticsPolicy.max_rows` documents (0.1-0.16 s of write lock an index, 0.5-0.8 s
+    in all, at a million); beyond it they are left as they are, except that a database without
+    any (one that grew past it before the workers gathered them) gets them once.
+    ``PRAGMA analysis_limit`` is not used: ANALYZE then reads the first rows of each index only,
+    so a value of a leading column of few values (novel, stream) seemed to select about that
+    many rows, and ``documents --novel`` and ``alerts --by event --kind`` stayed as slow as
+    without statistics (limits of 100 to 10,000 on a million documents). ``PRAGMA optimize``
+    (SQLite 3.40) analyses only the tables that its own connection's queries read, fully: the
+    writer's connection reads none.
+
+    The size of the documents table is read as its largest rowid (a lookup, not a count:
+    counting a million documents took 13 ms a window), an upper bound after deletions; the
+    size a :meth:`run` saw when it gathered them is remembered, so that a database pruned below
+    its largest rowid is not analysed again at every window."""
+
+    def __init__(self, engine: sa.Engine, policy: StatisticsPolicy | None = None) -> None:
+        self.engine = engine
+        self.policy = policy or StatisticsPolicy()
+        self._gathered_at = 0  # the documents' size when this object last gathered statistics
+
+    def run(self) -> bool:
+        """Gather the statistics if they are due (SQLite only); whether it did. Raises the
+        database's error when gathering them fails (they are due again after another
+        :attr:`StatisticsPolicy.growth`-fold growth)."""
+        if self.engine.dialect.name != "sqlite":
+            return False
+        size, analysed = self._sizes()
+        if not self._due(size, analysed):
+            return False
+        self._gathered_at = size
+        gather_statistics(self.engine)
+        return True
+
+    def _due(self, size: int, analysed: int | None) -> bool:
+        policy = self.policy
+        since = max(analysed or 0, self._gathered_at)
+        if size < max(policy.min_rows, policy.growth * since):
+            return False
+        return analysed is None or size <= policy.max_rows
+
+    def _sizes(self) -> tuple[int, int | None]:
+        """The documents table's size (its largest rowid) and its size in the statistics
+        (``None``: it has none)."""
+        with self.engine.connect() as conn, conn.begin():
+            size = conn.exec_driver_sql("SELECT max(rowid) FROM documents").scalar() or 0
+            has_table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
+            if conn.exec_driver_sql(has_table).first() is None:
+                return int(size), None
+            stats = conn.exec_driver_sql(
+                "SELECT stat FROM sqlite_stat1 WHERE tbl = 'documents'"
+            ).scalars()
+            rows = [int(stat.split()[0]) for stat in stats if stat]
+        return int(size), max(rows, default=None)
 
 
 def _prune_dead_letters(engine: sa.Engine, before: datetime, report: PruneReport) -> None:

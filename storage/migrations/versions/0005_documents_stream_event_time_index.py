@@ -10,7 +10,8 @@ SQLite has no planner statistics unless ``ANALYZE`` gathers them; without them i
 index, for its order, to (stream, window_seq) for ``documents --stream S --window W`` and reads the
 stream up to the window. So on SQLite the upgrade also runs ``ANALYZE`` (seconds on millions of
 documents, in the migration's transaction; ``sparsewatch db prune`` and ``db upgrade`` run it
-again). PostgreSQL's autovacuum keeps its statistics.
+again, and the workers' writers as the documents grow). PostgreSQL's autovacuum keeps its
+statistics.
 
 Revision ID: 0005
 Revises: 0004
