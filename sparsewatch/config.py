@@ -480,16 +480,22 @@ def _check_combinations(config: Config) -> None:
     detector, anomaly = config.detector, config.anomaly
     if detector.max_topics < detector.n_topics:
         raise SparsewatchError(
-            f"'detector.max_topics' ({detector.max_topics}) must be at least 'detector.n_topics' "
-            f"({detector.n_topics}): the emerging-topic model would drop its initial topics"
+            f"{_named('detector.max_topics')} ({detector.max_topics}) must be at least "
+            f"{_named('detector.n_topics')} ({detector.n_topics}): the emerging-topic model "
+            "would drop its initial topics"
         )
     needed = max(3, anomaly.sparsity + 1)
     if anomaly.reference_documents < needed:
         raise SparsewatchError(
-            f"'anomaly.reference_documents' ({anomaly.reference_documents}) must be at least "
-            f"{needed}: DL-OCSVM with 'anomaly.sparsity' {anomaly.sparsity} needs max(3, "
-            "sparsity + 1) reference documents"
+            f"{_named('anomaly.reference_documents')} ({anomaly.reference_documents}) must be at "
+            f"least {needed}: DL-OCSVM with {_named('anomaly.sparsity')} {anomaly.sparsity} needs "
+            "max(3, sparsity + 1) reference documents"
         )
+
+
+def _named(key: str) -> str:
+    """Option ``key`` and its variable, as refusals name them."""
+    return f"'{key}' ({_env_name(key)})"
 
 
 def _values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

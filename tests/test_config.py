@@ -253,22 +253,25 @@ def test_out_of_range_values_are_refused_naming_the_option(
     [
         (
             {"SPARSEWATCH_DETECTOR_MAX_TOPICS": "3"},
-            "'detector.max_topics' (3) must be at least 'detector.n_topics' (10)",
+            "'detector.max_topics' (SPARSEWATCH_DETECTOR_MAX_TOPICS) (3) must be at least "
+            "'detector.n_topics' (SPARSEWATCH_DETECTOR_N_TOPICS) (10)",
         ),
         (
             {"SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "2"},
-            "'anomaly.reference_documents' (2) must be at least 3: DL-OCSVM with "
-            "'anomaly.sparsity' 2 needs",
+            "'anomaly.reference_documents' (SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS) (2) must be "
+            "at least 3: DL-OCSVM with 'anomaly.sparsity' (SPARSEWATCH_ANOMALY_SPARSITY) 2 needs",
         ),
         (
             {"SPARSEWATCH_ANOMALY_SPARSITY": "9", "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "9"},
-            "'anomaly.reference_documents' (9) must be at least 10",
+            "'anomaly.reference_documents' (SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS) (9) must be "
+            "at least 10",
         ),
     ],
 )
 def test_options_valid_alone_but_not_together_are_refused(env, expected) -> None:
     """Accepted until now: the emerging-topic model dropped its initial topics every window, or
-    the anomaly worker stopped (on every restart) once the reference set filled."""
+    the anomaly worker stopped (on every restart) once the reference set filled. The message
+    names each option's variable, as every other refusal does."""
     with pytest.raises(SparsewatchError) as err:
         load_config(env=env)
     assert str(err.value).startswith(expected) and "\n" not in str(err.value)
