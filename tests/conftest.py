@@ -55,8 +55,10 @@ def _docker_answers() -> bool:
 
 
 def _database_urls() -> list[str]:
+    """SQLite, and PostgreSQL when a server is configured or Docker answers; under CI always
+    PostgreSQL too (its cases then fail without a server instead of not being collected)."""
     urls = ["sqlite"]
-    if os.environ.get("SPARSEWATCH_TEST_DATABASE_URL") or _docker_answers():
+    if os.environ.get("SPARSEWATCH_TEST_DATABASE_URL") or os.environ.get("CI") or _docker_answers():
         urls.append("postgresql")
     return urls
 
@@ -84,7 +86,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty database: a SQLite file, or a new schema-less PostgreSQL database."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'sparsewatch.db'}"
-    return _fresh_postgres_database(request.getfixturevalue("postgres_admin_url"))
+    admin_url = request.getfixturevalue("postgres_admin_url")
+    if admin_url is None:
+        pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
+    return _fresh_postgres_database(admin_url)
 
 
 @pytest.fixture

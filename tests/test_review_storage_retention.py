@@ -19,9 +19,9 @@ FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 def _urls() -> list[str]:
-    return (
-        ["sqlite", "postgresql"] if os.environ.get("SPARSEWATCH_TEST_DATABASE_URL") else ["sqlite"]
-    )
+    """PostgreSQL when a server is configured, and always under CI (failing without one)."""
+    with_postgres = os.environ.get("SPARSEWATCH_TEST_DATABASE_URL") or os.environ.get("CI")
+    return ["sqlite", "postgresql"] if with_postgres else ["sqlite"]
 
 
 @pytest.fixture(params=_urls())
@@ -30,7 +30,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'review.db'}"
         return
-    admin_url = os.environ["SPARSEWATCH_TEST_DATABASE_URL"]
+    admin_url = os.environ.get("SPARSEWATCH_TEST_DATABASE_URL")
+    if not admin_url:
+        pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
     name = f"sw_review_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
