@@ -7,9 +7,10 @@ Documents are sorted by timestamp (ties by corpus position) and cut into a warm-
 step ``s >= 1`` is *novel* when none of its labels occurs among the documents of steps ``< s``
 (``rule="none"``, the issue's definition); ``rule="any"`` (some label is new) is reported as well
 because it has more positives on Reuters. Documents without labels are fed to the models but not
-evaluated. A document without terms (nothing left after tokenisation) scores 0 under every method
-of :mod:`sparsewatch.replay.eval_methods`, as in the product (see "Documents without terms"
-there), so it ranks alike in every AUC.
+evaluated (a corpus without a label after the warm-up is refused: it has nothing to evaluate).
+A document without terms (nothing left after tokenisation) scores 0 under every method of
+:mod:`sparsewatch.replay.eval_methods`, as in the product (see "Documents without terms" there),
+so it ranks alike in every AUC.
 
 At every step each method first scores the step's documents with the state learned from earlier
 steps, then updates (the paper's Algorithm 3 order). Features are shared: one featurizer learns the
@@ -41,6 +42,7 @@ from sparsewatch.replay.readers import (
     Rejected,
     parse_labels,
     parse_timestamp_ms,
+    read_csv,
     read_jsonl,
 )
 
@@ -193,7 +195,9 @@ def _reuters_records(
 
 
 def load_jsonl(path: str | Path) -> list[dict]:
-    """Documents ``{"id", "text", "timestamp", "labels", ...}`` from JSONL(.gz), in time order.
+    """Documents ``{"id", "text", "timestamp", "labels", ...}`` from JSONL(.gz), in time order;
+    a file named ``.csv`` or ``.csv.gz`` is read as CSV with a header row (it was refused as
+    "line 1: invalid JSON").
 
     Timestamps and labels are read as the replay tool reads them: epoch milliseconds, ISO-8601
     (any offset; naive is UTC) or a Reuters date, and labels as a list or a ``;``/``|``-separated
@@ -202,9 +206,10 @@ def load_jsonl(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise SparsewatchError(f"corpus file not found: {path}")
+    is_csv = path.name.lower().removesuffix(".gz").endswith(".csv")
     docs: list[dict] = []
     times: list[int] = []
-    for record in read_jsonl(path):
+    for record in read_csv(path) if is_csv else read_jsonl(path):
         where = f"{path}: line {record.line}"
         if isinstance(record, Rejected):
             raise SparsewatchError(f"{where}: {record.reason}")
@@ -231,6 +236,12 @@ def make_corpus(
             f"{name}: {len(docs)} documents, need more than the warm-up {warmup}"
         )
     step_of = assign_steps(len(docs), warmup, step_size, max_steps)
+    if not any(doc.get("labels") for doc, step in zip(docs, step_of, strict=True) if step >= 1):
+        # every AUC was null, exit status 0: a corpus whose labels are under another field name
+        raise SparsewatchError(
+            f"{name}: no document after the warm-up has a label (field 'labels': a list, or a "
+            "string split on ';' or '|'), so there is no novelty to evaluate"
+        )
     protocol = {
         "order": "timestamp, ties by corpus position",
         "warmup_docs": warmup,
@@ -349,6 +360,7 @@ def evaluate_corpus(
 
     idx0 = corpus.step_indices(0)
     X0, t0_texts, feat_time = features(idx0)
+    _check_warm_up_terms(corpus.name, X0, methods)
     for name, method in methods.items():
         t = time.perf_counter()
         method.warm_up(None if method.uses_text else X0, t0_texts)
@@ -386,11 +398,8 @@ def evaluate_corpus(
             for rule in RULES:
                 res.auc[rule].append(roc_auc(truth[rule][-1], s))
             if progress:
-                a = res.auc["none"][-1]
-                progress(
-                    f"{corpus.name} step {step}: {name} {elapsed:.2f}s "
-                    f"auc_none={'n/a' if a is None else f'{a:.3f}'} auc_any={res.auc['any'][-1]}"
-                )
+                aucs = " ".join(f"auc_{r}={_shown_auc(res.auc[r][-1])}" for r in RULES)
+                progress(f"{corpus.name} step {step}: {name} {elapsed:.2f}s {aucs}")
     return {
         "corpus": corpus.name,
         "protocol": corpus.protocol,
@@ -399,6 +408,27 @@ def evaluate_corpus(
         "_scores": {name: r.scores for name, r in results.items()},
         "_truth": truth,
     }
+
+
+def _check_warm_up_terms(name: str, X0: sp.csr_matrix, methods: dict[str, StepMethod]) -> None:
+    """A SparsewatchError when the warm-up has no term at all (empty texts, or only stop words)
+    and a method learns from the shared features: each failed with "ValueError: Found array
+    with 0 feature(s)" (the product's detector, on raw texts, starts empty)."""
+    featured = [n for n, m in methods.items() if not m.uses_text]
+    if X0.shape[1] == 0 and featured:
+        raise SparsewatchError(
+            f"{name}: the warm-up's {X0.shape[0]} documents have no terms (empty texts or only "
+            f"stop words), nothing for {', '.join(featured)} to learn from; give a larger "
+            "--warmup"
+        )
+
+
+_NO_ROC = "no ROC curve:\nno document evaluated is novel,\nor every one is"
+
+
+def _shown_auc(auc: float | None) -> str:
+    """An AUC for a progress line: three decimals, ``n/a`` when undefined."""
+    return "n/a" if auc is None else f"{auc:.3f}"
 
 
 def plot_results(result: dict[str, Any], out_prefix: str | Path) -> list[Path]:
@@ -425,7 +455,10 @@ def plot_results(result: dict[str, Any], out_prefix: str | Path) -> list[Path]:
         ax.set_title(f"{result['corpus']}: pooled ROC, novelty rule '{rule}'")
         ax.set_xlabel("false positive rate")
         ax.set_ylabel("true positive rate")
-        ax.legend(fontsize=7, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:  # without a curve, legend() warned on stderr
+            ax.legend(fontsize=7, loc="lower right")
+        else:
+            ax.text(0.5, 0.5, _NO_ROC, ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     paths.append(out_prefix.with_name(out_prefix.name + "_roc.png"))
     fig.savefig(paths[-1], dpi=110)

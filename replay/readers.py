@@ -606,13 +606,20 @@ _MONTH_WORDS = {m.lower() for m in _MONTH_NAMES} | {
 }  # fmt: skip
 _CLOCK = re.compile(r"\d{1,2}[:.]\d{2}(?:[:.]\d{2})?")
 _DASHED_DATE = re.compile(r"\d{1,2}-[A-Za-z]+-\d{2,4}")  # RFC 850: 10-Oct-18
+# An ISO-8601 date and time without its zone, for one fromisoformat does not read after it: a
+# name (``2026-11-28 12:00:00 UTC``, as BigQuery exports write it), an offset and a name (Go's
+# ``2026-11-28 12:00:00.123456789 +0000 UTC``)
+_ISO_LOCAL = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?(?=[\sA-Za-z+-])"
+)
 
 
 def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     """Epoch milliseconds from epoch ms (a number, or its decimal text such as ``1700000000000``
-    or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC), a
-    Reuters date like ``26-FEB-1987 15:01:01.79``, or an RFC 2822 date or a tweet's
-    ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``); a RecordError otherwise. A fraction of a
+    or ``1700000000000.0``, the way a CSV file holds numbers), ISO-8601 (naive = UTC; a zone
+    name may follow, as in ``2026-11-28 12:00:00 UTC``), a Reuters date like ``26-FEB-1987
+    15:01:01.79``, or an RFC 2822 date or a tweet's ``created_at`` (``Wed Oct 10 20:19:24 +0000
+    2018``); a RecordError otherwise. A fraction of a
     millisecond is cut off, from a number and from its text alike. With ``unit_ms`` = 1000 a
     number (or its text) counts epoch seconds, fractions to the millisecond.
 
@@ -620,6 +627,8 @@ def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     (1767225600000, 1767225600000)
     >>> parse_timestamp_ms("26-FEB-1987 15:01:01.79")
     541350061790
+    >>> parse_timestamp_ms("2026-01-01 00:00:00 UTC")  # BigQuery's exports
+    1767225600000
     >>> parse_timestamp_ms("Wed Oct 10 20:19:24 +0000 2018")  # a tweet's created_at
     1539202764000
     >>> parse_timestamp_ms(1767225600.25, unit_ms=1000), parse_timestamp_ms("1767225600", 1000)
@@ -686,10 +695,29 @@ def _parse_date_text(value: str) -> int:
     except ValueError:
         moment = None
     if moment is None:
-        moment = _mail_date(value)
+        moment = _iso_date_with_zone(text, value) or _mail_date(value)
     elif moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return _epoch_ms(moment)
+
+
+def _iso_date_with_zone(text: str, value: str) -> datetime | None:
+    """An ISO-8601 date and time followed by a zone that :func:`_zone_offset_s` reads, as after
+    a Reuters date (``UTC``, ``GMT``, ``UT``, an offset, both, or an offset and its name: ``-0500
+    EST``); a RecordError for another zone (``CET``, ``PST``); ``None`` when ``text`` does not
+    start with such a date (its zone name was the reason the date was refused)."""
+    match = _ISO_LOCAL.match(text)
+    if match is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(match.group())
+    except ValueError:  # 2026-13-01
+        return None
+    offset = _zone_offset_s(text[match.end() :], value)
+    try:
+        return moment.replace(tzinfo=UTC) - timedelta(seconds=offset)
+    except OverflowError as exc:  # 0001-01-01 00:00 UTC+01
+        raise RecordError(f"bad timestamp {value[:40]!r} ({exc})") from None
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -708,7 +736,8 @@ def _zone_offset_s(zone: str, value: str, names: dict[str, int] | None = None) -
     (``GMT+0100``, ``UTC-05``, ``GMT +1``), an offset followed by its name (``-0500 EST``), or one
     of ``names`` (hours east); a RecordError for anything else. Zone texts that were ignored, so
     the time was read as UTC: a zone name such as ``PST`` after a Reuters date, ``GMT+0100``,
-    ``UTC-05`` after a mail date."""
+    ``UTC-05`` after a mail date. The same zones follow an ISO-8601 date that
+    :meth:`datetime.fromisoformat` refuses for its zone (:func:`_iso_date_with_zone`)."""
     text = "".join(zone.split())
     if names and text.upper() in names:
         return names[text.upper()] * 3600

@@ -23,13 +23,35 @@ MAX_SYNTHETIC_DOCS = 10_000_000
 COUNT = click.IntRange(1, MAX_INT64)
 
 
+# the options only the synthetic corpus reads, by parameter name
+SYNTHETIC_ONLY = {"n_docs": "--docs", "kind": "--kind", "seed": "--seed"}
+
+
+def _check_corpus_options(ctx: click.Context, corpus: str, path: Path | None) -> None:
+    """A usage error for an option the corpus does not read: ``--path`` without ``--corpus``
+    evaluated the synthetic stream, in silence, instead of the file; ``--docs``, ``--kind`` or
+    ``--seed`` with a file were ignored."""
+    if corpus == "synthetic" and path is not None:
+        raise click.BadParameter(
+            "the synthetic corpus is generated, not read (--corpus jsonl or reuters reads a file)",
+            param_hint="'--path'",
+        )
+    if corpus == "synthetic":
+        return
+    for name, option in SYNTHETIC_ONLY.items():
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            raise click.BadParameter(
+                f"only for --corpus synthetic, not {corpus}", param_hint=f"'{option}'"
+            )
+
+
 @click.command("evaluate")
 @click.option(
     "--corpus",
     type=click.Choice(["synthetic", "reuters", "jsonl"]),
     default="synthetic",
     show_default=True,
-    help="synthetic stream, Reuters-21578 JSONL(.gz), or any labelled JSONL(.gz) file.",
+    help="synthetic stream, Reuters-21578 JSONL(.gz), or any labelled JSONL or CSV (.gz) file.",
 )
 @click.option(
     "--path",
@@ -102,6 +124,7 @@ def evaluate(
     out: Path | None,
 ) -> None:
     """Score a labelled corpus step by step; report ROC AUC, SRE and time per method."""
+    _check_corpus_options(ctx, corpus, path)
     from sparsewatch.consumers.detector_core import build_models
     from sparsewatch.replay.eval_methods import SharedTfidf, build_methods
     from sparsewatch.replay.evaluate import (
