@@ -148,31 +148,49 @@ class _StopSignals:
     """SIGTERM and SIGINT as the workers see them: while they are being built (opening the
     database, creating the topics: nothing is read yet) a signal interrupts the start as Ctrl-C
     does, by :class:`KeyboardInterrupt`; once :meth:`started`, it stops every worker after its
-    current batch."""
+    current batch (said in the log). With ``force_on_repeat``, a second signal ends the process
+    at once, by that signal, as a crash would: nothing of the batches in hand is committed and the
+    next start resumes from the last commit. A stop may otherwise wait without bound: for a
+    transaction queued behind another session's lock on PostgreSQL, for a day's window."""
 
-    def __init__(self) -> None:
+    def __init__(self, force_on_repeat: bool = False) -> None:
         self._workers: list[WorkerLoop] = []
         self._started = False
+        self._force_on_repeat = force_on_repeat
+        self._stopping = False
 
     def started(self, workers: list[WorkerLoop]) -> None:
         """From now on a signal stops ``workers``."""
         self._workers = list(workers)
         self._started = True
 
-    def __call__(self, *_: object) -> None:
+    def __call__(self, signum: int, _frame: object) -> None:
         if not self._started:
             raise KeyboardInterrupt
+        name = signal.Signals(signum).name
+        if self._stopping and self._force_on_repeat:
+            log.warning(
+                "%s while stopping: exiting now, without the batches in hand (nothing of them is "
+                "committed: the next start resumes from the last commit)",
+                name,
+            )
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+        if not self._stopping:
+            again = " (a second signal: at once)" if self._force_on_repeat else ""
+            log.info("%s: the workers stop after their batch in hand%s", name, again)
+        self._stopping = True
         for w in self._workers:
             w.stop()
 
 
 @contextmanager
-def _stop_signals() -> Iterator[_StopSignals]:
+def _stop_signals(force_on_repeat: bool = False) -> Iterator[_StopSignals]:
     """Handle SIGTERM and SIGINT by a :class:`_StopSignals` in the block (in the main thread
     only: elsewhere no handler can be set), the previous handlers back afterwards (Ctrl-C was
     swallowed for the rest of the process: the demo's plot and broker shutdown, a test
     session)."""
-    stops = _StopSignals()
+    stops = _StopSignals(force_on_repeat)
     if threading.current_thread() is not threading.main_thread():
         yield stops
         return
@@ -313,7 +331,7 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
                 "the anomaly worker is disabled in the configuration "
                 "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
             )
-    with _stop_signals() as stops:
+    with _stop_signals(force_on_repeat=True) as stops:
         try:
             store, workers = _start_workers(config, roles, stops)
         except KeyboardInterrupt:
