@@ -356,6 +356,9 @@ class WorkerLoop:
         busy = False
         try:
             while not self._stop.is_set():
+                # A writer process killed while no job was in flight stops the worker now, not
+                # when the next window's transaction finds it gone (a whole window later).
+                self._writer.raise_if_gone()
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
                 now = time.monotonic()
                 if batch:  # the lag while it is worked on (an empty poll sets it below)

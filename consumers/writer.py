@@ -45,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -53,16 +54,23 @@ from typing import Any, Protocol
 
 import numpy as np
 import sqlalchemy as sa
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from sparsewatch.consumers.kafka_client import dead_letter_message, make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
-from sparsewatch.consumers.retry import RetryAbandonedError, Stop, StopFlag, with_backoff
+from sparsewatch.consumers.retry import (
+    TRANSIENT_DB_ERRORS,
+    RetryAbandonedError,
+    Stop,
+    StopFlag,
+    with_backoff,
+)
 from sparsewatch.storage.engine import is_in_memory_sqlite
 from sparsewatch.storage.retention import StatisticsPolicy, StatisticsRefresh
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
 from sparsewatch.config import WRITER_MODES
+from sparsewatch.errors import first_line
 from sparsewatch.logs import setup_logging
 
 log = logging.getLogger(__name__)
@@ -80,6 +88,10 @@ StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
 
 # Blocked from the start of a writer process until it has set its own handlers for them.
 _CHILD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGINT, signal.SIGTERM})
+
+# A job's errors that are the environment's, not a bug (sparsewatch/runner.py reports them in one
+# line): the writer process logs their traceback at DEBUG only.
+_ENVIRONMENT_ERRORS = (RetryAbandonedError, KafkaException, *TRANSIENT_DB_ERRORS)
 
 # A stop request abandons the delivery of a job's messages once none was delivered for this long
 # (the broker is down; a broker that answers is waited for).
@@ -133,6 +145,11 @@ class Writer(Protocol):
     """Where a worker's jobs run: :class:`ProcessWriter` or :class:`ThreadWriter`."""
 
     def submit(self, job: WriteJob) -> Pending: ...
+
+    def raise_if_gone(self) -> None:
+        """Raise :class:`WriterError` if the writer died while no job was in flight (a job in
+        flight learns it from its own result)."""
+        ...
 
     def abandon_retries(self) -> None: ...
 
@@ -296,7 +313,7 @@ class ThreadWriter:
         self._stop = threading.Event()
         producer = make_producer(destination.bootstrap)
         self._writer = ResultWriter(store, producer, destination, self._stop, statistics)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-writer")
+        self._pool = ThreadPoolExecutor(1, initializer=_name_thread, initargs=(f"{name}-writer",))
 
     def submit(self, job: WriteJob) -> Pending:
         # The checkpoints' arrays are the models' own: copied before the models move on.
@@ -308,6 +325,9 @@ class ThreadWriter:
         future = self._pool.submit(self._writer.write, job)
         self._pool.submit(self._refresh_after, future)  # before the next job, after its answer
         return _ThreadPending(future)
+
+    def raise_if_gone(self) -> None:
+        """(A thread of this process: it cannot die on its own.)"""
 
     def _refresh_after(self, job: Future[float]) -> None:
         """The planner statistics' refresh after ``job`` (done: this thread ran it), if it
@@ -348,7 +368,10 @@ class _ProcessPending:
             self._outcome = self._writer._receive()
         status, value = self._outcome
         if status != "ok":
-            raise WriterError(value)
+            message, child_traceback = value
+            error = WriterError(message)
+            error.add_note(f"in the writer process of {self._writer.name}:\n{child_traceback}")
+            raise error
         return float(value)
 
     def ready(self) -> bool:
@@ -388,7 +411,7 @@ class ProcessWriter:
         self.name = name
         self._conn = Connection(parent_sock.detach())
         level = logging.getLogger().level
-        self._conn.send((database_url, destination, os.getpid(), level, statistics))
+        self._conn.send((database_url, destination, os.getpid(), level, statistics, name))
         self._pending: _ProcessPending | None = None
         self._in_flight = False  # a job sent and not answered yet (also while being waited for)
         self._abandoning = False  # abandon_retries was called: it holds for every later job
@@ -420,6 +443,18 @@ class ProcessWriter:
         if self._in_flight:
             self._signal_abandon()
 
+    def raise_if_gone(self) -> None:
+        """Raise :class:`WriterError` if the child has died (the OOM killer, a ``kill -9``) with
+        no job in flight: one ``waitpid``, cheap enough for every batch of the loop. The worker
+        then stops at once; it went on reading (nothing committed, nothing lost) and looked
+        healthy until its next transaction found the child gone, a whole window later."""
+        if not self._in_flight and self._process.poll() is not None:
+            raise self._died()
+
+    def _died(self) -> WriterError:
+        code = self._process.returncode
+        return WriterError(f"the writer process of {self.name} died (exit code {code})")
+
     def _signal_abandon(self) -> None:
         if self._process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -437,8 +472,7 @@ class ProcessWriter:
         try:
             while not self._conn.poll(1.0):
                 if self._process.poll() is not None:
-                    code = self._process.returncode
-                    raise WriterError(f"the writer process of {self.name} died (exit code {code})")
+                    raise self._died()
             return self._conn.recv()
         except (EOFError, OSError) as exc:
             raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
@@ -472,17 +506,40 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def _name_thread(name: str) -> None:
+    """Name the calling thread: the ``thread`` of its log lines (:class:`JsonLines`)."""
+    threading.current_thread().name = name
+
+
+def _failure(exc: Exception) -> tuple[str, str]:
+    """A failed job's one-line error (what the parent raises) and traceback, logged here with
+    the traceback: at DEBUG what the runner reports in one line as the environment's (a stop, a
+    database or broker outage that outlasted its retries), at ERROR anything else (a bug, whose
+    traceback only this process has: the parent sees the line)."""
+    level = logging.DEBUG if isinstance(exc, _ENVIRONMENT_ERRORS) else logging.ERROR
+    log.log(
+        level,
+        "writing results failed, nothing of them committed: %s: %s",
+        type(exc).__name__,
+        first_line(exc),
+        exc_info=exc,
+    )
+    return f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc))
+
+
 def serve(fd: int) -> None:
     """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
     jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
-    ``("error", message)``; after a job's answer, the planner statistics' refresh
-    (:meth:`ResultWriter.refresh_statistics`), while the loop computes the next window."""
+    ``("error", (message, traceback))``; after a job's answer, the planner statistics' refresh
+    (:meth:`ResultWriter.refresh_statistics`), while the loop computes the next window. Its log
+    lines' ``thread`` is ``<worker>-writer``."""
     # Checkpoints (arrays and their npz, megabytes, growing with the model) go back to the
     # system when done; the per-window result rows (around a megabyte) stay on the heap:
     # mapping them costs page faults on every job.
     map_large_allocations(8 << 20)
     conn = Connection(fd)
-    database_url, destination, parent_pid, log_level, statistics = conn.recv()
+    database_url, destination, parent_pid, log_level, statistics, name = conn.recv()
+    _name_thread(f"{name}-writer")
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -502,10 +559,11 @@ def serve(fd: int) -> None:
             if job is None:
                 break
             try:
-                conn.send(("ok", writer.write(job)))
+                answer: tuple[str, Any] = ("ok", writer.write(job))
             except Exception as exc:  # the parent raises it; nothing of the job was committed
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
-            else:
+                answer = ("error", _failure(exc))
+            conn.send(answer)
+            if answer[0] == "ok":
                 writer.refresh_statistics()
     finally:
         writer.close()

@@ -12,10 +12,15 @@ the handlers below instead of raw ``%3|...|FAIL|`` lines on stderr."""
 
 
 class JsonLines(logging.Formatter):
-    """One JSON object per record: time (ISO 8601, UTC), level, logger, message, and the
+    """One JSON object per record: time (ISO 8601, UTC), level, logger, thread, message, and the
     traceback if any. A ``%``-format template broke the JSON on a quote or a newline in a
     message (a database error quotes its host) and put a logged exception's traceback on lines
-    of its own."""
+    of its own.
+
+    ``thread`` says which worker a line comes from where one process runs several (``sparsewatch
+    run all``): its thread is named after it (``detector``, ``anomaly``), its writer
+    ``<worker>-writer`` (a child process or a thread); a retry line, a consumer error or a
+    writer's line said nothing of its worker."""
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line of JSON."""
@@ -23,6 +28,7 @@ class JsonLines(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
+            "thread": record.threadName,
             "message": record.getMessage(),
         }
         if record.exc_info:
