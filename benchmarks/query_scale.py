@@ -5,7 +5,9 @@ Builds a database with the store's own bulk writes (``StoreTx.insert_documents``
 topics, snapshots, dead letters): ``--streams`` streams of ``--windows`` windows in all of
 ``--docs`` documents each, a novel_document alert for 5% of the documents and an anomaly alert for
 another 5%, 10 topics a window, a snapshot every 10 windows, ``--dead-letters`` dead letters with
-numbered reasons. ``created_at`` is each window's close (the workers' clock runs with the stream).
+numbered reasons (about 80,000 distinct; ``--distinct-reasons``: every one distinct, as the
+duplicates of a corpus replayed twice are). ``created_at`` is each window's close (the workers'
+clock runs with the stream).
 Then times each query command's typical invocation (median of ``--repeat``) and prints the query
 plan of its SQL (EXPLAIN QUERY PLAN / EXPLAIN). Baseline in the same run: the index of
 revision 0003 (``documents.window_seq``) dropped, ``documents --window`` timed again, and one
@@ -13,7 +15,7 @@ more 1,000-document window's insert (the detector's write) timed with and withou
 alternation (``--insert-rounds`` paired rounds: the index's cost to the writer).
 
     python benchmarks/query_scale.py [--backend sqlite|postgresql|both] [--windows 2000]
-        [--docs 500] [--dead-letters 200000] [--output FILE]
+        [--docs 500] [--dead-letters 200000] [--distinct-reasons] [--output FILE]
         [--database-url URL [--measure-only]]
 
 PostgreSQL: a fresh database on the server of ``SPARSEWATCH_TEST_DATABASE_URL`` (dropped at the
@@ -68,6 +70,7 @@ REASONS = (
     "message of {n} bytes exceeds the limit",
     "timestamp {n} is not a time",
 )
+DISTINCT_REASON = "duplicate of the document at partition {partition}, offset {offset}"
 
 
 class Clock:
@@ -166,6 +169,8 @@ def build(store: Store, args: argparse.Namespace) -> dict[str, float]:
             rows = []
             for offset in range(first, min(first + batch, args.dead_letters)):
                 reason = REASONS[offset % len(REASONS)].format(n=offset * 7 % 100_000)
+                if args.distinct_reasons:
+                    reason = DISTINCT_REASON.format(partition=offset % 4, offset=offset // 4)
                 rows.append(
                     {
                         "topic": "docs",
@@ -211,6 +216,7 @@ def cases(store: Store, now: datetime) -> dict[str, Callable[[sa.Connection], An
         "documents --window 300": lambda c: q.fetch_documents(c, window_seq=300, limit=50),
         "documents --novel": lambda c: q.fetch_documents(c, novel_only=True, limit=50),
         "documents --topic 10": lambda c: q.fetch_documents(c, topic=10, limit=50),
+        "documents --grep omega (none)": lambda c: q.fetch_documents(c, text="omega", limit=50),
         "documents --stream stream1": lambda c: q.fetch_documents(c, streams=["stream1"], limit=50),
         "documents --stream s1 --window 300": lambda c: q.fetch_documents(
             c, streams=["stream1"], window_seq=300, limit=50
@@ -221,6 +227,12 @@ def cases(store: Store, now: datetime) -> dict[str, Callable[[sa.Connection], An
         "status dead letters count": lambda c: q.count_dead_letters(c),
         "dead-letters (newest 50)": lambda c: q.fetch_dead_letters(c, limit=50),
         "dead-letters --summary": lambda c: q.dead_letter_reasons(c),
+        "dead-letters --summary --since 2d": lambda c: q.dead_letter_reasons(
+            c, since=now - timedelta(days=2)
+        ),
+        "dead-letters --reason omega (none)": lambda c: q.fetch_dead_letters(
+            c, reason="omega", limit=50
+        ),
         "snapshots list": lambda c: q.fetch_snapshots(c, limit=50),
         "follow poll": follow_poll,
         "follow poll --kind anomaly": lambda c: follow_poll(c, kinds=["anomaly"]),
@@ -359,6 +371,9 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=2000)
     parser.add_argument("--docs", type=int, default=500)
     parser.add_argument("--dead-letters", type=int, default=200_000)
+    parser.add_argument(
+        "--distinct-reasons", action="store_true", help="every dead letter's reason distinct"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--insert-rounds", type=int, default=9)
     parser.add_argument("--plans", action="store_true", help="print the query plans")
@@ -372,6 +387,9 @@ def main() -> None:
         results[backend] = run_backend(args.database_url, args)
     elif args.measure_only:
         parser.error("--measure-only needs --database-url")
+    needs_server = args.database_url is None and args.backend in ("postgresql", "both")
+    if needs_server and not os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"):
+        parser.error(f"--backend {args.backend} needs SPARSEWATCH_TEST_DATABASE_URL (a server)")
     if args.database_url is None and args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:
             print("== SQLite", flush=True)

@@ -170,7 +170,8 @@ def _write_results(tx: StoreTx) -> None:
     tx.put_checkpoint(GROUP, LONGEST.stream, {}, {"lambda": math.nan})
     tx.put_checkpoint(GROUP, "s", {"W": np.arange(6, dtype=np.float32).reshape(2, 3)}, {})
     tx.set_partition_offsets(GROUP, "t" * 249, {0: 42, 2**31 - 1: 2**63 - 1})
-    tx.insert_dead_letters(
+    _insert_dead_letters_as_stored(
+        tx,
         [
             {
                 "topic": "t" * 249,
@@ -179,8 +180,24 @@ def _write_results(tx: StoreTx) -> None:
                 "reason": "not UTF-8 (byte 0 of the message) \U0001f600",
                 "payload": b"\xff\x00",
             }
-        ]
+        ],
     )
+
+
+def _insert_dead_letters_as_stored(tx: StoreTx, rows: list[dict[str, Any]]) -> None:
+    """The dead letters through the current code's write, or into a dead_letters table of a
+    revision before 0006 (no reason_pattern) as that version wrote them."""
+    conn = tx.connection
+    present = {c["name"] for c in sa.inspect(conn).get_columns("dead_letters")}
+    if "reason_pattern" in present:
+        tx.insert_dead_letters(rows)
+        return
+    table = sa.Table(
+        "dead_letters",
+        sa.MetaData(),
+        *(sa.Column(c.name, c.type) for c in schema.dead_letters.c if c.name in present),
+    )
+    conn.execute(sa.insert(table), [{**r, "created_at": datetime.now(UTC)} for r in rows])
 
 
 def _write_documents(tx: StoreTx) -> None:
