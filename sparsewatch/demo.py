@@ -1,6 +1,7 @@
 """``sparsewatch demo``: the whole product end to end on a generated stream, in a few minutes.
 
-1. uses the configured Kafka broker when one answers, else starts the local KRaft broker;
+1. uses the configured Kafka broker when one answers, else the local KRaft broker (started if
+   need be; demos running at once share it, and the last to end stops it if a demo started it);
 2. creates fresh topics (``demo-<time>-<random>.docs`` / ``.scores`` / ``.dlq``), read by fresh
    consumer groups (``demo-<time>-<random>.detector`` / ``.anomaly``, never the configured
    ``group_id``'s: on a shared broker those would rebalance a running deployment), and a fresh
@@ -11,6 +12,9 @@
    ``anomaly.enabled`` is false);
 5. prints the top alerts and emerging topics from the database and writes a PNG of novelty scores
    over time (novel-flagged documents and the birth of each new story marked).
+
+SIGINT or SIGTERM ends it at any step by KeyboardInterrupt (the workers first stop after their
+batch), stopping the broker it started; ``sparsewatch demo`` then says "aborted" (status 130).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import fcntl
 import secrets
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from sparsewatch.config import Config
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
@@ -85,16 +90,64 @@ def demo_folder(out: Path) -> Iterator[None]:
         yield
 
 
-def _bootstrap(config: Config, run_dir: Path) -> tuple[str, LocalKafka | None]:
-    """The broker to use, and the local broker to stop afterwards: only one this demo started (a
-    broker already running from ``run_dir``, ``sparsewatch kafka up --port 0`` say, was stopped)."""
+def _answers(bootstrap: str) -> bool:
+    """Whether a Kafka broker answers at ``bootstrap`` within 3 s."""
     try:
-        wait_for_broker(config.kafka.bootstrap_servers, timeout=3.0)
-        return config.kafka.bootstrap_servers, None
+        wait_for_broker(bootstrap, timeout=3.0)
     except SparsewatchError:
-        broker = LocalKafka(run_dir, port=0)
-        ours = not broker.status().running
-        return broker.up(), broker if ours else None
+        return False
+    return True
+
+
+@contextmanager
+def _local_broker(run_dir: Path, configured: str) -> Iterator[str]:
+    """The bootstrap address of the local broker of ``run_dir`` for the block, started when none
+    runs (no broker answered at ``configured``). Demos share it: each holds a shared lock on
+    ``demo.users`` there meanwhile, and the last one to end stops it when a demo started it (its
+    pid is in ``demo.started``); one started otherwise (``sparsewatch kafka up --port 0``) is left
+    running. The first demo to end stopped it under another still running (given its own
+    ``--out``), which then waited for it for ever; and the broker of a demo killed outright ran
+    on, reused by every later demo and stopped by none."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    broker = LocalKafka(run_dir, port=0)
+    started = run_dir / "demo.started"
+    with (run_dir / "demo.users").open("a") as users:
+        fcntl.flock(users, fcntl.LOCK_SH)  # (waits while a demo ending stops the broker)
+        try:
+            yield _up(broker, started, configured)
+        finally:
+            fcntl.flock(users, fcntl.LOCK_UN)
+            _stop_if_last(broker, started, users)
+
+
+def _up(broker: LocalKafka, started: Path, configured: str) -> str:
+    """Start ``broker`` unless it runs, noting in ``started`` that a demo started it; return its
+    bootstrap address."""
+    running = broker.status().running
+    try:
+        bootstrap = broker.up()
+    except SparsewatchError as exc:  # (the user may have meant the configured broker)
+        raise SparsewatchError(
+            f"no Kafka broker answered at {configured} (kafka.bootstrap_servers), and the local "
+            f"broker did not start: {exc}"
+        ) from None
+    if not running:
+        started.write_text(str(broker.status().pid), encoding="ascii")
+    return bootstrap
+
+
+def _stop_if_last(broker: LocalKafka, started: Path, users: IO[str]) -> None:
+    """Stop ``broker`` when a demo started it and no other demo uses it now (``users`` can be
+    locked exclusively; of demos ending together, the last to unlock it gets it)."""
+    try:
+        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return  # another demo uses it: the last one stops it
+    pid = broker.status().pid
+    with suppress(OSError):
+        if pid is not None and started.read_text(encoding="ascii") == str(pid):
+            broker.down()
+            started.unlink()
 
 
 def _plot(store: Store, docs: list[dict], path: Path) -> None:
@@ -108,7 +161,7 @@ def _plot(store: Store, docs: list[dict], path: Path) -> None:
     rows.sort(key=lambda r: r["event_time"])
     t = np.array([r["event_time"].timestamp() for r in rows])
     s = np.array([r["novelty_score"] for r in rows])
-    novel = np.array([bool(r["novel"]) for r in rows])
+    novel = np.array([bool(r["novel"]) for r in rows], dtype=bool)  # (none scored: float)
     t0 = t.min() if t.size else 0.0
     fig, ax = plt.subplots(figsize=(11, 4.5))
     ax.scatter((t[~novel] - t0) / 3600, s[~novel], s=4, alpha=0.35, label="document")
@@ -153,8 +206,10 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
     data_dir = config.data_path()
     out = out_dir or data_dir / "demo"
     out.mkdir(parents=True, exist_ok=True)
-    bootstrap, broker = _bootstrap(config, data_dir / "kafka")
-    try:
+    with ExitStack() as stack:
+        bootstrap = config.kafka.bootstrap_servers
+        if not _answers(bootstrap):
+            bootstrap = stack.enter_context(_local_broker(data_dir / "kafka", bootstrap))
         prefix = demo_prefix()
         config.kafka.bootstrap_servers = bootstrap
         config.kafka.topic_prefix = prefix
@@ -177,22 +232,28 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
         del producer  # its connections must not outlive the broker stopped below
         n_malformed = len(MALFORMED)
         store = Store.open(config.database_url)
-        # Drained this long: done (no detector window waits for the idle timeout). The anomaly
-        # worker's idle time counts only once the detector has stopped (run_loops).
-        idle_s = {"detector": 5.0, "anomaly": 2.0}
-        roles = ["detector", "anomaly"] if config.anomaly.enabled else ["detector"]
-        run_loops(
-            [build_worker(role, config, store) for role in roles],
-            [idle_s[role] for role in roles],
-            blas_threads=config.blas_threads,
-            gc_threshold=config.gc_threshold,
-        )
+        _run_workers(config, store)
         plot = out / "novelty_scores.png"
         _plot(store, docs, plot)
         store.dispose()
         return DemoResult(
             config.database_url, plot, prefix, len(docs), n_malformed, time.perf_counter() - start
         )
-    finally:
-        if broker is not None:
-            broker.down()
+
+
+def _run_workers(config: Config, store: Store) -> None:
+    """Run the demo's workers until the stream is drained. SIGINT or SIGTERM stops them after
+    their batch, as it stops ``sparsewatch run``, and then ends the demo as interrupted
+    (KeyboardInterrupt): it went on to print what was stored so far as the demo's results and
+    ended with status 0."""
+    # Drained this long: done (no detector window waits for the idle timeout). The anomaly
+    # worker's idle time counts only once the detector has stopped (run_loops).
+    idle_s = {"detector": 5.0, "anomaly": 2.0}
+    roles = ["detector", "anomaly"] if config.anomaly.enabled else ["detector"]
+    if run_loops(
+        [build_worker(role, config, store) for role in roles],
+        [idle_s[role] for role in roles],
+        blas_threads=config.blas_threads,
+        gc_threshold=config.gc_threshold,
+    ):
+        raise KeyboardInterrupt

@@ -23,7 +23,7 @@ import subprocess
 import time
 import uuid
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,13 +72,15 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "sparsewatch"
 
 
-def _broken_jars(libs: Path, version: str) -> list[str]:
-    """The jars of the class path ``libs`` that cannot be loaded: the broker's own jar when it is
-    missing, and every jar that is not a whole zip file (truncated, emptied). A jar damaged after
-    the cache was marked complete stopped every start with "Could not find or load main class
-    kafka.tools.StorageTool", which named neither the jar nor the cache."""
-    main = libs / f"kafka_{SCALA_VERSION}-{version}.jar"
-    broken = [] if main.is_file() else [main.name]
+def _broken_jars(libs: Path, version: str, listed: Collection[str] = ()) -> list[str]:
+    """The jars of the class path ``libs`` that cannot be loaded: the broker's own jar and those
+    ``listed`` (the complete cache's, :func:`_listed_jars`) when missing, and every jar that is
+    not a whole zip file (truncated, emptied). A jar damaged or deleted after the cache was marked
+    complete stopped every start with "Could not find or load main class
+    kafka.tools.StorageTool" or a NoClassDefFoundError, which named neither the jar nor the
+    cache."""
+    wanted = {f"kafka_{SCALA_VERSION}-{version}.jar", *listed}
+    broken = sorted(name for name in wanted if not (libs / name).is_file())
     for jar in sorted(libs.glob("*.jar")):
         try:
             whole = zipfile.is_zipfile(jar)
@@ -87,6 +89,15 @@ def _broken_jars(libs: Path, version: str) -> list[str]:
         if not whole:
             broken.append(jar.name)
     return broken
+
+
+def _listed_jars(marker: Path) -> list[str]:
+    """The jars a complete cache holds, as its ``marker`` lists them after the version (a marker
+    written before they were listed names none)."""
+    try:
+        return marker.read_text(encoding="utf-8").splitlines()[1:]
+    except OSError:
+        return []
 
 
 def free_ports(count: int) -> list[int]:
@@ -143,12 +154,12 @@ def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSIO
     cache = cache / f"kafka_{SCALA_VERSION}-{version}"
     libs = cache / "libs"
     marker = cache / ".complete"
-    if marker.exists() and not _broken_jars(libs, version):
+    if marker.exists() and not _broken_jars(libs, version, _listed_jars(marker)):
         return libs
     mvn = _require_tool("mvn", "download the Kafka broker from Maven Central")
     with _exclusive(cache / ".lock"):
         # fetched by another launch while this one waited; a damaged cache is fetched again
-        if marker.exists() and not _broken_jars(libs, version):
+        if marker.exists() and not _broken_jars(libs, version, _listed_jars(marker)):
             return libs
         marker.unlink(missing_ok=True)
         staging = cache / "libs.partial"
@@ -183,7 +194,8 @@ def fetch_broker_jars(cache_dir: Path | None = None, version: str = KAFKA_VERSIO
                 "'sparsewatch kafka fetch' again"
             )
         staging.rename(libs)
-        marker.write_text(version, encoding="utf-8")
+        jars = sorted(jar.name for jar in libs.glob("*.jar"))
+        marker.write_text("\n".join([version, *jars]) + "\n", encoding="utf-8")
     return libs
 
 
@@ -392,7 +404,8 @@ class LocalKafka:
                 if _port_in_use(port):
                     raise _PortTakenError(
                         f"port {port} on 127.0.0.1 is already in use; choose another with --port "
-                        "or point KAFKA_BOOTSTRAP_SERVERS at the broker that owns it",
+                        "or point kafka.bootstrap_servers (SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS) "
+                        "at the broker that owns it",
                         port,
                     )
                 return self._start(java, libs, port, controller_port, timeout)
@@ -428,8 +441,10 @@ class LocalKafka:
                 check=False,
             )
             if fmt.returncode != 0:
-                detail = fmt.stderr.strip()[-300:]
-                raise SparsewatchError(f"formatting Kafka storage failed: {detail}")
+                # one line: a class the JVM could not load took two ("Error: ...", "Caused by")
+                said = [line.strip() for line in fmt.stderr.splitlines() if line.strip()]
+                detail = " | ".join(said)[-300:]
+                raise SparsewatchError(f"formatting Kafka storage failed: {detail} (jars: {libs})")
         with self.log_file.open("ab") as log:
             log_start = log.tell()  # the log is appended to: this start's part begins here
             proc = subprocess.Popen(

@@ -159,6 +159,11 @@ class _StopSignals:
         self._force_on_repeat = force_on_repeat
         self._stopping = False
 
+    @property
+    def stopping(self) -> bool:
+        """Whether a signal has stopped the workers."""
+        return self._stopping
+
     def started(self, workers: list[WorkerLoop]) -> None:
         """From now on a signal stops ``workers``."""
         self._workers = list(workers)
@@ -208,8 +213,9 @@ def run_loops(
     install_signals: bool = True,
     blas_threads: int = 1,
     gc_threshold: int = 10_000,
-) -> None:
+) -> bool:
     """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error.
+    Returns whether SIGTERM/SIGINT stopped them.
 
     SIGTERM/SIGINT stop every worker after its current batch (unless ``install_signals`` is
     false: the caller handles them); results of a batch are committed whole or not at all, so an
@@ -221,10 +227,11 @@ def run_loops(
     """
     if not install_signals:
         _run_threads(workers, until_idle_s, blas_threads, gc_threshold)
-        return
+        return False
     with _stop_signals() as stops:
         stops.started(workers)
         _run_threads(workers, until_idle_s, blas_threads, gc_threshold)
+    return stops.stopping
 
 
 def _run_threads(
