@@ -96,6 +96,12 @@ def _print_demo(config: Config, result: DemoResult, top: int) -> None:
             alerts = store.alerts(kinds=[kind], limit=None)
             alerts.sort(key=lambda a: -(a["score"] or 0.0))
             click.echo(f"\n== top {kind} alerts ({len(alerts)} in total)")
+            if kind == "anomaly" and not alerts:
+                click.echo(
+                    f"  (none: the anomaly worker fits DL-OCSVM on its first "
+                    f"{config.anomaly.reference_documents} documents, anomaly.reference_documents,"
+                    " then scores those after them)"
+                )
             for a in alerts[:top]:
                 subject = a["subject_id"]
                 if kind == "emerging_topic":  # the W of the `documents --window W` hint below

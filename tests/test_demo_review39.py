@@ -175,3 +175,23 @@ def test_a_demo_with_no_document_scored_still_draws_its_plot(
     with sqlite3.connect(result.database_url.removeprefix("sqlite:///")) as conn:
         scored = conn.execute("select count(novelty_score), count(*) from documents").fetchone()
     assert scored == (0, 500)
+
+
+def test_a_demo_too_short_for_the_anomaly_worker_says_why_it_has_no_anomaly_alert(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Under about 1,100 documents the demo printed "top anomaly alerts (0 in total)" and
+    nothing else: the anomaly worker fits on its first anomaly.reference_documents first."""
+    from click.testing import CliRunner
+
+    from sparsewatch.cli import cli
+
+    env = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "SPARSEWATCH_DATA_DIR": str(tmp_path),
+        "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "5000",
+    }
+    result = CliRunner().invoke(cli, ["demo", "--documents", "600", "--top", "1"], env=env)
+    assert result.exit_code == 0, result.output
+    section = result.output.split("== top anomaly alerts (0 in total)\n", 1)[1]
+    assert section.startswith("  (none: the anomaly worker fits DL-OCSVM on its first 5000 ")
