@@ -17,7 +17,14 @@ back the stream, and the resume offset, for ever (while their messages interleav
 detector that lost its partition still sends while the new owner re-sends, the later window
 waits). Likewise for a later window all of whose messages came
 before a window that completes (such as a stray message with a window number far ahead): the
-detector sends a window only after the earlier ones. A re-sent window is recognised by its
+detector sends a window only after the earlier ones. A window is dropped once any later window
+sent after all of its messages completes, not only the first later one: a stray message with a
+window number behind, amid a window's messages, otherwise held back the stream for ever. The
+dropped windows are remembered with their last offset until the stored resume offset passes it:
+a restart that reads their messages again (another stream on the partition held its resume
+offset back) ignores them, as their dead letters are stored. The incomplete windows of a stream
+quiet for ``INCOMPLETE_IDLE_S`` are dropped too (a stray message of a stream that sends nothing
+more: no later window of it ever completes). A re-sent window is recognised by its
 number among the last ``REMEMBERED_WINDOWS`` processed, not by being below the last one: window
 numbers go down when the detector's ``windows.size`` changes (they count sizes since the epoch),
 and a stray complete window far ahead would otherwise have turned scoring off for the stream.
@@ -89,6 +96,10 @@ MAX_FEATURE = 1e12
 # Processed windows remembered per stream, to tell a re-sent window (a detector re-sends the
 # windows after its last checkpoint) from one never processed that has a lower number.
 REMEMBERED_WINDOWS = 4096
+# An incomplete window of a stream quiet this long (its partition read up to date) can never
+# complete: the detector's producer delivers or fails each message within its message.timeout.ms
+# (librdkafka's default, 5 minutes), and a window whose sending failed is sent again whole.
+INCOMPLETE_IDLE_S = 600.0
 
 log = logging.getLogger(__name__)
 
@@ -233,11 +244,17 @@ class AnomalyStreamState:
         # all count as processed.
         self.done: dict[int, int] = {}
         self.done_floor = -1
+        # Windows whose messages were dead-lettered unprocessed: the partition and the largest
+        # offset dropped, until the stored resume offset passes it (see _was_dropped).
+        self.dropped: dict[int, tuple[int, int]] = {}
         self._warned_constant = False
         # The settings the model was fitted with (checkpointed: see _restore_model), and whether
         # it was refitted on restore and the worker has not yet been told the state changed.
         self._fitted_with: dict[str, float] = {}
         self._unsaved_refit = False
+        # When a message of the stream was last taken (the clock of add and close_idle).
+        self._last_add = float("-inf")
+        self._idle_timeout_s = config.windows.idle_timeout_s
         if checkpoint is not None:
             st = checkpoint.state
             # (the latest rows, as _remember keeps them, if reference_documents was lowered)
@@ -249,6 +266,15 @@ class AnomalyStreamState:
             sizes = np.asarray(st.get("done_sizes", [MAX_WINDOW_DOCUMENTS] * len(seqs)), np.int64)
             self.done = dict(zip(seqs, sizes.tolist(), strict=True))
             self.done_floor = int(st.get("done_floor", self.last_seq))
+            self.dropped = {
+                int(seq): (int(p), int(o))
+                for seq, p, o in zip(
+                    st.get("dropped_seqs", []),
+                    st.get("dropped_partitions", []),
+                    st.get("dropped_offsets", []),
+                    strict=True,
+                )
+            }
             self.since_fit = int(st["since_fit"])
             self.scored_since_fit = int(st.get("scored_since_fit", 0))
             self.flagged_since_fit = int(st.get("flagged_since_fit", 0))
@@ -299,6 +325,7 @@ class AnomalyStreamState:
         and produces nothing (a re-send of a processed window) yields an empty output: the
         worker checkpoints a stream only after an output, and the refit would otherwise be lost
         when the idle stream leaves memory, and repeated when it is restored."""
+        self._last_add = now
         outputs = self._take(item, partition, offset)
         if self._unsaved_refit and (outputs or self.min_buffered_offset(partition) is None):
             self._unsaved_refit = False
@@ -307,6 +334,8 @@ class AnomalyStreamState:
 
     def _take(self, item: ScoredDocument, partition: int, offset: int) -> list[Output]:
         """Reassemble ``item``'s window and process the windows that are complete, in order."""
+        if self._was_dropped(item.window_seq, partition, offset):
+            return []  # read again after a restore: its dead letter is stored
         if item.window_seq in self.done or item.window_seq <= self.done_floor:
             return self._after_processed(item, partition, offset)
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
@@ -330,10 +359,10 @@ class AnomalyStreamState:
                     dead += self._drop(seq, f"sent before window {head}, which completed")
                 outputs.append(self._process(head, [docs[i][0] for i in range(n)]))
                 continue
-            later = [s for s in self._pending if s > head and self._complete_size(s) is not None]
-            if not later or self._offsets(head)[1] > self._offsets(min(later))[0]:
+            after = self._completed_after(head)
+            if after is None:
                 break  # the head may still complete (its messages interleave with the later's)
-            dead += self._drop(head, f"incomplete; window {min(later)}, sent after it, completed")
+            dead += self._drop(head, f"incomplete; window {after}, sent after it, completed")
         if dead:
             outputs.insert(0, Output(dead=dead, is_window=False))
         return outputs
@@ -358,6 +387,29 @@ class AnomalyStreamState:
         row = {"partition": partition, "offset": offset, "reason": reason, "payload": item.raw}
         return [Output(dead=[row], is_window=False)]
 
+    def _completed_after(self, head: int) -> int | None:
+        """The first later complete window all of whose messages came after every message of
+        window ``head``, which can then never complete (see the module docstring); None if
+        none. Not only the first later complete window: one interleaved with ``head`` (a stray
+        message of an earlier window number amid its messages) held back every later window,
+        and the partition's resume offset, for ever."""
+        last = self._offsets(head)[1]
+        after = [
+            s
+            for s in self._pending
+            if s > head and self._complete_size(s) is not None and self._offsets(s)[0] > last
+        ]
+        return min(after, default=None)
+
+    def _was_dropped(self, seq: int, partition: int, offset: int) -> bool:
+        """Whether this message was dead-lettered with its window, unprocessed, before: a
+        restored stream reads it again when its partition's resume offset was held back by
+        another stream (the smallest replay anchor of its streams), and the window, pending
+        again while the messages that made it a dead letter count as processed, held the
+        resume offset back until a later window completed: for ever at the stream's end."""
+        verdict = self.dropped.get(seq)
+        return verdict is not None and verdict[0] == partition and offset <= verdict[1]
+
     def _complete_size(self, seq: int) -> int | None:
         """The size ``n`` of a complete version of window ``seq``; None if none is complete."""
         return next((n for n, docs in self._pending[seq].items() if len(docs) == n), None)
@@ -372,6 +424,8 @@ class AnomalyStreamState:
         messages become dead letters with the reason."""
         versions = self._pending.pop(seq)
         received = [r for n, docs in versions.items() for r in self._received(seq, n, docs)]
+        if received:  # (one partition per stream; a later drop holds messages read later)
+            self.dropped[seq] = max((p, o) for (_, p, o) in received)
         rows = [
             {
                 "partition": p,
@@ -543,7 +597,18 @@ class AnomalyStreamState:
         )
 
     def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
-        return []
+        """Drop the incomplete windows of a stream quiet from its last message until
+        ``silent_until`` for ``INCOMPLETE_IDLE_S`` (or the idle timeout, if longer): no message
+        of theirs can come any more. Nothing else drops the last incomplete window of a stream
+        that sends no later one (a stray message, as of a misspelt stream): it held its
+        partition's resume offset back for ever, so every restart read the partition again
+        from there, and the stream never left memory."""
+        quiet_s = max(self._idle_timeout_s, INCOMPLETE_IDLE_S)
+        if not self._pending or silent_until - self._last_add < quiet_s:
+            return []
+        why = f"incomplete when its stream had been quiet for {quiet_s:g} s"
+        dead = [row for seq in sorted(self._pending) for row in self._drop(seq, why)]
+        return [Output(dead=dead, is_window=False)]
 
     def min_buffered_offset(self, partition: int) -> int | None:
         received = [
@@ -554,7 +619,11 @@ class AnomalyStreamState:
         return min(offsets) if offsets else None
 
     def forget_before(self, partition: int, offset: int) -> None:
-        """Nothing to forget: re-sent messages are recognised by their window number."""
+        """Forget the dropped windows whose messages are never read again (re-sent messages of
+        processed windows are recognised by their window number)."""
+        self.dropped = {
+            seq: (p, o) for seq, (p, o) in self.dropped.items() if p == partition and o >= offset
+        }
 
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state: dict[str, np.ndarray] = {
@@ -563,6 +632,7 @@ class AnomalyStreamState:
             "done_seqs": np.fromiter(self.done, np.int64, len(self.done)),
             "done_sizes": np.fromiter(self.done.values(), np.int64, len(self.done)),
             "done_floor": np.int64(self.done_floor),
+            **_dropped_arrays(self.dropped),
             "since_fit": np.int64(self.since_fit),
             "scored_since_fit": np.int64(self.scored_since_fit),
             "flagged_since_fit": np.int64(self.flagged_since_fit),
@@ -581,6 +651,16 @@ class AnomalyStreamState:
                 }
             )
         return state, {"last_seq": self.last_seq, "fitted": self.model is not None}
+
+
+def _dropped_arrays(dropped: dict[int, tuple[int, int]]) -> dict[str, np.ndarray]:
+    """The dropped windows' verdicts as checkpoint arrays (by window number)."""
+    seqs = sorted(dropped)
+    return {
+        "dropped_seqs": np.asarray(seqs, np.int64),
+        "dropped_partitions": np.asarray([dropped[s][0] for s in seqs], np.int64),
+        "dropped_offsets": np.asarray([dropped[s][1] for s in seqs], np.int64),
+    }
 
 
 class AnomalyProcessor:
