@@ -9,6 +9,7 @@ instead of losing it; idempotent writes downstream make the re-delivery harmless
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -59,10 +60,114 @@ def dead_letter_message(
     return source, payload, headers
 
 
+RECONNECT_BACKOFF_MS = 1_000
+"""librdkafka's ``reconnect.backoff.ms`` for the consumers and producers made here (its default:
+100). With every broker down, librdkafka 2.16 re-bootstraps after each failed attempt: it replaces
+the bootstrap broker with a new one, whose backoff starts afresh (the exponential backoff never
+grows), and tries that one as soon as its pacing of such connections allows, half this value (at
+most 1 s) later. With the default a consumer tried, and logged a failure, 20 times a second; now
+twice, and the broker is still reached within half a second of its return. (A broker down while
+others answer is retried with the exponential backoff: from 1 s, up to 10 s.)"""
+
+STATISTICS_INTERVAL_MS = 1_000
+"""How often a :class:`BatchConsumer` receives librdkafka's statistics (read only after all
+brokers were down, to see one up again)."""
+
+REPEATED_FAILURE_S = 60.0
+"""A connection failure already logged is logged again, with the number of its repeats, once this
+long has passed since it was (see :class:`ConnectionFailures`)."""
+
+_THREAD_PREFIX = re.compile(r"^\[thrd:[^\]]*\]: ")
+# how long the connection spent in its last state, and the failures librdkafka itself left unsaid
+_FAILURE_SUFFIX = re.compile(
+    r" \(after -?\d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)$"
+)
+# the errors of the error callback that are connection failures (librdkafka logs most of them too)
+_CONNECTION_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._TIMED_OUT,
+    }
+)
+
+
+def failure_key(text: str) -> str:
+    """What failed, in a connection failure's text from librdkafka (a log line or an error):
+    without the thread, nor the time spent in the connection's last state, which change at every
+    attempt. ``"[thrd:h:9092/1]: h:9092/1: Connect to ipv4#10.0.0.1:9092 failed: Connection
+    refused (after 0ms in state CONNECT)"`` gives ``"h:9092/1: Connect to ipv4#10.0.0.1:9092
+    failed: Connection refused"``."""
+    return _FAILURE_SUFFIX.sub("", _THREAD_PREFIX.sub("", text))
+
+
+class ConnectionFailures:
+    """One Kafka client's broker connection failures, logged once rather than at every attempt.
+
+    While the broker is down librdkafka reports the same failure at each reconnection attempt
+    (several a second: see :data:`RECONNECT_BACKOFF_MS`), as a log line and, to a consumer's error
+    callback, as an error. A failure (:func:`failure_key`) is logged the first time; its repeats
+    are counted, and logged with their number at the first repeat ``repeat_after_s`` or more
+    after it was last logged; so a failure that goes on is said again every ``repeat_after_s``,
+    and one that stops is not. A different failure is logged at once, and so is every other line.
+
+    Given as a client's ``logger`` it receives librdkafka's own lines (``log``): its ``FAIL``
+    lines, below CRITICAL, are the connection failures. :meth:`BatchConsumer._on_error` passes
+    its connection errors through the same instance (:meth:`occurred`), so that the error
+    reporting a failure already logged as a line is not logged twice.
+    """
+
+    def __init__(
+        self, logger: logging.Logger = RDKAFKA_LOGGER, repeat_after_s: float = REPEATED_FAILURE_S
+    ) -> None:
+        self._logger = logger
+        self._repeat_after_s = repeat_after_s
+        self._lock = threading.Lock()  # (callbacks may run on the keep-alive helper's thread)
+        self._said: dict[str, tuple[float, int]] = {}  # when last logged, repeats since then
+        self._unsaid = 0  # repeats not logged since forget()
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        """A librdkafka line: ``log(level, "%s [%s] %s", facility, client, text)``."""
+        if len(args) == 3 and args[0] == "FAIL" and level < logging.CRITICAL:
+            suffix = self.occurred(failure_key(str(args[2])))
+            if suffix is None:
+                return
+            msg, args = msg + "%s", (*args, suffix)
+        self._logger.log(level, msg, *args)
+
+    def occurred(self, key: str) -> str | None:
+        """Record an occurrence of failure ``key``: ``None`` when it is not to be logged now,
+        else what to add to its text (its repeats not logged since it was last logged, if any)."""
+        now = time.monotonic()
+        with self._lock:
+            said = self._said.get(key)
+            if said is not None and now - said[0] < self._repeat_after_s:
+                self._said[key] = (said[0], said[1] + 1)
+                self._unsaid += 1
+                return None
+            if said is None:  # (forgotten: those logged long ago and not repeated since)
+                stale = now - self._repeat_after_s
+                self._said = {k: v for k, v in self._said.items() if v[0] > stale or v[1]}
+            self._said[key] = (now, 0)
+        repeats = 0 if said is None else said[1]
+        return f" (and {repeats} more time(s) since it was last logged)" if repeats else ""
+
+    def forget(self) -> int:
+        """The client reaches its brokers again: the next failure is logged at once, as a new
+        one. Returns how many repeats were not logged since the last call."""
+        with self._lock:
+            unsaid, self._unsaid = self._unsaid, 0
+            self._said.clear()
+        return unsaid
+
+
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
     """Consumer settings: manual commits, committed reads only, and an offset the broker does not
     hold is an error (:meth:`BatchConsumer.poll_batch` says so and goes on at the earliest
-    retained message) rather than a silent jump."""
+    retained message) rather than a silent jump. librdkafka's lines go to
+    :data:`~sparsewatch.logs.RDKAFKA_LOGGER`, each connection failure once
+    (:class:`ConnectionFailures`)."""
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
@@ -74,23 +179,26 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
         "session.timeout.ms": 10_000,
         "heartbeat.interval.ms": 1_000,
         "max.poll.interval.ms": 300_000,
+        "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
         "log_level": 3,
-        "logger": RDKAFKA_LOGGER,
+        "logger": ConnectionFailures(),
     }
     config.update(overrides)
     return config
 
 
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
-    """Producer settings: idempotent (no duplicates on retry), acks from all replicas, batched."""
+    """Producer settings: idempotent (no duplicates on retry), acks from all replicas, batched;
+    librdkafka's lines as a consumer's (:func:`consumer_config`)."""
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
         "compression.type": "lz4",
+        "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
         "log_level": 3,
-        "logger": RDKAFKA_LOGGER,
+        "logger": ConnectionFailures(),
     }
     config.update(overrides)
     return config
@@ -224,6 +332,10 @@ class BatchConsumer:
     stream, a database outage waited out): the broker would then take the partitions away, and
     the worker, given them back, would recompute the same work for ever. Work done inside
     :meth:`keepalive` keeps the member in its group however long it takes (see there).
+
+    With the broker down, each connection failure is logged once, not at every reconnection
+    attempt (:class:`ConnectionFailures`), and once all brokers were down, the first statistics
+    (every :data:`STATISTICS_INTERVAL_MS`) showing one up again say so in an INFO line.
     """
 
     def __init__(
@@ -239,6 +351,8 @@ class BatchConsumer:
     ) -> None:
         self.last_error_at = float("-inf")
         self._fatal: KafkaError | None = None
+        self._failures = ConnectionFailures()
+        self._down_since: float | None = None  # all brokers reported down, none up again since
         self._on_reset = on_reset
         # partitions whose offset the broker did not hold, not yet restarted (broker unreachable)
         self._resets: TopicOffsets = {}
@@ -253,11 +367,13 @@ class BatchConsumer:
         self._mode = threading.Lock()
         self._helper: int | None = None
         self._deferred: TopicOffsets = {}
-        config = consumer_config(bootstrap, group_id, **overrides)
+        config = consumer_config(bootstrap, group_id, **{"logger": self._failures, **overrides})
         # (a quarter of the poll interval, at most 5 s: short batches never pause the partitions)
         self._keepalive_after_s = min(5.0, config["max.poll.interval.ms"] / 4000)
         config.setdefault("error_cb", self._on_error)
         config.setdefault("on_commit", self._on_commit)
+        config.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
+        config.setdefault("stats_cb", self._on_stats)
         self._consumer = Consumer(config)
         self._topics = list(topics)
         self._on_assign = on_assign
@@ -271,12 +387,39 @@ class BatchConsumer:
         """Broker unreachable and similar: remembered so that silence is not taken for idleness.
         A fatal error (a static member fenced: the only fatal consumer error) is kept for
         :meth:`poll_batch` to raise: librdkafka reports it here only, and the consumer then
-        never fetches again, so a caller that went on polling stalled without a word."""
+        never fetches again, so a caller that went on polling stalled without a word.
+
+        A connection failure (of a non-fatal error) already logged, as this error or as
+        librdkafka's own line, is only counted (:class:`ConnectionFailures`)."""
         self.last_error_at = time.monotonic()
+        fatal = err.fatal() or err.code() == KafkaError._FATAL
         # (the callback's error is _FATAL with its fatal() flag not set: kept with the flag)
-        if (err.fatal() or err.code() == KafkaError._FATAL) and self._fatal is None:
+        if fatal and self._fatal is None:
             self._fatal = KafkaError(err.code(), err.str(), fatal=True)
-        log.warning("consumer: %s", err)
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self._down_since is None:
+            self._down_since = self.last_error_at
+        suffix: str | None = ""
+        if not fatal and err.code() in _CONNECTION_ERRORS:
+            suffix = self._failures.occurred(failure_key(err.str()))
+        if suffix is not None:
+            log.warning("consumer: %s%s", err, suffix)
+
+    def _on_stats(self, stats: str) -> None:
+        """The client's statistics: once all brokers were reported down, the first that show a
+        broker up again end the outage, said at INFO with its length (and what was not logged
+        meanwhile); the next failure is then logged at once."""
+        if self._down_since is None:
+            return
+        brokers = json.loads(stats)["brokers"].values()
+        if not any(broker["state"] == "UP" for broker in brokers):
+            return
+        log.info(
+            "consumer: Kafka answers again after %.1f s without a broker (%d repeated "
+            "connection failure report(s) not logged)",
+            time.monotonic() - self._down_since,
+            self._failures.forget(),
+        )
+        self._down_since = None
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """The outcome of an asynchronous commit (served by the next poll)."""
@@ -305,7 +448,10 @@ class BatchConsumer:
         stop = threading.Event()
         errors: list[BaseException] = []
         helper = threading.Thread(
-            target=self._keep_alive, args=(stop, errors), name="kafka-keepalive", daemon=True
+            target=self._keep_alive,
+            args=(stop, errors),
+            name=f"{threading.current_thread().name}-keepalive",
+            daemon=True,
         )
         self._app.acquire()
         helper.start()
