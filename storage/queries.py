@@ -573,13 +573,7 @@ def _counts_by_pattern(
     last), looked up by the index on (reason_pattern, topic, created_at)."""
     d = dead_letters.c
     groups = (
-        sa.select(
-            d.reason_pattern,
-            d.topic,
-            sa.func.count().label("count"),
-            sa.func.min(d.created_at).label("first_at"),
-            sa.func.max(d.created_at).label("last_at"),
-        )
+        sa.select(d.reason_pattern, d.topic, *_span())
         .where(*conditions, d.reason_pattern.is_not(None))
         .group_by(d.reason_pattern, d.topic)
         .subquery()
@@ -605,17 +599,21 @@ def _counts_by_reason(conn: sa.Connection, conditions: list[Any]) -> list[dict[s
     pattern (an older version's): ``count``, ``first_at``, ``last_at``."""
     d = dead_letters.c
     stmt = (
-        sa.select(
-            d.reason,
-            d.topic,
-            sa.func.count().label("count"),
-            sa.func.min(d.created_at).label("first_at"),
-            sa.func.max(d.created_at).label("last_at"),
-        )
+        sa.select(d.reason, d.topic, *_span())
         .where(*conditions, d.reason_pattern.is_(None))
         .group_by(d.reason, d.topic)
     )
     return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def _span() -> tuple[sa.ColumnElement[Any], ...]:
+    """A group of dead letters' ``count``, ``first_at`` and ``last_at``."""
+    created = dead_letters.c.created_at
+    return (
+        sa.func.count().label("count"),
+        sa.func.min(created).label("first_at"),
+        sa.func.max(created).label("last_at"),
+    )
 
 
 def _count_if(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
