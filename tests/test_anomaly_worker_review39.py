@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -220,6 +221,29 @@ def test_a_stream_quiet_for_less_than_its_idle_timeout_keeps_its_incomplete_wind
     assert len(state.close_idle(2 * INCOMPLETE_IDLE_S, 0.0)[0].dead) == 1
 
 
+def _scores_topic(
+    bootstrap: str, tmp_path: Path, name: str, sent: list[bytes], idle_timeout_s: str
+) -> tuple[str, str, str, dict[str, str]]:
+    """A fresh ``<prefix>.scores`` topic holding ``sent`` (keyed by stream), and the anomaly
+    worker's prefix, SQLite URL, that topic and its environment."""
+    prefix = f"{name}-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
+    env = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
+        "SPARSEWATCH_DATABASE_URL": url,
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": idle_timeout_s,
+    }
+    topic = f"{prefix}.scores"
+    ensure_topics(bootstrap, {topic: 1})
+    producer = make_producer(bootstrap)
+    for raw in sent:
+        producer.produce(topic, key=json.loads(raw)["stream"].encode(), value=raw)
+    assert producer.flush(30) == 0
+    return prefix, url, topic, env
+
+
 @pytest.mark.kafka
 @pytest.mark.slow
 def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_resume_offset(
@@ -228,23 +252,9 @@ def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_re
     """One stray scores message of a misspelt stream held the stored resume offset of its
     partition at its offset for ever: every restart read everything after it again."""
     monkeypatch.setattr(anomaly_worker, "INCOMPLETE_IDLE_S", 3.0)  # (10 minutes in a test)
-    prefix = f"aquiet-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
-    env = {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
-        "SPARSEWATCH_DATABASE_URL": url,
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "1",
-    }
-    topic = f"{prefix}.scores"
-    ensure_topics(kafka_bootstrap, {topic: 1})
     stray = _stray_of("typo")
     sent = [stray] + [_msg(seq, i, 10) for seq in range(100, 104) for i in range(10)]
-    producer = make_producer(kafka_bootstrap)
-    for raw in sent:
-        producer.produce(topic, key=json.loads(raw)["stream"].encode(), value=raw)
-    assert producer.flush(30) == 0
+    prefix, url, topic, env = _scores_topic(kafka_bootstrap, tmp_path, "aquiet", sent, "1")
     store = Store.open(url)
     try:
         run_loops([build_worker("anomaly", _config(**env), store)], [10.0], False)
@@ -270,23 +280,9 @@ def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_re
 def test_a_stray_amid_a_window_neither_stops_the_stream_nor_holds_its_partition_back(
     kafka_bootstrap, tmp_path
 ):
-    prefix = f"astray-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
-    env = {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
-        "SPARSEWATCH_DATABASE_URL": url,
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "4",
-    }
-    topic = f"{prefix}.scores"
-    ensure_topics(kafka_bootstrap, {topic: 1})
     stray = _msg(0, 0, 5)
     sent = _with_stray(stray)
-    producer = make_producer(kafka_bootstrap)
-    for raw in sent:
-        producer.produce(topic, key=b"s", value=raw)
-    assert producer.flush(30) == 0
+    prefix, url, topic, env = _scores_topic(kafka_bootstrap, tmp_path, "astray", sent, "4")
     store = Store.open(url)
     try:
         run_loops([build_worker("anomaly", _config(**env), store)], [6.0], False)
