@@ -28,7 +28,7 @@ it with the most novel documents where every other method ranks it last, so
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -63,7 +63,8 @@ class SharedTfidf:
         self.features.partial_fit(texts)
 
     def transform(self, texts: Sequence[str]) -> sp.csr_matrix:
-        return self.features.transform(texts).T.tocsr()
+        # without return_oov, transform returns the matrix alone (its annotation is the union)
+        return cast(sp.csc_matrix, self.features.transform(texts)).T.tocsr()
 
 
 class DetectorMethod:
@@ -137,6 +138,7 @@ class FirstStoryMethod(EstimatorMethod):
     without terms scores 0, as in the product (see the module's "Documents without terms")."""
 
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
+        assert X is not None, "a feature method (uses_text False) is given the step's rows"
         scores = super().step(X, texts)
         has_terms = np.asarray(abs(X).sum(axis=1)).ravel() > 0
         return np.where(has_terms, scores, 0.0)

@@ -112,7 +112,7 @@ def novelty_labels(
                 first_step[label] = min(first_step.get(label, s), int(s))
     novel = np.zeros(len(step_of), dtype=bool)
     evaluable = np.array([len(lab) > 0 for lab in labels]) & (step_of >= 1)
-    for i in np.flatnonzero(evaluable):
+    for i in np.flatnonzero(evaluable).tolist():
         seen = [first_step[label] < step_of[i] for label in labels[i]]
         novel[i] = not any(seen) if rule == "none" else not all(seen)
     return novel, evaluable

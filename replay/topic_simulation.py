@@ -24,9 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from sparsewatch.models.dynamic_nmf import DynamicNMF
 
 __all__ = [
     "SimulatedTopicStream",
@@ -149,7 +153,7 @@ class TopicStreamScores:
 
 
 def evaluate_dynamic_nmf(
-    model: object, stream: SimulatedTopicStream, threshold: float = 2.0, eps: float = 1e-4
+    model: DynamicNMF, stream: SimulatedTopicStream, threshold: float = 2.0, eps: float = 1e-4
 ) -> TopicStreamScores:
     """Run a fresh :class:`~sparsewatch.models.dynamic_nmf.DynamicNMF` over the stream, scored."""
     n_topics = stream.topics.shape[0]

@@ -26,7 +26,7 @@ from sparsewatch.query_options import (
     check_range,
     open_store,
 )
-from sparsewatch.query_output import emit, printable, shorten, show_time
+from sparsewatch.query_output import TableColumn, emit, printable, shorten, show_time
 
 DEAD_LETTER_COLUMNS = (
     "created_at",
@@ -113,7 +113,7 @@ def dead_letters(
         else:
             rows = [_with_payload_views(r) for r in store.dead_letters(**filters)]
     if summary:
-        view = [
+        view: list[TableColumn] = [
             ("count", "count", str),
             ("first", "first_at", show_time),
             ("last", "last_at", show_time),

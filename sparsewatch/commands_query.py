@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import click
 import sqlalchemy as sa
@@ -35,6 +35,7 @@ from sparsewatch.query_options import (
     open_store,
 )
 from sparsewatch.query_output import (
+    TableColumn,
     cell,
     csv_cells,
     csv_lines,
@@ -49,7 +50,7 @@ from sparsewatch.query_output import (
     show_terms,
     show_time,
 )
-from sparsewatch.storage.queries import AlertFollower
+from sparsewatch.storage.queries import AlertFollower, AlertTime
 from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.serialization import arrays_to_npz
 
@@ -77,7 +78,7 @@ ALERT_COLUMNS = (
 @click.option("--until", type=TIME, default=None, help="Before this time (ISO-8601 or relative).")
 @click.option(
     "--by",
-    type=click.Choice(["created", "event"]),
+    type=click.Choice(get_args(AlertTime)),
     default="created",
     show_default=True,
     help="Which time --since/--until and the ordering use: alert creation or document event time.",
@@ -114,7 +115,7 @@ def alerts(
     ctx: click.Context,
     since: datetime | None,
     until: datetime | None,
-    by: str,
+    by: AlertTime,
     kinds: tuple[str, ...],
     streams: tuple[str, ...],
     min_score: float | None,
@@ -153,7 +154,7 @@ def alerts(
     emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
 
 
-def _alert_view(by: str) -> list[tuple[str, str, Callable[[Any], str]]]:
+def _alert_view(by: AlertTime) -> list[TableColumn]:
     """The table columns of ``alerts``: (header, row key, formatter)."""
     return [
         ("created", "created_at", show_time)
@@ -174,7 +175,7 @@ def _follow_alerts(
     follower: AlertFollower,
     backlog: int,
     fmt: str,
-    view: Sequence[tuple[str, str, Callable[[Any], str]]],
+    view: Sequence[TableColumn],
     interval: float,
 ) -> None:
     """Print the backlog, then every new alert at each look, flushed at once (a pipe gets each
@@ -211,7 +212,7 @@ def _follow_alerts(
 
 
 def _alert_lines(
-    fmt: str, view: Sequence[tuple[str, str, Callable[[Any], str]]]
+    fmt: str, view: Sequence[TableColumn]
 ) -> Callable[[Sequence[dict[str, Any]]], None]:
     """A printer of alerts one line each: JSON Lines, CSV (its header at the first call), or
     aligned columns of the table view (header likewise) with control characters shown as
@@ -325,7 +326,7 @@ def documents(
             topic=topic,
             text=text,
         )
-    view = [
+    view: list[TableColumn] = [
         ("event time", "event_time", show_time),
         ("stream", "stream", str),
         ("id", "doc_id", str),
@@ -395,7 +396,7 @@ def topics(
             n_terms=n_terms,
             limit=limit,
         )
-    view = [
+    view: list[TableColumn] = [
         ("stream", "stream", str),
         ("window", "window_seq", str),
         ("topic", "topic_id", str),
@@ -453,7 +454,7 @@ def list_snapshots(
             f"{k} {'x'.join(map(str, v['shape']))} {v['dtype']}" for k, v in value.items()
         )
 
-    view = [
+    view: list[TableColumn] = [
         ("stream", "stream", str),
         ("window", "window_seq", str),
         ("kind", "model_kind", str),

@@ -101,15 +101,15 @@ def count_committed(
         deadline = time.monotonic() + timeout
         while open_tps and time.monotonic() < deadline:
             for msg in consumer.consume(500, timeout=0.2):
-                tp = (msg.topic(), msg.partition())
-                if tp not in open_tps:
+                tp, offset, error = (msg.topic(), msg.partition()), msg.offset(), msg.error()
+                if tp not in open_tps or offset is None:  # None: an error at no offset
                     continue
                 end = ranges[tp][1]
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        counts[tp] += max(end - msg.offset(), 0)  # an open transaction's
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:  # offset: the partition's end
+                        counts[tp] += max(end - offset, 0)  # an open transaction's
                         open_tps.discard(tp)
-                elif msg.offset() < end:
+                elif offset < end:
                     counts[tp] += 1
                 else:
                     open_tps.discard(tp)
@@ -262,9 +262,9 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
     console.print(_offset_table(title, headers, keys, status["offsets"]))
     if status.get("ingest"):
         headers = ("group", "topic", "partition", "committed", "end offset", "not forwarded")
-        keys = ("group_id", "topic", "partition", "committed_offset", "end_offset")
+        keys = ("group_id", "topic", "partition", "committed_offset", "end_offset", "not_forwarded")
         title = "ingest bridge (offsets on the broker)"
-        console.print(_offset_table(title, headers, (*keys, "not_forwarded"), status["ingest"]))
+        console.print(_offset_table(title, headers, keys, status["ingest"]))
     click.echo(f"dead letters: {status['dead_letters']}")
     if kafka_note:
         click.echo(f"note: {kafka_note}")

@@ -442,8 +442,8 @@ class LocalKafka:
             )
             if fmt.returncode != 0:
                 # one line: a class the JVM could not load took two ("Error: ...", "Caused by")
-                said = [line.strip() for line in fmt.stderr.splitlines() if line.strip()]
-                detail = " | ".join(said)[-300:]
+                lines = [line.strip() for line in fmt.stderr.splitlines() if line.strip()]
+                detail = " | ".join(lines)[-300:]
                 raise SparsewatchError(f"formatting Kafka storage failed: {detail} (jars: {libs})")
         with self.log_file.open("ab") as log:
             log_start = log.tell()  # the log is appended to: this start's part begins here

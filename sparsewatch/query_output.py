@@ -22,6 +22,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+# A table view's column: (header, row key, formatter of that key's value).
+TableColumn = tuple[str, str, Callable[[Any], str]]
+
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
@@ -104,7 +107,7 @@ def emit(
     rows: Sequence[dict[str, Any]],
     fmt: str,
     columns: Sequence[str],
-    table_columns: Sequence[tuple[str, str, Callable[[Any], str]]],
+    table_columns: Sequence[TableColumn],
     title: str,
 ) -> None:
     """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view);
