@@ -20,7 +20,7 @@ from sparsewatch.storage.store import Checkpoint, Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
-from tests.test_scale_audit_worker import _produce, _Running, _scores, _wait, _window
+from tests.test_worker_quiet_stream_eviction import _produce, _Running, _scores, _wait, _window
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ from sparsewatch.storage.queries import fold_case, reason_pattern
 from sparsewatch.storage.schema import dead_letters
 from sparsewatch.storage.store import Store
 
-from tests.test_review_query_index_s38 import _plan
+from tests.test_query_stream_index_and_analyze import _plan
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 INDEX = "ix_dead_letters_reason_pattern_topic_created_at"
