@@ -33,13 +33,13 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.optimize import brentq
 from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.linear_model import orthogonal_mp_gram
 from sklearn.svm import OneClassSVM
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
+from sparsewatch.models._validation import is_sparse
 
 FloatArray = np.ndarray
 # Bound on libsvm's iterations in the OC-SVM fits (a converging fit needs far fewer, about the
@@ -111,7 +111,7 @@ def _as_matrix(X: object) -> FloatArray:
     """``X`` as a float64 ndarray; scipy.sparse input is densified (these models work on dense,
     low-dimensional signals: ``np.asarray`` would wrap the sparse object itself). Complex input
     is refused (the cast dropped the imaginary part with only a warning)."""
-    X = np.asarray(X.toarray() if sp.issparse(X) else X)
+    X = np.asarray(X.toarray() if is_sparse(X) else X)
     if np.iscomplexobj(X):
         raise ValueError("Complex data not supported")
     X = X.astype(np.float64, copy=False)
@@ -650,7 +650,7 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         except BaseException:
             for k in [k for k in vars(self) if k.endswith("_")]:
                 delattr(self, k)
-            vars(self).update(learned)
+            self.__dict__.update(learned)
             raise
         if self.contamination is None:
             self.threshold_ = 0.0

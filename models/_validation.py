@@ -1,10 +1,19 @@
-"""Input checks shared by the NMF models (OR-/MOR-/WOR-NMF and dynamic NMF)."""
+"""Input checks shared by the NMF models (OR-/MOR-/WOR-NMF and dynamic NMF), and
+:func:`is_sparse`."""
 
 from __future__ import annotations
+
+from typing import TypeGuard
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import assert_all_finite
+
+
+def is_sparse(X: object) -> TypeGuard[sp.spmatrix]:
+    """:func:`scipy.sparse.issparse`, which the type checker can narrow ``X`` by (scipy has no
+    type information), for input that may also be any array-like."""
+    return sp.issparse(X)
 
 
 def nonnegative_matrix(
@@ -35,7 +44,7 @@ def nonnegative_matrix(
     else:
         X = np.asarray(X, dtype=np.float64)
     assert_all_finite(X, input_name="X")
-    if (X.data if sp.issparse(X) else X).min(initial=0.0) < 0.0:
+    if (X if isinstance(X, np.ndarray) else X.data).min(initial=0.0) < 0.0:
         raise ValueError(f"Negative values in data passed to {model} (it needs non-negative data)")
     return X
 

@@ -281,7 +281,7 @@ class DLOCSVM(OCSVMDetectorBase):
     3
     """
 
-    _state_keys = ("dictionary_", "row_scale_")
+    _state_keys: tuple[str, ...] = ("dictionary_", "row_scale_")
 
     def __init__(
         self,

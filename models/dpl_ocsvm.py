@@ -191,7 +191,7 @@ class DPLOCSVM(OCSVMDetectorBase):
     (3,)
     """
 
-    _state_keys = ("dictionary_", "analysis_")
+    _state_keys: tuple[str, ...] = ("dictionary_", "analysis_")
 
     def __init__(
         self,

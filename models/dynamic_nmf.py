@@ -68,6 +68,7 @@ import math
 import numbers
 import warnings
 from dataclasses import asdict, dataclass
+from typing import TypeGuard
 
 import numpy as np
 import scipy.sparse as sp
@@ -89,7 +90,7 @@ __all__ = ["DynamicNMF", "EmergingTopicEvent", "hp_smoother"]
 EVOLVING, EMERGING = 0, 1
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[numbers.Integral]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -170,6 +171,12 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
     >>> model.labels_[-6:]  # the burst's documents are tagged with the emerging topic
     array([3, 3, 3, 3, 3, 3])
     """
+
+    # learned state (partial_fit)
+    n_features_in_: int
+    components_: np.ndarray
+    weights_: np.ndarray
+    events_: list[EmergingTopicEvent]
 
     def __init__(
         self,
@@ -365,7 +372,8 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         for name in ("delta", "mu", "margin", "hp_lambda", "tol"):
             value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+            # (not value < inf: NaN fails it too)
+            if not isinstance(value, numbers.Real) or value < 0 or not value < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
     def _check_fitted(self) -> None:
@@ -418,7 +426,7 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
             return np.arange(n)
         # an int seeds the samples; None or a RandomState instance (whose seed cannot be read
         # back, and whose draws a checkpoint would not restore) sample with seed 0
-        seed = self.random_state if _is_int(self.random_state) else 0
+        seed = int(self.random_state) if _is_int(self.random_state) else 0
         rng = np.random.default_rng([seed, t])
         return np.sort(rng.choice(n, cap, replace=False))
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.metrics.pairwise import pairwise_kernels
-from sparsewatch.models._ocsvm_base import FloatArray
+from sparsewatch.models._ocsvm_base import FloatArray, OCSVMDetectorBase
 from sparsewatch.models.dl_ocsvm import DLOCSVM
 from sparsewatch.models.dpl_ocsvm import DPLOCSVM
 
@@ -75,10 +75,19 @@ def kernel_sqrt_inverse(K: FloatArray, eig_floor: float) -> FloatArray:
     return vecs[:, keep] / np.sqrt(vals[keep])
 
 
-class _KernelMapMixin:
+class _KernelMapMixin(OCSVMDetectorBase):
     """Landmarks, kernel parameters and the empirical kernel map ``psi`` (module docstring)."""
 
     _kernel_state_keys = ("landmarks_", "kernel_map_", "gamma_")
+    # parameters, set by the estimators' ``__init__``
+    kernel: str
+    gamma: float | None
+    gamma_scale: float
+    degree: int
+    coef0: float
+    n_landmarks: int | None
+    eig_floor: float
+    random_state: int | None
 
     def _fit_features(self, X: FloatArray) -> FloatArray:
         X = self._fit_normalize(X)

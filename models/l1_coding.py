@@ -47,8 +47,10 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
+from sparsewatch.models._validation import is_sparse
 
 __all__ = [
     "L1CodingResult",
@@ -108,14 +110,14 @@ def weighted_l1_loss(r: np.ndarray, over_weight: float = 1.0) -> np.ndarray:
 
 def l1_objective(
     P: sp.spmatrix | np.ndarray,
-    A: np.ndarray,
+    A: np.ndarray | sp.spmatrix,
     X: sp.spmatrix | np.ndarray,
     lam: float,
     over_weight: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact ``(objective, reconstruction_error)`` per column for codes ``X`` (``n x k``)."""
     Xs = sp.csr_matrix(X, dtype=np.float64)
-    R = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
+    R = np.asarray(P.toarray() if is_sparse(P) else P, dtype=np.float64)
     AX = A @ Xs.T
     R = R - np.asarray(AX.toarray() if sp.issparse(AX) else AX, dtype=np.float64)
     rec = weighted_l1_loss(R, over_weight).sum(axis=0)
@@ -283,7 +285,7 @@ def l1_sparse_code(
         else (A.dtype if A.dtype in (np.float32, np.float64) else np.dtype(np.float64))
     )
     A = sp.csc_matrix(A, dtype=dt) if sp.issparse(A) else A.astype(dt, copy=False)
-    values = A.data if sp.issparse(A) else A
+    values = A if isinstance(A, np.ndarray) else A.data
     # min and max propagate NaN (which fails ``>= 0``): two reductions, no temporaries
     if values.size and not (values.min() >= 0 and np.isfinite(values.max())):
         raise ValueError("the dictionary must be finite and non-negative")
@@ -377,15 +379,12 @@ def l1_sparse_code(
     np.maximum.at(psi, doc_of_var, ratio)
     rows_per_doc = np.bincount(doc_of_row, minlength=n)
     qnorm = np.bincount(doc_of_row, weights=np.abs(q), minlength=n)
-    phi_doc = np.full(n, phi)
+    phi_doc = phi * rows_per_doc / np.maximum(qnorm, 1e-300) if phi_scale else np.full(n, phi)
     # the stall stop's bound on the dual residual ``phi_d ||B_d^T (e - e_old)||``, in its units:
     # those of q without phi_scale, none with it (phi_d then divides by ||q_d||_1), so the
     # bound is ``||q_d||_1`` relative to the document's mass, as it is at unit mass. Against
     # ``||q_d||_1`` itself documents of mass 1e8 stopped at objectives 3 % above the optimum.
-    dual_scale = qnorm
-    if phi_scale:
-        phi_doc = phi * rows_per_doc / np.maximum(qnorm, 1e-300)
-        dual_scale = qnorm / np.maximum(pnorm, 1e-300)
+    dual_scale = qnorm / np.maximum(pnorm, 1e-300) if phi_scale else qnorm
     kappa_var = (1.0 / psi[doc_of_var]).astype(dt)
     phi_row = phi_doc[doc_of_row].astype(dt)
     phi_var = phi_doc[doc_of_var].astype(dt)
@@ -521,7 +520,7 @@ _POLISH_VARS = 1 << 12
 # HiGHS options of the polishing LP: its presolve finds nothing to remove in stacked blocks of a
 # few rows each and costs time (the whole coding of those windows, groups of 4,096: 0.168 s
 # without it against 0.204 s with it, identical optima).
-_POLISH_OPTIONS = {"presolve": "off", "output_flag": False}
+_POLISH_OPTIONS: dict[str, str | bool] = {"presolve": "off", "output_flag": False}
 
 
 def _polish(
@@ -568,7 +567,7 @@ def _polish(
     var_group = group_of_doc[np.searchsorted(docs, var_doc)]
     # the core solver: the Python ``Highs`` wrapper installs a log callback whose first use
     # prints HiGHS's banner on the process's stdout (a query's JSON output then starts with it)
-    highs = highspy._Highs()
+    highs = highspy._core._Highs()
     for name, value in _POLISH_OPTIONS.items():
         highs.setOptionValue(name, value)
     for g in np.unique(group_of_doc):
@@ -617,14 +616,14 @@ def l1_sparse_code_dense(
     gamma: float = 1.89,
     max_iter: int = 500,
     tol: float = 1e-4,
-    dtype: type = np.float64,
+    dtype: npt.DTypeLike = np.float64,
 ) -> np.ndarray:
     """Naive dense Algorithm 5 on full ``m x n`` matrices (the speed baseline of the benchmarks).
 
     ``kappa = 1 / Psi_max(A)`` as in the paper, no screening, no reduction; stops when the primal
     and dual residuals (Frobenius) fall below ``tol``. Returns the codes as a dense ``(k, n)``.
     """
-    Pd = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=dtype)
+    Pd = np.asarray(P.toarray() if is_sparse(P) else P, dtype=dtype)
     A = np.asarray(A, dtype=dtype)
     kappa = 1.0 / np.linalg.norm(A, 2) ** 2
     X = np.zeros((A.shape[1], Pd.shape[1]), dtype=dtype)

@@ -138,7 +138,7 @@ def _evicted(keep: np.ndarray, n_old: int) -> np.ndarray:
 
 
 def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:
-    return X.toarray() if sp.issparse(X) else X
+    return X if isinstance(X, np.ndarray) else X.toarray()
 
 
 class ORNMF(TransformerMixin, BaseEstimator):
@@ -183,6 +183,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
     >>> model.predict(X[[0, 1, 38, 39]])  # dominant topic
     array([0, 0, 1, 1])
     """
+
+    # learned state (the first step)
+    n_features_in_: int
+    components_: np.ndarray
+    sq_: float
 
     def __init__(
         self,
@@ -460,7 +465,8 @@ class ORNMF(TransformerMixin, BaseEstimator):
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         for name in ("tau", "alpha_h_l1", "alpha_h_l2", "alpha_W"):
             value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+            # (not value < inf: NaN fails it too)
+            if not isinstance(value, numbers.Real) or value < 0 or not value < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if self.h_max is not None and not self.h_max > 0:  # <= 0 gave negative coefficients
             raise ValueError(f"h_max must be None or > 0, got {self.h_max!r}")
@@ -603,9 +609,9 @@ class ORNMF(TransformerMixin, BaseEstimator):
         if self.beta_loss == _IS:
             R = X / (H @ W.T)
             return float(np.sum(R - np.log(R) - 1.0))
-        sq = X.multiply(X).sum() if sp.issparse(X) else np.sum(X * X)
+        sq = np.sum(X * X) if isinstance(X, np.ndarray) else X.multiply(X).sum()
         HW = H @ W.T
-        cross = float(X.multiply(HW).sum()) if sp.issparse(X) else float(np.sum(X * HW))
+        cross = float(np.sum(X * HW)) if isinstance(X, np.ndarray) else float(X.multiply(HW).sum())
         return 0.5 * (float(sq) - 2.0 * cross + float(np.sum((H.T @ H) * (W.T @ W))))
 
     def _chunk_stats(
@@ -633,7 +639,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         ``O(n_features)`` (the one-sample steps of OR-NMF)."""
         if self.beta_loss == _IS:
             return
-        if not sp.issparse(X):
+        if isinstance(X, np.ndarray):
             out += 0.5 * np.einsum("ij,ij->j", X, X)
         elif 16 * X.nnz < out.size:
             np.add.at(out, X.indices, 0.5 * X.data * X.data)
@@ -721,7 +727,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         float32) not at all, and ``1e20`` warned of overflow and NaN.
         """
         n = max(self._stat_count(), 1)
-        dtype = np.float32 if self._plain_simplex() else np.float64
+        dtype: type[np.floating] = np.float32 if self._plain_simplex() else np.float64
         W_k = self.components_.astype(dtype)
         A, Bt = self.A_ / n, self.B_.T / n
         peak = max(np.abs(A).max(initial=0.0), np.abs(Bt).max(initial=0.0), self.alpha_W)
@@ -851,6 +857,10 @@ class MORNMF(ORNMF):
     >>> model.predict(X[[0, 39]])
     array([0, 1])
     """
+
+    # learned state (the first step)
+    ring_sq_: np.ndarray
+    ring_sq_terms_: np.ndarray
 
     def __init__(
         self,

@@ -73,6 +73,7 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypedDict
 
 import numpy as np
 import scipy.sparse as sp
@@ -90,7 +91,20 @@ from sparsewatch.models.text_features import StreamingTfidf
 
 __all__ = ["DEFAULT_FEATURES", "Detector", "OnlineL1NoveltyDetector", "WindowResult"]
 
-DEFAULT_FEATURES: dict[str, object] = {
+
+class _FeatureDefaults(TypedDict):
+    """The :class:`StreamingTfidf` parameters :data:`DEFAULT_FEATURES` sets."""
+
+    max_features: int
+    max_terms_per_doc: int | None
+    df_half_life: float
+    sublinear_tf: bool
+    idf_power: float
+    past_idf: bool
+    bigrams: bool
+
+
+DEFAULT_FEATURES: _FeatureDefaults = {
     "max_features": 20000,
     "max_terms_per_doc": None,
     "df_half_life": 20000.0,
@@ -442,9 +456,9 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         A = self.components_
         if A.shape[0] >= m:
             return A
-        if sp.issparse(A):
-            return sp.csc_matrix((A.data, A.indices, A.indptr), shape=(m, A.shape[1]))
-        return np.vstack([A, np.zeros((m - A.shape[0], A.shape[1]), dtype=A.dtype)])
+        if isinstance(A, np.ndarray):
+            return np.vstack([A, np.zeros((m - A.shape[0], A.shape[1]), dtype=A.dtype)])
+        return sp.csc_matrix((A.data, A.indices, A.indptr), shape=(m, A.shape[1]))
 
     def _blocks(self, n: int) -> list[slice]:
         """Consecutive column blocks of near-equal size, at most ``max_step_documents`` each
@@ -948,6 +962,7 @@ class Detector:
             return WindowResult(**{**result.__dict__, "warmup": True})
         result, has_terms = self._result(texts, learn=True)
         novel, thr = self.model.flag_novel(result.scores, eligible=has_terms)
+        assert result.features is not None  # (only warm-up results have no features)
         self.model.partial_fit(result.features.T, codes=result.codes, scores=result.scores)
         return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
 
@@ -967,7 +982,7 @@ class Detector:
     def top_terms(self, atom: int, n: int = 10) -> list[str]:
         """The ``n`` heaviest terms of dictionary atom ``atom``."""
         A = self.model.components_
-        a = A[:, [atom]].toarray().ravel() if sp.issparse(A) else A[:, atom]
+        a = A[:, atom] if isinstance(A, np.ndarray) else A[:, [atom]].toarray().ravel()
         idx = np.argsort(-a, kind="stable")[:n]
         return [str(t) for t in self.features.terms_[idx[a[idx] > 0]]]
 

@@ -162,6 +162,10 @@ class L2BatchNovelty(TransformerMixin, BaseEstimator):
     (12, 20)
     """
 
+    # learned state (fit)
+    components_: np.ndarray
+    codes_: np.ndarray
+
     def __init__(
         self,
         n_components: int = 100,
@@ -348,6 +352,9 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
     True
     """
 
+    # learned state (fit)
+    components_: np.ndarray
+
     def __init__(
         self,
         n_components: int = 100,
@@ -425,7 +432,7 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
             random_state=self.random_state,
         ).fit(X)
         A = init.components_
-        self.components_ = (A.toarray() if sp.issparse(A) else A).astype(self.dtype)
+        self.components_ = (A if isinstance(A, np.ndarray) else A.toarray()).astype(self.dtype)
         self.P_ = _as_columns(X, self.dtype)
         self.codes_ = self._code(self.P_, self.components_).codes
         return self

@@ -23,11 +23,14 @@ Running the same step repeatedly on one fixed batch is the batch dictionary upda
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
+from sparsewatch.models._validation import is_sparse
 from sparsewatch.models.projections import project_l1_ball_nonneg, project_l1_ball_nonneg_csc
 from sparsewatch.models.text_features import remap_rows
 
@@ -70,10 +73,10 @@ _SLAB_ENTRIES = 1 << 21
 # step's products became sparse: the detector's Reuters warm-up 14 s -> 9.5 s, AUC unchanged).
 _DENSE_DUAL_FRACTION = 0.05
 
-Dual = sp.csc_matrix | np.ndarray
+Dual: TypeAlias = sp.csc_matrix | np.ndarray
 # A dense array, or CSC (short atoms: a grown dictionary of 1,500 atoms over 4,000 terms is 5-10%
 # non-zero, and every dense m x k copy in a step costs tens of megabytes).
-Dictionary = np.ndarray | sp.csc_matrix
+Dictionary: TypeAlias = np.ndarray | sp.csc_matrix
 
 
 class _Window:
@@ -195,67 +198,119 @@ def _oiadmm_step_dense(
     only a slab of atoms at a time). Returns the dual as the ``m x n`` Fortran-ordered view of its
     ``n x m`` transpose.
     """
-    dt = A.dtype
-    k = A.shape[1]
-    sparse = sp.issparse(A)
-    Xr, XT = window.Xr, window.XT
     D_T = Delta.T if isinstance(Delta, np.ndarray) else Delta.T.toarray()
+    if isinstance(A, np.ndarray):
+        A_new, R_T, dAX_T = _dense_dictionary_update(window, A, D_T, beta, tau, over_weight)
+    else:
+        A_new, R_T, dAX_T = _csc_dictionary_update(window, A, D_T, beta, tau, over_weight)
+    R_T -= dAX_T
+    R_T *= A.dtype.type(beta)  # Delta_{t+1}^T
+    np.subtract(R_T, D_T, out=dAX_T)  # beta (P - A_{t+1} X - E_{t+1})^T
+    return A_new, R_T.T, float(np.linalg.norm(dAX_T)) / beta
+
+
+def _dense_dictionary_update(
+    window: _Window,
+    A: np.ndarray,
+    D_T: np.ndarray,
+    beta: float,
+    tau: float,
+    over_weight: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``A_{t+1}``, ``R^T`` and ``((A_{t+1} - A_t) X)^T`` of :func:`_oiadmm_step_dense` for a dense
+    ``A``. A window that keeps its product keeps ``(A_{t+1} X)^T``, the next step's ``A_t X``,
+    and the difference takes the place of ``(A_t X)^T``."""
+    k = A.shape[1]
     step = max(1, _SLAB_ENTRIES // max(A.shape[0], 1))
-    products = _sparse_products(Xr, A) if sparse else False
-    if products:  # (A_t X)^T and later (A_{t+1} X)^T as sparse products
-        AX_T = (XT @ A.T.tocsr()).toarray()
-    elif sparse:  # (A_t X)^T a dense slab of atoms at a time (sparse-times-dense products)
-        XT_slabs = [Xr[j0 : j0 + step].T.tocsr() for j0 in range(0, k, step)]
+    AX_T = window.product_of(A)
+    if AX_T is None:
+        AX_T = window.XT @ np.ascontiguousarray(A.T)  # (A_t X)^T
+    R_T = _transposed_residual(window, AX_T, D_T, beta, over_weight, A.dtype)
+    # A_{t+1}^T = Pi_A(A_t + tau R X^T)^T, one slab of atoms (rows) at a time.
+    A_new_T = np.empty((k, A.shape[0]), dtype=A.dtype)
+    for j0 in range(0, k, step):
+        A_new_T[j0 : j0 + step] = _stepped_atom_rows(
+            window.Xr[j0 : j0 + step], R_T, tau, A[:, j0 : j0 + step].T
+        )
+    AX_next = window.XT @ A_new_T  # (A_{t+1} X)^T
+    A_new = np.ascontiguousarray(A_new_T.T)
+    if not window.keep_product:
+        AX_next -= AX_T  # ((A_{t+1} - A_t) X)^T
+        return A_new, R_T, AX_next
+    window.product = (A_new, AX_next)
+    return A_new, R_T, np.subtract(AX_next, AX_T, out=AX_T)
+
+
+def _csc_dictionary_update(
+    window: _Window,
+    A: sp.csc_matrix,
+    D_T: np.ndarray,
+    beta: float,
+    tau: float,
+    over_weight: float,
+) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
+    """``A_{t+1}``, ``R^T`` and ``((A_{t+1} - A_t) X)^T`` of :func:`_oiadmm_step_dense` for a CSC
+    ``A``: ``(A X)^T`` as the sparse product ``X^T A^T`` where :func:`_sparse_products` finds it
+    cheaper, else a dense slab of atoms at a time (sparse-times-dense products)."""
+    dt, k = A.dtype, A.shape[1]
+    step = max(1, _SLAB_ENTRIES // max(A.shape[0], 1))
+    Xr, XT = window.Xr, window.XT
+    starts = range(0, k, step)
+    slabs = []  # A_{t+1}^T, a CSR slab of atoms (rows) at a time
+    if _sparse_products(Xr, A):
+        AX_T = (XT @ A.T.tocsr()).toarray()  # (A_t X)^T
+        R_T = _transposed_residual(window, AX_T, D_T, beta, over_weight, dt)
+        for j0 in starts:
+            new = _stepped_atom_rows(Xr[j0 : j0 + step], R_T, tau, A[:, j0 : j0 + step].T.toarray())
+            slabs.append(_csr_from_dense(new))
+        A_new_T = _csr_rows(slabs, A.shape[0], dt)
+        dAX_T = (XT @ A_new_T).toarray()  # (A_{t+1} X)^T
+    else:
+        XT_slabs = [Xr[j0 : j0 + step].T.tocsr() for j0 in starts]
         AX_T = np.zeros((XT.shape[0], A.shape[0]), dtype=dt)
-        for XT_slab, j0 in zip(XT_slabs, range(0, k, step), strict=True):
+        for XT_slab, j0 in zip(XT_slabs, starts, strict=True):
             AX_T += XT_slab @ A[:, j0 : j0 + step].T.toarray()
-    elif (AX_T := window.product_of(A)) is None:
-        AX_T = XT @ np.ascontiguousarray(A.T)  # (A_t X)^T
+        R_T = _transposed_residual(window, AX_T, D_T, beta, over_weight, dt)
+        dAX_T = np.zeros_like(AX_T)
+        for XT_slab, j0 in zip(XT_slabs, starts, strict=True):
+            new = _stepped_atom_rows(Xr[j0 : j0 + step], R_T, tau, A[:, j0 : j0 + step].T.toarray())
+            dAX_T += XT_slab @ new
+            slabs.append(_csr_from_dense(new))
+        A_new_T = _csr_rows(slabs, A.shape[0], dt)
+    dAX_T -= AX_T  # ((A_{t+1} - A_t) X)^T
+    return A_new_T.T.tocsc(), R_T, dAX_T
+
+
+def _transposed_residual(
+    window: _Window,
+    AX_T: np.ndarray,
+    D_T: np.ndarray,
+    beta: float,
+    over_weight: float,
+    dt: np.dtype,
+) -> np.ndarray:
+    """``R^T = (Z - E_{t+1})^T``, a new array, from ``(A_t X)^T`` and the dual ``Delta_t^T``."""
     R_T = D_T * dt.type(1.0 / beta)
     R_T -= AX_T
     R_T[window.p_rows, window.p_cols] += window.p_data  # Z^T
     np.clip(R_T, -over_weight / beta, 1.0 / beta, out=R_T)  # R^T = (Z - E_{t+1})^T
-    # A_{t+1}^T = Pi_A(A_t + tau R X^T)^T, one slab of atoms (rows) at a time.
-    if sparse:
-        slabs = []
-        dAX_T = None if products else np.zeros_like(AX_T)
-    else:
-        A_new_T = np.empty((k, A.shape[0]), dtype=dt)
-    for j0 in range(0, k, step):
-        G_T = Xr[j0 : j0 + step] @ R_T
-        G_T *= dt.type(tau)
-        old = A[:, j0 : j0 + step].T
-        G_T += old.toarray() if sparse else old
-        new = project_l1_ball_nonneg(G_T, axis=1, method="pivot")
-        if sparse:
-            if not products:
-                dAX_T += XT_slabs[j0 // step] @ new
-            slabs.append(_csr_from_dense(new))
-        else:
-            A_new_T[j0 : j0 + step] = new
-    if sparse:  # (no slab at all for a dictionary without atoms)
-        A_new_T = (
-            sp.vstack(slabs, format="csr", dtype=dt)
-            if slabs
-            else sp.csr_matrix((0, A.shape[0]), dtype=dt)
-        )
-        if products:
-            dAX_T = (XT @ A_new_T).toarray()
-    else:
-        dAX_T = XT @ A_new_T
-    keep = window.keep_product and not sparse
-    if keep:  # (A_{t+1} X)^T is the next step's (A_t X)^T: kept, the difference in A_t X's place
-        AX_next, dAX_T = dAX_T, np.subtract(dAX_T, AX_T, out=AX_T)
-    else:
-        dAX_T -= AX_T  # ((A_{t+1} - A_t) X)^T
-    del AX_T
-    R_T -= dAX_T
-    R_T *= dt.type(beta)  # Delta_{t+1}^T
-    np.subtract(R_T, D_T, out=dAX_T)  # beta (P - A_{t+1} X - E_{t+1})^T
-    A_new = A_new_T.T.tocsc() if sparse else np.ascontiguousarray(A_new_T.T)
-    if keep:
-        window.product = (A_new, AX_next)
-    return A_new, R_T.T, float(np.linalg.norm(dAX_T)) / beta
+    return R_T
+
+
+def _stepped_atom_rows(
+    X_slab: sp.csr_matrix, R_T: np.ndarray, tau: float, A_T: np.ndarray
+) -> np.ndarray:
+    """``Pi_A(A_t + tau R X^T)^T`` for a slab of atoms: ``X_slab`` their rows of ``X``, ``A_T``
+    their rows of ``A_t^T`` (dense)."""
+    G_T = X_slab @ R_T
+    G_T *= A_T.dtype.type(tau)
+    G_T += A_T
+    return project_l1_ball_nonneg(G_T, axis=1, method="pivot")
+
+
+def _csr_rows(slabs: list[sp.csr_matrix], m: int, dt: np.dtype) -> sp.csr_matrix:
+    """The CSR slabs stacked (``0 x m`` without any: a dictionary without atoms)."""
+    return sp.vstack(slabs, format="csr", dtype=dt) if slabs else sp.csr_matrix((0, m), dtype=dt)
 
 
 # Cost of one multiply-add of a sparse-times-sparse product relative to one of a sparse-times-dense
@@ -380,7 +435,7 @@ class OIADMM(BaseEstimator):
     def _layout(self, A: np.ndarray | sp.spmatrix) -> Dictionary:
         """``A`` in this model's layout and dtype (CSC without stored zeros, or dense)."""
         if not self.sparse:
-            return np.asarray(A.toarray() if sp.issparse(A) else A, dtype=self.dtype)
+            return np.asarray(A.toarray() if is_sparse(A) else A, dtype=self.dtype)
         C = sp.csc_matrix(A, dtype=self.dtype)
         C.eliminate_zeros()
         return C
@@ -388,7 +443,7 @@ class OIADMM(BaseEstimator):
     def _projected(self, atoms: np.ndarray | sp.spmatrix) -> Dictionary:
         if self.sparse and sp.issparse(atoms):  # stays sparse (no m x k dense temporaries)
             return self._layout(project_l1_ball_nonneg_csc(sp.csc_matrix(atoms, dtype=self.dtype)))
-        dense = atoms.toarray() if sp.issparse(atoms) else np.asarray(atoms)
+        dense = atoms.toarray() if is_sparse(atoms) else np.asarray(atoms)
         return self._layout(project_l1_ball_nonneg(dense.astype(self.dtype)).astype(self.dtype))
 
     def initialize(self, A: np.ndarray | sp.spmatrix) -> OIADMM:
@@ -402,7 +457,7 @@ class OIADMM(BaseEstimator):
     def remap_rows(self, kept_rows: np.ndarray, n_new: int) -> OIADMM:
         """Vocabulary update: keep ``kept_rows``, append ``n_new`` zero rows (``A``, ``Delta``)."""
         A = self.components_
-        if sp.issparse(A):
+        if is_sparse(A):
             zeros = sp.csc_matrix((n_new, A.shape[1]), dtype=A.dtype)
             self.components_ = sp.vstack([A.tocsr()[kept_rows], zeros], format="csc")
         else:

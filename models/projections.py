@@ -256,7 +256,8 @@ def project_simplex_box(
             )[0]
         ):
             # the threshold cannot place v - theta (see _simplex_box_rows)
-            w = _simplex_box_rows(*(a.astype(np.float64)[None, :] for a in (V, lo, hi)), z)[0]
+            rows, lo_rows, hi_rows = (a.astype(np.float64)[None, :] for a in (V, lo, hi))
+            w = _simplex_box_rows(rows, lo_rows, hi_rows, z)[0]
         return w.astype(V.dtype, copy=False)
     moved = [np.moveaxis(a, axis, -1) for a in (V, lo, hi)]
     shape = moved[0].shape

@@ -51,7 +51,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -132,7 +132,8 @@ def _special(
     if url:
         if urls == "drop":
             return []
-        host = _URL_HOST.match(url).group(1) or ""
+        # (every part of the pattern is optional: it matches every string)
+        host = cast("re.Match[str]", _URL_HOST.match(url)).group(1) or ""
         return [f"url:{host}"] if host and len(host) <= max_chars else []
     body = tag[1:]
     if len(body) > max_chars or not _HAS_LETTER.search(body):
@@ -505,6 +506,21 @@ class StreamingTfidf(BaseEstimator):
         """Smoothed inverse document frequency per vocabulary row, to the power ``idf_power``."""
         return (np.log((1.0 + self.n_eff_) / (1.0 + self.df_)) + 1.0) ** self.idf_power
 
+    @overload
+    def transform(
+        self, texts: Sequence[str], return_oov: Literal[False] = False
+    ) -> sp.csc_matrix: ...
+
+    @overload
+    def transform(
+        self, texts: Sequence[str], return_oov: Literal[True]
+    ) -> tuple[sp.csc_matrix, np.ndarray]: ...
+
+    @overload
+    def transform(
+        self, texts: Sequence[str], return_oov: bool = False
+    ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]: ...
+
     def transform(
         self, texts: Sequence[str], return_oov: bool = False
     ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]:
@@ -516,6 +532,21 @@ class StreamingTfidf(BaseEstimator):
         """
         check_is_fitted(self, "terms_")
         return self._transform(self._numbered_tokens(texts), return_oov)
+
+    @overload
+    def partial_fit_transform(
+        self, texts: Sequence[str], return_oov: Literal[False] = False
+    ) -> sp.csc_matrix: ...
+
+    @overload
+    def partial_fit_transform(
+        self, texts: Sequence[str], return_oov: Literal[True]
+    ) -> tuple[sp.csc_matrix, np.ndarray]: ...
+
+    @overload
+    def partial_fit_transform(
+        self, texts: Sequence[str], return_oov: bool = False
+    ) -> sp.csc_matrix | tuple[sp.csc_matrix, np.ndarray]: ...
 
     def partial_fit_transform(
         self, texts: Sequence[str], return_oov: bool = False
