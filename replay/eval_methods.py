@@ -28,7 +28,7 @@ it with the most novel documents where every other method ranks it last, so
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -63,8 +63,7 @@ class SharedTfidf:
         self.features.partial_fit(texts)
 
     def transform(self, texts: Sequence[str]) -> sp.csr_matrix:
-        # without return_oov, transform returns the matrix alone (its annotation is the union)
-        return cast(sp.csc_matrix, self.features.transform(texts)).T.tocsr()
+        return self.features.transform(texts).T.tocsr()
 
 
 class DetectorMethod:
