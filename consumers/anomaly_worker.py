@@ -287,7 +287,7 @@ class AnomalyStreamState:
             if model_state:
                 self._restore_model(model_state, st)
 
-    def _restore_model(self, model_state: dict[str, np.ndarray], st: dict[str, Any]) -> None:
+    def _restore_model(self, model_state: dict[str, np.ndarray], st: dict[str, np.ndarray]) -> None:
         """Rebuild the checkpointed model; refit it at once on the checkpointed reference set
         when ``n_atoms``, ``sparsity`` or ``contamination`` changed since it was fitted. The old
         model under the new settings was silently miscalibrated: its dictionary learned at the
@@ -299,8 +299,9 @@ class AnomalyStreamState:
         # (the sparsity the model was fitted with: the configured one capped as in _fit)
         sparsity = int(st.get("model_sparsity", min(self.config.sparsity, self._usable())))
         self.model = build_model(self.config, sparsity).set_state(model_state)
+        n_atoms: int = self.model.dictionary_.shape[1]  # (estimator attributes are untyped)
         fitted_with = {
-            "n_atoms": int(st.get("fitted_n_atoms", self.model.dictionary_.shape[1])),
+            "n_atoms": int(st.get("fitted_n_atoms", n_atoms)),
             "sparsity": int(st.get("fitted_sparsity", self.config.sparsity)),
             "contamination": float(st.get("fitted_contamination", self.config.contamination)),
         }
@@ -539,15 +540,16 @@ class AnomalyStreamState:
             self._remember(X)
             if len(self.reference) >= self.config.reference_documents:
                 self._fit()
-            if self.model is None:
-                return Output(
-                    n_documents=len(docs),
-                    summary=f"stream {self.stream} window {seq}: {len(docs)} documents into the "
-                    f"reference set ({len(self.reference)} of {self.config.reference_documents})",
-                )
+        model = self.model
+        if model is None:  # (still in the reference period)
+            return Output(
+                n_documents=len(docs),
+                summary=f"stream {self.stream} window {seq}: {len(docs)} documents into the "
+                f"reference set ({len(self.reference)} of {self.config.reference_documents})",
+            )
         Z = self._standardise(X)
-        scores = self.model.decision_function(Z)
-        flags = scores > self.model.threshold_  # what predict() computes, without a second OMP
+        scores = model.decision_function(Z)
+        flags = scores > model.threshold_  # what predict() computes, without a second OMP
         self.since_fit += 1
         self.scored_since_fit += len(flags)
         self.flagged_since_fit += int(flags.sum())
@@ -628,15 +630,15 @@ class AnomalyStreamState:
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         state: dict[str, np.ndarray] = {
             "reference": self.reference,
-            "last_seq": np.int64(self.last_seq),
+            "last_seq": np.asarray(self.last_seq, np.int64),
             "done_seqs": np.fromiter(self.done, np.int64, len(self.done)),
             "done_sizes": np.fromiter(self.done.values(), np.int64, len(self.done)),
-            "done_floor": np.int64(self.done_floor),
+            "done_floor": np.asarray(self.done_floor, np.int64),
             **_dropped_arrays(self.dropped),
-            "since_fit": np.int64(self.since_fit),
-            "scored_since_fit": np.int64(self.scored_since_fit),
-            "flagged_since_fit": np.int64(self.flagged_since_fit),
-            "warned_constant": np.bool_(self._warned_constant),
+            "since_fit": np.asarray(self.since_fit, np.int64),
+            "scored_since_fit": np.asarray(self.scored_since_fit, np.int64),
+            "flagged_since_fit": np.asarray(self.flagged_since_fit, np.int64),
+            "warned_constant": np.asarray(self._warned_constant, np.bool_),
             "center": self.center,
             "scale": self.scale,
         }
@@ -644,10 +646,12 @@ class AnomalyStreamState:
             state.update({f"model.{k}": v for k, v in self.model.get_state().items()})
             state.update(
                 {
-                    "model_sparsity": np.int64(self.model.n_nonzero_coefs),
-                    "fitted_n_atoms": np.int64(self._fitted_with["n_atoms"]),
-                    "fitted_sparsity": np.int64(self._fitted_with["sparsity"]),
-                    "fitted_contamination": np.float64(self._fitted_with["contamination"]),
+                    "model_sparsity": np.asarray(self.model.n_nonzero_coefs, np.int64),
+                    "fitted_n_atoms": np.asarray(self._fitted_with["n_atoms"], np.int64),
+                    "fitted_sparsity": np.asarray(self._fitted_with["sparsity"], np.int64),
+                    "fitted_contamination": np.asarray(
+                        self._fitted_with["contamination"], np.float64
+                    ),
                 }
             )
         return state, {"last_seq": self.last_seq, "fitted": self.model is not None}

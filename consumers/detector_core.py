@@ -112,10 +112,10 @@ class StreamModels:
         for name, model in (("topics", self.topics), ("emerging", self.emerging)):
             if model is not None and hasattr(model, "components_"):
                 state.update({f"{name}.{k}": v for k, v in model.get_state().items()})
-        state["windows_done"] = np.int64(self.windows_done)
-        state["n_topics"] = np.int64(self.n_topics)
-        state["emerging_id_base"] = np.int64(self.emerging_id_base)
-        state["next_topic_id"] = np.int64(self.next_topic_id)
+        state["windows_done"] = np.asarray(self.windows_done, np.int64)
+        state["n_topics"] = np.asarray(self.n_topics, np.int64)
+        state["emerging_id_base"] = np.asarray(self.emerging_id_base, np.int64)
+        state["next_topic_id"] = np.asarray(self.next_topic_id, np.int64)
         state.update(_announced_state(self.announced))
         return state
 
@@ -178,14 +178,13 @@ def build_models(config: DetectorConfig) -> StreamModels:
         max_step_documents=config.max_step_documents or None,
         **growth,
     )
-    features = StreamingTfidf(
-        **{
-            **DEFAULT_FEATURES,
-            "max_features": config.max_vocabulary,
-            "max_token_chars": config.max_token_chars,
-            "max_terms_per_doc": config.max_terms_per_doc or None,
-        }
-    )
+    feature_params: dict[str, Any] = {
+        **DEFAULT_FEATURES,
+        "max_features": config.max_vocabulary,
+        "max_token_chars": config.max_token_chars,
+        "max_terms_per_doc": config.max_terms_per_doc or None,
+    }
+    features = StreamingTfidf(**feature_params)
     detector = Detector(features=features, model=model, warmup_docs=config.warmup_documents)
     topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None
     emerging = (
@@ -237,8 +236,9 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _summary(text: str) -> str:
-    flat = " ".join(text.split())
+def _summary(text: str | None) -> str:
+    """An alert's summary of a document's text (empty for a row stored without its text)."""
+    flat = " ".join((text or "").split())
     return flat if len(flat) <= SUMMARY_CHARS else flat[: SUMMARY_CHARS - 1] + "…"
 
 
@@ -318,6 +318,7 @@ def _update_topics(
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
     """MOR-NMF and dynamic NMF on the window: each document's dominant MOR-NMF topic and its
     announced emerging topic (-1: none), the topic rows, the emerging-topic alerts."""
+    assert result.features is not None, "a fitted detector's result holds its features"
     n = len(result.scores)
     features = models.detector.features
     X = sp.csr_matrix(result.features.T)  # documents x terms, as the detector saw them

@@ -53,6 +53,7 @@ from sparsewatch.consumers.kafka_client import (
     make_producer,
     next_offsets,
     produce,
+    source_of,
 )
 from sparsewatch.consumers.metrics import IngestMetrics
 from sparsewatch.consumers.retry import StopFlag
@@ -327,8 +328,7 @@ def _transfer(
         except RecordError as exc:
             dead.append((msg, str(exc)))
         except Exception as exc:  # a record the mapping did not foresee: never a crash loop
-            where = (msg.topic(), msg.partition(), msg.offset())
-            log.exception("record %s:%d:%d could not be mapped", *where)
+            log.exception("record %s:%d:%d could not be mapped", *source_of(msg))
             dead.append((msg, f"cannot be mapped ({type(exc).__name__}: {exc})"[:500]))
     if dead and record_dead_letters is not None:
         record_dead_letters(
@@ -349,7 +349,7 @@ def _transfer(
         for msg, reason in dead:
             reasons[reason] = reasons.get(reason, 0) + 1
             dkey, payload, headers = dead_letter_message(
-                msg.topic(), msg.partition(), msg.offset(), reason, msg.value() or b""
+                *source_of(msg), reason, msg.value() or b""
             )
             produce(producer, route.dlq_topic, dkey, payload, headers=headers)
         for key, value in documents:

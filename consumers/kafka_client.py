@@ -39,10 +39,20 @@ log = logging.getLogger(__name__)
 TopicOffsets = dict[tuple[str, int], int]
 """Next offset to read for each (topic, partition)."""
 
+_EVENT = "an event, not a message: only events (errors) lack a topic, partition or offset"
+
 # The copy of a dead letter on the DLQ topic keeps at most this much of the original bytes: the
 # original may be as large as the broker accepts, and the copy (a longer key, two headers) must
 # not exceed the producer's 1,000,000-byte message limit. The SQL row keeps every byte.
 DLQ_MAX_PAYLOAD_BYTES = 512 * 1024
+
+
+def source_of(msg: Message) -> tuple[str, int, int]:
+    """A consumed message's topic, partition and offset (what :meth:`BatchConsumer.poll_batch`
+    hands out always has them)."""
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    assert topic is not None and partition is not None and offset is not None, _EVENT
+    return topic, partition, offset
 
 
 def dead_letter_message(
@@ -307,8 +317,10 @@ def next_offsets(messages: Iterable[Message]) -> TopicOffsets:
     """The offsets to commit after ``messages``: the last offset + 1 per partition."""
     offsets: TopicOffsets = {}
     for msg in messages:
-        key = (msg.topic(), msg.partition())
-        offsets[key] = max(offsets.get(key, 0), msg.offset() + 1)
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        assert topic is not None and partition is not None and offset is not None, _EVENT
+        key = (topic, partition)
+        offsets[key] = max(offsets.get(key, 0), offset + 1)
     return offsets
 
 
@@ -355,7 +367,7 @@ class BatchConsumer:
         self._down_since: float | None = None  # all brokers reported down, none up again since
         self._on_reset = on_reset
         # partitions whose offset the broker did not hold, not yet restarted (broker unreachable)
-        self._resets: TopicOffsets = {}
+        self._resets: dict[tuple[str, int], int | None] = {}
         self._owned: set[tuple[str, int]] = set()  # what the group assigned to this member
         self._closing = False  # close() runs: an assignment it serves is not taken up
         self._start: TopicOffsets = {}
@@ -485,7 +497,8 @@ class BatchConsumer:
             self._consumer.pause(paused)
             while not stop.is_set():  # (resets are applied by the caller's next poll_batch)
                 for msg in self._messages(self._consumer.consume(num_messages=500, timeout=0.2)):
-                    rewind.setdefault((msg.topic(), msg.partition()), msg.offset())
+                    topic, partition, offset = source_of(msg)
+                    rewind.setdefault((topic, partition), offset)
         except BaseException as exc:  # raised on the caller's thread
             errors.append(exc)
         try:
@@ -593,7 +606,10 @@ class BatchConsumer:
             elif err.fatal():
                 raise KafkaException(err)
             elif err.code() == KafkaError._AUTO_OFFSET_RESET:
-                self._resets[(msg.topic(), msg.partition())] = msg.offset()
+                topic, partition = msg.topic(), msg.partition()
+                assert topic is not None and partition is not None, "a partition's event"
+                # (no offset: the lookup of a logical start, the earliest message, failed)
+                self._resets[(topic, partition)] = msg.offset()
             elif err.code() != KafkaError._PARTITION_EOF:
                 # Broker down, transport errors, ...: librdkafka reconnects by itself.
                 self._on_error(err)
@@ -603,9 +619,11 @@ class BatchConsumer:
         for (topic, partition), offset in list(self._resets.items()):
             self._restart_at_earliest(topic, partition, offset)
 
-    def _restart_at_earliest(self, topic: str, partition: int, offset: int) -> None:
+    def _restart_at_earliest(self, topic: str, partition: int, offset: int | None) -> None:
         """The broker does not hold ``offset`` of the partition (see the class docstring): go on
-        at its earliest retained message, and say how many messages that skips."""
+        at its earliest retained message, and say how many messages that skips. ``None``: the
+        partition was to start at its earliest message, which could not be looked up (nothing
+        is skipped)."""
         tp = TopicPartition(topic, partition)
         self._resets.pop((topic, partition), None)
         if (topic, partition) not in self._owned:
@@ -621,8 +639,15 @@ class BatchConsumer:
             self._on_error(exc.args[0])
             return
         self._start[(topic, partition)] = low
-        skipped = max(low - offset, 0)
-        if offset < low:
+        skipped = 0 if offset is None else max(low - offset, 0)
+        if offset is None:
+            log.warning(
+                "%s [%d]: its earliest offset could not be looked up; reading from %d",
+                topic,
+                partition,
+                low,
+            )
+        elif offset < low:
             log.error(
                 "%s [%d]: offset %d is no longer on the broker: %d message(s) before %d were "
                 "deleted by the topic's retention before they were read (or read again after a "
@@ -664,7 +689,12 @@ class BatchConsumer:
                 for key, offset in offsets.items():
                     self._deferred[key] = max(offset, self._deferred.get(key, offset))
                 return
-            self._consumer.commit(offsets=self.positions_for(offsets), asynchronous=asynchronous)
+            # (the client's type stubs take `asynchronous` as a literal True or False)
+            positions = self.positions_for(offsets)
+            if asynchronous:
+                self._consumer.commit(offsets=positions, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=positions, asynchronous=False)
 
     def group_metadata(self) -> Any:
         """The consumer group's metadata, for a transactional producer's

@@ -390,12 +390,12 @@ class StreamWindower:
         checkpoint is loaded with ``allow_pickle=False``), oldest first."""
         encoded = [doc_id.encode() for doc_id in self._done]
         return {
-            "watermark_ms": np.int64(self.watermark_ms),
-            "closed_until_ms": np.int64(self.closed_until_ms),
-            "count_seq": np.int64(self.count_seq),
-            "count_next_offset": np.int64(self.count_next_offset),
-            "count_partition": np.int64(
-                _ANY_PARTITION if self.count_partition is None else self.count_partition
+            "watermark_ms": np.asarray(self.watermark_ms, np.int64),
+            "closed_until_ms": np.asarray(self.closed_until_ms, np.int64),
+            "count_seq": np.asarray(self.count_seq, np.int64),
+            "count_next_offset": np.asarray(self.count_next_offset, np.int64),
+            "count_partition": np.asarray(
+                _ANY_PARTITION if self.count_partition is None else self.count_partition, np.int64
             ),
             "done_ids_utf8": np.frombuffer(b"".join(encoded), dtype=np.uint8),
             "done_id_bytes": np.fromiter(map(len, encoded), np.int64, len(encoded)),
@@ -406,7 +406,7 @@ class StreamWindower:
                 (o for _, o in self._done.values()), np.int64, len(encoded)
             ),
             "read_up_to": _offsets_array(self._read_up_to),
-            "closed_before_ms": np.int64(self._first_open_ms()),
+            "closed_before_ms": np.asarray(self._first_open_ms(), np.int64),
             "closed_read_up_to": _offsets_array(
                 self._closed_read_up_to if self.spec.size_ms is None else self._read_up_to
             ),

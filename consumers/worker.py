@@ -490,6 +490,7 @@ class WorkerLoop:
         pending = False  # messages consumed since the last commit
         for msg in batch:
             partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None, "poll_batch drops events"
             self._partitions.setdefault(partition, _Partition()).next_offset = offset + 1
             pending = True
             try:

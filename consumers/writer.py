@@ -225,10 +225,10 @@ class ResultWriter:
     def _publish(self, job: WriteJob) -> None:
         d = self.destination
         for row in job.dead:
-            key, payload, headers = dead_letter_message(
+            dlq_key, payload, headers = dead_letter_message(
                 row["topic"], row["partition"], row["offset"], row["reason"], row["payload"]
             )
-            self._produce(d.dlq_topic, key, payload, headers=headers)
+            self._produce(d.dlq_topic, dlq_key, payload, headers=headers)
         if d.output_topic:
             for batch in job.messages:
                 for key, value in batch:

@@ -38,15 +38,22 @@ Conflict = Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
+class _Staging:
+    """PostgreSQL: the statements that fill a bulk upsert's staging table."""
+
+    create: str
+    clear: str
+    copy: str
+
+
+@dataclass(frozen=True)
 class _Plan:
     """A compiled bulk upsert of one table and column set on one dialect."""
 
     order: list[str]  # the columns, in the order the rows are handed to the driver
     processors: list[Processor]
     sql: str  # SQLite: the INSERT with parameters; PostgreSQL: the INSERT ... SELECT
-    create_staging: str | None = None  # PostgreSQL only, as the next two
-    clear_staging: str | None = None
-    copy: str | None = None
+    staging: _Staging | None = None  # PostgreSQL only
 
 
 _CACHE: dict[tuple[str, str, tuple[str, ...]], _Plan] = {}
@@ -84,15 +91,17 @@ def _postgresql_plan(
         order=list(names),
         processors=_processors(dialect, table, names),
         sql=compiled.string,
-        # Same column types as the table, no constraints: the INSERT checks those.
-        create_staging=(
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS AS "
-            f"SELECT {columns} FROM {quote(table.name)} WITH NO DATA"
+        staging=_Staging(
+            # Same column types as the table, no constraints: the INSERT checks those.
+            create=(
+                f"CREATE TEMPORARY TABLE IF NOT EXISTS {staging} ON COMMIT DELETE ROWS AS "
+                f"SELECT {columns} FROM {quote(table.name)} WITH NO DATA"
+            ),
+            # The rows of an earlier call in this transaction (a job of several windows) would be
+            # written again with these, and PostgreSQL refuses an INSERT that holds one key twice.
+            clear=f"DELETE FROM {staging}",
+            copy=f"COPY {staging} ({columns}) FROM STDIN",
         ),
-        # The rows of an earlier call in this transaction (a job of several windows) would be
-        # written again with these, and PostgreSQL refuses an INSERT that holds one key twice.
-        clear_staging=f"DELETE FROM {staging}",
-        copy=f"COPY {staging} ({columns}) FROM STDIN",
     )
 
 
@@ -139,28 +148,30 @@ def bulk_upsert_columns(
     for name, process in zip(plan.order, plan.processors, strict=True):
         values = columns[name]
         bound.append([process(v) for v in values] if process is not None else values)
-    if plan.create_staging is None:
+    if plan.staging is None:
         conn.exec_driver_sql(plan.sql, list(zip(*bound, strict=True)))
         return
-    conn.exec_driver_sql(plan.create_staging)
-    conn.exec_driver_sql(plan.clear_staging)
-    _copy_rows(conn, plan, zip(*bound, strict=True))
+    conn.exec_driver_sql(plan.staging.create)
+    conn.exec_driver_sql(plan.staging.clear)
+    _copy_rows(conn, plan.staging.copy, zip(*bound, strict=True))
     conn.exec_driver_sql(plan.sql)
 
 
-def _copy_rows(conn: sa.Connection, plan: _Plan, rows: Iterable[tuple[Any, ...]]) -> None:
+def _copy_rows(conn: sa.Connection, copy_sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
     """``COPY`` the rows into the staging table on the connection's own DBAPI connection (in its
     transaction); a driver error is raised as SQLAlchemy's wrapper of it, as every other
     statement's (:data:`sparsewatch.consumers.retry.TRANSIENT_DB_ERRORS` retries an outage)."""
     dbapi = conn.dialect.loaded_dbapi
-    cursor = conn.connection.driver_connection.cursor()
+    driver = conn.connection.driver_connection
+    assert driver is not None, "an open connection holds its driver's"
+    cursor = driver.cursor()
     try:
-        with cursor.copy(plan.copy) as copy:
+        with cursor.copy(copy_sql) as copy:
             for row in rows:
                 copy.write_row(row)
     except dbapi.Error as exc:
         raise sa.exc.DBAPIError.instance(
-            plan.copy, None, exc, dbapi.Error, dialect=conn.dialect
+            copy_sql, None, exc, dbapi.Error, dialect=conn.dialect
         ) from exc
     finally:
         cursor.close()

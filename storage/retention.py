@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sparsewatch.storage.engine import write_connection
@@ -127,7 +126,7 @@ def _delete_windows(
 def _delete_snapshots(
     conn: sa.Connection,
     stream: str,
-    found: Sequence[sa.Row[Any]],
+    found: Sequence[sa.Row[int, str]],
     kept_snapshots: set[tuple[int, str]],
     report: PruneReport,
 ) -> None:
@@ -169,7 +168,7 @@ def _lock_documents(conn: sa.Connection, where: sa.ColumnElement[bool]) -> None:
     conn.execute(sa.select(sa.func.count()).select_from(locked))
 
 
-def _orphan_snapshots(conn: sa.Connection, stream: str) -> list[sa.Row[Any]]:
+def _orphan_snapshots(conn: sa.Connection, stream: str) -> list[sa.Row[int, str]]:
     """``stream``'s snapshots whose window is gone: kept by an earlier prune's
     ``keep_snapshots`` (a snapshot is written with its window, so only pruning leaves them)."""
     s, w = snapshots.c, windows.c

@@ -39,7 +39,7 @@ be timezone-aware.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -153,6 +153,8 @@ class StoreTx:
     def __init__(self, conn: sa.Connection) -> None:
         self.connection = conn
         dialect = conn.dialect.name
+        # (both dialects' INSERT has the ON CONFLICT clauses and ``excluded`` used here)
+        self._insert: Callable[[sa.Table], postgresql.Insert | sqlite.Insert]
         if dialect == "postgresql":
             self._insert = postgresql.insert
         elif dialect == "sqlite":

@@ -20,6 +20,8 @@ Revises: 0005
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sparsewatch.storage.schema import reason_pattern
@@ -36,13 +38,20 @@ def upgrade() -> None:
     op.add_column("dead_letters", sa.Column("reason_pattern", sa.Text(), nullable=True))
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
-        bind.connection.driver_connection.create_function(
+        _driver_connection(bind).create_function(
             "sparsewatch_reason_pattern", 1, reason_pattern, deterministic=True
         )
         op.execute("UPDATE dead_letters SET reason_pattern = sparsewatch_reason_pattern(reason)")
     else:
         _fill_postgresql(bind)
     op.create_index(INDEX, "dead_letters", ["reason_pattern", "topic", "created_at"])
+
+
+def _driver_connection(bind: sa.Connection) -> Any:
+    """The driver's own connection under ``bind`` (sqlite3's, psycopg's)."""
+    driver = bind.connection.driver_connection
+    assert driver is not None, "an open connection holds its driver's"
+    return driver
 
 
 def _fill_postgresql(bind: sa.Connection) -> None:
@@ -58,7 +67,7 @@ def _fill_postgresql(bind: sa.Connection) -> None:
         "ON COMMIT DROP"
     )
     copy_in = "COPY sparsewatch_reason_patterns (reason, pattern) FROM STDIN"
-    with bind.connection.driver_connection.cursor() as cursor, cursor.copy(copy_in) as copy:
+    with _driver_connection(bind).cursor() as cursor, cursor.copy(copy_in) as copy:
         for reason in reasons:
             copy.write_row((reason, reason_pattern(reason)))
     bind.exec_driver_sql("CREATE INDEX ON sparsewatch_reason_patterns USING hash (reason)")
