@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite against real services: installs the project with its dev extras, starts
-# PostgreSQL and the local Kafka broker, runs ruff and pytest, and always stops what it started.
+# PostgreSQL and the local Kafka broker, runs ruff, mypy (scripts/typecheck.sh) and pytest, and always stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,4 +12,5 @@ trap services_down EXIT
 services_up
 
 ruff check .
+bash scripts/typecheck.sh
 python3 -m pytest "$@"
