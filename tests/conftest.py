@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# The helpers the test modules share (tests/support/) keep pytest's assertion messages, as in the
+# test modules they came from (pytest rewrites the asserts of test modules only).
+pytest.register_assert_rewrite("tests.support")
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 

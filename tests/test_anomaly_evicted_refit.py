@@ -20,7 +20,7 @@ from sparsewatch.storage.store import Checkpoint, Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
-from tests.test_worker_quiet_stream_eviction import _produce, _Running, _scores, _wait, _window
+from tests.support.anomaly_worker import Running, anomaly_scores, produce, wait, window
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -82,32 +82,32 @@ def test_a_stream_refitted_on_restore_is_not_refitted_again_after_it_left_memory
     new = _config(kafka_bootstrap, url, prefix, n_atoms=4)
     topic = old.kafka.topic("scores")
     group = f"{old.kafka.group_id}.anomaly"
-    before = [m for seq in range(3) for m in _window("s", seq)]
+    before = [m for seq in range(3) for m in window("s", seq)]
     store = Store.open(url)
     try:
-        _produce(kafka_bootstrap, topic, before)
-        running = _Running(build_worker("anomaly", old, store))
+        produce(kafka_bootstrap, topic, before)
+        running = Running(build_worker("anomaly", old, store))
         try:
-            assert _wait(lambda: store.partition_offsets(group, topic).get(0) == len(before))
+            assert wait(lambda: store.partition_offsets(group, topic).get(0) == len(before))
         finally:
             running.stop()
         assert int(store.load_checkpoint(group, "s").state["fitted_n_atoms"]) == 8
         sent = list(before)
         worker = build_worker("anomaly", new, store)
         with caplog.at_level(logging.WARNING):
-            running = _Running(worker)
+            running = Running(worker)
             try:
                 for resent in (before[3], before[15]):
-                    _produce(kafka_bootstrap, topic, [resent])
+                    produce(kafka_bootstrap, topic, [resent])
                     sent.append(resent)
-                    assert _wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
-                    assert _wait(lambda: "s" not in worker.streams_in_memory)
+                    assert wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
+                    assert wait(lambda: "s" not in worker.streams_in_memory)
                     checkpoint = store.load_checkpoint(group, "s")
                     assert int(checkpoint.state["fitted_n_atoms"]) == 4
-                after = _window("s", 3)
-                _produce(kafka_bootstrap, topic, after)
+                after = window("s", 3)
+                produce(kafka_bootstrap, topic, after)
                 sent += after
-                assert _wait(lambda: len(_scores(store)) == 40)
+                assert wait(lambda: len(anomaly_scores(store)) == 40)
             finally:
                 running.stop()
         refits = [r for r in caplog.records if REFIT_WARNING in r.getMessage()]

@@ -4,28 +4,19 @@ error and a non-zero exit, and ``snapshots export`` writes both of its files or 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from sparsewatch.cli import main
+from tests.support.cli import run_cli
 
 # what Python makes of the byte 0xff in an argument (a Latin-1 terminal's "ÿ"): a surrogate escape
 NOT_UTF8 = "\udcff"
 
 
-def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
 def export_snapshot(monkeypatch, capsys, target: str, database_url: str) -> tuple[int, str, str]:
-    """``sparsewatch snapshots export news dictionary -o TARGET`` (see :func:`run`)."""
-    return run(
+    """``sparsewatch snapshots export news dictionary -o TARGET`` (see :func:`run_cli`)."""
+    return run_cli(
         monkeypatch,
         capsys,
         *("snapshots", "export", "news", "dictionary", "-o", target),
@@ -68,7 +59,7 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(
 
     Store.open(database_url).dispose()
     monkeypatch.chdir(tmp_path)
-    code, _, err = run(monkeypatch, capsys, *args, "--database-url", database_url)
+    code, _, err = run_cli(monkeypatch, capsys, *args, "--database-url", database_url)
     assert code == 2
     assert err.startswith("error: Invalid value for ") and "is not UTF-8 text" in err
     assert err.count("\n") == 1
@@ -80,7 +71,7 @@ def test_a_missing_snapshot_with_a_line_break_in_its_name_is_a_one_line_error(
 ):
     """The names went into the message as typed: "x\\ny" printed the error on two lines."""
     names = {"stream": "news", "model_kind": "dictionary", argument: "x\ny"}
-    code, _, err = run(
+    code, _, err = run_cli(
         monkeypatch,
         capsys,
         "snapshots",

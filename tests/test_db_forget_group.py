@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, TopicPartition
 from sparsewatch.consumers.kafka_client import consumer_group_members, ensure_topics
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
-from tests.test_storage_store import dump, write_window
+from tests.support.cli import run_cli
+from tests.support.storage import dump, write_window
 
 GROUP_STATE = ("checkpoints", "partition_offsets")
 
@@ -77,7 +77,9 @@ def test_cli_forgets_in_the_database_and_on_the_broker(
     _committed_group(kafka_bootstrap, topic_name, "old.anomaly")
     assert consumer_group_members(kafka_bootstrap, "old.anomaly", 10) == 0
     base = ("db", "forget-group", "--database-url", database, "--bootstrap-servers")
-    code, out, err = run(monkeypatch, capsys, *base, kafka_bootstrap, "old.anomaly", "--dry-run")
+    code, out, err = run_cli(
+        monkeypatch, capsys, *base, kafka_bootstrap, "old.anomaly", "--dry-run"
+    )
     assert (code, err) == (0, "")
     assert out == (
         "would forget old.anomaly: 2 checkpoints, 2 resume offsets; would delete it on the broker\n"
@@ -85,7 +87,7 @@ def test_cli_forgets_in_the_database_and_on_the_broker(
     assert consumer_group_members(kafka_bootstrap, "old.anomaly", 10) == 0  # still there
     with Store.open(database) as store:
         before = dump(store)
-    code, out, err = run(monkeypatch, capsys, *base, kafka_bootstrap, "old.anomaly", "--json")
+    code, out, err = run_cli(monkeypatch, capsys, *base, kafka_bootstrap, "old.anomaly", "--json")
     assert (code, err) == (0, "")
     assert json.loads(out) == {
         "dry_run": False,
@@ -98,10 +100,12 @@ def test_cli_forgets_in_the_database_and_on_the_broker(
     assert _state_of(after, "old.anomaly") == {t: [] for t in GROUP_STATE}
     assert _state_of(after, "detector") == _state_of(before, "detector")
     # status no longer lists it
-    code, out, err = run(monkeypatch, capsys, "status", "--database-url", database, "--no-kafka")
+    code, out, err = run_cli(
+        monkeypatch, capsys, "status", "--database-url", database, "--no-kafka"
+    )
     assert code == 0 and "old.anomaly" not in out and "detector" in out
     # a group only the database knows (never on this broker) is forgotten there
-    code, out, err = run(monkeypatch, capsys, *base, kafka_bootstrap, "detector")
+    code, out, err = run_cli(monkeypatch, capsys, *base, kafka_bootstrap, "detector")
     assert (code, err) == (0, "")
     assert out == "forgot detector: 1 checkpoints, 2 resume offsets; no such group on the broker\n"
 
@@ -123,7 +127,7 @@ def test_cli_refuses_a_live_group_and_deletes_nothing(
         with Store.open(database) as store:
             before = dump(store)
         for extra in ((), ("--dry-run",)):
-            code, out, err = run(
+            code, out, err = run_cli(
                 monkeypatch,
                 capsys,
                 *("db", "forget-group", "--database-url", database),
@@ -146,16 +150,16 @@ def test_cli_unknown_group_and_unreachable_broker_are_one_line(
         before = dump(store)
     missing = f"no-such-{uuid.uuid4().hex[:8]}"
     base = ("db", "forget-group", "--database-url", database)
-    code, out, err = run(
+    code, out, err = run_cli(
         monkeypatch, capsys, *base, "--bootstrap-servers", kafka_bootstrap, "detector", missing
     )
     assert code == 2 and out == ""
     assert err.count("\n") == 1
     assert f"no consumer group '{missing}' in the database or on the broker" in err
     assert "the database keeps state for: detector, old.anomaly" in err
-    code, out, err = run(monkeypatch, capsys, *base, "--no-kafka", missing)
+    code, out, err = run_cli(monkeypatch, capsys, *base, "--no-kafka", missing)
     assert code == 2 and f"no consumer group '{missing}' in the database (" in err
-    code, out, err = run(
+    code, out, err = run_cli(
         monkeypatch,
         capsys,
         *base,
@@ -166,11 +170,11 @@ def test_cli_unknown_group_and_unreachable_broker_are_one_line(
     with Store.open(database) as store:
         assert dump(store) == before
     # --no-kafka: the database only
-    code, out, err = run(monkeypatch, capsys, *base, "--no-kafka", "old.anomaly")
+    code, out, err = run_cli(monkeypatch, capsys, *base, "--no-kafka", "old.anomaly")
     assert (code, err) == (0, "")
     assert out == (
         "forgot old.anomaly: 2 checkpoints, 2 resume offsets; the broker was not asked "
         "(--no-kafka)\n"
     )
-    code, _, err = run(monkeypatch, capsys, *base, "--no-kafka")
+    code, _, err = run_cli(monkeypatch, capsys, *base, "--no-kafka")
     assert code == 2 and "Missing argument 'GROUPS...'" in err

@@ -12,7 +12,7 @@ import time
 import pytest
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
 
 DOCS, SCORES = "sw.docs", "sw.scores"
 # Three transactions (three stored times), oldest first.
@@ -49,8 +49,8 @@ def populated(database_url: str) -> str:
 
 
 def as_json(monkeypatch, capsys, url: str, *args: str) -> list[dict]:
-    code, out, err = run(monkeypatch, capsys, "dead-letters", *args, "--format", "json",
-                         "--database-url", url)  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, "dead-letters", *args, "--format", "json",
+                             "--database-url", url)  # fmt: skip
     assert code == 0 and err == "", err
     return json.loads(out)
 
@@ -69,8 +69,8 @@ def test_every_dead_letter_newest_first_with_its_exact_bytes(populated, monkeypa
             text = None
         assert row["payload_utf8"] == text
     assert sum(r["payload_utf8"] is None for r in rows) == 1
-    code, out, err = run(monkeypatch, capsys, "dead-letters", "--format", "csv",
-                         "--database-url", populated)  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, "dead-letters", "--format", "csv",
+                             "--database-url", populated)  # fmt: skip
     assert code == 0 and err == ""
     table = list(csv.DictReader(io.StringIO(out)))
     assert [base64.b64decode(r["payload_base64"]) for r in table] == [m[4] for m in expected]
@@ -131,20 +131,20 @@ def test_summary_counts_by_reason_with_numbers_as_n(populated, monkeypatch, caps
 
 
 def test_table_shows_escaped_previews(populated, monkeypatch, capsys):
-    code, out, err = run(monkeypatch, capsys, "dead-letters", "--database-url", populated)
+    code, out, err = run_cli(monkeypatch, capsys, "dead-letters", "--database-url", populated)
     assert code == 0 and err == ""
     assert "dead letters (7)" in out
     assert "<3 bytes, not UTF-8>" in out
     assert "\x1b" not in out and "\\x1b[31m" in out  # an escape sequence is shown, not obeyed
     assert '{"id": "zß"}' in out  # letters beyond ASCII are shown as they are
     assert f"{SCORES}:2:5" in out
-    code, out, err = run(monkeypatch, capsys, "dead-letters", "--summary",
-                         "--database-url", populated)  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, "dead-letters", "--summary",
+                             "--database-url", populated)  # fmt: skip
     assert code == 0 and "dead-letter reasons (6)" in out
 
 
 def test_bad_arguments_are_one_line_errors(populated, monkeypatch, capsys):
     for args in (("--since", "2h", "--until", "3h"), ("--limit", "-1"), ("--format", "xml")):
-        code, out, err = run(monkeypatch, capsys, "dead-letters", *args,
-                             "--database-url", populated)  # fmt: skip
+        code, out, err = run_cli(monkeypatch, capsys, "dead-letters", *args,
+                                 "--database-url", populated)  # fmt: skip
         assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1

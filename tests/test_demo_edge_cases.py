@@ -18,7 +18,7 @@ from sparsewatch.config import load_config
 from sparsewatch.demo import run_demo
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka
-from tests.test_kafka_launcher_robustness import _brokers_of
+from tests.support.kafka_launcher import brokers_of
 
 DEMO = [sys.executable, "-m", "sparsewatch", "demo"]
 NO_BROKER = "127.0.0.1:1"  # nothing answers there: the demo starts the local broker
@@ -60,7 +60,7 @@ def _stop_all(run_dir: Path, *demos: subprocess.Popen[str]) -> None:
     for demo in demos:
         demo.kill()
         demo.communicate()
-    for pid in _brokers_of(run_dir):
+    for pid in brokers_of(run_dir):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -100,7 +100,7 @@ def test_a_demo_ending_leaves_the_local_broker_to_a_demo_still_running(tmp_path:
         out, err = second.communicate(timeout=90)
         assert second.returncode == 0, err
         assert "4000 documents stored" in out
-        assert not _brokers_of(run_dir), "the last demo left the broker a demo started"
+        assert not brokers_of(run_dir), "the last demo left the broker a demo started"
     finally:
         _stop_all(run_dir, first, *([second] if second else []))
 
@@ -131,7 +131,7 @@ def test_the_broker_of_a_demo_killed_outright_is_stopped_by_the_next_demo(
         result = run_demo(config, n_documents=500, out_dir=tmp_path / "demo")
         assert result.plot.is_file()
         assert not LocalKafka(run_dir).status().running
-        assert not _brokers_of(run_dir)
+        assert not brokers_of(run_dir)
     finally:
         _stop_all(run_dir, killed)
 

@@ -4,16 +4,15 @@ and ``demo`` with the anomaly worker disabled."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from click.testing import CliRunner
 from sparsewatch.storage.store import Store
 
-from sparsewatch.cli import main
 from sparsewatch.commands_evaluate import evaluate
 from sparsewatch.demo import MALFORMED
 from sparsewatch.errors import SparsewatchError
+from tests.support.cli import run_cli
 
 
 def test_evaluate_synthetic_writes_json_and_plots(tmp_path) -> None:
@@ -71,14 +70,6 @@ def test_evaluate_reports_user_errors() -> None:
     assert "need more than the warm-up 1000" in str(res.exception)
 
 
-def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
 @pytest.fixture
 def anomaly_disabled(monkeypatch, tmp_path):
     monkeypatch.delenv("SPARSEWATCH_CONFIG", raising=False)
@@ -88,7 +79,7 @@ def anomaly_disabled(monkeypatch, tmp_path):
 
 
 def test_run_anomaly_when_disabled_is_a_one_line_error(anomaly_disabled, monkeypatch, capsys):
-    code, out, err = _main(monkeypatch, capsys, "run", "anomaly", "--until-idle", "1")
+    code, out, err = run_cli(monkeypatch, capsys, "run", "anomaly", "--until-idle", "1")
     assert code == 2 and out == ""
     assert err.count("\n") == 1
     assert err.startswith("error: the anomaly worker is disabled in the configuration")
@@ -102,7 +93,7 @@ def test_demo_with_the_anomaly_worker_disabled(
     printing an empty anomaly table, and stores every document without anomaly scores."""
     monkeypatch.setenv("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
     monkeypatch.setenv("SPARSEWATCH_WINDOWS_SIZE", "2h")
-    code, out, err = _main(monkeypatch, capsys, "demo", "--documents", "800")
+    code, out, err = run_cli(monkeypatch, capsys, "demo", "--documents", "800")
     assert code == 0, err
     assert "top novel_document alerts" in out and "the anomaly worker is disabled" in out
     assert "top anomaly alerts" not in out
@@ -123,10 +114,10 @@ def test_evaluate_reads_the_configuration(monkeypatch, capsys, tmp_path) -> None
     bad = tmp_path / "bad.toml"
     bad.write_text("[detector\n")
     args = ["evaluate", "--docs", "700", "--warmup", "300", "--step", "200", "--max-steps", "2"]
-    code, out, err = _main(monkeypatch, capsys, "--config", str(bad), *args)
+    code, out, err = run_cli(monkeypatch, capsys, "--config", str(bad), *args)
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     monkeypatch.setenv("SPARSEWATCH_DETECTOR_MAX_ATMOS", "10")
-    code, out, err = _main(monkeypatch, capsys, *args, "--methods", "detector")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--methods", "detector")
     assert code == 2 and "SPARSEWATCH_DETECTOR_MAX_ATOMS" in err and err.count("\n") == 1, err
     monkeypatch.delenv("SPARSEWATCH_DETECTOR_MAX_ATMOS")
     aucs = []
@@ -134,7 +125,7 @@ def test_evaluate_reads_the_configuration(monkeypatch, capsys, tmp_path) -> None
         if atoms is not None:  # a fixed dictionary of 3 atoms scores the stream differently
             monkeypatch.setenv("SPARSEWATCH_DETECTOR_INITIAL_ATOMS", atoms)
             monkeypatch.setenv("SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW", "0")
-        code, out, err = _main(monkeypatch, capsys, *args, "--methods", "detector")
+        code, out, err = run_cli(monkeypatch, capsys, *args, "--methods", "detector")
         assert code == 0, err
         aucs.append(json.loads(out)["methods"]["detector"]["auc_any"])
     assert aucs[0] != aucs[1]

@@ -23,14 +23,14 @@ from sparsewatch.consumers.kafka_client import producer_config
 from sparsewatch.storage.store import Store
 
 from sparsewatch.kafka_local import LocalKafka
-from tests.test_ingest_kafka import (
-    _assert_exactly_once,
-    _bridge_in_a_thread,
-    _committed_or_none,
-    _prepare,
-    _produce,
-    _route,
-    _tweets_with_bad,
+from tests.support.ingest_kafka import (
+    assert_exactly_once,
+    bridge_in_a_thread,
+    committed_or_none,
+    make_route,
+    prepare,
+    produce,
+    tweets_with_bad,
 )
 
 RECORDS = 20_000
@@ -82,8 +82,8 @@ def _broker_hung_mid_transaction(
     monkeypatch.setattr(ingest, "_HUNG_AFTER_S", 30.0)
     monkeypatch.setattr(ingest, "make_producer", make)
     try:
-        route = _route(f"127.0.0.1:{port}", f"abort-{time.monotonic_ns()}")
-        _prepare(route, source_partitions=1)
+        route = make_route(f"127.0.0.1:{port}", f"abort-{time.monotonic_ns()}")
+        prepare(route, source_partitions=1)
         yield route, restart
     finally:
         broker.kill()  # (SIGKILL: also when it is stopped)
@@ -98,7 +98,7 @@ def _listening(port: int) -> bool:
 def _wait_committed(route: IngestRoute, thread: threading.Thread, out: dict[str, Any]) -> None:
     """Until the bridge (alive meanwhile) has committed every source record."""
     deadline = time.monotonic() + 240
-    while _committed_or_none(route.bootstrap, route.group_id, route.source_topics[0]) != RECORDS:
+    while committed_or_none(route.bootstrap, route.group_id, route.source_topics[0]) != RECORDS:
         assert thread.is_alive() and time.monotonic() < deadline, out
         time.sleep(0.2)
 
@@ -122,13 +122,13 @@ def test_an_abort_timing_out_during_a_broker_outage_leaves_it_to_a_new_producer(
     outage; an abort retried until the broker was back was fenced by then (the coordinator had
     aborted the transaction for its timeout), a fatal error that ended the bridge as well."""
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
-    records, good, bad = _tweets_with_bad(RECORDS)
+    records, good, bad = tweets_with_bad(RECORDS)
     try:
         with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
-            _produce(route.bootstrap, route.source_topics[0], records)
+            produce(route.bootstrap, route.source_topics[0], records)
             with (
                 caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
-                _bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out),
+                bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out),
             ):
                 _wait_for(lambda: TAKE_OVER in caplog.text, thread, out)
                 time.sleep(6.0)  # (the new producer waits for the broker: 3 of its timeouts)
@@ -137,7 +137,7 @@ def test_an_abort_timing_out_during_a_broker_outage_leaves_it_to_a_new_producer(
                 _wait_committed(route, thread, out)
             assert not thread.is_alive() and "error" not in out, out
             assert out["stats"].aborted == 1
-            _assert_exactly_once(route, store, good, bad)
+            assert_exactly_once(route, store, good, bad)
     finally:
         store.dispose()
 
@@ -150,22 +150,22 @@ def test_a_stop_while_an_abort_waits_for_the_broker_ends_the_bridge_cleanly(
     transaction left open); a bridge started once the broker is back delivers every record
     exactly once. (Before, the abort's timeout ended the bridge with a KafkaException.)"""
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
-    records, good, bad = _tweets_with_bad(RECORDS)
+    records, good, bad = tweets_with_bad(RECORDS)
     try:
         with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
-            _produce(route.bootstrap, route.source_topics[0], records)
+            produce(route.bootstrap, route.source_topics[0], records)
             with (
                 caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
-                _bridge_in_a_thread(route, store, batch_size=50) as (stop, thread, out),
+                bridge_in_a_thread(route, store, batch_size=50) as (stop, thread, out),
             ):
                 _wait_for(lambda: TAKE_OVER in caplog.text, thread, out)
                 stop.request()
                 thread.join(90)
             assert not thread.is_alive() and "error" not in out, out
             restart()
-            with _bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
+            with bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
                 _wait_committed(route, thread, out)
             assert "error" not in out, out
-            _assert_exactly_once(route, store, good, bad)
+            assert_exactly_once(route, store, good, bad)
     finally:
         store.dispose()

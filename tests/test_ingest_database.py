@@ -16,22 +16,22 @@ from sparsewatch.consumers.ingest import IngestRoute
 from sparsewatch.storage.store import Store
 
 from tests.conftest import PostgresOutage
-from tests.test_ingest_kafka import (
-    _committed,
-    _prepare,
-    _produce,
-    _read_all,
-    _route,
-    _source,
-    _spawn,
-    _tweet,
-    reap_bridges,  # noqa: F401 (autouse: kills what _spawn started)
+from tests.support.ingest_kafka import (
+    committed,
+    dead_letter_source,
+    make_route,
+    make_tweet,
+    prepare,
+    produce,
+    read_all,
+    reap_bridges,  # noqa: F401 (autouse: kills what spawn started)
+    spawn,
 )
 
 
 def _batch(start: int, n_good: int, n_bad: int) -> list[tuple[bytes | None, bytes | None]]:
     records: list[tuple[bytes | None, bytes | None]] = [
-        (b"en", json.dumps(_tweet(start + i, "en")).encode()) for i in range(n_good)
+        (b"en", json.dumps(make_tweet(start + i, "en")).encode()) for i in range(n_good)
     ]
     records += [(b"en", f"broken {start + j}".encode()) for j in range(n_bad)]
     return records
@@ -39,7 +39,7 @@ def _batch(start: int, n_good: int, n_bad: int) -> list[tuple[bytes | None, byte
 
 def _wait_committed(route: IngestRoute, proc: subprocess.Popen, log: Path, expected: int) -> None:
     deadline = time.monotonic() + 120
-    while _committed(route.bootstrap, route.group_id, route.source_topics[0], 3) < expected:
+    while committed(route.bootstrap, route.group_id, route.source_topics[0], 3) < expected:
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
         time.sleep(0.1)
 
@@ -52,39 +52,39 @@ def test_dead_letters_reach_the_database_through_an_outage(
     postgres_outage: PostgresOutage,
 ) -> None:
     url = postgres_database[0]
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
     source = route.source_topics[0]
     log = tmp_path / "ingest.log"
-    _produce(kafka_bootstrap, source, _batch(0, 200, 5))
-    proc = _spawn(route, log, until_idle=None, database_url=url)
+    produce(kafka_bootstrap, source, _batch(0, 200, 5))
+    proc = spawn(route, log, until_idle=None, database_url=url)
     _wait_committed(route, proc, log, 205)
 
     postgres_outage.begin()
-    _produce(kafka_bootstrap, source, _batch(1000, 200, 5))
+    produce(kafka_bootstrap, source, _batch(1000, 200, 5))
     time.sleep(4.0)  # the bridge retries the database; the batch is neither forwarded nor committed
-    assert _committed(kafka_bootstrap, route.group_id, source, 3) == 205
-    assert len(_read_all(kafka_bootstrap, route.docs_topic, 200)) == 200
+    assert committed(kafka_bootstrap, route.group_id, source, 3) == 205
+    assert len(read_all(kafka_bootstrap, route.docs_topic, 200)) == 200
     assert "recording dead letters failed" in log.read_text()
     postgres_outage.end()
     _wait_committed(route, proc, log, 410)
 
     postgres_outage.begin()  # stopped while waiting: one line, nothing committed
-    _produce(kafka_bootstrap, source, _batch(2000, 0, 1))
+    produce(kafka_bootstrap, source, _batch(2000, 0, 1))
     time.sleep(2.0)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 2, log.read_text()[-2000:]
     last = log.read_text().strip().splitlines()[-1]
     assert last.startswith("error: recording dead letters abandoned on shutdown"), last
     assert last.endswith("the batch is read again at the next start"), last
-    assert _committed(kafka_bootstrap, route.group_id, source, 3) == 410
+    assert committed(kafka_bootstrap, route.group_id, source, 3) == 410
     postgres_outage.end()
 
-    final = _spawn(route, log, until_idle=3.0, database_url=url)
+    final = spawn(route, log, until_idle=3.0, database_url=url)
     assert final.wait(timeout=120) == 0, log.read_text()[-2000:]
-    assert _committed(kafka_bootstrap, route.group_id, source, 3) == 411
-    assert len(_read_all(kafka_bootstrap, route.docs_topic, 400)) == 400
-    dead = _read_all(kafka_bootstrap, route.dlq_topic, 11)
+    assert committed(kafka_bootstrap, route.group_id, source, 3) == 411
+    assert len(read_all(kafka_bootstrap, route.docs_topic, 400)) == 400
+    dead = read_all(kafka_bootstrap, route.dlq_topic, 11)
     store = Store.open(url, create=False)
     try:
         rows = store.dead_letters(limit=None)
@@ -92,6 +92,6 @@ def test_dead_letters_reach_the_database_through_an_outage(
         store.dispose()
     assert len(dead) == len(rows) == 11
     assert sorted((r["topic"], r["partition"], r["offset"], r["payload"]) for r in rows) == sorted(
-        (*_source(m), m.value()) for m in dead
+        (*dead_letter_source(m), m.value()) for m in dead
     )
     assert "Traceback" not in log.read_text()

@@ -5,7 +5,6 @@ bridge ended normally; nothing is lost or repeated, as a restarted bridge shows.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,51 +12,35 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from sparsewatch.consumers import ingest
-from sparsewatch.consumers.ingest import IngestRoute, run_ingest, transactional_id
+from sparsewatch.consumers.ingest import IngestRoute, run_ingest
 from sparsewatch.consumers.kafka_client import producer_config
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 
 from sparsewatch.errors import SparsewatchError
-from tests.test_ingest_kafka import (
+from tests.support.ingest_kafka import (
     TWEETS,
-    _committed,
-    _prepare,
-    _produce,
-    _read_all,
-    _route,
-    _spawn,
-    _tweet,
-    reap_bridges,  # noqa: F401 (autouse: kills the bridges _spawn started)
+    committed,
+    fence,
+    make_route,
+    prepare,
+    produce,
+    read_all,
+    reap_bridges,  # noqa: F401 (autouse: kills the bridges spawn started)
+    spawn,
+    tweets,
 )
 
 FENCED = "error: ingest stopped by a fatal Kafka error: "
 
 
-def _tweets(start: int, n: int) -> list[tuple[bytes | None, bytes | None]]:
-    return [(b"en", json.dumps(_tweet(i, "en")).encode()) for i in range(start, start + n)]
-
-
-def _fence(route: IngestRoute) -> Producer:
-    """A newer producer with the bridge's transactional id: the bridge's own is fenced (its
-    next transaction fails with a fatal error)."""
-    fencer = Producer(
-        {
-            "bootstrap.servers": route.bootstrap,
-            "transactional.id": transactional_id(route.group_id, route.instance),
-        }
-    )
-    fencer.init_transactions(30)
-    return fencer
-
-
 def _assert_delivered_once(route: IngestRoute, n: int) -> None:
     """Every one of the ``n`` source tweets is on the documents topic once (read committed),
     and the bridge's group has committed all of them."""
-    docs = _read_all(route.bootstrap, route.docs_topic, n)
+    docs = read_all(route.bootstrap, route.docs_topic, n)
     ids = [parse_document(m.value(), 100_000).id for m in docs]
     assert sorted(ids) == sorted(str(10_000 + i) for i in range(n))
-    assert _committed(route.bootstrap, route.group_id, route.source_topics[0], 1) == n
+    assert committed(route.bootstrap, route.group_id, route.source_topics[0], 1) == n
 
 
 def test_a_fenced_bridge_reports_its_one_line_error_and_a_restart_delivers_the_rest(
@@ -68,17 +51,17 @@ def test_a_fenced_bridge_reports_its_one_line_error_and_a_restart_delivers_the_r
     status 2; the fatal error its final flush raises again is only logged. Before, that flush's
     KafkaException replaced the error (``error: KafkaException: ...``, status 1). A restarted
     bridge forwards the batch that failed: every tweet arrives once."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route, source_partitions=1)
-    _produce(kafka_bootstrap, route.source_topics[0], _tweets(0, 200))
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route, source_partitions=1)
+    produce(kafka_bootstrap, route.source_topics[0], tweets(0, 200))
     log = tmp_path / "ingest.log"
-    proc = _spawn(route, log, until_idle=None)
+    proc = spawn(route, log, until_idle=None)
     deadline = time.monotonic() + 120
-    while _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 1) < 200:
+    while committed(kafka_bootstrap, route.group_id, route.source_topics[0], 1) < 200:
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
         time.sleep(0.1)
-    fencer = _fence(route)
-    _produce(kafka_bootstrap, route.source_topics[0], _tweets(200, 300))
+    fencer = fence(route)
+    produce(kafka_bootstrap, route.source_topics[0], tweets(200, 300))
     assert proc.wait(timeout=120) == 2, log.read_text()[-3000:]
     output = log.read_text()
     lines = output.strip().splitlines()
@@ -88,7 +71,7 @@ def test_a_fenced_bridge_reports_its_one_line_error_and_a_restart_delivers_the_r
     assert "closing the Kafka clients after an error: producer: " in output  # (logged)
     fencer.flush(10)
 
-    restarted = _spawn(route, tmp_path / "restarted.log", until_idle=3.0)
+    restarted = spawn(route, tmp_path / "restarted.log", until_idle=3.0)
     assert restarted.wait(timeout=120) == 0, (tmp_path / "restarted.log").read_text()[-2000:]
     _assert_delivered_once(route, 500)
 
@@ -101,12 +84,12 @@ def test_a_fatal_error_only_the_final_flush_reports_is_a_one_line_error(
     it does after a transaction that timed out during an outage): a SparsewatchError naming the
     producer, not a raw KafkaException. The committed batches stand, the pending message is
     never seen, and a restarted bridge has nothing left to forward."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route, source_partitions=1)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route, source_partitions=1)
 
     class FencedWhenClosing(Producer):
         def flush(self, *args: Any) -> int:
-            _fence(route)
+            fence(route)
             self.begin_transaction()
             self.produce(route.docs_topic, key=b"en", value=b"never committed")
             return super().flush(*args)
@@ -115,7 +98,7 @@ def test_a_fatal_error_only_the_final_flush_reports_is_a_one_line_error(
         return FencedWhenClosing(producer_config(bootstrap, **overrides))
 
     monkeypatch.setattr(ingest, "make_producer", make)
-    _produce(kafka_bootstrap, route.source_topics[0], _tweets(0, 300))
+    produce(kafka_bootstrap, route.source_topics[0], tweets(0, 300))
     with pytest.raises(SparsewatchError, match=r"while closing its producer: .*fenced"):
         run_ingest(route, TWEETS, StopFlag(), until_idle_s=2.0, batch_size=100)
     monkeypatch.undo()

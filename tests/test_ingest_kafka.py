@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +33,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers import ingest
 from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest, transactional_id
 from sparsewatch.consumers.kafka_client import producer_config
@@ -47,76 +42,24 @@ from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.readers import FieldMapping, RecordError
 from sparsewatch.storage.store import Store
 
-TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
-
-
-def _tweet(i: int, lang: str) -> dict:
-    minute, second = divmod(i % 3600, 60)
-    return {
-        "id_str": f"{10_000 + i}",
-        "full_text": f"tweet {i} about the harbour fire #news",
-        "created_at": f"Wed Oct 10 20:{minute:02d}:{second:02d} +0000 2018",
-        "user": {"lang": lang, "screen_name": f"user{i}"},
-        "retweet_count": i % 7,
-    }
-
-
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-
-
-def _produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for key, value in records:
-        producer.produce(topic, key=key, value=value)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-
-
-def _read_all(bootstrap: str, topic: str, expected: int, committed: bool = True) -> list[Message]:
-    """Every message of ``topic`` (read committed, or everything written), waiting up to 60 s
-    for ``expected`` of them and then 2 s more for any surplus."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-        }
-    )
-    consumer.subscribe([topic])
-    messages: list[Message] = []
-    deadline = time.monotonic() + 60
-    quiet_until = None
-    try:
-        while time.monotonic() < (quiet_until or deadline):
-            for msg in consumer.consume(500, timeout=0.5):
-                if msg.error() is None:
-                    messages.append(msg)
-            if len(messages) >= expected and quiet_until is None:
-                quiet_until = time.monotonic() + 2.0
-    finally:
-        consumer.close()
-    return messages
-
-
-def _route(bootstrap: str, topic_name: str) -> IngestRoute:
-    return IngestRoute(
-        bootstrap=bootstrap,
-        group_id=f"{topic_name}-ingest",
-        source_topics=(f"{topic_name}-src",),
-        docs_topic=f"{topic_name}-docs",
-        dlq_topic=f"{topic_name}.dlq",  # <prefix>.dlq for the CLI with prefix topic_name
-    )
-
-
-def _prepare(route: IngestRoute, source_partitions: int = 3) -> None:
-    _create(route.bootstrap, route.source_topics[0], source_partitions)
-    _create(route.bootstrap, route.docs_topic, 4)
-    _create(route.bootstrap, route.dlq_topic, 1)
-
+from tests.support.ingest_kafka import (
+    TWEETS,
+    assert_exactly_once,
+    bridge_in_a_thread,
+    cli,
+    committed,
+    committed_or_none,
+    create,
+    dead_letter_source,
+    make_route,
+    make_tweet,
+    prepare,
+    produce,
+    read_all,
+    reap_bridges,  # noqa: F401 (autouse: kills what spawn started)
+    spawn,
+    tweets_with_bad,
+)
 
 # -- mapping one record (no broker needed: a Message is a plain value here) ---------------------
 
@@ -126,7 +69,7 @@ def _message(value: bytes | None, timestamp: tuple[int, int] = (0, 0)) -> Messag
 
 
 def test_a_tweet_maps_to_a_document_the_detector_accepts() -> None:
-    tweet = _tweet(61, "pt")
+    tweet = make_tweet(61, "pt")
     key, value = map_record(_message(json.dumps(tweet).encode()), TWEETS)
     doc = parse_document(value, 100_000)
     assert key == b"pt" and doc.stream == "pt" and doc.id == "10061"
@@ -151,18 +94,12 @@ def test_the_kafka_timestamp_can_be_the_event_time() -> None:
 # -- through the broker ---------------------------------------------------------------------------
 
 
-def _source(msg: Message) -> tuple[str, int, int]:
-    """A dead letter's source coordinates, from its ``source`` header."""
-    topic, partition, offset = dict(msg.headers())["source"].decode().rsplit(":", 2)
-    return topic, int(partition), int(offset)
-
-
 def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     kafka_bootstrap: str, topic_name: str, database_url: str
 ) -> None:
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
-    tweets = [_tweet(i, ("en", "de", "fr")[i % 3]) for i in range(300)]
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
+    tweets = [make_tweet(i, ("en", "de", "fr")[i % 3]) for i in range(300)]
     bad = [
         (b"k", b"{not json"),
         (b"k", b"[1, 2]"),
@@ -170,10 +107,15 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
             b"k",
             json.dumps({"id_str": "b1", "created_at": "Wed Oct 10 20:00:00 +0000 2018"}).encode(),
         ),
-        (b"k", json.dumps({**_tweet(1, "en"), "id_str": "b2", "created_at": "yesterday"}).encode()),
         (
             b"k",
-            json.dumps({**_tweet(2, "en"), "id_str": "b3", "full_text": "x" * 200_000}).encode(),
+            json.dumps({**make_tweet(1, "en"), "id_str": "b2", "created_at": "yesterday"}).encode(),
+        ),
+        (
+            b"k",
+            json.dumps(
+                {**make_tweet(2, "en"), "id_str": "b3", "full_text": "x" * 200_000}
+            ).encode(),
         ),
         (b"k", b'{"id_str": "b4", "full_text": "caf\xe9"}'),
         (b"k", None),
@@ -181,7 +123,7 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     records = [(t["user"]["lang"].encode(), json.dumps(t).encode()) for t in tweets]
     records[100:100] = bad[:4]
     records[250:250] = bad[4:]
-    _produce(kafka_bootstrap, route.source_topics[0], records)
+    produce(kafka_bootstrap, route.source_topics[0], records)
 
     store = Store.open(database_url)
     try:
@@ -192,7 +134,7 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
         store.dispose()
 
     assert (stats.read, stats.forwarded, stats.dead_lettered) == (307, 300, 7)
-    docs = _read_all(kafka_bootstrap, route.docs_topic, 300)
+    docs = read_all(kafka_bootstrap, route.docs_topic, 300)
     parsed = [parse_document(m.value(), 100_000) for m in docs]
     assert sorted(d.id for d in parsed) == sorted(t["id_str"] for t in tweets)
     assert all(m.key().decode() == d.stream for m, d in zip(docs, parsed, strict=True))
@@ -201,7 +143,7 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     # one stream's documents share a partition (the workers' requirement)
     assert all(len({m.partition() for m in docs if m.key() == k}) == 1 for k in (b"en", b"de"))
 
-    dead = _read_all(kafka_bootstrap, route.dlq_topic, 7)
+    dead = read_all(kafka_bootstrap, route.dlq_topic, 7)
     assert len(dead) == 7
     reasons = {dict(m.headers())["reason"].decode(): m for m in dead}
     assert any(r.startswith("invalid JSON") for r in reasons)
@@ -212,7 +154,7 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     assert any(r.startswith("not UTF-8 (byte") and r.endswith("of the message)") for r in reasons)
     assert "null value (a tombstone), not a document" in reasons
     for msg in dead:  # original bytes, and where they came from
-        topic, partition, offset = _source(msg)
+        topic, partition, offset = dead_letter_source(msg)
         assert (
             topic == route.source_topics[0]
             and msg.key().decode() == f"{topic}:{partition}:{offset}"
@@ -222,7 +164,9 @@ def test_tweets_are_forwarded_keyed_by_stream_and_bad_records_dead_lettered(
     # the database holds the same dead letters, with their reasons and whole payloads
     assert sorted(
         (r["topic"], r["partition"], r["offset"], r["reason"], r["payload"]) for r in stored
-    ) == sorted((*_source(m), dict(m.headers())["reason"].decode(), m.value()) for m in dead)
+    ) == sorted(
+        (*dead_letter_source(m), dict(m.headers())["reason"].decode(), m.value()) for m in dead
+    )
 
 
 def _read_at(bootstrap: str, topic: str, partition: int, offset: int) -> Message:
@@ -241,62 +185,6 @@ def _read_at(bootstrap: str, topic: str, partition: int, offset: int) -> Message
         consumer.close()
 
 
-def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
-    """Records the bridge's group has committed (its transactions' offsets), over all partitions."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
-        return sum(max(tp.offset, 0) for tp in offsets)
-    finally:
-        consumer.close()
-
-
-_SPAWNED: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def reap_bridges() -> Iterator[None]:
-    """Bridges a test spawned are killed when it ends, also when it fails (one left running kept
-    a dead broker's address busy with retries for the rest of the session)."""
-    yield
-    while _SPAWNED:
-        proc = _SPAWNED.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def _spawn(
-    route: IngestRoute,
-    log: Path,
-    until_idle: float | None,
-    extra: tuple[str, ...] = (),
-    database_url: str | None = None,
-) -> subprocess.Popen:
-    """``sparsewatch ingest`` for ``route`` writing to ``log``; its dead letters go to
-    ``database_url`` (default: ``ingest.db`` beside the log)."""
-    args = [
-        sys.executable, "-m", "sparsewatch", "ingest",
-        "--bootstrap-servers", route.bootstrap,
-        "--from-topic", route.source_topics[0],
-        "--to-topic", route.docs_topic,
-        "--group", route.group_id,
-        "--id-field", "id_str", "--text-field", "full_text",
-        "--timestamp-field", "created_at", "--stream-field", "user.lang",
-    ]  # fmt: skip
-    if until_idle is not None:
-        args += ["--until-idle", str(until_idle)]
-    args += extra
-    env = {
-        **os.environ,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": route.dlq_topic.removesuffix(".dlq"),
-        "SPARSEWATCH_DATABASE_URL": database_url or f"sqlite:///{log.parent / 'ingest.db'}",
-    }
-    proc = subprocess.Popen(args, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    _SPAWNED.append(proc)
-    return proc
-
-
 def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
@@ -307,8 +195,8 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     start drains the topic. Read committed, the documents topic holds each good tweet once and
     the dead-letter topic each malformed one once, and each stream's documents are in the order
     the source gave them."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
     rng = random.Random(11)
     langs = ("en", "de", "fr", "es", "it", "pt")
     records, good, bad = [], [], []
@@ -318,12 +206,12 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
             records.append((lang.encode(), f"broken {i}".encode()))
             bad.append(f"broken {i}".encode())
         else:
-            tweet = _tweet(i, lang)
+            tweet = make_tweet(i, lang)
             records.append((lang.encode(), json.dumps(tweet).encode()))
             good.append(tweet)
 
     backlog = len(records) // 2
-    _produce(kafka_bootstrap, route.source_topics[0], records[:backlog])
+    produce(kafka_bootstrap, route.source_topics[0], records[:backlog])
 
     kills_done = threading.Event()
 
@@ -345,14 +233,14 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     kills = 0
     try:
         for _ in range(5):
-            proc = _spawn(route, log, until_idle=None)
-            before = _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3)
+            proc = spawn(route, log, until_idle=None)
+            before = committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3)
             if before == len(records):
                 proc.kill()
                 proc.wait()
                 break
             deadline = time.monotonic() + 120
-            while _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) <= before:
+            while committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) <= before:
                 assert proc.poll() is None, log.read_text()[-2000:]
                 assert time.monotonic() < deadline, "the bridge made no progress"
                 time.sleep(0.05)
@@ -365,11 +253,11 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
         kills_done.set()
         feeder.join()
     assert kills == 5, f"only {kills} kills landed while records were still arriving"
-    final = _spawn(route, log, until_idle=5.0)
+    final = spawn(route, log, until_idle=5.0)
     assert final.wait(timeout=300) == 0, log.read_text()[-2000:]
-    assert _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) == len(records)
+    assert committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) == len(records)
 
-    docs = _read_all(kafka_bootstrap, route.docs_topic, len(good))
+    docs = read_all(kafka_bootstrap, route.docs_topic, len(good))
     ids = [parse_document(m.value(), 100_000).id for m in docs]
     assert len(ids) == len(set(ids)) == len(good)
     assert set(ids) == {t["id_str"] for t in good}
@@ -377,7 +265,7 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
         want = [t["id_str"] for t in good if t["user"]["lang"] == lang]
         got = [parse_document(m.value(), 100_000).id for m in docs if m.key() == lang.encode()]
         assert got == want
-    dead = _read_all(kafka_bootstrap, route.dlq_topic, len(bad))
+    dead = read_all(kafka_bootstrap, route.dlq_topic, len(bad))
     assert sorted(m.value() for m in dead) == sorted(bad)
     # the database's dead letters are the topic's, once each (a batch read again after a kill
     # records its dead letters again: the table keeps the first)
@@ -387,7 +275,7 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     finally:
         store.dispose()
     assert sorted((r["topic"], r["partition"], r["offset"], r["payload"]) for r in rows) == sorted(
-        (*_source(m), m.value()) for m in dead
+        (*dead_letter_source(m), m.value()) for m in dead
     )
     assert "Traceback" not in log.read_text()
 
@@ -399,8 +287,8 @@ def test_a_restart_aborts_the_transaction_its_predecessor_left_open(
     read-committed reader may see, and that would hold every such reader back until the
     transaction times out (60 s). The next bridge with the same transactional id aborts it when
     it starts: its own records are readable at once, the dead one's never."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
     dead = Producer(
         {
             "bootstrap.servers": kafka_bootstrap,
@@ -412,42 +300,42 @@ def test_a_restart_aborts_the_transaction_its_predecessor_left_open(
     for i in range(50):
         dead.produce(route.docs_topic, key=b"en", value=f"half-written {i}".encode())
     assert dead.flush(30) == 0  # on the broker, never committed: the process "dies" here
-    tweets = [_tweet(i, "en") for i in range(100)]
-    _produce(
+    tweets = [make_tweet(i, "en") for i in range(100)]
+    produce(
         kafka_bootstrap, route.source_topics[0], [(b"en", json.dumps(t).encode()) for t in tweets]
     )
 
     started = time.monotonic()
     stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=2.0)
-    docs = _read_all(kafka_bootstrap, route.docs_topic, len(tweets))
+    docs = read_all(kafka_bootstrap, route.docs_topic, len(tweets))
     assert time.monotonic() - started < 30  # not the 60 s transaction timeout
     assert stats.forwarded == len(tweets) == len(docs)
     assert sorted(parse_document(m.value(), 100_000).id for m in docs) == sorted(
         t["id_str"] for t in tweets
     )
-    everything = _read_all(kafka_bootstrap, route.docs_topic, len(tweets) + 50, committed=False)
+    everything = read_all(kafka_bootstrap, route.docs_topic, len(tweets) + 50, committed=False)
     assert sum(m.value().startswith(b"half-written") for m in everything) == 50  # written, aborted
 
 
 def test_sigterm_commits_the_batch_in_progress_and_exits_cleanly(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
-    tweets = [_tweet(i, "en") for i in range(1_000)]
-    _produce(
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
+    tweets = [make_tweet(i, "en") for i in range(1_000)]
+    produce(
         kafka_bootstrap, route.source_topics[0], [(b"en", json.dumps(t).encode()) for t in tweets]
     )
     log = tmp_path / "ingest.log"
-    proc = _spawn(route, log, until_idle=None)
+    proc = spawn(route, log, until_idle=None)
     deadline = time.monotonic() + 120
-    while _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) < len(tweets):
+    while committed(kafka_bootstrap, route.group_id, route.source_topics[0], 3) < len(tweets):
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
     assert "read 1000, forwarded 1000" in log.read_text()
-    assert len(_read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
+    assert len(read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
 
 
 def test_until_idle_counts_from_the_sources_drained_not_from_the_start(
@@ -455,25 +343,14 @@ def test_until_idle_counts_from_the_sources_drained_not_from_the_start(
 ) -> None:
     """A bridge joining its group and fetching for the first time is not idle: with an idle
     limit shorter than its start it still forwards the whole backlog before it stops."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
-    tweets = [(b"k", json.dumps(_tweet(i, "en")).encode()) for i in range(3_000)]
-    _produce(kafka_bootstrap, route.source_topics[0], tweets)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
+    tweets = [(b"k", json.dumps(make_tweet(i, "en")).encode()) for i in range(3_000)]
+    produce(kafka_bootstrap, route.source_topics[0], tweets)
     started = time.monotonic()
     stats = run_ingest(route, TWEETS, StopFlag(), until_idle_s=0.2, batch_size=100)
     assert stats.forwarded == len(tweets), time.monotonic() - started
-    assert len(_read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
-
-
-def _cli(*args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SPARSEWATCH_DEBUG"} | env_vars
-    return subprocess.run(
-        [sys.executable, "-m", "sparsewatch", "ingest", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    assert len(read_all(kafka_bootstrap, route.docs_topic, len(tweets))) == len(tweets)
 
 
 def test_bad_arguments_and_missing_topics_are_one_line_errors(
@@ -493,16 +370,16 @@ def test_bad_arguments_and_missing_topics_are_one_line_errors(
         (["--from-topic", "^_"], "matches __consumer_offsets, Kafka's internal topic"),
     ]
     for args, message in cases:
-        proc = _cli(*at, *args)
+        proc = cli(*at, *args)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
-    proc = _cli("--bootstrap-servers", "127.0.0.1:1", "--from-topic", "a", "--connect-timeout", "1")
+    proc = cli("--bootstrap-servers", "127.0.0.1:1", "--from-topic", "a", "--connect-timeout", "1")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "cannot reach Kafka" in lines[0]
-    route = _route(kafka_bootstrap, topic_name)
-    _create(kafka_bootstrap, route.source_topics[0], 1)
+    route = make_route(kafka_bootstrap, topic_name)
+    create(kafka_bootstrap, route.source_topics[0], 1)
     nowhere = "postgresql+psycopg://nobody:secret@127.0.0.1:1/none"
-    proc = _cli(*at, "--from-topic", route.source_topics[0], SPARSEWATCH_DATABASE_URL=nowhere)
+    proc = cli(*at, "--from-topic", route.source_topics[0], SPARSEWATCH_DATABASE_URL=nowhere)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "cannot open database" in lines[0] and "secret" not in lines[0]
@@ -525,7 +402,12 @@ def test_tweets_bridged_from_an_unkeyed_topic_are_processed_as_the_core_processe
 
     from sparsewatch.config import load_config
     from sparsewatch.runner import build_worker, run_loops
-    from tests.test_pipeline_kafka import _assert_same, _env, _offline, _stored
+    from tests.support.pipeline_kafka import (
+        assert_same,
+        offline_scores,
+        pipeline_env,
+        stored_scores,
+    )
 
     route = IngestRoute(
         bootstrap=kafka_bootstrap,
@@ -534,7 +416,7 @@ def test_tweets_bridged_from_an_unkeyed_topic_are_processed_as_the_core_processe
         docs_topic=f"{topic_name}.docs",
         dlq_topic=f"{topic_name}.dlq",
     )
-    _create(kafka_bootstrap, route.source_topics[0], 1)  # in order: no document comes late
+    create(kafka_bootstrap, route.source_topics[0], 1)  # in order: no document comes late
     streams = [("en", 11), ("de", 12)]
     docs = sorted(
         (
@@ -558,75 +440,22 @@ def test_tweets_bridged_from_an_unkeyed_topic_are_processed_as_the_core_processe
     assert stats.forwarded == len(tweets) and stats.dead_lettered == 0
 
     db_url = f"sqlite:///{tmp_path / 'bridge.db'}"
-    config = load_config(env=_env(kafka_bootstrap, topic_name, db_url))
+    config = load_config(env=pipeline_env(kafka_bootstrap, topic_name, db_url))
     store = Store.open(db_url)
     try:
         run_loops([build_worker("detector", config, store)], [10.0], install_signals=False)
-        stored = _stored(store)
+        stored = stored_scores(store)
     finally:
         store.dispose()
     delivered = [
-        parse_document(m.value(), 100_000)
-        for m in _read_all(kafka_bootstrap, route.docs_topic, 800)
+        parse_document(m.value(), 100_000) for m in read_all(kafka_bootstrap, route.docs_topic, 800)
     ]
     as_sent = [
         {"id": d.id, "text": d.text, "timestamp": d.timestamp_ms, "stream": d.stream}
         for d in delivered
     ]
     assert len(stored) == len(tweets) == len(as_sent)
-    _assert_same(stored, _offline(config, as_sent))
-
-
-def _tweets_with_bad(n: int) -> tuple[list[tuple[bytes, bytes]], list[str], list[bytes]]:
-    """``n`` records over three streams, one in a hundred malformed: the records, the good
-    ones' ids and the bad ones' bytes."""
-    records, good, bad = [], [], []
-    for i in range(n):
-        if i % 100 == 37:
-            records.append((b"k", f"broken {i}".encode()))
-            bad.append(f"broken {i}".encode())
-        else:
-            tweet = _tweet(i, ("en", "de", "fr")[i % 3])
-            records.append((b"k", json.dumps(tweet).encode()))
-            good.append(tweet["id_str"])
-    return records, good, bad
-
-
-def _assert_exactly_once(
-    route: IngestRoute, store: Store, good: list[str], bad: list[bytes]
-) -> None:
-    docs = _read_all(route.bootstrap, route.docs_topic, len(good))
-    ids = [parse_document(m.value(), 100_000).id for m in docs]
-    assert len(ids) == len(set(ids)) == len(good) and set(ids) == set(good)
-    dead = _read_all(route.bootstrap, route.dlq_topic, len(bad))
-    assert sorted(m.value() for m in dead) == sorted(bad)
-    assert sorted(r["payload"] for r in store.dead_letters(limit=None)) == sorted(bad)
-
-
-@contextmanager
-def _bridge_in_a_thread(
-    route: IngestRoute, store: Store, **kwargs: Any
-) -> Iterator[tuple[StopFlag, threading.Thread, dict[str, Any]]]:
-    """run_ingest on a thread (dead letters into ``store``): its stop flag, the thread, and
-    the dict that gets its stats or its error; stopped and joined when the block ends, also
-    when a test fails in it."""
-    stop, out = StopFlag(), {}
-
-    def run() -> None:
-        try:
-            out["stats"] = run_ingest(
-                route, TWEETS, stop, record_dead_letters=store.insert_dead_letters, **kwargs
-            )
-        except Exception as exc:  # reported by the test
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield stop, thread, out
-    finally:
-        stop.request()
-        thread.join(90)
+    assert_same(stored, offline_scores(config, as_sent))
 
 
 def test_a_hung_offsets_call_is_left_behind_and_a_new_producer_takes_over(
@@ -655,19 +484,19 @@ def test_a_hung_offsets_call_is_left_behind_and_a_new_producer_takes_over(
         return made[-1]
 
     monkeypatch.setattr(ingest, "make_producer", make)
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
-    records, good, bad = _tweets_with_bad(2_000)
-    _produce(kafka_bootstrap, route.source_topics[0], records)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
+    records, good, bad = tweets_with_bad(2_000)
+    produce(kafka_bootstrap, route.source_topics[0], records)
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
-        bridge = _bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=100)
+        bridge = bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=100)
         with bridge as (_, thread, out):
             thread.join(120)
         release.set()
         assert not thread.is_alive() and "error" not in out, out
         assert len(made) == 2 and out["stats"].aborted == 1
-        _assert_exactly_once(route, store, good, bad)
+        assert_exactly_once(route, store, good, bad)
     finally:
         release.set()
         store.dispose()
@@ -693,15 +522,15 @@ def test_the_bridge_rides_out_a_broker_restart(
     port = int(bootstrap.rsplit(":", 1)[1])
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
-        route = _route(bootstrap, f"brk-{time.monotonic_ns()}")
-        _prepare(route)
-        records, good, bad = _tweets_with_bad(20_000)
-        _produce(bootstrap, route.source_topics[0], records)
+        route = make_route(bootstrap, f"brk-{time.monotonic_ns()}")
+        prepare(route)
+        records, good, bad = tweets_with_bad(20_000)
+        produce(bootstrap, route.source_topics[0], records)
         # small transactions, so that the backlog lasts until the broker is killed
         source = route.source_topics[0]
-        with _bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out):
+        with bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out):
             deadline = time.monotonic() + 120
-            while (_committed_or_none(bootstrap, route.group_id, source) or 0) < len(records) // 4:
+            while (committed_or_none(bootstrap, route.group_id, source) or 0) < len(records) // 4:
                 assert thread.is_alive() and time.monotonic() < deadline, out
                 time.sleep(0.05)
             members = _member_ids(bootstrap, route.group_id)
@@ -710,12 +539,12 @@ def test_the_bridge_rides_out_a_broker_restart(
             time.sleep(12.0)  # (longer than the workers' 10 s session)
             LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
             deadline = time.monotonic() + 240
-            while _committed_or_none(bootstrap, route.group_id, source) != len(records):
+            while committed_or_none(bootstrap, route.group_id, source) != len(records):
                 assert thread.is_alive() and time.monotonic() < deadline, out
                 time.sleep(0.5)
             assert _member_ids(bootstrap, route.group_id) == members  # (the same membership)
         assert not thread.is_alive() and "error" not in out, out
-        _assert_exactly_once(route, store, good, bad)
+        assert_exactly_once(route, store, good, bad)
     finally:
         store.dispose()
         LocalKafka(tmp_path / "broker", port=port).down()
@@ -728,15 +557,6 @@ def _member_ids(bootstrap: str, group: str) -> list[str]:
     return sorted(m.member_id for m in description.members if m.assignment.topic_partitions)
 
 
-def _committed_or_none(bootstrap: str, group: str, topic: str) -> int | None:
-    """:func:`_committed` over 3 partitions, or None while the broker cannot say (its group
-    coordinator still loading after a restart)."""
-    try:
-        return _committed(bootstrap, group, topic, 3)
-    except KafkaException:
-        return None
-
-
 def test_a_pattern_source_reads_every_matching_topic_also_one_created_later(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -744,26 +564,26 @@ def test_a_pattern_source_reads_every_matching_topic_also_one_created_later(
     bridge runs is read from its first record (metadata refreshed every 2 s here, 10 s by
     default); a topic it does not match is not."""
     monkeypatch.setattr(ingest, "_PATTERN_REFRESH_MS", 2_000)
-    route = replace(_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-tw-",))
+    route = replace(make_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-tw-",))
     for name in ("a", "b", "c", "other"):
-        _create(kafka_bootstrap, f"{topic_name}-{'tw-' if name != 'other' else ''}{name}", 2)
-    _create(kafka_bootstrap, route.docs_topic, 2)
-    _create(kafka_bootstrap, route.dlq_topic, 1)
+        create(kafka_bootstrap, f"{topic_name}-{'tw-' if name != 'other' else ''}{name}", 2)
+    create(kafka_bootstrap, route.docs_topic, 2)
+    create(kafka_bootstrap, route.dlq_topic, 1)
 
     def tweets(start: int) -> list[tuple[bytes | None, bytes | None]]:
-        return [(None, json.dumps(_tweet(start + i, "en")).encode()) for i in range(300)]
+        return [(None, json.dumps(make_tweet(start + i, "en")).encode()) for i in range(300)]
 
-    _produce(kafka_bootstrap, f"{topic_name}-tw-a", tweets(0))
-    _produce(kafka_bootstrap, f"{topic_name}-tw-b", tweets(1000))
-    _produce(kafka_bootstrap, f"{topic_name}-other", tweets(2000))
+    produce(kafka_bootstrap, f"{topic_name}-tw-a", tweets(0))
+    produce(kafka_bootstrap, f"{topic_name}-tw-b", tweets(1000))
+    produce(kafka_bootstrap, f"{topic_name}-other", tweets(2000))
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
-        with _bridge_in_a_thread(route, store) as (_, thread, out):
-            assert len(_read_all(kafka_bootstrap, route.docs_topic, 600)) == 600
-            _create(kafka_bootstrap, f"{topic_name}-tw-late", 1)
-            _produce(kafka_bootstrap, f"{topic_name}-tw-late", tweets(3000))
-            _produce(kafka_bootstrap, f"{topic_name}-tw-c", tweets(4000))
-            docs = _read_all(kafka_bootstrap, route.docs_topic, 1200)
+        with bridge_in_a_thread(route, store) as (_, thread, out):
+            assert len(read_all(kafka_bootstrap, route.docs_topic, 600)) == 600
+            create(kafka_bootstrap, f"{topic_name}-tw-late", 1)
+            produce(kafka_bootstrap, f"{topic_name}-tw-late", tweets(3000))
+            produce(kafka_bootstrap, f"{topic_name}-tw-c", tweets(4000))
+            docs = read_all(kafka_bootstrap, route.docs_topic, 1200)
         assert not thread.is_alive() and "error" not in out, out
     finally:
         store.dispose()
@@ -777,10 +597,12 @@ def test_until_idle_stops_a_bridge_whose_pattern_matches_no_topic(
 ) -> None:
     """No topic matching the pattern: librdkafka assigns nothing and calls no callback, and a
     bridge run with an idle limit waited for ever for its group to join."""
-    route = replace(_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-none-",))
-    _create(kafka_bootstrap, route.docs_topic, 1)
-    _create(kafka_bootstrap, route.dlq_topic, 1)
-    _create(kafka_bootstrap, f"{topic_name}-other", 1)  # a topic it does not match
+    route = replace(
+        make_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-none-",)
+    )
+    create(kafka_bootstrap, route.docs_topic, 1)
+    create(kafka_bootstrap, route.dlq_topic, 1)
+    create(kafka_bootstrap, f"{topic_name}-other", 1)  # a topic it does not match
     result: list[object] = []
     thread = threading.Thread(
         target=lambda: result.append(run_ingest(route, TWEETS, StopFlag(), until_idle_s=1.0)),
@@ -808,12 +630,12 @@ def test_a_record_the_mapping_did_not_foresee_is_dead_lettered_not_a_crash_loop(
         return real(msg, *args, **kwargs)
 
     monkeypatch.setattr(ingest, "map_record", fails_on_poison)
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route, source_partitions=1)
-    tweets = [_tweet(i, "en") for i in range(20)]
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route, source_partitions=1)
+    tweets = [make_tweet(i, "en") for i in range(20)]
     records = [(b"en", json.dumps(t).encode()) for t in tweets]
-    records.insert(5, (b"en", json.dumps({**_tweet(99, "en"), "full_text": "poison"}).encode()))
-    _produce(kafka_bootstrap, route.source_topics[0], records)
+    records.insert(5, (b"en", json.dumps({**make_tweet(99, "en"), "full_text": "poison"}).encode()))
+    produce(kafka_bootstrap, route.source_topics[0], records)
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
         stats = run_ingest(
@@ -827,7 +649,7 @@ def test_a_record_the_mapping_did_not_foresee_is_dead_lettered_not_a_crash_loop(
     finally:
         store.dispose()
     assert (stats.read, stats.forwarded, stats.dead_lettered) == (21, 20, 1)
-    docs = _read_all(kafka_bootstrap, route.docs_topic, 20)
+    docs = read_all(kafka_bootstrap, route.docs_topic, 20)
     assert sorted(parse_document(m.value(), 100_000).id for m in docs) == sorted(
         t["id_str"] for t in tweets
     )

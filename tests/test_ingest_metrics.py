@@ -18,22 +18,22 @@ from sparsewatch.consumers.ingest import run_ingest
 from sparsewatch.consumers.metrics import IngestMetrics
 from sparsewatch.consumers.retry import StopFlag
 
-from tests.test_ingest_kafka import (
+from tests.support.ingest_kafka import (
     TWEETS,
-    _cli,
-    _prepare,
-    _produce,
-    _route,
-    _spawn,
-    _tweet,
-    reap_bridges,  # noqa: F401 (autouse: kills what _spawn started)
+    cli,
+    make_route,
+    make_tweet,
+    prepare,
+    produce,
+    reap_bridges,  # noqa: F401 (autouse: kills what spawn started)
+    spawn,
 )
 
 
 def _records(n_good: int, n_bad: int) -> list[tuple[bytes | None, bytes | None]]:
     """``n_good`` tweets over two streams with ``n_bad`` records that are not JSON among them."""
     records: list[tuple[bytes | None, bytes | None]] = [
-        (None, json.dumps(_tweet(i, "en" if i % 2 else "de")).encode()) for i in range(n_good)
+        (None, json.dumps(make_tweet(i, "en" if i % 2 else "de")).encode()) for i in range(n_good)
     ]
     for j in range(n_bad):
         records.insert((j * 37) % len(records), (None, b"{not json " + str(j).encode()))
@@ -58,10 +58,10 @@ class _LagLog(IngestMetrics):
 def test_committed_records_and_the_source_lag_are_counted(
     kafka_bootstrap: str, topic_name: str
 ) -> None:
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
     n_good, n_bad = 12_000, 300
-    _produce(kafka_bootstrap, route.source_topics[0], _records(n_good, n_bad))
+    produce(kafka_bootstrap, route.source_topics[0], _records(n_good, n_bad))
     names = {
         "forwarded": ("sparsewatch_ingest_records_total", {"outcome": "forwarded"}),
         "dead": ("sparsewatch_ingest_records_total", {"outcome": "dead_lettered"}),
@@ -105,12 +105,12 @@ def _scrape(port: int) -> dict[str, float]:
 def test_the_bridge_serves_its_metrics_while_it_runs(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
-    _produce(kafka_bootstrap, route.source_topics[0], _records(500, 20))
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
+    produce(kafka_bootstrap, route.source_topics[0], _records(500, 20))
     port = _free_port()
     log = tmp_path / "ingest.log"
-    proc = _spawn(route, log, until_idle=None, extra=("--metrics-port", str(port)))
+    proc = spawn(route, log, until_idle=None, extra=("--metrics-port", str(port)))
     forwarded = 'sparsewatch_ingest_records_total{outcome="forwarded"}'
     dead = 'sparsewatch_ingest_records_total{outcome="dead_lettered"}'
     lag = 'sparsewatch_consumer_lag{worker="ingest"}'
@@ -138,13 +138,13 @@ def test_the_bridge_serves_its_metrics_while_it_runs(
 
 
 def test_a_port_it_cannot_bind_is_a_one_line_error(kafka_bootstrap: str, topic_name: str) -> None:
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = _cli(
+        proc = cli(
             "--bootstrap-servers", kafka_bootstrap,
             "--from-topic", route.source_topics[0],
             "--metrics-port", str(port),

@@ -16,15 +16,15 @@ from sparsewatch.consumers.ingest import run_ingest
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 
-from tests.test_ingest_kafka import (
+from tests.support.ingest_kafka import (
     TWEETS,
-    _cli,
-    _create,
-    _prepare,
-    _produce,
-    _read_all,
-    _route,
-    _tweet,
+    cli,
+    create,
+    make_route,
+    make_tweet,
+    prepare,
+    produce,
+    read_all,
 )
 
 
@@ -36,28 +36,28 @@ def test_a_bridge_restarted_with_other_sources_reads_them_not_its_predecessors(
     partitions) without a rebalance, so the second bridge forwarded A's new records, which it was
     not told to read, and none of B's, and ``--until-idle`` stopped it having read nothing from B.
     It now reads B (once the first bridge's session has ended) and nothing of A."""
-    route_a = _route(kafka_bootstrap, topic_name)
-    _prepare(route_a)
+    route_a = make_route(kafka_bootstrap, topic_name)
+    prepare(route_a)
     source_b = f"{topic_name}-other"
-    _create(kafka_bootstrap, source_b, 2)
+    create(kafka_bootstrap, source_b, 2)
     route_b = replace(route_a, source_topics=(source_b,))
 
-    first = [_tweet(i, "en") for i in range(50)]
-    _produce(
+    first = [make_tweet(i, "en") for i in range(50)]
+    produce(
         kafka_bootstrap, route_a.source_topics[0], [(b"", json.dumps(t).encode()) for t in first]
     )
     assert run_ingest(route_a, TWEETS, StopFlag(), until_idle_s=1.0).forwarded == len(first)
 
-    later_a = [_tweet(i, "en") for i in range(50, 80)]
-    wanted = [_tweet(i, "de") for i in range(100, 160)]
-    _produce(
+    later_a = [make_tweet(i, "en") for i in range(50, 80)]
+    wanted = [make_tweet(i, "de") for i in range(100, 160)]
+    produce(
         kafka_bootstrap, route_a.source_topics[0], [(b"", json.dumps(t).encode()) for t in later_a]
     )
-    _produce(kafka_bootstrap, source_b, [(b"", json.dumps(t).encode()) for t in wanted])
+    produce(kafka_bootstrap, source_b, [(b"", json.dumps(t).encode()) for t in wanted])
     stats = run_ingest(route_b, TWEETS, StopFlag(), until_idle_s=2.0)
 
     assert (stats.read, stats.forwarded) == (len(wanted), len(wanted))
-    docs = _read_all(kafka_bootstrap, route_a.docs_topic, len(first) + len(wanted))
+    docs = read_all(kafka_bootstrap, route_a.docs_topic, len(first) + len(wanted))
     ids = sorted(parse_document(m.value(), 100_000).id for m in docs)
     assert ids == sorted(t["id_str"] for t in first + wanted)
 
@@ -71,7 +71,7 @@ def test_a_pattern_librdkafka_reads_otherwise_is_a_one_line_usage_error(
     there) passed too, and the bridge read nothing, for ever, without a word (``--until-idle``
     never stopped it: the topic matched by Python's reading existed). Both are one-line usage
     errors now; the POSIX forms of the same patterns are accepted and read."""
-    _create(kafka_bootstrap, f"{topic_name}-7", 1)
+    create(kafka_bootstrap, f"{topic_name}-7", 1)
     at = ["--bootstrap-servers", kafka_bootstrap, "--no-database", "--until-idle", "1"]
     for pattern, message in (
         (f"^{topic_name}-\\d+", "\\d"),
@@ -80,15 +80,15 @@ def test_a_pattern_librdkafka_reads_otherwise_is_a_one_line_usage_error(
         (f"^(?:{topic_name})-7", "POSIX extended"),
         (f"^{topic_name}-7(?!0)", "POSIX extended"),
     ):
-        proc = _cli(*at, "--from-topic", pattern)
+        proc = cli(*at, "--from-topic", pattern)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, (pattern, proc.stderr)
         assert "--from-topic" in lines[0] and message in lines[0], (pattern, lines[0])
-    _produce(kafka_bootstrap, f"{topic_name}-7", [(b"", json.dumps(_tweet(1, "en")).encode())])
+    produce(kafka_bootstrap, f"{topic_name}-7", [(b"", json.dumps(make_tweet(1, "en")).encode())])
     for n, pattern in enumerate(
         (f"^{topic_name}-[0-9]+$", f"^({topic_name})-\\w", f"^{topic_name}\\-7")
     ):
-        proc = _cli(
+        proc = cli(
             *at,
             *("--from-topic", pattern, "--group", f"{topic_name}-{n}", "--json"),
             *(
@@ -113,11 +113,11 @@ def test_a_source_given_twice_is_read_once_and_an_internal_topic_is_no_destinati
     a topic twice in one subscription): it reads T once. ``--to-topic __consumer_offsets`` ran
     until its first transaction failed with a fatal ``INVALID_TXN_STATE``: a usage error, as for
     a source."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route, source_partitions=1)
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route, source_partitions=1)
     source = route.source_topics[0]
-    _produce(
-        kafka_bootstrap, source, [(b"", json.dumps(_tweet(i, "en")).encode()) for i in range(5)]
+    produce(
+        kafka_bootstrap, source, [(b"", json.dumps(make_tweet(i, "en")).encode()) for i in range(5)]
     )
     mapping = (
         "--id-field",
@@ -128,7 +128,7 @@ def test_a_source_given_twice_is_read_once_and_an_internal_topic_is_no_destinati
         "created_at",
     )
     at = ("--bootstrap-servers", kafka_bootstrap, "--no-database", "--group", route.group_id)
-    proc = _cli(
+    proc = cli(
         *at,
         *("--from-topic", source, "--from-topic", source, "--to-topic", route.docs_topic),
         *mapping,
@@ -138,7 +138,7 @@ def test_a_source_given_twice_is_read_once_and_an_internal_topic_is_no_destinati
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["forwarded"] == 5
     for internal in ("__consumer_offsets", "__transaction_state"):
-        proc = _cli(*at, "--from-topic", source, "--to-topic", internal)
+        proc = cli(*at, "--from-topic", source, "--to-topic", internal)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert f"--to-topic {internal} is Kafka's internal topic" in lines[0]

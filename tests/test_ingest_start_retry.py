@@ -24,16 +24,17 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka
-from tests.test_ingest_flush_fatal import _fence, _tweets
-from tests.test_ingest_kafka import (
+from tests.support.ingest_kafka import (
     TWEETS,
-    _assert_exactly_once,
-    _bridge_in_a_thread,
-    _committed,
-    _prepare,
-    _produce,
-    _route,
-    _tweets_with_bad,
+    assert_exactly_once,
+    bridge_in_a_thread,
+    committed,
+    fence,
+    make_route,
+    prepare,
+    produce,
+    tweets,
+    tweets_with_bad,
 )
 
 RETRYING = "starting Kafka transactions ("
@@ -49,7 +50,7 @@ def _unused_route() -> IngestRoute:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    return _route(f"127.0.0.1:{port}", f"nobroker-{time.monotonic_ns()}")
+    return make_route(f"127.0.0.1:{port}", f"nobroker-{time.monotonic_ns()}")
 
 
 def _restart_frozen(broker_dir: Path, port: int) -> tuple[threading.Thread, int]:
@@ -88,14 +89,14 @@ def test_a_bridge_started_with_its_broker_waits_for_the_transaction_coordinator(
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     pid = None
     try:
-        route = _route(f"127.0.0.1:{port}", f"start-{time.monotonic_ns()}")
-        _prepare(route, source_partitions=1)
-        records, good, bad = _tweets_with_bad(3_000)
-        _produce(route.bootstrap, route.source_topics[0], records)
+        route = make_route(f"127.0.0.1:{port}", f"start-{time.monotonic_ns()}")
+        prepare(route, source_partitions=1)
+        records, good, bad = tweets_with_bad(3_000)
+        produce(route.bootstrap, route.source_topics[0], records)
         starting, pid = _restart_frozen(broker_dir, port)
         with (
             caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
-            _bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=200) as (_, bridge, out),
+            bridge_in_a_thread(route, store, until_idle_s=3.0, batch_size=200) as (_, bridge, out),
         ):
             time.sleep(7.0)  # two of its init_transactions timeouts
             assert bridge.is_alive(), out
@@ -105,7 +106,7 @@ def test_a_bridge_started_with_its_broker_waits_for_the_transaction_coordinator(
             assert not bridge.is_alive() and "error" not in out, out
         assert RETRYING in caplog.text
         assert out["stats"].read == len(records) and out["stats"].aborted == 0
-        _assert_exactly_once(route, store, good, bad)
+        assert_exactly_once(route, store, good, bad)
     finally:
         if pid is not None:
             os.kill(pid, signal.SIGCONT)
@@ -122,7 +123,7 @@ def test_a_stop_while_the_bridge_waits_at_start_ends_it_cleanly(
     monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 1.0)
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     try:
-        with _bridge_in_a_thread(_unused_route(), store) as (stop, bridge, out):
+        with bridge_in_a_thread(_unused_route(), store) as (stop, bridge, out):
             time.sleep(2.5)
             assert bridge.is_alive(), out
             stop.request()
@@ -157,19 +158,19 @@ def test_a_fenced_producer_names_a_second_bridge_of_its_instance(
     """A newer producer with the bridge's transactional id (a second bridge started with the
     same --instance) fences the bridge's producer: the one-line error says so, as the
     consumer's own fatal error does."""
-    route = _route(kafka_bootstrap, topic_name)
-    _prepare(route, source_partitions=1)
-    _produce(kafka_bootstrap, route.source_topics[0], _tweets(0, 100))
+    route = make_route(kafka_bootstrap, topic_name)
+    prepare(route, source_partitions=1)
+    produce(kafka_bootstrap, route.source_topics[0], tweets(0, 100))
     store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     fencer: Any = None
     try:
-        with _bridge_in_a_thread(route, store) as (_, bridge, out):
+        with bridge_in_a_thread(route, store) as (_, bridge, out):
             deadline = time.monotonic() + 120
-            while _committed(kafka_bootstrap, route.group_id, route.source_topics[0], 1) < 100:
+            while committed(kafka_bootstrap, route.group_id, route.source_topics[0], 1) < 100:
                 assert bridge.is_alive() and time.monotonic() < deadline, out
                 time.sleep(0.1)
-            fencer = _fence(route)
-            _produce(kafka_bootstrap, route.source_topics[0], _tweets(100, 100))
+            fencer = fence(route)
+            produce(kafka_bootstrap, route.source_topics[0], tweets(100, 100))
             bridge.join(120)
             assert not bridge.is_alive(), out
         error = out.get("error")

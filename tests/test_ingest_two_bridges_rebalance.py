@@ -16,7 +16,7 @@ from sparsewatch.consumers.ingest import run_ingest
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 
-from tests.test_ingest_kafka import TWEETS, _committed, _create, _read_all, _route, _tweet
+from tests.support.ingest_kafka import TWEETS, committed, create, make_route, make_tweet, read_all
 
 
 def _assigned_members(bootstrap: str, group: str) -> int:
@@ -29,11 +29,11 @@ def _assigned_members(bootstrap: str, group: str) -> int:
 def test_two_bridges_in_one_group_deliver_every_record_once_across_rebalances(
     kafka_bootstrap: str, topic_name: str
 ) -> None:
-    route = _route(kafka_bootstrap, topic_name)
+    route = make_route(kafka_bootstrap, topic_name)
     source = route.source_topics[0]
-    _create(kafka_bootstrap, source, 6)
-    _create(kafka_bootstrap, route.docs_topic, 4)
-    _create(kafka_bootstrap, route.dlq_topic, 1)
+    create(kafka_bootstrap, source, 6)
+    create(kafka_bootstrap, route.docs_topic, 4)
+    create(kafka_bootstrap, route.dlq_topic, 1)
     langs = ("en", "de", "fr", "es", "it", "pt")
     records: list[tuple[bytes, bytes]] = []
     good: list[dict] = []
@@ -44,7 +44,7 @@ def test_two_bridges_in_one_group_deliver_every_record_once_across_rebalances(
             records.append((lang.encode(), f"broken {i}".encode()))
             bad.append(f"broken {i}".encode())
         else:
-            tweet = _tweet(i, lang)
+            tweet = make_tweet(i, lang)
             records.append((lang.encode(), json.dumps(tweet).encode()))
             good.append(tweet)
 
@@ -81,7 +81,7 @@ def test_two_bridges_in_one_group_deliver_every_record_once_across_rebalances(
     first = bridge(0, None)
     try:
         deadline = time.monotonic() + 120
-        while _committed(kafka_bootstrap, route.group_id, source, 6) < 2_000:
+        while committed(kafka_bootstrap, route.group_id, source, 6) < 2_000:
             assert first.is_alive() and time.monotonic() < deadline, outs
             time.sleep(0.05)
         second = bridge(1, None)  # joins: partitions move to it
@@ -89,8 +89,8 @@ def test_two_bridges_in_one_group_deliver_every_record_once_across_rebalances(
             assert first.is_alive() and second.is_alive(), outs
             assert time.monotonic() < deadline + 60, "the second bridge got no partitions"
             time.sleep(0.2)
-        before = _committed(kafka_bootstrap, route.group_id, source, 6)
-        while _committed(kafka_bootstrap, route.group_id, source, 6) < before + 1_500:
+        before = committed(kafka_bootstrap, route.group_id, source, 6)
+        while committed(kafka_bootstrap, route.group_id, source, 6) < before + 1_500:
             assert first.is_alive() and second.is_alive(), outs
             assert time.monotonic() < deadline + 120, outs
             time.sleep(0.05)
@@ -100,21 +100,21 @@ def test_two_bridges_in_one_group_deliver_every_record_once_across_rebalances(
     finally:
         feeder.join()
     deadline = time.monotonic() + 180
-    while _committed(kafka_bootstrap, route.group_id, source, 6) < len(records):
+    while committed(kafka_bootstrap, route.group_id, source, 6) < len(records):
         assert first.is_alive() and time.monotonic() < deadline, outs
         time.sleep(0.2)
     stops[0].request()
     first.join(90)
     assert not first.is_alive() and "error" not in outs[0], outs
 
-    docs = _read_all(kafka_bootstrap, route.docs_topic, len(good))
+    docs = read_all(kafka_bootstrap, route.docs_topic, len(good))
     ids = [parse_document(m.value(), 100_000).id for m in docs]
     assert len(ids) == len(set(ids)) == len(good)
     for lang in langs:
         want = [t["id_str"] for t in good if t["user"]["lang"] == lang]
         got = [parse_document(m.value(), 100_000).id for m in docs if m.key() == lang.encode()]
         assert got == want
-    dead = _read_all(kafka_bootstrap, route.dlq_topic, len(bad))
+    dead = read_all(kafka_bootstrap, route.dlq_topic, len(bad))
     assert sorted(m.value() for m in dead) == sorted(bad)
     forwarded = [out["stats"].forwarded for out in outs]
     assert forwarded[1] > 0  # the second bridge did take partitions over

@@ -12,14 +12,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from tests.test_ingest_kafka import _create, _route
+from tests.support.ingest_kafka import create, make_route
 
 
 def test_a_pattern_matching_no_topic_warns_in_a_json_log_line(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
-    route = replace(_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-none-",))
-    _create(kafka_bootstrap, route.docs_topic, 1)
+    route = replace(
+        make_route(kafka_bootstrap, topic_name), source_topics=(f"^{topic_name}-none-",)
+    )
+    create(kafka_bootstrap, route.docs_topic, 1)
     args = [
         sys.executable, "-m", "sparsewatch", "ingest", "--no-database",
         "--bootstrap-servers", route.bootstrap, "--from-topic", route.source_topics[0],

@@ -25,7 +25,14 @@ from sparsewatch.consumers.worker import WorkerLoop
 
 from sparsewatch.config import Config, DetectorConfig, load_config
 from sparsewatch.runner import build_worker, open_results_store
-from tests.test_pipeline_kafka import _assert_same, _env, _offline, _produce, _stored, _streams
+from tests.support.pipeline_kafka import (
+    assert_same,
+    offline_scores,
+    pipeline_env,
+    produce,
+    stored_scores,
+    streams,
+)
 
 SHORT_POLL_INTERVAL = {"max.poll.interval.ms": 10_000}
 SLOW_S = 14.0  # longer than the interval
@@ -134,7 +141,7 @@ def _run(worker: WorkerLoop, until_idle_s: float) -> threading.Thread:
 
 def _detector_config(bootstrap: str, prefix: str, tmp_path: Path) -> Config:
     """The detector alone on count windows of 300, without the topic models (a faster core)."""
-    env = _env(
+    env = pipeline_env(
         bootstrap,
         prefix,
         f"sqlite:///{tmp_path / 'results.db'}",
@@ -151,15 +158,15 @@ def test_a_window_slower_than_the_poll_interval_is_computed_once(
 ):
     prefix = f"slowwin-{uuid.uuid4().hex[:8]}"
     config = _detector_config(kafka_bootstrap, prefix, tmp_path)
-    docs = [d for d in _streams(1000) if d["stream"] == "alpha"]  # windows 0-2, 100 left
-    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    docs = [d for d in streams(1000) if d["stream"] == "alpha"]  # windows 0-2, 100 left
+    produce(kafka_bootstrap, f"{prefix}.docs", docs)
     store = open_results_store(config)
     try:
         thread = _run(build_worker("detector", config, store, SHORT_POLL_INTERVAL), 20.0)
         thread.join(180)
         assert not thread.is_alive()
         assert slow_second_window == [("alpha", seq) for seq in range(4)]  # 3: by the idle timer
-        _assert_same(_stored(store), _offline(config, docs))
+        assert_same(stored_scores(store), offline_scores(config, docs))
     finally:
         store.dispose()
 
@@ -172,8 +179,8 @@ def test_a_member_joining_during_a_slow_window_takes_over_without_loss_or_duplic
     document is stored once, as the core alone computes it."""
     prefix = f"slowjoin-{uuid.uuid4().hex[:8]}"
     config = _detector_config(kafka_bootstrap, prefix, tmp_path)
-    docs = _streams(1200)
-    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    docs = streams(1200)
+    produce(kafka_bootstrap, f"{prefix}.docs", docs)
     stores = [open_results_store(config), open_results_store(config)]
     try:
         first = _run(build_worker("detector", config, stores[0], SHORT_POLL_INTERVAL), 20.0)
@@ -185,10 +192,10 @@ def test_a_member_joining_during_a_slow_window_takes_over_without_loss_or_duplic
         first.join(300)
         second.join(300)
         assert not first.is_alive() and not second.is_alive()
-        stored = _stored(stores[0])
+        stored = stored_scores(stores[0])
         windows = stores[0].windows()
     finally:
         for store in stores:
             store.dispose()
     assert len({(w["stream"], w["window_seq"]) for w in windows}) == len(windows)
-    _assert_same(stored, _offline(config, docs))
+    assert_same(stored, offline_scores(config, docs))

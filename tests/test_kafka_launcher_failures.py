@@ -15,7 +15,7 @@ import pytest
 
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import KAFKA_VERSION, LocalKafka, fetch_broker_jars
-from tests.test_kafka_launcher_robustness import _brokers_of
+from tests.support.kafka_launcher import brokers_of
 
 CLIENTS = f"kafka-clients-{KAFKA_VERSION}.jar"
 KAFKA_UP = [sys.executable, "-m", "sparsewatch", "kafka", "up"]
@@ -46,7 +46,7 @@ def test_a_failed_storage_format_is_one_line_naming_the_jars(tmp_path: Path) -> 
     assert message.startswith("formatting Kafka storage failed: ")
     assert "NoClassDefFoundError" in message and str(libs) in message
     assert "\n" not in message
-    assert not _brokers_of(tmp_path / "k")
+    assert not brokers_of(tmp_path / "k")
 
 
 def test_a_port_in_use_names_the_setting_sparsewatch_reads(tmp_path: Path) -> None:

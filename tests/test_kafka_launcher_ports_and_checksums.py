@@ -22,12 +22,12 @@ from sparsewatch.kafka_local import (
     fetch_broker_jars,
     free_ports,
 )
-from tests.test_kafka_launcher_robustness import _brokers_of
+from tests.support.kafka_launcher import brokers_of
 
 
 def _kill_all(run_dir: Path) -> None:
     """SIGKILL every JVM running the broker configured in ``run_dir`` (a failed test's)."""
-    for pid in _brokers_of(run_dir):
+    for pid in brokers_of(run_dir):
         os.kill(pid, signal.SIGKILL)
 
 

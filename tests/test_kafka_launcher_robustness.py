@@ -21,6 +21,7 @@ from sparsewatch.cli import cli
 from sparsewatch.commands_kafka import _first_port
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import KAFKA_VERSION, SCALA_VERSION, LocalKafka, fetch_broker_jars
+from tests.support.kafka_launcher import brokers_of
 
 
 def _alive(pid: int) -> bool:
@@ -32,23 +33,8 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _brokers_of(run_dir: Path) -> list[int]:
-    """Pids of the JVMs running the broker configured in ``run_dir``."""
-    config = os.fsencode(run_dir / "server.properties")
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"kafka.Kafka" in args and config in args:
-                pids.append(int(entry.name))
-    return pids
-
-
 def _kill_all(run_dir: Path) -> None:
-    for pid in _brokers_of(run_dir):
+    for pid in brokers_of(run_dir):
         os.kill(pid, signal.SIGKILL)
 
 
@@ -133,7 +119,7 @@ def test_a_broker_that_cannot_bind_its_port_says_why(tmp_path: Path) -> None:
     assert "Address already in use" in message
     said = message.split("broker log:", 1)[1]
     assert ".java:" not in said and ".scala:" not in said  # no stack frames
-    assert not broker.status().running and not _brokers_of(tmp_path / "k")
+    assert not broker.status().running and not brokers_of(tmp_path / "k")
 
 
 def test_an_interrupted_start_leaves_no_broker_behind(tmp_path: Path) -> None:
@@ -184,7 +170,7 @@ def test_concurrent_launches_from_one_folder_share_one_broker(tmp_path: Path) ->
             t.join()
         assert all(isinstance(r, str) for r in results), results
         assert results[0] == results[1]
-        assert _brokers_of(run_dir) == [LocalKafka(run_dir).status().pid]
+        assert brokers_of(run_dir) == [LocalKafka(run_dir).status().pid]
     finally:
         LocalKafka(run_dir).down()
         _kill_all(run_dir)

@@ -331,7 +331,7 @@ def test_a_stream_whose_checkpoint_grew_too_old_is_checkpointed_at_its_next_wind
 def test_status_shows_the_messages_the_broker_deleted_before_the_worker_read_them(
     kafka_bootstrap, tmp_path, monkeypatch, capsys
 ):
-    from tests.test_query_cli import run
+    from tests.support.cli import run_cli
 
     prefix = f"gapstatus-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("SPARSEWATCH_KAFKA_GROUP_ID", prefix)
@@ -350,14 +350,14 @@ def test_status_shows_the_messages_the_broker_deleted_before_the_worker_read_the
     finally:
         store.dispose()
     args = ("status", "--database-url", url, "--bootstrap-servers", kafka_bootstrap)
-    code, out, _ = run(monkeypatch, capsys, *args)
+    code, out, _ = run_cli(monkeypatch, capsys, *args)
     assert code == 0 and "deleted unread" not in out  # nothing deleted: no such column
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     for future in admin.delete_records([TopicPartition(topic, 0, 12)]).values():
         future.result(30)
-    code, out, err = run(monkeypatch, capsys, *args, "--format", "json")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--format", "json")
     assert code == 0, err
     [row] = [o for o in json.loads(out)["offsets"] if o["topic"] == topic]
     assert (row["next_offset"], row["deleted_unread"], row["not_stored"]) == (3, 9, 8)
-    code, out, _ = run(monkeypatch, capsys, *args)
+    code, out, _ = run_cli(monkeypatch, capsys, *args)
     assert code == 0 and "deleted unread" in out

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from sparsewatch.models.l1_coding import _block_entries, l1_sparse_code
 
-from tests.test_novelty_l1_coding import lp_optimum
+from tests.support.l1_coding import lp_optimum
 
 
 def sparse_dictionary(rng: np.random.Generator, m: int, k: int, terms: int) -> sp.csc_matrix:

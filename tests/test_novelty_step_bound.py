@@ -11,7 +11,7 @@ from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _top_atoms
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
-from tests.test_novelty_l1_coding import lp_optimum
+from tests.support.l1_coding import lp_optimum
 
 
 def topic_matrix(seed: int, n: int, m: int = 120, topics: int = 6) -> sp.csr_matrix:

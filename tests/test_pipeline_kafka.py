@@ -29,12 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from sparsewatch.consumers.detector_core import build_models, process_window
-from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
 from sparsewatch.consumers.memory import FreeHeapBound
-from sparsewatch.consumers.messages import parse_document
-from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
@@ -44,105 +40,21 @@ from sqlalchemy import text
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
+from tests.support.anomaly_worker import scores_message
+from tests.support.pipeline_kafka import (
+    FIXED_DICTIONARY,
+    assert_same,
+    offline_scores,
+    pipeline_env,
+    produce,
+    stored_scores,
+    streams,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-BAD = [
-    b"{oops",
-    b"\xff\xfe\xfa",
-    b"[]",
-    b'{"id": "x", "text": "t"}',
-    b'{"id": "x", "text": 7, "timestamp": 1}',
-    b'{"id": "x", "text": "t", "timestamp": "soon"}',
-    # valid UTF-8 JSON whose strings cannot be stored (no UTF-8 form; NUL refused by PostgreSQL)
-    b'{"id": "x", "text": "t\\ud800", "timestamp": 1}',
-    b'{"id": "x", "text": "t", "timestamp": 1, "stream": "alpha\\udc00"}',
-    b'{"id": "x\\u0000", "text": "t", "timestamp": 1}',
-    # json.loads raises ValueError / RecursionError, not JSONDecodeError
-    b'{"id": "x", "text": "t", "timestamp": 1' + b"0" * 5000 + b"}",
-    b'{"id": "x", "text": "t", "meta": ' + b"[" * 20_000 + b"}",
-]
 # Refused for its size; its dead-letter copy would exceed the producer's message limit uncut.
 HUGE = b'{"id": "x", "text": "' + b"a" * 1_040_000 + b'", "timestamp": 1}'
-
-
-# The 20,000-document recovery tests exercise the pipeline's mechanics; a fixed 100-atom dictionary
-# keeps them fast. The end-to-end and rebalance tests run the default (growing) detector.
-FIXED_DICTIONARY = {
-    "SPARSEWATCH_DETECTOR_MAX_ATOMS": "100",
-    "SPARSEWATCH_DETECTOR_NEW_ATOMS_PER_WINDOW": "0",
-}
-
-
-def _env(bootstrap: str, prefix: str, db_url: str, **extra: str) -> dict[str, str]:
-    env = {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-        "SPARSEWATCH_KAFKA_PARTITIONS": "2",
-        "SPARSEWATCH_DATABASE_URL": db_url,
-        "SPARSEWATCH_WINDOWS_SIZE": "3h",
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "8",
-        "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "200",
-        "SPARSEWATCH_DETECTOR_SNAPSHOT_EVERY": "3",
-        "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "150",
-        "SPARSEWATCH_ANOMALY_REFIT_EVERY_WINDOWS": "4",
-    }
-    env.update(extra)
-    return env
-
-
-def _streams(n_per_stream: int) -> list[dict]:
-    a = generate_stream(n_per_stream, kind="tweet", stream="alpha", seed=11)
-    b = generate_stream(n_per_stream, kind="mixed", stream="beta", seed=12)
-    return sorted(a + b, key=lambda d: d["timestamp"])
-
-
-def _produce(bootstrap: str, topic: str, docs: list[dict], bad_every: int = 0) -> int:
-    ensure_topics(bootstrap, {topic: 2})
-    producer = make_producer(bootstrap)
-    n_bad = 0
-    for i, doc in enumerate(docs):
-        producer.produce(topic, key=doc["stream"].encode(), value=json.dumps(doc).encode())
-        if bad_every and i % bad_every == 0:
-            producer.produce(topic, key=doc["stream"].encode(), value=BAD[n_bad % len(BAD)])
-            n_bad += 1
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    return n_bad
-
-
-def _offline(config: Config, docs: list[dict]) -> dict[tuple[str, str], tuple[float | None, bool]]:
-    """The per-window core alone, stream by stream, in arrival order, closing idle at the end."""
-    out: dict[tuple[str, str], tuple[float | None, bool]] = {}
-    for stream in sorted({d["stream"] for d in docs}):
-        windower = StreamWindower(stream, window_spec(config))
-        models = build_models(config.detector)
-        closed = []
-        for i, d in enumerate(x for x in docs if x["stream"] == stream):
-            doc = parse_document(json.dumps(d).encode())
-            windows, status = windower.add(Buffered(doc, 0, i), now=0.0)
-            assert status == "buffered"
-            closed += windows
-        closed += windower.close_if_idle(now=1e12, wall_ms=1e15)
-        for w in closed:
-            for row in process_window(models, w, config.detector).documents.rows():
-                out[(stream, row["doc_id"])] = (row["novelty_score"], row["novel"])
-    return out
-
-
-def _stored(store: Store) -> dict[tuple[str, str], tuple[float | None, bool]]:
-    return {
-        (r["stream"], r["doc_id"]): (r["novelty_score"], bool(r["novel"]))
-        for r in store.documents(limit=None)
-    }
-
-
-def _assert_same(a: dict, b: dict) -> None:
-    assert a.keys() == b.keys()
-    for key in a:
-        (sa, na), (sb, nb) = a[key], b[key]
-        assert na == nb, key
-        assert (sa is None and sb is None) or abs(sa - sb) <= 1e-6, (key, sa, sb)
 
 
 def _ends(bootstrap: str, topic: str, partitions: int = 2) -> dict[int, int]:
@@ -176,9 +88,9 @@ def _dlq(bootstrap: str, topic: str, expected: int) -> list:
 
 def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
     prefix = f"e2e-{uuid.uuid4().hex[:8]}"
-    config = load_config(env=_env(kafka_bootstrap, prefix, database_url))
-    docs = _streams(1200)
-    n_bad = _produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=2)
+    config = load_config(env=pipeline_env(kafka_bootstrap, prefix, database_url))
+    docs = streams(1200)
+    n_bad = produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=2)
     assert n_bad >= 1000
     big = make_producer(kafka_bootstrap, **{"message.max.bytes": 2_000_000})
     big.produce(config.kafka.topic("docs"), key=b"alpha", value=HUGE)
@@ -188,10 +100,10 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
     try:
         workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
         run_loops(workers, [12.0, 25.0], install_signals=False)
-        stored = _stored(store)
+        stored = stored_scores(store)
         assert len(stored) == len(docs)  # every good document, once
-        offline = _offline(config, docs)
-        _assert_same(stored, offline)
+        offline = offline_scores(config, docs)
+        assert_same(stored, offline)
         novel = store.alerts(kinds=["novel_document"], limit=None)
         alerted = {(a["stream"], a["subject_id"]) for a in novel}
         assert len(alerted) == len(novel)
@@ -273,7 +185,7 @@ def _reference_run(
     store = Store.open(ref_url)
     try:
         run_loops([build_worker("detector", config, store)], [20.0], install_signals=False)
-        return _stored(store)
+        return stored_scores(store)
     finally:
         store.dispose()
 
@@ -285,11 +197,11 @@ def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_b
     same process has stopped and the scores are drained."""
     prefix = f"upstream-{uuid.uuid4().hex[:8]}"
     db_url = f"sqlite:///{tmp_path / 'up.db'}"
-    config = load_config(env=_env(kafka_bootstrap, prefix, db_url, **FIXED_DICTIONARY))
-    docs = _streams(400)
+    config = load_config(env=pipeline_env(kafka_bootstrap, prefix, db_url, **FIXED_DICTIONARY))
+    docs = streams(400)
     ensure_topics(kafka_bootstrap, {config.kafka.topic("docs"): 2})
     # The documents arrive after the anomaly worker's idle time has passed twice over.
-    feeder = threading.Timer(4.0, _produce, (kafka_bootstrap, config.kafka.topic("docs"), docs))
+    feeder = threading.Timer(4.0, produce, (kafka_bootstrap, config.kafka.topic("docs"), docs))
     store = Store.open(db_url)
     try:
         workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
@@ -308,28 +220,28 @@ def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_b
 
 def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path):
     prefix = f"crash-{uuid.uuid4().hex[:8]}"
-    env = _env(
+    env = pipeline_env(
         kafka_bootstrap,
         prefix,
         database_url,
         SPARSEWATCH_ANOMALY_ENABLED="false",
         **FIXED_DICTIONARY,
     )
-    docs = _streams(10_000)
-    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    docs = streams(10_000)
+    produce(kafka_bootstrap, f"{prefix}.docs", docs)
     _kill_repeatedly(env, tmp_path / "worker.log", len(docs), seed=5)
     store = Store.open(database_url)
     try:
-        crashed = _stored(store)
+        crashed = stored_scores(store)
     finally:
         store.dispose()
     assert len(crashed) == len(docs)
-    _assert_same(crashed, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+    assert_same(crashed, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
 
 
 def _quick_detector_config(bootstrap: str, name: str, db_url: str, **extra: str) -> Config:
     """The detector alone on fresh topics, fixed dictionary, windows closed after 1 s idle."""
-    env = _env(
+    env = pipeline_env(
         bootstrap,
         f"{name}-{uuid.uuid4().hex[:8]}",
         db_url,
@@ -366,8 +278,8 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
         SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="2",
         SPARSEWATCH_WRITER=writer,
     )
-    docs = _streams(1500)
-    _produce(kafka_bootstrap, config.kafka.topic("docs"), docs)
+    docs = streams(1500)
+    produce(kafka_bootstrap, config.kafka.topic("docs"), docs)
     group = f"{config.kafka.group_id}.detector"
     store = Store.open(url)
     try:
@@ -377,7 +289,7 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
         with pytest.raises(WriterError, match="injected failure at the sixth window"):
             worker.run(until_idle_s=5.0)
         stored_offsets = store.partition_offsets(group, config.kafka.topic("docs"))
-        partial = _stored(store)
+        partial = stored_scores(store)
         windows = {(w["stream"], w["window_seq"]) for w in store.windows(limit=None)}
         with store.reading() as conn:
             seqs = conn.exec_driver_sql("SELECT DISTINCT stream, window_seq FROM documents")
@@ -402,11 +314,11 @@ def test_failed_write_behind_transaction_stops_the_worker_and_loses_nothing(
     store = Store.open(url)
     try:
         build_worker("detector", config, store).run(until_idle_s=5.0)
-        final = _stored(store)
+        final = stored_scores(store)
     finally:
         store.dispose()
     assert len(final) == len(docs)
-    _assert_same(final, _offline(config, docs))
+    assert_same(final, offline_scores(config, docs))
 
 
 def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
@@ -425,7 +337,7 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
         SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600",
         SPARSEWATCH_HEAP_FREE_LIMIT_MB="0",
     )
-    docs = _streams(600)
+    docs = streams(600)
     topic = config.kafka.topic("docs")
     ensure_topics(kafka_bootstrap, {topic: 2})
     summary = replay_documents(docs, kafka_bootstrap, topic, end_of_stream=True)
@@ -434,7 +346,7 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
     try:
         worker = build_worker("detector", config, store)
         worker.run(until_idle_s=3.0)
-        stored = _stored(store)
+        stored = stored_scores(store)
         windows = store.windows(limit=None)
     finally:
         store.dispose()
@@ -447,7 +359,7 @@ def test_end_of_stream_markers_close_the_last_windows_without_the_idle_wait(
         mine = sorted((w["window_seq"], w["closed_by"]) for w in windows if w["stream"] == stream)
         assert mine[-1][1] == "end_of_stream"
         assert {c for _, c in mine[:-1]} == {"watermark"}
-    _assert_same(stored, _offline(config, docs))
+    assert_same(stored, offline_scores(config, docs))
 
 
 def test_an_end_of_stream_marker_checkpoints_its_stream_with_its_last_windows(
@@ -466,7 +378,7 @@ def test_an_end_of_stream_marker_checkpoints_its_stream_with_its_last_windows(
         SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S="600",
         SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY="100",
     )
-    docs = _streams(300)
+    docs = streams(300)
     topic = config.kafka.topic("docs")
     ensure_topics(kafka_bootstrap, {topic: 2})
     replay_documents(docs, kafka_bootstrap, topic, end_of_stream=True)
@@ -488,7 +400,7 @@ def test_an_end_of_stream_marker_checkpoints_its_stream_with_its_last_windows(
         finally:
             worker.stop()
             runner.join(60)
-        stored = _stored(store)
+        stored = stored_scores(store)
     finally:
         store.dispose()
     assert offsets == ends
@@ -501,17 +413,17 @@ def test_a_worker_runs_again_after_it_returned(kafka_bootstrap, tmp_path):
     second run resumes after the first one's committed work, with a fresh writer thread."""
     url = f"sqlite:///{tmp_path / 'again.db'}"
     config = _quick_detector_config(kafka_bootstrap, "again", url)
-    docs = _streams(800)
+    docs = streams(800)
     half = len(docs) // 2
     store = Store.open(url)
     try:
         worker = build_worker("detector", config, store)
-        _produce(kafka_bootstrap, config.kafka.topic("docs"), docs[:half])
+        produce(kafka_bootstrap, config.kafka.topic("docs"), docs[:half])
         worker.run(until_idle_s=4.0)
-        assert len(_stored(store)) == half
-        _produce(kafka_bootstrap, config.kafka.topic("docs"), docs[half:])
+        assert len(stored_scores(store)) == half
+        produce(kafka_bootstrap, config.kafka.topic("docs"), docs[half:])
         worker.run(until_idle_s=4.0)
-        assert len(_stored(store)) == len(docs)
+        assert len(stored_scores(store)) == len(docs)
     finally:
         store.dispose()
 
@@ -538,7 +450,7 @@ def test_a_stream_split_over_two_partitions_keeps_one_and_dead_letters_the_other
     store = Store.open(url)
     try:
         build_worker("detector", config, store).run(until_idle_s=4.0)
-        stored = {doc_id for _, doc_id in _stored(store)}
+        stored = {doc_id for _, doc_id in stored_scores(store)}
         with store.reading() as conn:
             dead = conn.execute(text("select partition, reason, payload from dead_letters"))
             dead = [(p, reason, json.loads(payload)["id"]) for p, reason, payload in dead]
@@ -554,9 +466,9 @@ def test_a_stream_split_over_two_partitions_keeps_one_and_dead_letters_the_other
 def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path):
     prefix = f"group-{uuid.uuid4().hex[:8]}"
     db_url = f"sqlite:///{tmp_path / 'shared.db'}"
-    env = _env(kafka_bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
-    docs = _streams(1500)
-    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    env = pipeline_env(kafka_bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
+    docs = streams(1500)
+    produce(kafka_bootstrap, f"{prefix}.docs", docs)
     log = tmp_path / "workers.log"
     first = _spawn(env, log)
     time.sleep(8.0)
@@ -565,13 +477,13 @@ def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path)
     assert second.wait(timeout=600) == 0, log.read_text()[-2000:]
     store = Store.open(db_url)
     try:
-        shared = _stored(store)
+        shared = stored_scores(store)
         windows = store.windows()
     finally:
         store.dispose()
     assert len(shared) == len(docs)
     assert len({(w["stream"], w["window_seq"]) for w in windows}) == len(windows)
-    _assert_same(shared, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+    assert_same(shared, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
     assert np.isfinite([s for s, _ in shared.values() if s is not None]).all()
 
 
@@ -586,9 +498,9 @@ def _anomaly_rows(store: Store) -> dict[tuple[str, str], tuple[float, bool]]:
 def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
     prefix = f"acrash-{uuid.uuid4().hex[:8]}"
     det_url = f"sqlite:///{tmp_path / 'detector.db'}"
-    env = _env(kafka_bootstrap, prefix, det_url, **FIXED_DICTIONARY)
-    docs = _streams(10_000)
-    _produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    env = pipeline_env(kafka_bootstrap, prefix, det_url, **FIXED_DICTIONARY)
+    docs = streams(10_000)
+    produce(kafka_bootstrap, f"{prefix}.docs", docs)
     config = load_config(env=env)
     store = Store.open(det_url)
     try:  # fill <prefix>.scores once
@@ -615,28 +527,6 @@ def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
         assert crashed[key][1] == flag and abs(crashed[key][0] - score) <= 1e-6
 
 
-def _scores_message(stream: str, seq: int, i: int, n: int, tag: str) -> bytes:
-    """A message of ``<prefix>.scores`` as the detector sends it (document ``i`` of ``n``)."""
-    rng = random.Random(f"{stream}{seq}{i}{tag}")
-    atoms = rng.randrange(1, 5)
-    return json.dumps(
-        {
-            "stream": stream,
-            "doc_id": f"{seq}-{tag}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
-            "score": rng.uniform(0.2, 1.0),
-            "reconstruction_error": rng.uniform(0.1, 0.9),
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [rng.uniform(0.05, 0.5) for _ in range(atoms)],
-            "n_terms": rng.randrange(5, 20),
-        }
-    ).encode()
-
-
 def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_bootstrap, tmp_path):
     """A detector that died while sending window 1 (4 of its 10 messages out) and closed it with
     12 documents after its restart: the anomaly worker scores the complete version, sends the
@@ -644,13 +534,13 @@ def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_b
     resume offset."""
     prefix = f"aversion-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path / 'anomaly.db'}"
-    env = _env(kafka_bootstrap, prefix, url, SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS="10")
+    env = pipeline_env(kafka_bootstrap, prefix, url, SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS="10")
     topic = f"{prefix}.scores"
     ensure_topics(kafka_bootstrap, {topic: 1})
-    sent = [_scores_message("s", 0, i, 10, "a") for i in range(10)]
-    sent += [_scores_message("s", 1, i, 10, "cut") for i in range(4)]
-    sent += [_scores_message("s", 1, i, 12, "b") for i in range(12)]
-    sent += [_scores_message("s", 2, i, 10, "c") for i in range(10)]
+    sent = [scores_message("s", 0, i, 10, "a") for i in range(10)]
+    sent += [scores_message("s", 1, i, 10, "cut") for i in range(4)]
+    sent += [scores_message("s", 1, i, 12, "b") for i in range(12)]
+    sent += [scores_message("s", 2, i, 10, "c") for i in range(10)]
     producer = make_producer(kafka_bootstrap)
     for raw in sent:
         producer.produce(topic, key=b"s", value=raw)
@@ -688,11 +578,11 @@ def test_detector_survives_a_broker_restart(tmp_path):
     try:
         prefix = f"brk-{uuid.uuid4().hex[:8]}"
         db_url = f"sqlite:///{tmp_path / 'restart.db'}"
-        env = _env(
+        env = pipeline_env(
             bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false", **FIXED_DICTIONARY
         )
-        docs = _streams(10_000)
-        _produce(bootstrap, f"{prefix}.docs", docs)
+        docs = streams(10_000)
+        produce(bootstrap, f"{prefix}.docs", docs)
         log = tmp_path / "worker.log"
         worker = _spawn(env, log)
         while _stored_rows(db_url) < len(docs) // 3:
@@ -705,11 +595,11 @@ def test_detector_survives_a_broker_restart(tmp_path):
         assert worker.wait(timeout=600) == 0, log.read_text()[-2000:]
         store = Store.open(db_url)
         try:
-            restarted = _stored(store)
+            restarted = stored_scores(store)
         finally:
             store.dispose()
         assert len(restarted) == len(docs)
-        _assert_same(restarted, _reference_run(bootstrap, prefix, tmp_path, env))
+        assert_same(restarted, _reference_run(bootstrap, prefix, tmp_path, env))
     finally:
         LocalKafka(tmp_path / "broker", port=port).down()
 
@@ -748,7 +638,7 @@ def test_a_document_sent_twice_is_dead_lettered_and_changes_nothing(
     store = Store.open(url)
     try:
         build_worker("detector", config, store).run(until_idle_s=4.0)
-        stored = _stored(store)
+        stored = stored_scores(store)
         with store.reading() as conn:
             dead = conn.execute(text("select reason, payload from dead_letters")).all()
     finally:
@@ -758,7 +648,7 @@ def test_a_document_sent_twice_is_dead_lettered_and_changes_nothing(
     for says, copies in where.items():
         ids = [json.loads(payload)["id"] for reason, payload in dead if f"({says})" in reason]
         assert sorted(ids) == sorted(copies), says
-    _assert_same(stored, _offline(config, docs))
+    assert_same(stored, offline_scores(config, docs))
 
 
 @pytest.mark.parametrize("how", ["restart", "quiet-state-dropped"])
@@ -890,7 +780,7 @@ def test_a_document_far_ahead_of_its_kafka_timestamp_is_dead_lettered_not_window
     store = Store.open(url)
     try:
         build_worker("detector", config, store).run(until_idle_s=4.0)
-        stored = _stored(store)
+        stored = stored_scores(store)
         late = [r for r in store.documents(limit=None) if r["late"]]
         with store.reading() as conn:
             dead = conn.execute(text("select reason, payload from dead_letters")).all()
@@ -900,4 +790,4 @@ def test_a_document_far_ahead_of_its_kafka_timestamp_is_dead_lettered_not_window
     ((reason, _),) = dead
     assert "2100-01-01T00:00:00+00:00 is more than windows.max_ahead (1d) after" in reason
     assert late == []
-    _assert_same(stored, _offline(config, docs))
+    assert_same(stored, offline_scores(config, docs))

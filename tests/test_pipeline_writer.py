@@ -15,14 +15,11 @@ import sys
 import threading
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 from confluent_kafka import Consumer
-from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.writer import (
-    Destination,
     ProcessWriter,
     ThreadWriter,
     WriteJob,
@@ -33,57 +30,9 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
+from tests.support.writer_jobs import contents, destination, write_job
 
 pytestmark = pytest.mark.kafka
-
-T0 = datetime(2024, 3, 1, tzinfo=UTC)
-
-
-def _destination(bootstrap: str) -> Destination:
-    prefix = f"writer-{uuid.uuid4().hex[:8]}"
-    ensure_topics(bootstrap, {f"{prefix}.scores": 1, f"{prefix}.dlq": 1})
-    return Destination(bootstrap, "g", f"{prefix}.docs", f"{prefix}.scores", f"{prefix}.dlq")
-
-
-def _job(n: int = 50, bad_row: bool = False) -> WriteJob:
-    docs = [
-        {
-            "stream": "s",
-            "doc_id": f"d{i}",
-            "event_time": T0 + timedelta(minutes=i),
-            "window_seq": 0,
-            "novelty_score": np.float32(i / n),
-            "reconstruction_error": np.float64(i / (2 * n)),
-            "novel": i % 10 == 0,
-            "top_atoms": np.array([i % 7, 3], dtype=np.int64),
-            "labels": ["x"],
-            "text": f"document {i} with ünïcode",
-        }
-        for i in range(n)
-    ]
-    if bad_row:
-        docs[-1]["event_time"] = None  # refused by StoreTx.insert_documents
-    window = ("s", 0, T0, T0 + timedelta(hours=1), n, 0.5, {"score": 0.1}, "watermark")
-    return WriteJob(
-        calls=[("upsert_window", window), ("insert_documents", (docs,))],
-        messages=[[(f"s:{d['doc_id']}", f"score {i}".encode()) for i, d in enumerate(docs)]],
-        dead=[
-            {"topic": "t", "partition": 0, "offset": 7, "reason": "invalid JSON", "payload": b"{"}
-        ],
-        checkpoints={"s": ({"A": np.eye(3, dtype=np.float32)}, {"w": 0})},
-        offsets={0: 51},
-    )
-
-
-def _contents(store: Store, input_topic: str) -> tuple:
-    docs = sorted(
-        (d["doc_id"], d["novelty_score"], d["novel"], tuple(d["top_atoms"]), d["text"])
-        for d in store.documents(limit=None)
-    )
-    windows = [(w["stream"], w["window_seq"], w["n_documents"]) for w in store.windows()]
-    checkpoint = store.load_checkpoint("g", "s")
-    offsets = store.partition_offsets("g", input_topic)
-    return docs, windows, checkpoint.meta if checkpoint else None, offsets
 
 
 def _scores(bootstrap: str, topic: str, expected: int) -> list[bytes]:
@@ -102,17 +51,17 @@ def test_process_and_thread_writers_store_the_same_job(kafka_bootstrap, database
     results = []
     for kind, url in (("process", database_url), ("thread", f"sqlite:///{tmp_path / 't.db'}")):
         store = Store.open(url)
-        dest = _destination(kafka_bootstrap)
+        dest = destination(kafka_bootstrap)
         writer = make_writer(kind, store, dest, "test")
         assert isinstance(writer, ProcessWriter if kind == "process" else ThreadWriter)
         try:
             before = time.perf_counter()
-            committed = writer.submit(_job()).result()
+            committed = writer.submit(write_job()).result()
             assert before < committed < time.perf_counter()  # one monotonic clock for both
         finally:
             writer.close()
         try:
-            results.append(_contents(store, dest.input_topic))
+            results.append(contents(store, dest.input_topic))
         finally:
             store.dispose()
         assert len(_scores(kafka_bootstrap, dest.output_topic or "", 50)) == 50
@@ -127,7 +76,7 @@ def test_a_checkpoint_is_the_arrays_as_handed_over(kafka_bootstrap, tmp_path, ki
     """The loop hands over its models' own arrays and moves on at once; what is stored must be
     the arrays at hand-over, however late the writer gets to the job."""
     store = Store.open(f"sqlite:///{tmp_path / 'c.db'}")
-    writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
+    writer = make_writer(kind, store, destination(kafka_bootstrap), "test")
     release = threading.Event()
     try:
         if isinstance(writer, ThreadWriter):  # hold the writer's thread until the model moved on
@@ -154,18 +103,18 @@ def test_a_checkpoint_is_the_arrays_as_handed_over(kafka_bootstrap, tmp_path, ki
 @pytest.mark.parametrize("kind", ["process", "thread"])
 def test_a_failing_job_commits_nothing_and_raises(kafka_bootstrap, tmp_path, kind):
     store = Store.open(f"sqlite:///{tmp_path / 'f.db'}")
-    dest = _destination(kafka_bootstrap)
+    dest = destination(kafka_bootstrap)
     writer = make_writer(kind, store, dest, "test")
     try:
         with pytest.raises(WriterError, match="has no event_time"):
-            writer.submit(_job(bad_row=True)).result()
+            writer.submit(write_job(bad_row=True)).result()
         with pytest.raises(WriterError, match="not a result write"):
             writer.submit(WriteJob(calls=[("dispose", ())])).result()
-        writer.submit(_job(n=5)).result()  # the writer goes on after a failed job
+        writer.submit(write_job(n=5)).result()  # the writer goes on after a failed job
     finally:
         writer.close()
     try:
-        docs, windows, _, _ = _contents(store, dest.input_topic)
+        docs, windows, _, _ = contents(store, dest.input_topic)
     finally:
         store.dispose()
     assert [d[0] for d in docs] == [f"d{i}" for i in range(5)]
@@ -212,7 +161,7 @@ def test_the_writer_process_dies_with_its_worker(kafka_bootstrap, tmp_path):
 def test_writer_modes_are_validated(kafka_bootstrap):
     store = Store.open("sqlite://")
     try:
-        dest = _destination(kafka_bootstrap)
+        dest = destination(kafka_bootstrap)
         with pytest.raises(ValueError, match="writer must be one of"):
             make_writer("fork", store, dest, "test")
         writer = make_writer("process", store, dest, "test")  # in memory: nobody else can open it
@@ -254,11 +203,11 @@ def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
     worker waited out the whole outage and committed)."""
     url, _ = postgres_database
     store = Store.open(url)
-    writer = make_writer(kind, store, _destination(kafka_bootstrap), "test")
+    writer = make_writer(kind, store, destination(kafka_bootstrap), "test")
     outcome: list[BaseException | float] = []
     try:
         postgres_outage.begin()
-        pending = writer.submit(_job())
+        pending = writer.submit(write_job())
 
         def wait() -> None:
             try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from sparsewatch.storage import migrate
 from sparsewatch.storage.store import _MISSING_HINT as MISSING_HINT
 from sparsewatch.storage.store import Store
 
-from sparsewatch.cli import main
 from sparsewatch.query_options import parse_time
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 STREAMS = ("news", "tweets")
@@ -129,19 +128,11 @@ def populated(database_url):
     return database_url, arrays
 
 
-def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
 def query(monkeypatch, capsys, url: str, *args: str) -> dict[str, object]:
     """The command's output in every format: parsed JSON, parsed CSV, table text."""
     results: dict[str, object] = {}
     for fmt in ("json", "csv", "table"):
-        code, out, err = run(monkeypatch, capsys, *args, "--format", fmt, "--database-url", url)
+        code, out, err = run_cli(monkeypatch, capsys, *args, "--format", fmt, "--database-url", url)
         assert code == 0, err
         assert err == ""
         results[fmt] = out
@@ -298,7 +289,7 @@ def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
     assert rows[0]["size_bytes"] > 12 * 4 * 4
     assert "D 12x4 <f4" in listed["table"]
     out = tmp_path / "snap.npz"
-    code, text, err = run(
+    code, text, err = run_cli(
         monkeypatch, capsys, "snapshots", "export", "news", "dictionary", "--window", "1",
         "-o", str(out), "--database-url", url,
     )  # fmt: skip
@@ -309,7 +300,7 @@ def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
             assert npz[name].dtype == array.dtype and npz[name].tobytes() == array.tobytes()
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["window_seq"] == 1 and meta["meta"] == {"k": 4} and meta["vocabulary_version"] == 1
-    code, _, err = run(
+    code, _, err = run_cli(
         monkeypatch, capsys, "snapshots", "export", "news", "dictionary",
         "-o", str(out), "--database-url", url,
     )  # fmt: skip
@@ -317,7 +308,7 @@ def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
     with np.load(out, allow_pickle=False) as npz:  # newest by default
         assert npz["D"].tobytes() == arrays[("news", 2)]["D"].tobytes()
     named_json = tmp_path / "snap.json"  # the metadata must not overwrite the arrays
-    code, text, err = run(
+    code, text, err = run_cli(
         monkeypatch, capsys, "snapshots", "export", "news", "dictionary", "-o", str(named_json),
         "--database-url", url,
     )  # fmt: skip
@@ -326,7 +317,7 @@ def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
     with np.load(named_json, allow_pickle=False) as npz:
         assert npz["D"].tobytes() == arrays[("news", 2)]["D"].tobytes()
     assert json.loads(Path(f"{named_json}.json").read_text())["window_seq"] == 2
-    code, _, err = run(
+    code, _, err = run_cli(
         monkeypatch, capsys, "snapshots", "export", "news", "topics", "-o", str(out),
         "--database-url", url,
     )  # fmt: skip
@@ -356,7 +347,7 @@ def test_table_cells_are_shown_as_written_not_as_markup(database_url, monkeypatc
             ]
         )  # fmt: skip
     for command in ("documents", "alerts"):
-        code, out, err = run(monkeypatch, capsys, command, "--database-url", database_url)
+        code, out, err = run_cli(monkeypatch, capsys, command, "--database-url", database_url)
         assert code == 0, err
         assert text in out
 
@@ -389,12 +380,12 @@ def test_table_cells_never_reach_the_terminal_as_control_sequences(
             ]
         )  # fmt: skip
     for command in ("documents", "alerts"):
-        code, out, err = run(monkeypatch, capsys, command, "--database-url", database_url)
+        code, out, err = run_cli(monkeypatch, capsys, command, "--database-url", database_url)
         assert code == 0, err
         assert not any(c in out for c in "\x1b\x07"), command
         unfolded = "".join(line.strip("│ ") for line in out.splitlines())
         assert "evil\\x1b[5m" in unfolded and "pwned\\x07" in unfolded, command
-        code, out, err = run(
+        code, out, err = run_cli(
             monkeypatch, capsys, command, "--format", "json", "--database-url", database_url
         )
         stored = {row.get("text", row.get("summary")) for row in json.loads(out)}
@@ -402,7 +393,7 @@ def test_table_cells_never_reach_the_terminal_as_control_sequences(
 
 
 def test_db_upgrade_from_empty(database_url, monkeypatch, capsys):
-    code, out, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", database_url)
+    code, out, err = run_cli(monkeypatch, capsys, "db", "upgrade", "--database-url", database_url)
     assert code == 0, err
     assert out.strip().endswith(f"is at revision {migrate.head_revision()}")
     engine = sa.create_engine(database_url)
@@ -431,13 +422,15 @@ def test_queries_create_no_database(command, database_url, monkeypatch, capsys, 
     # A mistyped SQLite path used to become a new empty database (its folders too) and the
     # query an empty answer; an empty PostgreSQL database got sparsewatch's tables.
     missing = tmp_path / "typo" / "sparsewatch.db"
-    code, out, err = run(monkeypatch, capsys, *command, "--database-url", f"sqlite:///{missing}")
+    code, out, err = run_cli(
+        monkeypatch, capsys, *command, "--database-url", f"sqlite:///{missing}"
+    )
     assert code == 2 and out == ""
     assert err == f"error: no database at {missing}: {MISSING_HINT}\n"
     assert not missing.parent.exists()
     if database_url.startswith("sqlite"):
         (tmp_path / "sparsewatch.db").touch()  # an empty file is an empty SQLite database
-    code, out, err = run(monkeypatch, capsys, *command, "--database-url", database_url)
+    code, out, err = run_cli(monkeypatch, capsys, *command, "--database-url", database_url)
     assert code == 2 and out == ""
     assert err.startswith("error: the database ") and "has no sparsewatch tables" in err
     assert err.count("\n") == 1
@@ -519,7 +512,7 @@ def test_queries_create_no_database(command, database_url, monkeypatch, capsys, 
 def test_bad_arguments_and_unreachable_database_are_one_line_errors(
     args, message, monkeypatch, capsys
 ):
-    code, out, err = run(monkeypatch, capsys, *args)
+    code, out, err = run_cli(monkeypatch, capsys, *args)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert "secret" not in err
@@ -558,11 +551,11 @@ def test_the_default_database_is_where_data_dir_says(folder, tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     data_dir = folder if folder.startswith("~") else str(tmp_path / folder)
     monkeypatch.setenv("SPARSEWATCH_DATA_DIR", data_dir)
-    code, out, err = run(monkeypatch, capsys, "db", "upgrade")
+    code, out, err = run_cli(monkeypatch, capsys, "db", "upgrade")
     assert code == 0, err
     expected = Path(data_dir).expanduser() / "sparsewatch.db"
     assert expected.is_file()
     created = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert created == [expected.relative_to(tmp_path)]
-    code, out, err = run(monkeypatch, capsys, "alerts", "--format", "json")
+    code, out, err = run_cli(monkeypatch, capsys, "alerts", "--format", "json")
     assert (code, json.loads(out)) == (0, [])

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def output(monkeypatch, capsys, url: str, *args: str) -> str:
     """The standard output of a query command that succeeds."""
-    code, out, err = run(monkeypatch, capsys, *args, "--database-url", url)
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--database-url", url)
     assert code == 0, err
     return out
 
@@ -153,7 +153,7 @@ def test_inverted_or_conflicting_ranges_are_one_line_errors(
     """documents accepted an empty time range and topics an empty or overridden window range:
     an empty result, as if nothing had been stored."""
     url = f"sqlite:///{tmp_path / 'never-opened.db'}"
-    code, out, err = run(monkeypatch, capsys, *args, "--database-url", url)
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--database-url", url)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "never-opened.db").exists()
@@ -162,7 +162,7 @@ def test_inverted_or_conflicting_ranges_are_one_line_errors(
 def test_an_unencoded_at_sign_in_the_password_is_not_shown(monkeypatch, capsys):
     """The error named host 'cret@127.0.0.1' and showed the URL as u:***@cret@127.0.0.1."""
     url = "postgresql+psycopg://u:se@cret@127.0.0.1:1/x"
-    code, out, err = run(monkeypatch, capsys, "alerts", "--database-url", url)
+    code, out, err = run_cli(monkeypatch, capsys, "alerts", "--database-url", url)
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: cannot open database postgresql+psycopg://u:***@127.0.0.1:1/x: ")
     assert "cret" not in err
@@ -180,7 +180,7 @@ def test_an_unencoded_at_sign_in_the_password_is_not_shown(monkeypatch, capsys):
 def test_an_unsupported_database_is_a_one_line_error(url, monkeypatch, capsys):
     """A MySQL URL or another PostgreSQL driver ended in "ModuleNotFoundError: No module named
     'MySQLdb'" (exit 1): nothing said that sparsewatch does not store results there."""
-    code, out, err = run(monkeypatch, capsys, "alerts", "--database-url", url)
+    code, out, err = run_cli(monkeypatch, capsys, "alerts", "--database-url", url)
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith("error: unsupported database ") and "pw" not in err
     assert "sqlite:///" in err and "postgresql+psycopg://" in err
@@ -192,7 +192,7 @@ def test_libpq_style_postgresql_urls_use_the_shipped_driver(postgres_database, m
     url, _ = postgres_database
     plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
     assert plain != url
-    code, _, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", plain)
+    code, _, err = run_cli(monkeypatch, capsys, "db", "upgrade", "--database-url", plain)
     assert code == 0, err
     assert json.loads(output(monkeypatch, capsys, plain, "alerts", "--format", "json")) == []
     with Store.open(url, create=False) as store:  # the same database
@@ -204,13 +204,13 @@ def test_a_query_creates_no_sqlite_file_uri_database(tmp_path, monkeypatch, caps
     (and answered with an empty table) although query commands create nothing."""
     path = tmp_path / "uri.db"
     for url in (f"sqlite:///file:{path}?uri=true", f"sqlite:///file://{path}?uri=true"):
-        code, out, err = run(monkeypatch, capsys, "alerts", "--database-url", url)
+        code, out, err = run_cli(monkeypatch, capsys, "alerts", "--database-url", url)
         assert (
             code == 2
             and out == ""
             and err == f"error: no database at {path}: " + err.split(": ", 2)[2]
         )
         assert not path.exists()
-    code, _, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", url)
+    code, _, err = run_cli(monkeypatch, capsys, "db", "upgrade", "--database-url", url)
     assert code == 0 and path.is_file(), err
     assert json.loads(output(monkeypatch, capsys, url, "alerts", "--format", "json")) == []

@@ -15,7 +15,7 @@ import pytest
 from sparsewatch.storage.store import Store
 
 from sparsewatch.query_output import cell
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
@@ -64,7 +64,9 @@ def populate(url: str) -> None:
 def formats(monkeypatch, capsys, url: str, command: str) -> tuple[list[dict], list[dict]]:
     out = {}
     for fmt in ("json", "csv"):
-        code, text, err = run(monkeypatch, capsys, command, "--format", fmt, "--database-url", url)
+        code, text, err = run_cli(
+            monkeypatch, capsys, command, "--format", fmt, "--database-url", url
+        )
         assert code == 0 and err == "", err
         out[fmt] = text
     as_json = json.loads(out["json"])

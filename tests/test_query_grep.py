@@ -10,7 +10,7 @@ import pytest
 from sparsewatch.storage.queries import AlertFollower
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TEXTS = [
@@ -56,8 +56,8 @@ def populated(database_url: str) -> str:
 
 
 def ids(monkeypatch, capsys, url: str, command: str, text: str) -> set[str]:
-    code, out, err = run(monkeypatch, capsys, command, "--grep", text, "--format", "json",
-                         "--database-url", url)  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, command, "--grep", text, "--format", "json",
+                             "--database-url", url)  # fmt: skip
     assert code == 0 and err == "", err
     key = "subject_id" if command == "alerts" else "doc_id"
     return {row[key] for row in json.loads(out)}

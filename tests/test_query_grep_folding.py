@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sparsewatch.storage.queries import AlertFollower, fold_case
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TEXTS = {
@@ -74,8 +74,8 @@ def populate(url: str) -> str:
 
 def found(monkeypatch, capsys, url: str, command: str, text: str) -> set[str]:
     option = "--reason" if command == "dead-letters" else "--grep"
-    code, out, err = run(monkeypatch, capsys, command, option, text, "--format", "json",
-                         "--database-url", url)  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, command, option, text, "--format", "json",
+                             "--database-url", url)  # fmt: skip
     assert code == 0 and err == "", err
     rows = json.loads(out)
     if command == "dead-letters":

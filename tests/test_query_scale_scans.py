@@ -22,7 +22,7 @@ from sparsewatch.storage.queries import fold_case, reason_pattern
 from sparsewatch.storage.schema import dead_letters
 from sparsewatch.storage.store import Store
 
-from tests.test_query_stream_index_and_analyze import _plan
+from tests.support.query_plans import query_plan
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 INDEX = "ix_dead_letters_reason_pattern_topic_created_at"
@@ -151,7 +151,7 @@ def test_summary_reads_the_pattern_index(database_url: str, clock: list[datetime
             with store.engine.begin() as conn:
                 conn.exec_driver_sql("ANALYZE")
         with store.reading() as conn:
-            plan = _plan(conn, queries.dead_letter_reasons)
+            plan = query_plan(conn, queries.dead_letter_reasons)
             rows = queries.dead_letter_reasons(conn, limit=None)
             assert rows == _summary_as_before(conn, limit=None)
     assert INDEX in plan, plan

@@ -20,7 +20,8 @@ from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.engine import sqlite_file
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
+from tests.support.query_plans import query_plan
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 STREAMS = ("news", "tweets", "wire")
@@ -62,26 +63,6 @@ def _fill(store: Store, windows: int, docs: int) -> None:
             conn.exec_driver_sql("ANALYZE")
 
 
-def _plan(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> str:
-    """The query plans of the SELECT statements ``query`` runs, as one text."""
-    statements: list[tuple[str, Any]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("SELECT") and "pg_collation" not in statement:
-            statements.append((statement, parameters))
-
-    sa.event.listen(conn, "before_cursor_execute", capture)
-    try:
-        query(conn)
-    finally:
-        sa.event.remove(conn, "before_cursor_execute", capture)
-    explain = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
-    lines = []
-    for statement, parameters in statements:
-        lines += [str(r[-1]) for r in conn.exec_driver_sql(explain + statement, parameters)]
-    return "\n".join(lines)
-
-
 def _document_indexes(engine: sa.Engine) -> dict[str, list[str]]:
     return {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("documents")}
 
@@ -121,7 +102,7 @@ def test_documents_of_one_stream_are_read_in_order_by_the_stream_event_time_inde
     with Store.open(database_url) as store:
         _fill(store, windows=40, docs=100)
         with store.reading() as conn:
-            plans = {name: _plan(conn, query) for name, query in STREAM_QUERIES.items()}
+            plans = {name: query_plan(conn, query) for name, query in STREAM_QUERIES.items()}
             with_index = {name: query(conn) for name, query in STREAM_QUERIES.items()}
         with store.engine.begin() as conn:
             conn.exec_driver_sql(f"DROP INDEX {INDEX}")
@@ -181,7 +162,7 @@ def _sqlite_url(tmp_path: Path) -> str:
 
 def _novel_plan(url: str) -> str:
     with Store.open(url) as store, store.reading() as conn:
-        return _plan(conn, lambda c: queries.fetch_documents(c, novel_only=True, limit=50))
+        return query_plan(conn, lambda c: queries.fetch_documents(c, novel_only=True, limit=50))
 
 
 def _unanalysed_database(tmp_path: Path) -> str:
@@ -200,10 +181,10 @@ def _unanalysed_database(tmp_path: Path) -> str:
 def test_db_prune_gathers_sqlite_statistics(monkeypatch, capsys, tmp_path: Path) -> None:
     url = _unanalysed_database(tmp_path)
     args = ("db", "prune", "--before", "2000-01-01", "--database-url", url)
-    code, _, err = run(monkeypatch, capsys, *args, "--dry-run")
+    code, _, err = run_cli(monkeypatch, capsys, *args, "--dry-run")
     assert code == 0, err
     assert _statistics(url) == {}  # a dry run changes nothing
-    code, out, err = run(monkeypatch, capsys, *args)
+    code, out, err = run_cli(monkeypatch, capsys, *args)
     assert code == 0, err
     assert out.startswith("deleted 0 windows")
     assert _statistics(url)["ix_documents_stream_event_time"].startswith("12100 ")
@@ -212,7 +193,7 @@ def test_db_prune_gathers_sqlite_statistics(monkeypatch, capsys, tmp_path: Path)
 
 def test_db_upgrade_gathers_sqlite_statistics(monkeypatch, capsys, tmp_path: Path) -> None:
     url = _unanalysed_database(tmp_path)
-    code, out, err = run(monkeypatch, capsys, "db", "upgrade", "--database-url", url)
+    code, out, err = run_cli(monkeypatch, capsys, "db", "upgrade", "--database-url", url)
     assert code == 0, err
     assert out.endswith("is at revision 0006\n")
     assert _statistics(url)["ix_documents_novel_stream"].startswith("12100 ")
@@ -257,7 +238,7 @@ def test_sqlite_statistics_of_a_database_66x_smaller_give_no_worse_plans(tmp_pat
                     conn.exec_driver_sql(sql)
             store.engine.dispose()
             with store.reading() as conn:
-                plans[when] = {name: _plan(conn, query) for name, query in named.items()}
+                plans[when] = {name: query_plan(conn, query) for name, query in named.items()}
     for name in named:
         assert plans["stale"][name] in (plans["fresh"][name], plans["none"][name]), name
         if not name.startswith("alerts"):

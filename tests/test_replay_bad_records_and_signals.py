@@ -27,8 +27,8 @@ from sparsewatch.replay.readers import (
     to_document,
 )
 
-from tests.test_replay_kafka import run_cli
-from tests.test_replay_kafka_delivery_failures import consume_values
+from tests.support.cli import run_cli
+from tests.support.kafka_topics import consume_values
 
 T0 = 1_767_225_600_000  # 2026-01-01
 

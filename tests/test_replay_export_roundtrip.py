@@ -4,7 +4,6 @@ texts (byte for byte), event times to the millisecond and labels."""
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from sparsewatch.consumers.messages import Document, parse_document
 from sparsewatch.replay.readers import Rejected, SourceRecord, parse_labels, read_jsonl
 from sparsewatch.storage.store import Store
 
-from sparsewatch.cli import main
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, 123000, tzinfo=UTC)
 TEXTS = (
@@ -46,15 +45,6 @@ def stored_documents() -> list[dict]:
         }
         for i, text in enumerate(TEXTS)
     ]
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """``sparsewatch ARGS``: exit status, stdout, stderr."""
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def export(monkeypatch, capsys, url: str, fmt: str, path: Path) -> None:

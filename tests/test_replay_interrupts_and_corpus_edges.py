@@ -21,7 +21,7 @@ from sparsewatch.replay.producer import ReplaySummary, replay_documents
 from sparsewatch.replay.readers import ErrorFile, detect_format
 from sparsewatch.replay.synthetic import _pseudo_words, generate_stream
 
-from tests.test_replay_kafka_delivery_failures import consume_values, topic_exists
+from tests.support.kafka_topics import consume_values, topic_exists
 
 T0 = 1_767_225_600_000  # 2026-01-01
 

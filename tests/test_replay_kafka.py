@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from sparsewatch.replay.producer import as_message, replay_documents
 from sparsewatch.replay.readers import read_documents, sort_by_event_time
 from sparsewatch.replay.synthetic import generate_stream
 
-from sparsewatch.cli import main
+from tests.support.cli import run_cli, run_replay
 
 pytestmark = pytest.mark.kafka
 
@@ -51,21 +50,6 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 90.0) -> list[tuple
         return got
     finally:
         consumer.close()
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def run_replay(monkeypatch, capsys, topic: str, bootstrap: str, *args: str) -> tuple[int, str, str]:
-    """``sparsewatch replay ARGS --topic TOPIC --bootstrap-servers BOOTSTRAP``."""
-    return run_cli(
-        monkeypatch, capsys, "replay", *args, "--topic", topic, "--bootstrap-servers", bootstrap
-    )
 
 
 @pytest.mark.data

@@ -31,8 +31,8 @@ from sparsewatch.replay.readers import (
 )
 
 from sparsewatch.config import Config, WindowConfig
-from tests.test_replay_kafka import run_replay
-from tests.test_replay_kafka_delivery_failures import consume_values
+from tests.support.cli import run_replay
+from tests.support.kafka_topics import consume_values
 
 UTC_2018 = 1_539_202_764_000  # Wed, 10 Oct 2018 20:19:24 UTC
 REUTERS_1987 = 541_350_061_790  # 26-FEB-1987 15:01:01.79 UTC

@@ -13,27 +13,27 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker, run_loops
-from tests.test_pipeline_kafka import FIXED_DICTIONARY, _env, _produce, _streams
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
+from tests.support.pipeline_kafka import FIXED_DICTIONARY, pipeline_env, produce, streams
 
 pytestmark = [pytest.mark.kafka]
 
 
 def status(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    return run(monkeypatch, capsys, "status", *args)
+    return run_cli(monkeypatch, capsys, "status", *args)
 
 
 def test_status_counts_what_is_stored_and_what_is_not_yet(
     kafka_bootstrap, database_url, monkeypatch, capsys
 ):
     prefix = f"status-{uuid.uuid4().hex[:8]}"
-    env = _env(kafka_bootstrap, prefix, database_url, **FIXED_DICTIONARY)
+    env = pipeline_env(kafka_bootstrap, prefix, database_url, **FIXED_DICTIONARY)
     env["SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S"] = "2"
     config = load_config(env=env)
     for name, value in env.items():  # the command reads the same configuration
         monkeypatch.setenv(name, value)
-    docs = _streams(600)
-    n_bad = _produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=50)
+    docs = streams(600)
+    n_bad = produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=50)
     store = Store.open(database_url)
     try:
         run_loops([build_worker("detector", config, store)], [6.0], install_signals=False)
@@ -43,10 +43,10 @@ def test_status_counts_what_is_stored_and_what_is_not_yet(
         store.dispose()
     assert len(stored) == len(docs)
     # Sent after the worker stopped: on the broker, not in the database.
-    extra = _streams(7)
+    extra = streams(7)
     for d in extra:
         d["id"] = f"late-{d['id']}"
-    _produce(kafka_bootstrap, config.kafka.topic("docs"), extra)
+    produce(kafka_bootstrap, config.kafka.topic("docs"), extra)
 
     args = ("--database-url", database_url, "--bootstrap-servers", kafka_bootstrap)
     code, out, err = status(monkeypatch, capsys, *args, "--format", "json")
@@ -141,8 +141,8 @@ def test_status_shows_what_the_ingest_bridge_has_not_forwarded(
     from sparsewatch.consumers.ingest import IngestRoute, run_ingest
     from sparsewatch.consumers.retry import StopFlag
 
-    from tests.test_ingest_kafka import TWEETS, _create, _tweet
-    from tests.test_ingest_kafka import _produce as produce_raw
+    from tests.support.ingest_kafka import TWEETS, create, make_tweet
+    from tests.support.ingest_kafka import produce as produce_raw
 
     group = f"status-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("SPARSEWATCH_KAFKA_GROUP_ID", group)
@@ -150,8 +150,8 @@ def test_status_shows_what_the_ingest_bridge_has_not_forwarded(
     url = f"sqlite:///{tmp_path / 'status.db'}"
     Store.open(url).dispose()
     source = f"{group}.tweets"
-    _create(kafka_bootstrap, source, 3)
-    tweets = [(b"en", json.dumps(_tweet(i, "en")).encode()) for i in range(129)]
+    create(kafka_bootstrap, source, 3)
+    tweets = [(b"en", json.dumps(make_tweet(i, "en")).encode()) for i in range(129)]
     produce_raw(kafka_bootstrap, source, tweets[:120])
     route = IngestRoute(
         kafka_bootstrap, f"{group}.ingest", (source,), f"{group}.docs", f"{group}.dlq"
@@ -183,7 +183,7 @@ def test_transaction_markers_are_not_counted_as_unstored(
 
     url = f"sqlite:///{tmp_path / 'tx.db'}"
     prefix = f"status-tx-{uuid.uuid4().hex[:8]}"
-    env = _env(
+    env = pipeline_env(
         kafka_bootstrap, prefix, url, SPARSEWATCH_ANOMALY_ENABLED="false", **FIXED_DICTIONARY
     )
     env["SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S"] = "1"
@@ -201,7 +201,7 @@ def test_transaction_markers_are_not_counted_as_unstored(
             producer.produce(topic, key=doc["stream"].encode(), value=json.dumps(doc).encode())
         producer.commit_transaction(30)
 
-    docs = _streams(150)
+    docs = streams(150)
     for start in range(0, len(docs), 100):  # three transactions
         in_a_transaction(docs[start : start + 100])
     store = Store.open(url)
@@ -216,7 +216,7 @@ def test_transaction_markers_are_not_counted_as_unstored(
     mine = [o for o in json.loads(out)["offsets"] if o["topic"] == topic]
     assert mine and all(o["not_stored"] == 0 for o in mine)
     assert sum(o["end_offset"] - o["next_offset"] for o in mine) > 0  # the markers
-    in_a_transaction(_streams(4))  # sent after the worker stopped: 8 documents, one marker each
+    in_a_transaction(streams(4))  # sent after the worker stopped: 8 documents, one marker each
     code, out, err = status(monkeypatch, capsys, *args)
     mine = [o for o in json.loads(out)["offsets"] if o["topic"] == topic]
     assert code == 0 and sum(o["not_stored"] for o in mine) == 8

@@ -23,7 +23,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker
-from tests.test_pipeline_writer import _contents, _destination, _job
+from tests.support.writer_jobs import contents, destination, write_job
 
 MEMORY_URLS = ["sqlite://", "sqlite:///file::memory:?uri=true"]
 
@@ -51,16 +51,16 @@ def test_the_writer_thread_commits_into_the_in_memory_store(kafka_bootstrap, url
     out 120 s of "no such table" in a database of its own)."""
     store = Store.open(url)
     try:
-        dest = _destination(kafka_bootstrap)
+        dest = destination(kafka_bootstrap)
         writer = make_writer("process", store, dest, "test")
         assert isinstance(writer, ThreadWriter)
         try:
-            outcome = _outcome(writer.submit(_job()), 30)
+            outcome = _outcome(writer.submit(write_job()), 30)
         finally:
             writer.abandon_retries()  # (a job still retrying: let close return)
             writer.close()
         assert isinstance(outcome, float), outcome
-        docs, windows, meta, offsets = _contents(store, dest.input_topic)
+        docs, windows, meta, offsets = contents(store, dest.input_topic)
         assert len(docs) == 50 and windows == [("s", 0, 50)] and meta == {"w": 0}
         assert offsets == {0: 51}
     finally:

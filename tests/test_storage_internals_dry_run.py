@@ -12,7 +12,7 @@ from sparsewatch.storage import migrate
 from sparsewatch.storage.engine import create_engine
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
+from tests.support.cli import run_cli
 
 OLD = "0001"
 
@@ -56,7 +56,7 @@ def test_a_dry_run_does_not_migrate_an_older_schema(database_url, monkeypatch, c
     _old_database(database_url)
     before = _state(database_url)
     assert before[0] == OLD and "emerging_topic" not in before[1]
-    code, out, err = run(monkeypatch, capsys, *args, "--database-url", database_url)
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--database-url", database_url)
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert f"schema revision '{OLD}'" in err and "sparsewatch db upgrade" in err
@@ -68,22 +68,22 @@ def test_dry_runs_of_a_current_database_and_the_real_runs_still_work(
 ):
     _old_database(database_url)
     url = ("--database-url", database_url)
-    code, out, err = run(monkeypatch, capsys, "db", "prune", "--before", "1d", *url)
+    code, out, err = run_cli(monkeypatch, capsys, "db", "prune", "--before", "1d", *url)
     assert (code, err) == (0, "") and out.startswith("deleted 0 windows")
     assert _state(database_url)[0] == migrate.head_revision()  # a real run migrates
-    code, out, err = run(monkeypatch, capsys, *DRY_RUNS["forget-group"], *url)
+    code, out, err = run_cli(monkeypatch, capsys, *DRY_RUNS["forget-group"], *url)
     assert (code, err) == (0, "") and out.startswith("would forget g: 0 checkpoints, 1 resume")
     with Store.open(database_url) as store:
         assert store.partition_offsets("g", "t") == {0: 5}
         with store.transaction() as tx:
             tx.put_checkpoint("g", "s", {"x": np.arange(2.0)}, {})
-    code, out, err = run(monkeypatch, capsys, "db", "forget-group", "g", "--no-kafka", *url)
+    code, out, err = run_cli(monkeypatch, capsys, "db", "forget-group", "g", "--no-kafka", *url)
     assert (code, err) == (0, "") and out.startswith("forgot g: 1 checkpoints, 1 resume")
 
 
 def test_a_dry_run_of_a_missing_database_creates_nothing(tmp_path, monkeypatch, capsys):
     path = tmp_path / "none" / "x.db"
-    code, out, err = run(
+    code, out, err = run_cli(
         monkeypatch, capsys, *DRY_RUNS["prune"], "--database-url", f"sqlite:///{path}"
     )
     assert (code, out) == (2, "") and "no database at" in err

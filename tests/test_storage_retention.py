@@ -12,8 +12,8 @@ from sparsewatch.storage import retention
 from sparsewatch.storage.schema import metadata
 from sparsewatch.storage.store import Store
 
-from tests.test_query_cli import run
-from tests.test_storage_store import T0, dump, write_window
+from tests.support.cli import run_cli
+from tests.support.storage import T0, dump, write_window
 
 N_WINDOWS = 10  # window w covers [T0 + w h, T0 + (w + 1) h)
 BY_WINDOW = ("windows", "documents", "alerts", "topics", "snapshots")
@@ -98,22 +98,22 @@ def test_dead_letters_by_stored_time_in_batches(store, monkeypatch):
 
 def test_the_command(store, database_url, monkeypatch, capsys):
     url = database_url
-    code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url)
+    code, out, err = run_cli(monkeypatch, capsys, "db", "prune", "--database-url", url)
     assert code == 2 and "give --before, --dead-letters-before or both" in err
     args = ["db", "prune", "--database-url", url, "--before", (T0 + timedelta(hours=3)).isoformat()]
     # fewer than the windows a restarted worker recomputes: refused (was accepted)
-    code, out, err = run(monkeypatch, capsys, *args, "--keep-windows", "9", "--dry-run")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--keep-windows", "9", "--dry-run")
     assert code == 2 and out == "" and "windows.checkpoint_every (10)" in err
     monkeypatch.setenv("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "1")
-    code, out, err = run(monkeypatch, capsys, *args, "--keep-windows", "1", "--dry-run")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--keep-windows", "1", "--dry-run")
     assert code == 0 and err == ""
     # windows 0 and 1 of both streams ended before T0 + 3h: 2 x 20 + 2 x 5 documents, 3 novel
     # alerts a news window and 1 a tweets window, 4 topics and 1 snapshot a window
     assert out == (
         "would delete 4 windows, 50 documents, 8 alerts, 16 topics, 4 snapshots, 0 dead letters\n"
     )
-    code, out, err = run(monkeypatch, capsys, "db", "prune", "--database-url", url,
-                         "--before", "now", "--keep-windows", "2", "--json")  # fmt: skip
+    code, out, err = run_cli(monkeypatch, capsys, "db", "prune", "--database-url", url,
+                             "--before", "now", "--keep-windows", "2", "--json")  # fmt: skip
     assert code == 0 and err == ""
     deleted = json.loads(out)["deleted"]
     assert deleted["windows"] == (N_WINDOWS - 2) + (3 - 2)

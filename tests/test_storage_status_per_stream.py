@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from sparsewatch.storage.store import Store
 
-from tests.test_storage_prune_keeps_restart_state import T0, url, window
+from tests.support.store_windows import T0, url, window
 
 __all__ = ["url"]  # the fixture
 

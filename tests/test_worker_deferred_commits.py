@@ -17,10 +17,7 @@ transaction: every window is committed alone.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,18 +28,16 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from sparsewatch.consumers.memory import FreeHeapBound
 from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import (
-    Destination,
-    Pending,
     ThreadWriter,
-    WriteJob,
     WriterError,
 )
 from sparsewatch.storage.schema import metadata
-from sparsewatch.storage.store import Store, StoreTx
+from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
-from tests.test_pipeline_kafka import _scores_message
+from tests.support.anomaly_worker import scores_message
+from tests.support.gated_writer import CountingStore, GatedWriter
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -51,63 +46,7 @@ WINDOWS = 4  # per stream
 DOCS = 5  # per window
 BATCH = 200  # messages
 GARBAGE_EVERY = 41  # a message that is no scores message (a dead letter) every so many
-WAIT_S = 60.0
 IDLE_AT = 100.0  # the loop's clock when every stream has gone quiet
-
-
-class _CrashError(Exception):
-    """The worker dies with this transaction in flight: nothing of it is committed."""
-
-
-class _CountingStore(Store):
-    """The real store, counting its committed transactions. Gated (``gate_open`` set), each
-    transaction waits until the loop waits for it (:class:`_GateOpenedOnWait`); ``crash_next``
-    makes the next one fail before writing anything."""
-
-    def __init__(self, engine: sa.Engine) -> None:
-        super().__init__(engine)
-        self.transactions = 0
-        self.gate_open: threading.Event | None = None
-        self.crash_next = False
-
-    @contextmanager
-    def transaction(self) -> Iterator[StoreTx]:
-        if self.gate_open is not None:
-            assert self.gate_open.wait(WAIT_S), "the loop never waited for this transaction"
-            self.gate_open.clear()
-        if self.crash_next:
-            self.crash_next = False
-            raise _CrashError
-        with super().transaction() as tx:
-            yield tx
-        self.transactions += 1
-
-
-class _GateOpenedOnWait:
-    """A job's :class:`Pending` whose transaction is let through when the loop waits for it."""
-
-    def __init__(self, pending: Pending, gate_open: threading.Event) -> None:
-        self._pending = pending
-        self._gate_open = gate_open
-
-    def ready(self) -> bool:
-        return self._pending.ready()
-
-    def result(self) -> float:
-        self._gate_open.set()
-        return self._pending.result()
-
-
-class _GatedWriter(ThreadWriter):
-    """The thread writer over a gated :class:`_CountingStore`."""
-
-    def __init__(self, store: _CountingStore, destination: Destination, name: str) -> None:
-        super().__init__(store, destination, name)
-        store.gate_open = threading.Event()
-        self._gate_open = store.gate_open
-
-    def submit(self, job: WriteJob) -> Pending:
-        return _GateOpenedOnWait(super().submit(job), self._gate_open)
 
 
 @dataclass
@@ -142,7 +81,7 @@ def _input(bootstrap: str) -> _Input:
         }
     )
     values = [
-        (f"s{s:02d}", _scores_message(f"s{s:02d}", seq, i, DOCS, tag="d"))
+        (f"s{s:02d}", scores_message(f"s{s:02d}", seq, i, DOCS, tag="d"))
         for seq in range(WINDOWS)
         for i in range(DOCS)
         for s in range(STREAMS)
@@ -165,9 +104,9 @@ def _input(bootstrap: str) -> _Input:
     return _Input(config, messages, len(at))
 
 
-def _worker(data: _Input, store: _CountingStore, gated: bool) -> WorkerLoop:
+def _worker(data: _Input, store: CountingStore, gated: bool) -> WorkerLoop:
     worker = build_worker("anomaly", data.config, store)
-    writer = _GatedWriter if gated else ThreadWriter
+    writer = GatedWriter if gated else ThreadWriter
     worker._writer = writer(store, worker.destination, "anomaly")
     return worker
 
@@ -202,9 +141,9 @@ def _contents(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     return tables
 
 
-def _open(path: Path) -> _CountingStore:
-    store = _CountingStore.open(f"sqlite:///{path}")
-    assert isinstance(store, _CountingStore)
+def _open(path: Path) -> CountingStore:
+    store = CountingStore.open(f"sqlite:///{path}")
+    assert isinstance(store, CountingStore)
     return store
 
 

@@ -40,7 +40,7 @@ from sparsewatch.storage.store import Store
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
 from tests.conftest import _fresh_postgres_database
-from tests.test_worker_deferred_commits import _CountingStore, _GatedWriter
+from tests.support.gated_writer import CountingStore, GatedWriter
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -153,9 +153,9 @@ def _input(bootstrap: str, short: bool = False, markers: bool = False, **extra: 
     return _Input(config, messages)
 
 
-def _worker(data: _Input, store: _CountingStore, gated: bool) -> WorkerLoop:
+def _worker(data: _Input, store: CountingStore, gated: bool) -> WorkerLoop:
     worker = build_worker("detector", data.config, store)
-    writer = _GatedWriter if gated else ThreadWriter
+    writer = GatedWriter if gated else ThreadWriter
     worker._writer = writer(store, worker.destination, "detector")
     return worker
 
@@ -188,9 +188,9 @@ def _contents(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     return tables
 
 
-def _open(url: str) -> _CountingStore:
-    store = _CountingStore.open(url)
-    assert isinstance(store, _CountingStore)
+def _open(url: str) -> CountingStore:
+    store = CountingStore.open(url)
+    assert isinstance(store, CountingStore)
     return store
 
 
@@ -368,7 +368,7 @@ def test_quiet_streams_leaving_memory_while_deferred_jobs_wait_lose_nothing(
     assert len(late) == STREAMS // 2
 
 
-class _SlowStore(_CountingStore):
+class _SlowStore(CountingStore):
     """A database whose transactions take ``SLOW_S`` (windows close while one is in flight)."""
 
     def transaction(self):  # type: ignore[override]
@@ -382,7 +382,7 @@ SLOW_S = 0.3
 def _run_to_end(data: _Input, url: str, group: str):
     """``run()`` on the real topic until it is drained, with the thread writer, in consumer
     group ``group``."""
-    store = _CountingStore.open(url)
+    store = CountingStore.open(url)
     try:
         config = dataclasses.replace(
             data.config, kafka=dataclasses.replace(data.config.kafka, group_id=group)

@@ -30,7 +30,7 @@ from sparsewatch.consumers.writer import ProcessWriter, ThreadWriter, WriterErro
 from sparsewatch.storage.store import Store
 
 from sparsewatch.logs import JsonLines
-from tests.test_pipeline_writer import _destination, _job
+from tests.support.writer_jobs import destination, write_job
 
 pytestmark = pytest.mark.kafka
 
@@ -61,7 +61,7 @@ def test_a_log_line_names_its_thread() -> None:
 
 def test_the_thread_writers_thread_is_the_workers_writer(kafka_bootstrap: str) -> None:
     store = Store.open("sqlite://")
-    writer = make_writer("thread", store, _destination(kafka_bootstrap), "anomaly")
+    writer = make_writer("thread", store, destination(kafka_bootstrap), "anomaly")
     assert isinstance(writer, ThreadWriter)
     try:
         name = writer._pool.submit(lambda: threading.current_thread().name).result()
@@ -76,10 +76,10 @@ def test_a_bug_in_the_writer_process_is_logged_there_with_its_traceback(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'b.db'}"
     Store.open(url).dispose()
-    writer = ProcessWriter(url, _destination(kafka_bootstrap), "detector")
+    writer = ProcessWriter(url, destination(kafka_bootstrap), "detector")
     try:
         with pytest.raises(WriterError) as raised:
-            writer.submit(_job(bad_row=True)).result()
+            writer.submit(write_job(bad_row=True)).result()
     finally:
         writer.close()
     # The parent's one line, as before; the child's traceback rides along for --debug.
@@ -104,11 +104,11 @@ def test_an_abandoned_job_is_logged_in_the_writer_process_at_debug(
     url, _ = postgres_database
     Store.open(url).dispose()
     caplog.set_level(logging.DEBUG)
-    writer = ProcessWriter(url, _destination(kafka_bootstrap), "anomaly")
+    writer = ProcessWriter(url, destination(kafka_bootstrap), "anomaly")
     try:
-        writer.submit(_job(n=1)).result()  # the child is up
+        writer.submit(write_job(n=1)).result()  # the child is up
         postgres_outage.begin()
-        pending = writer.submit(_job())
+        pending = writer.submit(write_job())
         time.sleep(2.0)  # the transaction failed and waits to be retried
         writer.abandon_retries()
         with pytest.raises(WriterError, match="RetryAbandonedError"):

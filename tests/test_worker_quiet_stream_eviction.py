@@ -11,26 +11,23 @@ a real broker and real databases (SQLite, and PostgreSQL when configured).
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
-from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
-from tests.test_pipeline_kafka import _scores_message
+from tests.support.anomaly_worker import (
+    Running,
+    anomaly_scores,
+    produce,
+    wait,
+    window,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _window(stream: str, seq: int, n: int = 10) -> list[tuple[str, bytes]]:
-    return [(stream, _scores_message(stream, seq, i, n, tag=stream)) for i in range(n)]
 
 
 def _config(bootstrap: str, url: str) -> Config:
@@ -48,31 +45,6 @@ def _config(bootstrap: str, url: str) -> Config:
     return load_config(env=env)
 
 
-def _produce(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for key, value in messages:
-        producer.produce(topic, key=key.encode(), value=value)
-    assert producer.flush(30) == 0
-
-
-def _wait(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def _scores(store: Store) -> dict[str, float]:
-    return {
-        r["doc_id"]: r["anomaly_score"]
-        for r in store.documents(limit=None)
-        if r["anomaly_score"] is not None
-    }
-
-
 def _offline(config: Config, messages: list[tuple[str, bytes]]) -> dict[str, float]:
     """The anomaly scores of ``messages`` with every stream's state kept in memory."""
     states: dict[str, AnomalyStreamState] = {}
@@ -84,28 +56,6 @@ def _offline(config: Config, messages: list[tuple[str, bytes]]) -> dict[str, flo
                 if name == "upsert_anomaly_scores":
                     scores.update({r["doc_id"]: r["anomaly_score"] for r in args[0]})
     return scores
-
-
-class _Running:
-    """A worker loop running on a thread until :meth:`stop`."""
-
-    def __init__(self, worker: WorkerLoop) -> None:
-        self.worker = worker
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.worker.run()
-        except BaseException as exc:  # re-raised by stop()
-            self.error = exc
-
-    def stop(self) -> None:
-        self.worker.stop()
-        self.thread.join(60)
-        if self.error is not None:
-            raise self.error
 
 
 def test_a_quiet_stream_neither_holds_back_the_resume_offset_nor_stays_in_memory(
@@ -122,28 +72,28 @@ def test_a_quiet_stream_neither_holds_back_the_resume_offset_nor_stays_in_memory
     config = _config(kafka_bootstrap, database_url)
     topic = config.kafka.topic("scores")
     group = f"{config.kafka.group_id}.anomaly"
-    sent = _window("quiet", 0)
+    sent = window("quiet", 0)
     store = Store.open(database_url)
     try:
-        _produce(kafka_bootstrap, topic, sent)
+        produce(kafka_bootstrap, topic, sent)
         worker = build_worker("anomaly", config, store)
         assert worker.max_idle_states == 3  # max_idle_streams from the configuration
-        running = _Running(worker)
+        running = Running(worker)
         try:
-            assert _wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
-            others = [m for s in range(12) for m in _window(f"s{s:02d}", 0)]
-            _produce(kafka_bootstrap, topic, others)
+            assert wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
+            others = [m for s in range(12) for m in window(f"s{s:02d}", 0)]
+            produce(kafka_bootstrap, topic, others)
             sent += others
-            assert _wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
-            assert _wait(lambda: len(worker.streams_in_memory) <= 3)
+            assert wait(lambda: store.partition_offsets(group, topic).get(0) == len(sent))
+            assert wait(lambda: len(worker.streams_in_memory) <= 3)
             assert "quiet" not in worker.streams_in_memory
-            back = [sent[3], *_window("quiet", 1, 12)]
-            _produce(kafka_bootstrap, topic, back)
+            back = [sent[3], *window("quiet", 1, 12)]
+            produce(kafka_bootstrap, topic, back)
             sent += back
-            assert _wait(lambda: len(_scores(store)) == 13 * 10 + 12)
+            assert wait(lambda: len(anomaly_scores(store)) == 13 * 10 + 12)
         finally:
             running.stop()
-        stored = _scores(store)
+        stored = anomaly_scores(store)
     finally:
         store.dispose()
     expected = _offline(config, sent)

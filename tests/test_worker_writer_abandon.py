@@ -17,7 +17,7 @@ import pytest
 from sparsewatch.consumers.writer import ProcessWriter, WriterError, make_writer
 from sparsewatch.storage.store import Store
 
-from tests.test_pipeline_writer import _destination, _job
+from tests.support.writer_jobs import destination, write_job
 
 pytestmark = pytest.mark.kafka
 
@@ -43,9 +43,9 @@ def test_a_stop_while_the_writer_process_starts_up_commits_the_job(kafka_bootstr
     up commits (the child was killed by the signal: 'the writer process is gone')."""
     url = f"sqlite:///{tmp_path / 'w.db'}"
     Store.open(url).dispose()
-    writer = ProcessWriter(url, _destination(kafka_bootstrap), "test")
+    writer = ProcessWriter(url, destination(kafka_bootstrap), "test")
     try:
-        pending = writer.submit(_job())
+        pending = writer.submit(write_job())
         writer.abandon_retries()  # the child is still importing (about a second)
         outcome = _outcome(pending, 60)
         assert isinstance(outcome, float), outcome
@@ -81,7 +81,7 @@ def test_a_stop_landing_around_a_submit_abandons_the_job_in_an_outage(
 ):
     url, _ = postgres_database
     store = Store.open(url)
-    writer = make_writer("process", store, _destination(kafka_bootstrap), "test")
+    writer = make_writer("process", store, destination(kafka_bootstrap), "test")
     assert isinstance(writer, ProcessWriter)
     try:
         time.sleep(3.0)  # the child is up (not the start-up case above)
@@ -91,7 +91,7 @@ def test_a_stop_landing_around_a_submit_abandons_the_job_in_an_outage(
         else:
             writer._conn = _StopRightAfterSend(writer)  # type: ignore[assignment]
         t0 = time.monotonic()
-        outcome = _outcome(writer.submit(_job()), 30)
+        outcome = _outcome(writer.submit(write_job()), 30)
         assert outcome is not None, "the job waited out the outage despite the stop"
         assert time.monotonic() - t0 < 10.0
         assert isinstance(outcome, WriterError)
@@ -113,11 +113,11 @@ def test_the_thread_writer_also_abandons_a_job_submitted_after_a_stop(
     """(As it did: its stop event stays set; the process writer now behaves the same.)"""
     url, _ = postgres_database
     store = Store.open(url)
-    writer = make_writer("thread", store, _destination(kafka_bootstrap), "test")
+    writer = make_writer("thread", store, destination(kafka_bootstrap), "test")
     try:
         postgres_outage.begin()
         writer.abandon_retries()
-        outcome = _outcome(writer.submit(_job()), 30)
+        outcome = _outcome(writer.submit(write_job()), 30)
         assert isinstance(outcome, WriterError), outcome
         assert "RetryAbandonedError" in str(outcome)
     finally:

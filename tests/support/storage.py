@@ -1,0 +1,96 @@
+"""A database filled as the detector worker fills it, window by window, and a fingerprint of
+every row of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import sqlalchemy as sa
+from sparsewatch.storage.schema import metadata
+from sparsewatch.storage.store import Store
+
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def dump(store: Store) -> dict[str, list[tuple]]:
+    """Every row of every table, sorted (a whole-database fingerprint)."""
+    out = {}
+    with store.reading() as conn:
+        for table in metadata.sorted_tables:
+            rows = conn.execute(sa.select(table)).all()
+            out[table.name] = sorted((tuple(r) for r in rows), key=repr)
+    return out
+
+
+def write_window(store: Store, seq: int, n: int = 50, stream: str = "news") -> list[dict]:
+    """What the detector worker writes for one window, in one transaction; its documents."""
+    rng = np.random.default_rng(seq)
+    start = T0 + timedelta(hours=seq)
+    docs = [
+        {
+            "stream": stream,
+            "doc_id": f"{stream}-{seq}-{i}",
+            "event_time": start + timedelta(seconds=i),
+            "window_seq": seq,
+            "novelty_score": np.float32(rng.random()),
+            "reconstruction_error": float(rng.random()),
+            "novel": bool(i % 7 == 0),
+            "late": i == 3,
+            "dominant_topic": int(i % 4) if i % 5 else None,
+            "top_atoms": rng.integers(0, 100, size=3),
+            "labels": ["earn"] if i % 2 else [],
+            "text": f"document {i} of window {seq} — ünïcode",
+        }
+        for i in range(n)
+    ]
+    with store.transaction() as tx:
+        tx.upsert_window(
+            stream, seq, start, start + timedelta(hours=1), n, 0.8, {"score": 0.01}, "watermark"
+        )
+        tx.insert_documents(docs)
+        tx.insert_alerts(
+            [
+                {
+                    "kind": "novel_document",
+                    "stream": stream,
+                    "subject_id": d["doc_id"],
+                    "score": d["novelty_score"],
+                    "window_seq": seq,
+                    "event_time": d["event_time"],
+                    "summary": d["text"][:40],
+                }
+                for d in docs
+                if d["novel"]
+            ]
+        )
+        tx.upsert_topics(
+            [
+                {
+                    "stream": stream,
+                    "window_seq": seq,
+                    "topic_id": k,
+                    "terms": [[f"term{k}{j}", np.float32(1.0 / (j + 1))] for j in range(5)],
+                    "strength": 0.1 * k,
+                    "emerging": k == 2,
+                }
+                for k in range(4)
+            ]
+        )
+        tx.put_snapshot(stream, seq, "dictionary", {"A": rng.random((20, 4))}, {"k": 4}, seq)
+        tx.put_checkpoint(
+            "detector", stream, {"A": np.arange(6.0), "seq": np.array(seq)}, {"window": seq}
+        )
+        tx.set_partition_offsets("detector", "docs", {0: 100 * (seq + 1), 1: 7})
+        tx.insert_dead_letters(
+            [
+                {
+                    "topic": "docs",
+                    "partition": 0,
+                    "offset": seq,
+                    "reason": "bad JSON",
+                    "payload": b"\xff{",
+                }
+            ]
+        )
+    return docs

@@ -1,0 +1,61 @@
+"""A writer's destination topics, one window's write job (documents, score messages, a dead letter,
+a checkpoint, offsets), and what such jobs leave in the store."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.writer import Destination, WriteJob
+from sparsewatch.storage.store import Store
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def destination(bootstrap: str) -> Destination:
+    prefix = f"writer-{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {f"{prefix}.scores": 1, f"{prefix}.dlq": 1})
+    return Destination(bootstrap, "g", f"{prefix}.docs", f"{prefix}.scores", f"{prefix}.dlq")
+
+
+def write_job(n: int = 50, bad_row: bool = False) -> WriteJob:
+    docs = [
+        {
+            "stream": "s",
+            "doc_id": f"d{i}",
+            "event_time": T0 + timedelta(minutes=i),
+            "window_seq": 0,
+            "novelty_score": np.float32(i / n),
+            "reconstruction_error": np.float64(i / (2 * n)),
+            "novel": i % 10 == 0,
+            "top_atoms": np.array([i % 7, 3], dtype=np.int64),
+            "labels": ["x"],
+            "text": f"document {i} with ünïcode",
+        }
+        for i in range(n)
+    ]
+    if bad_row:
+        docs[-1]["event_time"] = None  # refused by StoreTx.insert_documents
+    window = ("s", 0, T0, T0 + timedelta(hours=1), n, 0.5, {"score": 0.1}, "watermark")
+    return WriteJob(
+        calls=[("upsert_window", window), ("insert_documents", (docs,))],
+        messages=[[(f"s:{d['doc_id']}", f"score {i}".encode()) for i, d in enumerate(docs)]],
+        dead=[
+            {"topic": "t", "partition": 0, "offset": 7, "reason": "invalid JSON", "payload": b"{"}
+        ],
+        checkpoints={"s": ({"A": np.eye(3, dtype=np.float32)}, {"w": 0})},
+        offsets={0: 51},
+    )
+
+
+def contents(store: Store, input_topic: str) -> tuple:
+    docs = sorted(
+        (d["doc_id"], d["novelty_score"], d["novel"], tuple(d["top_atoms"]), d["text"])
+        for d in store.documents(limit=None)
+    )
+    windows = [(w["stream"], w["window_seq"], w["n_documents"]) for w in store.windows()]
+    checkpoint = store.load_checkpoint("g", "s")
+    offsets = store.partition_offsets("g", input_topic)
+    return docs, windows, checkpoint.meta if checkpoint else None, offsets
