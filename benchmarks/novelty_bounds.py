@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from novelty_speed import DATA, load_reuters
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.window_detector import Detector
 from threadpoolctl import threadpool_limits
 
 RESULTS = Path(__file__).resolve().parent / "results"

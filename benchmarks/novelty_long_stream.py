@@ -28,7 +28,8 @@ import matplotlib
 import numpy as np
 import scipy.sparse as sp
 from pipeline_sustained import fifths
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.window_detector import Detector
 from sparsewatch.replay.eval_methods import DetectorMethod, SharedTfidf, build_methods
 from sparsewatch.replay.evaluate import evaluate_corpus, make_corpus, to_json
 from sparsewatch.replay.synthetic import generate_stream

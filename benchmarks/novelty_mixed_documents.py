@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 from novelty_quality import CORPORA, RESULTS, load_corpus
-from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import DEFAULT_FEATURES, Detector
 from sparsewatch.replay.eval_methods import DetectorMethod, SharedTfidf, build_methods
 from sparsewatch.replay.evaluate import (
     Corpus,

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sparsewatch.models.l1_coding import l1_sparse_code
-from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import DEFAULT_FEATURES, Detector
 from sparsewatch.replay.eval_methods import (
     FACTORIES,
     DetectorMethod,

@@ -38,8 +38,9 @@ from scipy.optimize import linprog
 from sklearn.decomposition import MiniBatchDictionaryLearning, MiniBatchNMF
 from sparsewatch.consumers.detector_core import build_models
 from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, l1_sparse_code_dense
-from sparsewatch.models.novelty import DEFAULT_FEATURES, Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import DEFAULT_FEATURES, Detector
 from sparsewatch.replay.evaluate import load_reuters
 
 from sparsewatch.config import Config

@@ -2,7 +2,7 @@
 
 For each closed window of a stream (Kasiviswanathan et al. 2012, Algorithm 3, one time step):
 
-1. :class:`~sparsewatch.models.novelty.Detector`: streaming TF-IDF, l1 sparse-coding novelty
+1. :class:`~sparsewatch.models.window_detector.Detector`: streaming TF-IDF, l1 sparse-coding novelty
    scores (Algorithm 5), novel flags (threshold or top-q), one OIADMM dictionary update
    (Algorithm 2);
 2. MOR-NMF (Guan et al. 2012, Algorithm 3) on the window's TF-IDF rows: topic tracking and each
@@ -62,15 +62,15 @@ from sparsewatch.consumers.score_messages import ScoreMessages
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.dynamic_nmf import DynamicNMF
 from sparsewatch.models.nmf_online import MORNMF
-from sparsewatch.models.novelty import (
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import (
     DEFAULT_FEATURES,
     Detector,
-    OnlineL1NoveltyDetector,
     WindowResult,
     pack_texts,
     unpack_texts,
 )
-from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.storage.document_columns import DocumentColumns
 
 from sparsewatch.config import DetectorConfig

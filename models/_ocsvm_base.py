@@ -493,8 +493,9 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
 
     Subclasses implement ``_fit(X)`` (learning every attribute listed in ``_state_keys``) and
     ``_codes(X)`` (the representations of rows, samples x atoms); the OC-SVM part lives in
-    ``ocsvm_support_vectors_``, ``ocsvm_dual_coef_``, ``ocsvm_intercept_``. Subclasses pass raw rows
-    through ``_fit_normalize`` (training) and ``_normalize`` (any rows) before coding them.
+    ``ocsvm_support_vectors_``, ``ocsvm_dual_coef_``, ``ocsvm_intercept_``. Subclasses code the
+    signals that ``_fit_features`` (training rows; fits the normalisation) and ``_features`` (any
+    rows) return: the normalised rows, which the kernel variants map further.
 
     Output conventions (PyOD's, kept for the benchmarks and the pipeline that read them):
     ``decision_function`` is higher = more anomalous (positive = outside the OC-SVM boundary),
@@ -532,6 +533,15 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
             self.normalize_scale_,
             float(self.normalize_lift_),
         )
+
+    def _fit_features(self, X: FloatArray) -> FloatArray:
+        """Signals the model is learned on (rows): the training rows, normalised by statistics
+        fitted on them (:meth:`_fit_normalize`)."""
+        return self._fit_normalize(X)
+
+    def _features(self, X: FloatArray) -> FloatArray:
+        """Signals of rows to score, as :meth:`_fit_features` gave the training ones."""
+        return self._normalize(X)
 
     def _sparsity(self) -> int:
         """The OMP sparsity the training data must support: ``n_nonzero_coefs`` capped at

@@ -1,5 +1,5 @@
-"""Input checks shared by the NMF models (OR-/MOR-/WOR-NMF and dynamic NMF), and
-:func:`is_sparse`."""
+"""Input checks shared by the NMF models (OR-/MOR-/WOR-NMF and dynamic NMF), :func:`is_sparse`,
+and the scikit-learn tags of the models of TF-IDF rows (:func:`tfidf_model_tags`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TypeGuard
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils import Tags
 from sklearn.utils.validation import assert_all_finite
 
 
@@ -14,6 +15,16 @@ def is_sparse(X: object) -> TypeGuard[sp.spmatrix]:
     """:func:`scipy.sparse.issparse`, which the type checker can narrow ``X`` by (scipy has no
     type information), for input that may also be any array-like."""
     return sp.issparse(X)
+
+
+def tfidf_model_tags(tags: Tags, dtype: type | None) -> Tags:
+    """scikit-learn tags of a model of TF-IDF rows: sparse, non-negative input; codes in
+    ``dtype`` whatever the input's (``None``: float64, the default tags)."""
+    tags.input_tags.sparse = True
+    tags.input_tags.positive_only = True
+    if dtype is not None:
+        tags.transformer_tags.preserves_dtype = [np.dtype(dtype).name]
+    return tags
 
 
 def nonnegative_matrix(

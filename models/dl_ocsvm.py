@@ -349,13 +349,6 @@ class DLOCSVM(OCSVMDetectorBase):
         self.n_rejected_updates_ = result.n_rejected
         self._store_ocsvm(result.ocsvm)
 
-    def _fit_features(self, X: FloatArray) -> FloatArray:
-        """Signals the dictionary is learned on (rows); the kernel variant maps them."""
-        return self._fit_normalize(X)
-
-    def _features(self, X: FloatArray) -> FloatArray:
-        return self._normalize(X)
-
     @property
     def n_nonzero_coefs_(self) -> int:
         """The sparsity OMP uses: ``min(n_nonzero_coefs, n_components, signal dimension)``."""

@@ -256,13 +256,6 @@ class DPLOCSVM(OCSVMDetectorBase):
         self.n_rejected_updates_ = rejected
         self._store_ocsvm(svm)
 
-    def _fit_features(self, X: FloatArray) -> FloatArray:
-        """Signals the dictionaries are learned on (rows); the kernel variant maps them."""
-        return self._fit_normalize(X)
-
-    def _features(self, X: FloatArray) -> FloatArray:
-        return self._normalize(X)
-
     def _codes(self, X: FloatArray) -> FloatArray:
         """Representations ``X = P Y`` of the rows (samples x atoms)."""
         return self._features(X) @ self.analysis_.T

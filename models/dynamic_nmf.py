@@ -80,6 +80,7 @@ from sparsewatch.models._validation import (
     check_feature_count,
     nonnegative_matrix,
     require_samples_and_features,
+    tfidf_model_tags,
 )
 from sparsewatch.models.nmf_online import check_keep_index
 from sparsewatch.models.nnls import COLUMN_BLOCK, solve_nnls
@@ -213,10 +214,7 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Tags:
         """Sparse input is accepted (kept CSR) and must be non-negative."""
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        return tags
+        return tfidf_model_tags(super().__sklearn_tags__(), None)
 
     # ------------------------------------------------------------------ public API
     def fit(

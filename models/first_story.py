@@ -49,7 +49,7 @@ def _rows_l2(X: sp.spmatrix | np.ndarray) -> sp.csr_matrix:
 
 
 def _checked(
-    model: ExactFirstStory | LSHFirstStory, X: sp.spmatrix | np.ndarray, fitting: bool = False
+    model: _FirstStoryBase, X: sp.spmatrix | np.ndarray, fitting: bool = False
 ) -> sp.spmatrix | np.ndarray:
     """``X`` checked (:func:`~sparsewatch.models.novelty._check_documents`, real values): for
     ``fitting``, with documents and terms; else, once a memory exists, at least as wide as it
@@ -61,7 +61,13 @@ def _checked(
 
 
 class _FirstStoryBase(BaseEstimator):
-    """What the two nearest-neighbour memories share: tags and the memory's width."""
+    """What the two nearest-neighbour memories share: tags, the memory's width, storing rows in
+    it, aligning queries with it and the novelty score.
+
+    Subclasses implement ``max_similarity(X)``, the (exact or approximate) largest cosine of each
+    row of ``X`` with the memory."""
+
+    memory_: sp.csr_matrix
 
     def __sklearn_tags__(self) -> Tags:
         """Dense or sparse real input (any weighting)."""
@@ -73,6 +79,30 @@ class _FirstStoryBase(BaseEstimator):
     def n_features_in_(self) -> int:
         """Width of the memory: the most terms of any stored batch."""
         return int(self.memory_.shape[1])
+
+    def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        """Novelty ``1 - max cosine`` against the memory (higher is more novel; approximate
+        where :meth:`max_similarity` is)."""
+        return 1.0 - self.max_similarity(X)
+
+    def _store(self, Xn: sp.csr_matrix) -> tuple[sp.csr_matrix, int]:
+        """Append unit-l2 rows to the memory (the narrower of the two zero-padded to the other's
+        width); return the rows as stored and the memory index of the first."""
+        if not hasattr(self, "memory_"):
+            self.memory_ = Xn
+            return Xn, 0
+        M, Xn = _align(self.memory_, Xn)
+        self.memory_ = sp.vstack([M, Xn], format="csr")
+        return Xn, M.shape[0]
+
+    def _query(self, X: sp.spmatrix | np.ndarray) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        """The rows of ``X`` checked and unit-l2, and the memory at their common width
+        (``None`` while it holds no document: every similarity is then 0)."""
+        Q = _rows_l2(_checked(self, X))
+        if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
+            return Q, None
+        M, Q = _align(self.memory_, Q)
+        return Q, M
 
 
 def _pad_cols(M: sp.csr_matrix, n_cols: int) -> sp.csr_matrix:
@@ -116,12 +146,7 @@ class ExactFirstStory(_FirstStoryBase):
 
     def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> ExactFirstStory:
         """Append the rows of ``X`` to the memory."""
-        Xn = _rows_l2(_checked(self, X))
-        if not hasattr(self, "memory_"):
-            self.memory_ = Xn
-        else:
-            M, Xn = _align(self.memory_, Xn)
-            self.memory_ = sp.vstack([M, Xn], format="csr")
+        self._store(_rows_l2(_checked(self, X)))
         return self
 
     def fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> ExactFirstStory:
@@ -133,20 +158,15 @@ class ExactFirstStory(_FirstStoryBase):
 
     def max_similarity(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Largest cosine similarity of each row of ``X`` with the memory (0 when empty)."""
-        Q = _rows_l2(_checked(self, X))
+        Q, M = self._query(X)
         best = np.zeros(Q.shape[0])
-        if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
+        if M is None:
             return best
-        M, Q = _align(self.memory_, Q)
         QT = Q.T.tocsr()
         for start in range(0, M.shape[0], self.chunk_size):
             S = (M[start : start + self.chunk_size] @ QT).toarray()
             np.maximum(best, S.max(axis=0), out=best)
         return np.minimum(best, 1.0, out=best)
-
-    def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
-        """Novelty ``1 - max cosine`` against the memory (higher is more novel)."""
-        return 1.0 - self.max_similarity(X)
 
     def score_stream(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Score each row against the memory AND the earlier rows of ``X``, then store ``X``."""
@@ -243,11 +263,10 @@ class LSHFirstStory(_FirstStoryBase):
 
     def max_similarity(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         """Approximate largest cosine of each row of ``X`` with the stored documents."""
-        Q = _rows_l2(_checked(self, X))
+        Q, M = self._query(X)
         best = np.zeros(Q.shape[0])
-        if not hasattr(self, "memory_") or self.memory_.shape[0] == 0:
+        if M is None:
             return best
-        M, Q = _align(self.memory_, Q)
         q, d = self._candidates(self._keys(Q))
         if q.size:
             pair = np.unique(q.astype(np.int64) * M.shape[0] + d)
@@ -259,22 +278,13 @@ class LSHFirstStory(_FirstStoryBase):
             np.maximum(best, (Q @ recent.T).toarray().max(axis=1), out=best)
         return np.minimum(best, 1.0, out=best)
 
-    def score_samples(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
-        """Approximate novelty ``1 - max cosine`` (higher is more novel)."""
-        return 1.0 - self.max_similarity(X)
-
     def partial_fit(self, X: sp.spmatrix | np.ndarray, y: None = None) -> LSHFirstStory:
         """Store the rows of ``X`` and insert them into every table's buckets."""
         Xn = _rows_l2(_checked(self, X))
         if not hasattr(self, "memory_"):
-            self.memory_ = Xn
-            first = 0
             self.table_keys_ = [np.zeros(0, np.int64) for _ in range(self.n_tables)]
             self.table_docs_ = [np.zeros(0, np.int64) for _ in range(self.n_tables)]
-        else:
-            M, Xn = _align(self.memory_, Xn)
-            first = M.shape[0]
-            self.memory_ = sp.vstack([M, Xn], format="csr")
+        Xn, first = self._store(Xn)
         keys = self._keys(Xn)
         ids = np.arange(first, first + Xn.shape[0], dtype=np.int64)
         for t in range(self.n_tables):

@@ -23,20 +23,23 @@ non-negative input (TF-IDF); ``score_samples`` is "higher = more novel".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.preprocessing import normalize
 from sklearn.utils import Tags
 from sklearn.utils.validation import check_is_fitted
+from sparsewatch.models._validation import tfidf_model_tags
 from sparsewatch.models.l1_coding import L1CodingResult, weighted_l1_loss
 from sparsewatch.models.novelty import (
     OnlineL1NoveltyDetector,
     _as_columns,
     _check_documents,
     _nonzero_columns,
+    _truncate_columns,
     l1_code,
-    tfidf_model_tags,
 )
 from sparsewatch.models.oiadmm import l1_dictionary_update
 from sparsewatch.models.projections import project_l1_ball_nonneg
@@ -63,6 +66,21 @@ def _checked_scores(scores: np.ndarray | None, n_docs: int) -> np.ndarray | None
     if scores.shape != (n_docs,) or not np.all(np.isfinite(scores)):
         raise ValueError(f"scores must be {n_docs} finite values, one per document of X")
     return scores
+
+
+def _worst_documents(
+    P_new: sp.csc_matrix, scores: np.ndarray | None, eta: int, score: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """The documents a step's ``eta`` new atoms are seeded from: those with a term (columns of
+    ``P_new``) that the current dictionary represents worst, by ``scores`` (from ``score()``
+    when ``None``), ties to the earlier. Empty, and nothing scored, when ``eta`` is 0 or no
+    document of the step has a term."""
+    seeds = _nonzero_columns(P_new)
+    if eta <= 0 or seeds.size == 0:
+        return seeds[:0]
+    if scores is None:
+        scores = score()
+    return seeds[np.argsort(-scores[seeds], kind="stable")[:eta]]
 
 
 def project_l2_ball_nonneg(A: np.ndarray) -> np.ndarray:
@@ -256,12 +274,8 @@ class L2BatchNovelty(TransformerMixin, BaseEstimator):
         scores = _checked_scores(scores, P_new.shape[1])
         m = P_new.shape[0]
         A = self._atoms(m)
-        seeds = _nonzero_columns(P_new)
-        if self.eta > 0 and seeds.size:
-            if scores is None:
-                scores = self.score_samples(X)
-            scores = scores[seeds]
-            worst = seeds[np.argsort(-scores, kind="stable")[: self.eta]]
+        worst = _worst_documents(P_new, scores, self.eta, lambda: self.score_samples(X))
+        if worst.size:
             new_atoms = normalize(P_new[:, worst].T, norm="l2").T.toarray()
             A = np.hstack([A, new_atoms])
         old_p = self.P_
@@ -293,11 +307,9 @@ class L2BatchNovelty(TransformerMixin, BaseEstimator):
 
 
 def _seed_atoms(P_new: sp.csc_matrix, cols: np.ndarray, n_terms: int | None) -> np.ndarray:
-    """Documents ``cols`` of ``P_new`` kept to their ``n_terms`` largest weights, unit l1."""
-    S = P_new[:, cols].toarray()
-    if n_terms is not None and n_terms < S.shape[0]:
-        drop = np.argpartition(-S, n_terms - 1, axis=0)[n_terms:]
-        np.put_along_axis(S, drop, 0.0, axis=0)
+    """Documents ``cols`` of ``P_new`` kept to their ``n_terms`` largest weights, unit l1 (as
+    the ONLINE detector seeds its dense atoms)."""
+    S = _truncate_columns(P_new[:, cols].toarray(), n_terms)
     return S / np.maximum(S.sum(axis=0, keepdims=True), 1e-12)
 
 
@@ -476,11 +488,10 @@ class BatchL1Novelty(TransformerMixin, BaseEstimator):
         self._pad(P_new.shape[0])
         n_old = self.P_.shape[1]
         codes = self.codes_
-        seeds = _nonzero_columns(P_new)
-        if self.eta > 0 and seeds.size:
-            if scores is None:
-                scores = self._code(P_new, self.components_).objective
-            worst = seeds[np.argsort(-scores[seeds], kind="stable")[: self.eta]]
+        worst = _worst_documents(
+            P_new, scores, self.eta, lambda: self._code(P_new, self.components_).objective
+        )
+        if worst.size:
             atoms = project_l1_ball_nonneg(_seed_atoms(P_new, worst, self.atom_terms))
             self.components_ = np.hstack([self.components_, atoms.astype(self.dtype)])
             codes = sp.hstack([codes, sp.csr_matrix((n_old, atoms.shape[1]))], format="csr")

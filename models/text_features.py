@@ -607,8 +607,8 @@ class StreamingTfidf(BaseEstimator):
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, np.ndarray]:
         """Learned state as plain numpy arrays (vocabulary as a unicode array); unfitted, the
-        empty state (a :class:`~sparsewatch.models.novelty.Detector` checkpoints it in its warm-up),
-        leaving this instance unfitted."""
+        empty state (a :class:`~sparsewatch.models.window_detector.Detector` checkpoints it in
+        its warm-up), leaving this instance unfitted."""
         if not hasattr(self, "terms_"):
             empty = StreamingTfidf()
             empty._init_state()

@@ -13,7 +13,7 @@ Names
 ``l2-batch``    L2-BATCH, Algorithm 8.
 ``nn-exact``    exact nearest-neighbour first-story detection against earlier steps.
 ``nn-lsh``      LSH-approximate nearest neighbour (Petrovic et al. 2010).
-``detector``    the product's default :class:`~sparsewatch.models.novelty.Detector`.
+``detector``    the product's default :class:`~sparsewatch.models.window_detector.Detector`.
 
 Documents without terms
 -----------------------
@@ -34,9 +34,10 @@ import numpy as np
 import scipy.sparse as sp
 from sparsewatch.models.first_story import ExactFirstStory, LSHFirstStory
 from sparsewatch.models.l1_coding import l1_sparse_code
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.novelty_baselines import BatchL1Novelty, L2BatchNovelty
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import Detector
 from sparsewatch.replay.evaluate import EstimatorMethod, StepMethod
 
 from sparsewatch.errors import SparsewatchError

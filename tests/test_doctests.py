@@ -34,9 +34,11 @@ def test_the_estimators_have_examples() -> None:
     """Every public estimator of ``sparsewatch.models`` (and the per-window ``Detector``) shows
     its use in an Examples section."""
     from sklearn.base import BaseEstimator
-    from sparsewatch.models.novelty import Detector
+    from sparsewatch.models.window_detector import Detector
 
-    missing = [] if ">>>" in (Detector.__doc__ or "") else ["sparsewatch.models.novelty.Detector"]
+    missing = (
+        [] if ">>>" in (Detector.__doc__ or "") else ["sparsewatch.models.window_detector.Detector"]
+    )
     for name in _modules():
         if not name.startswith("sparsewatch.models.") or name.rsplit(".", 1)[1].startswith("_"):
             continue

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from sparsewatch.models.first_story import ExactFirstStory
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.window_detector import Detector
 from sparsewatch.replay.eval_methods import DetectorMethod, SharedTfidf, build_methods, l1_sre
 from sparsewatch.replay.evaluate import EstimatorMethod, load_reuters
 from sparsewatch.replay.synthetic import generate_stream

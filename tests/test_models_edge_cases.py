@@ -12,10 +12,11 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sparsewatch.models.first_story import ExactFirstStory, LSHFirstStory
 from sparsewatch.models.l1_coding import l1_sparse_code
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.novelty_baselines import BatchL1Novelty, L2BatchNovelty
 from sparsewatch.models.oiadmm import OIADMM
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import Detector
 
 NOVELTY_MODELS = [OnlineL1NoveltyDetector, L2BatchNovelty, BatchL1Novelty]
 

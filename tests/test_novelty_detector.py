@@ -10,8 +10,9 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sparsewatch.models.l1_coding import l1_sparse_code
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector, WindowResult
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import Detector, WindowResult
 
 
 def topic_docs(rng: np.random.Generator, topic: int, n: int, length: int = 10) -> list[str]:

@@ -10,10 +10,11 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sparsewatch.models.first_story import ExactFirstStory, LSHFirstStory
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.novelty_baselines import BatchL1Novelty, L2BatchNovelty
 from sparsewatch.models.oiadmm import OIADMM
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import Detector
 
 
 def _dense(M: sp.spmatrix | np.ndarray) -> np.ndarray:

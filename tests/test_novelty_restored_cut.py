@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sparsewatch.models.novelty import Detector, OnlineL1NoveltyDetector
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.window_detector import Detector
 from sparsewatch.storage.serialization import arrays_to_npz, npz_to_arrays
 
 CUT_FIELDS = ("model.threshold_top_q", "model.threshold_score_margin")

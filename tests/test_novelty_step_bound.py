@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sparsewatch.consumers.detector_core import build_models
-from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _top_atoms
+from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.window_detector import _top_atoms
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sparsewatch.models.novelty import Detector
+from sparsewatch.models.window_detector import Detector
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
