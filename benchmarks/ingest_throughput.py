@@ -37,6 +37,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest
 from sparsewatch.consumers.kafka_client import (
     BatchConsumer,
@@ -45,8 +46,8 @@ from sparsewatch.consumers.kafka_client import (
     next_offsets,
     produce,
 )
+from sparsewatch.consumers.messages import RecordError
 from sparsewatch.consumers.retry import StopFlag
-from sparsewatch.replay.readers import FieldMapping, RecordError
 from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.store import Store
 

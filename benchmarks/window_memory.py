@@ -74,9 +74,9 @@ def _case(n: int, traced: bool) -> dict:
     from sparsewatch.consumers.detector_core import build_models, process_window
     from sparsewatch.consumers.detector_worker import _store_calls
     from sparsewatch.consumers.messages import Document
+    from sparsewatch.consumers.timestamps import parse_timestamp_ms
     from sparsewatch.consumers.windowing import Buffered, ClosedWindow
     from sparsewatch.consumers.writer import WriteJob
-    from sparsewatch.replay.readers import parse_timestamp_ms
     from sparsewatch.replay.synthetic import generate_stream
     from sparsewatch.storage.store import Store
     from threadpoolctl import threadpool_limits

@@ -22,7 +22,7 @@ first window warms the models up; the second is scored, flagged, learnt from):
 >>> from sparsewatch.config import DetectorConfig
 >>> from sparsewatch.consumers.messages import Document
 >>> from sparsewatch.consumers.windowing import Buffered, ClosedWindow
->>> from sparsewatch.replay.readers import parse_timestamp_ms
+>>> from sparsewatch.consumers.timestamps import parse_timestamp_ms
 >>> from sparsewatch.replay.synthetic import generate_stream
 >>> config = DetectorConfig(warmup_documents=200, initial_atoms=20)
 >>> models = build_models(config)

@@ -4,9 +4,9 @@ A live source seldom speaks sparsewatch's message format: a tweet carries ``id_s
 ``full_text`` and ``created_at`` (``Wed Oct 10 20:19:24 +0000 2018``), a news feed its own
 names, and neither is keyed by stream, while the workers need each stream's messages on one
 partition. :func:`run_ingest` (``sparsewatch ingest``) bridges such a topic to
-``<prefix>.docs``: every record is mapped by the replay tool's field mapping
-(:func:`~sparsewatch.replay.readers.to_document`: named fields, paths into nested objects such
-as ``user.lang``, or the record's own Kafka timestamp as the event time) to a document message
+``<prefix>.docs``: every record is mapped by the field mapping the replay tool uses too
+(:func:`~sparsewatch.consumers.field_mapping.to_document`: named fields, paths into nested objects
+such as ``user.lang``, or the record's own Kafka timestamp as the event time) to a document message
 keyed by its stream; a record that cannot be mapped (not JSON, a missing field, a bad date, a
 text the detector would refuse, a tombstone) goes to ``<prefix>.dlq`` with the reason and its
 source ``topic:partition:offset``, as the workers' dead letters do, and (given a sink) to the
@@ -47,6 +47,12 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from sparsewatch.consumers.field_mapping import (
+    DEFAULT_MAX_TEXT_BYTES,
+    FieldMapping,
+    parse_json_object,
+    to_document,
+)
 from sparsewatch.consumers.kafka_client import (
     BatchConsumer,
     dead_letter_message,
@@ -55,17 +61,11 @@ from sparsewatch.consumers.kafka_client import (
     produce,
     source_of,
 )
+from sparsewatch.consumers.messages import RecordError
 from sparsewatch.consumers.metrics import IngestMetrics
 from sparsewatch.consumers.retry import StopFlag
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.replay.producer import encode
-from sparsewatch.replay.readers import (
-    DEFAULT_MAX_TEXT_BYTES,
-    FieldMapping,
-    RecordError,
-    parse_json_object,
-    parse_timestamp_ms,
-    to_document,
-)
 
 from sparsewatch.errors import SparsewatchError
 

@@ -34,6 +34,10 @@ def looks_like_epoch_seconds(ms: int) -> bool:
     return _SECONDS_AS_MS[0] <= ms < _SECONDS_AS_MS[1]
 
 
+class RecordError(ValueError):
+    """A record's fields do not make a document; the message is the reason."""
+
+
 class InvalidMessageError(ValueError):
     """A message that cannot become a document; ``reason`` says why, in one line."""
 

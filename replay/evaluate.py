@@ -37,14 +37,10 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 from scipy.stats import rankdata
-from sparsewatch.replay.readers import (
-    RecordError,
-    Rejected,
-    parse_labels,
-    parse_timestamp_ms,
-    read_csv,
-    read_jsonl,
-)
+from sparsewatch.consumers.field_mapping import parse_labels
+from sparsewatch.consumers.messages import RecordError
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
+from sparsewatch.replay.readers import Rejected, read_csv, read_jsonl
 
 from sparsewatch.errors import SparsewatchError
 

@@ -34,18 +34,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from sparsewatch.consumers.field_mapping import DEFAULT_MAX_TEXT_BYTES, FieldMapping, to_document
 from sparsewatch.consumers.kafka_client import make_producer
-from sparsewatch.consumers.messages import EndOfStream
-from sparsewatch.replay.readers import (
-    DEFAULT_MAX_TEXT_BYTES,
-    ErrorFile,
-    FieldMapping,
-    RecordError,
-    Rejected,
-    raw_json,
-    sort_by_event_time,
-    to_document,
-)
+from sparsewatch.consumers.messages import EndOfStream, RecordError
+from sparsewatch.replay.documents import ErrorFile, raw_json
+from sparsewatch.replay.event_sort import sort_by_event_time
+from sparsewatch.replay.readers import Rejected
 
 _MESSAGE_MAPPING = FieldMapping(
     id="id", text=("text",), timestamp="timestamp", stream="stream", labels="labels"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.replay.evaluate import load_jsonl, load_reuters
-from sparsewatch.replay.readers import parse_timestamp_ms
 
 from sparsewatch.cli import cli
 from sparsewatch.errors import SparsewatchError

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from sparsewatch.replay import readers
-from sparsewatch.replay.readers import Rejected, SourceRecord, read_csv, read_documents
+from sparsewatch.replay.documents import read_documents
+from sparsewatch.replay.readers import Rejected, SourceRecord, read_csv
 
 
 @pytest.fixture

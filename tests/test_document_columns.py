@@ -14,8 +14,8 @@ from sparsewatch.consumers.anomaly_worker import parse_scored, representation
 from sparsewatch.consumers.detector_core import build_models, process_window, score_late
 from sparsewatch.consumers.messages import Document
 from sparsewatch.consumers.score_messages import ScoreMessages
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
-from sparsewatch.replay.readers import parse_timestamp_ms
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.store import Store

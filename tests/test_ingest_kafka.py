@@ -35,11 +35,11 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers import ingest
+from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest, transactional_id
 from sparsewatch.consumers.kafka_client import producer_config
-from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.messages import RecordError, parse_document
 from sparsewatch.consumers.retry import StopFlag
-from sparsewatch.replay.readers import FieldMapping, RecordError
 from sparsewatch.storage.store import Store
 
 from tests.support.ingest_kafka import (

@@ -22,10 +22,10 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from sparsewatch.consumers import ingest
+from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import IngestRoute, run_ingest, static_member_id
 from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.retry import StopFlag
-from sparsewatch.replay.readers import FieldMapping
 
 from sparsewatch.errors import SparsewatchError
 

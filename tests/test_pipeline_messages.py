@@ -7,14 +7,15 @@ from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Message
+from sparsewatch.consumers.field_mapping import FieldMapping, parse_json_object
 from sparsewatch.consumers.ingest import map_record
 from sparsewatch.consumers.messages import (
     EndOfStream,
     InvalidMessageError,
+    RecordError,
     parse_document,
     parse_message,
 )
-from sparsewatch.replay.readers import FieldMapping, RecordError, parse_json_object
 
 
 def test_good_document_with_iso_and_epoch_times():

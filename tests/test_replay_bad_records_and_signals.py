@@ -17,15 +17,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from sparsewatch.replay.readers import (
-    ErrorFile,
-    FieldMapping,
-    RecordError,
-    Rejected,
-    parse_timestamp_ms,
-    read_reuters_sgml,
-    to_document,
-)
+from sparsewatch.consumers.field_mapping import FieldMapping, to_document
+from sparsewatch.consumers.messages import RecordError
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
+from sparsewatch.replay.documents import ErrorFile
+from sparsewatch.replay.readers import Rejected, read_reuters_sgml
 
 from tests.support.cli import run_cli
 from tests.support.kafka_topics import consume_values

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from sparsewatch.consumers.field_mapping import parse_labels
 from sparsewatch.consumers.messages import Document, parse_document
-from sparsewatch.replay.readers import Rejected, SourceRecord, parse_labels, read_jsonl
+from sparsewatch.replay.readers import Rejected, SourceRecord, read_jsonl
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from sparsewatch.consumers.field_mapping import FieldMapping, to_document
 from sparsewatch.consumers.ingest import IngestRoute, run_ingest
+from sparsewatch.consumers.messages import RecordError
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.replay.producer import encode
-from sparsewatch.replay.readers import FieldMapping, RecordError, to_document
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sparsewatch.replay.documents import ErrorFile
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
-from sparsewatch.replay.readers import ErrorFile, detect_format
+from sparsewatch.replay.readers import detect_format
 from sparsewatch.replay.synthetic import _pseudo_words, generate_stream
 
 from tests.support.kafka_topics import consume_values, topic_exists
@@ -171,7 +172,7 @@ def test_sorting_many_runs_keeps_few_files_open(tmp_path: Path) -> None:
     script = f"""
 import random, resource
 from pathlib import Path
-from sparsewatch.replay.readers import sort_by_event_time
+from sparsewatch.replay.event_sort import sort_by_event_time
 resource.setrlimit(resource.RLIMIT_NOFILE, (100, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 times = random.Random(0).choices(range(50), k=600)
 docs = [{{"id": str(i), "timestamp": t}} for i, t in enumerate(times)]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.replay.documents import read_documents
+from sparsewatch.replay.event_sort import sort_by_event_time
 from sparsewatch.replay.producer import as_message, replay_documents
-from sparsewatch.replay.readers import read_documents, sort_by_event_time
 from sparsewatch.replay.synthetic import generate_stream
 
 from tests.support.cli import run_cli, run_replay
@@ -229,7 +230,7 @@ def test_unreachable_broker_is_a_one_line_error(tmp_path, monkeypatch, capsys):
 def test_unproducible_and_invalid_documents_are_rejected_not_dropped(
     kafka_bootstrap, topic_name, tmp_path
 ):
-    from sparsewatch.replay.readers import ErrorFile
+    from sparsewatch.replay.documents import ErrorFile
 
     ensure_topics(kafka_bootstrap, {topic_name: 1})
     docs = [{"id": f"d{i}", "text": "fine", "timestamp": 1_700_000_000_000 + i} for i in range(5)]

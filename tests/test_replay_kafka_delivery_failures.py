@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.replay.documents import ErrorFile
 from sparsewatch.replay.producer import replay_documents
-from sparsewatch.replay.readers import ErrorFile
 
 from tests.support.cli import run_cli
 from tests.support.kafka_topics import consume_values, topic_exists

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from sparsewatch.consumers.messages import parse_document
+from sparsewatch.consumers.field_mapping import to_document
+from sparsewatch.consumers.messages import RecordError, parse_document
+from sparsewatch.replay.documents import read_documents
 from sparsewatch.replay.producer import as_message, encode
-from sparsewatch.replay.readers import RecordError, read_documents, to_document
 
 
 def _replay_file(path: Path) -> list[dict]:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sparsewatch.consumers.field_mapping import FieldMapping
+from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
 from sparsewatch.replay.producer import Pacer
-from sparsewatch.replay.readers import ErrorFile, FieldMapping, ReadStats, read_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.replay.topic_simulation import simulate_topic_stream
 

@@ -9,24 +9,19 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sparsewatch.consumers.field_mapping import FieldMapping, to_document
 from sparsewatch.consumers.messages import (
     MAX_ID_CHARS,
     MAX_STREAM_CHARS,
     InvalidMessageError,
+    RecordError,
     parse_document,
 )
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
+from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
+from sparsewatch.replay.event_sort import sort_by_event_time
 from sparsewatch.replay.producer import Pacer, as_message, encode
-from sparsewatch.replay.readers import (
-    ErrorFile,
-    FieldMapping,
-    ReadStats,
-    RecordError,
-    Rejected,
-    parse_timestamp_ms,
-    read_documents,
-    sort_by_event_time,
-    to_document,
-)
+from sparsewatch.replay.readers import Rejected
 
 MS_2024 = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() * 1000)
 

@@ -9,12 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from sparsewatch.replay.readers import (
-    ErrorFile,
-    RecordError,
-    parse_timestamp_ms,
-    read_documents,
-)
+from sparsewatch.consumers.messages import RecordError
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
+from sparsewatch.replay.documents import ErrorFile, read_documents
 
 NOON = 1_795_867_200_000  # 2026-11-28 12:00:00 UTC
 HOUR = 3_600_000

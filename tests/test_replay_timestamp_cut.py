@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from sparsewatch.consumers.messages import parse_timestamp
-from sparsewatch.replay.readers import parse_timestamp_ms
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 
 DAY_END_MS = 1_798_761_599_999  # 2026-12-31T23:59:59.999Z
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.messages import Document
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
-from sparsewatch.replay.readers import parse_timestamp_ms
 from sparsewatch.replay.synthetic import generate_stream
 
 from sparsewatch.config import Config

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 from sparsewatch.consumers.detector_worker import DetectorStreamState
 from sparsewatch.consumers.messages import Document
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower, WindowSpec
-from sparsewatch.replay.readers import parse_timestamp_ms
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.serialization import arrays_to_npz, npz_to_arrays
 from sparsewatch.storage.store import Checkpoint

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import IngestRoute, run_ingest, transactional_id
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
-from sparsewatch.replay.readers import FieldMapping
 from sparsewatch.storage.store import Store
 
 TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
