@@ -24,13 +24,9 @@ from sparsewatch.kafka_options import (
     field_mapping_options,
     topic_names,
 )
+from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
-from sparsewatch.replay.readers import (
-    ErrorFile,
-    ReadStats,
-    detect_format,
-    read_documents,
-)
+from sparsewatch.replay.readers import detect_format
 from sparsewatch.runtime import sigterm_interrupts
 
 

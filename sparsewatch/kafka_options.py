@@ -1,7 +1,7 @@
 """Command-line options shared by the commands that talk to Kafka (``replay``, ``ingest``,
 ``run``, ``status``, ``db forget-group``): the broker, waiting for it, stopping when idle,
 checked topic names, and which input fields make a document
-(:class:`~sparsewatch.replay.readers.FieldMapping`)."""
+(:class:`~sparsewatch.consumers.field_mapping.FieldMapping`)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import click
 
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import topic_name_problem
+from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.kafka_client import ensure_topics
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
-from sparsewatch.replay.readers import FieldMapping
 
 # librdkafka takes its timeouts as a C int of milliseconds: longer ones overflowed into "cannot
 # reach Kafka" with the broker up.
