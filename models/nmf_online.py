@@ -12,7 +12,7 @@ sample ``v`` is a row of ``X`` and ``h`` the matching row of ``H``.
 * Algorithm 1 (OR-NMF): each step takes ``batch_size`` samples, computes their coefficients by
   non-negative least squares (problem (27) for a chunk, :mod:`sparsewatch.models.nnls`),
   accumulates ``A_t = sum h h^T`` and ``B_t = sum v h^T`` and updates ``W`` by Algorithm 2.
-* Algorithm 2: robust stochastic approximation on
+* Algorithm 2 (:mod:`sparsewatch.models.robust_sa`): robust stochastic approximation on
   ``f_t(W) = (1/n_t)(1/2 tr(W^T W A_t) - tr(W^T B_t)) + alpha_W/2 ||W||^2`` over the feasible set
   (simplex columns, optionally with box bounds): ``W^{k+1} = P(W^k - r_k grad f_t(W^k))`` with
   ``r_k = theta_t D_W / (M_* sqrt(k))``, ``D_W = sqrt(2 r)``, ``M_*`` the running maximum of the
@@ -76,6 +76,7 @@ from sparsewatch.models._validation import (
 )
 from sparsewatch.models.nnls import COLUMN_BLOCK, solve_nnls
 from sparsewatch.models.projections import project_simplex, project_simplex_box
+from sparsewatch.models.robust_sa import robust_sa, robust_sa_frobenius, theta_schedule
 
 __all__ = ["MORNMF", "ORNMF", "WORNMF"]
 
@@ -663,8 +664,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
             self.components_ = self._update_bases_frobenius()
 
     def _theta(self) -> float:
-        T = self.horizon
-        return 0.1 * np.cos(((self.n_steps_ - 1) % T) * np.pi / (2.0 * T))
+        return theta_schedule(self.n_steps_, self.horizon)
 
     def _grad_obj(self, W: np.ndarray, n: int) -> tuple[np.ndarray, float]:
         """Gradient and value of ``f_t`` (Frobenius, or the majorised Itakura-Saito objective)."""
@@ -681,90 +681,35 @@ class ORNMF(TransformerMixin, BaseEstimator):
         return grad, value
 
     def _update_bases(self, W: np.ndarray) -> np.ndarray:
-        """Algorithm 2 as a plain float64 loop on ``W`` (``m x r``): projected robust SA steps
-        with step-weighted averaging. Used for OR-NMF-IS; the reference of the fast Frobenius
-        path :meth:`_update_bases_frobenius` (tested equal)."""
+        """Algorithm 2 as a plain float64 loop on ``W`` (``m x r``),
+        :func:`~sparsewatch.models.robust_sa.robust_sa` on :meth:`_grad_obj`. Used for OR-NMF-IS;
+        the reference of the fast Frobenius path :meth:`_update_bases_frobenius` (tested equal)."""
         n = max(self._stat_count(), 1)
-        theta = self._theta()
-        D = np.sqrt(2.0 * self.n_components)
-        W_k, W_sum, r_sum, M, f_prev = W, np.zeros_like(W), 0.0, 0.0, None
-        W_avg = W
-        for k in range(1, self.max_inner_iter + 1):
-            grad, _ = self._grad_obj(W_k, n)
-            M = max(M, float(np.linalg.norm(grad)))
-            if M == 0.0:
-                break
-            r_k = theta * D / (M * np.sqrt(k))
-            W_sum += r_k * W_k
-            r_sum += r_k
-            W_avg = W_sum / r_sum
-            _, f = self._grad_obj(W_avg, n)
-            if f_prev is not None and abs(f_prev - f) <= self.tau * abs(f):
-                break
-            f_prev = f
-            W_k = self._project(W_k - r_k * grad)
-        return W_avg
+        return robust_sa(
+            W,
+            lambda V: self._grad_obj(V, n),
+            self._project,
+            theta=self._theta(),
+            tau=self.tau,
+            max_iter=self.max_inner_iter,
+        )
 
     def _update_bases_frobenius(self) -> np.ndarray:
-        """Algorithm 2 (Frobenius loss) on ``W^T`` (``r x m``); returns the averaged bases.
-
-        The same iteration as :meth:`_update_bases`, organised for speed: one ``r x r`` by
-        ``r x m`` product per iteration (``A W^T``, the gradient being ``A W^T - B^T``), and the
-        objective of the averaged iterate tracked by linearity (``W_avg A`` is the step-weighted
-        average of the ``W_k A`` already computed), so stopping rule (9) costs no extra product.
-        On the plain simplex the iterates are float32 (projection by pivoting, no sort) and the
-        average is renormalised onto the simplex in float64; with box bounds everything is
-        float64.
-
-        The objective is scaled by a power of two that brings its largest coefficient (of
-        ``A_ / n``, ``B_ / n`` and ``alpha_W``) near 1: the iterates do not depend on the scale
-        of ``f_t`` (the step is the gradient over its running maximum norm, rule (9) is
-        relative), and a power of two changes no rounding, but float32 does. Unscaled, documents
-        of entries ``1e-10`` moved the bases by 0.03 less than the same documents at 1
-        (``vdot(grad, grad)`` underflowed), at ``1e-15`` or ``1e15`` (over- and underflow in
-        float32) not at all, and ``1e20`` warned of overflow and NaN.
-        """
-        n = max(self._stat_count(), 1)
-        dtype: type[np.floating] = np.float32 if self._plain_simplex() else np.float64
-        W_k = self.components_.astype(dtype)
-        A, Bt = self.A_ / n, self.B_.T / n
-        peak = max(np.abs(A).max(initial=0.0), np.abs(Bt).max(initial=0.0), self.alpha_W)
-        exponent = math.frexp(peak)[1] if 0.0 < peak < math.inf else 0
-        A = np.ldexp(A, -exponent).astype(dtype)
-        Bt = np.ascontiguousarray(np.ldexp(Bt, -exponent), dtype=dtype)
-        alpha_W = math.ldexp(self.alpha_W, -exponent)
-        sq = math.ldexp(self.sq_ / n, -exponent)
-        step0 = self._theta() * np.sqrt(2.0 * self.n_components)
-        S, SA = np.zeros_like(W_k), np.zeros_like(W_k)
-        AW, grad, tmp = np.empty_like(W_k), np.empty_like(W_k), np.empty_like(W_k)
-        r_sum, sB, M, f_prev = 0.0, 0.0, 0.0, None
-        for k in range(1, self.max_inner_iter + 1):
-            np.matmul(A, W_k, out=AW)
-            np.subtract(AW, Bt, out=grad)
-            if alpha_W:
-                grad += dtype(alpha_W) * W_k
-            M = max(M, float(np.sqrt(np.vdot(grad, grad))))
-            if M == 0.0:
-                break
-            r_k = step0 / (M * np.sqrt(k))
-            S += np.multiply(W_k, dtype(r_k), out=tmp)
-            SA += np.multiply(AW, dtype(r_k), out=tmp)
-            sB += r_k * float(np.vdot(W_k, Bt))
-            r_sum += r_k
-            f = 0.5 * float(np.vdot(S, SA)) / r_sum**2 - sB / r_sum + sq
-            if alpha_W:
-                f += 0.5 * alpha_W * float(np.vdot(S, S)) / r_sum**2
-            if f_prev is not None and abs(f_prev - f) <= self.tau * abs(f):
-                break
-            f_prev = f
-            grad *= dtype(r_k)
-            W_k = self._project(np.subtract(W_k, grad, out=tmp), axis=1)
-        if r_sum == 0.0:
-            return self.components_
-        W = S.astype(np.float64) / r_sum
-        if dtype == np.float32:
-            W /= W.sum(axis=1, keepdims=True)
-        return W
+        """Algorithm 2 (Frobenius loss) on ``W^T`` (``r x m``),
+        :func:`~sparsewatch.models.robust_sa.robust_sa_frobenius`; returns the averaged bases."""
+        return robust_sa_frobenius(
+            self.components_,
+            self.A_,
+            self.B_,
+            self.sq_,
+            max(self._stat_count(), 1),
+            alpha_W=self.alpha_W,
+            theta=self._theta(),
+            tau=self.tau,
+            max_iter=self.max_inner_iter,
+            project_rows=lambda V: self._project(V, axis=1),
+            float32=self._plain_simplex(),
+        )
 
 
 class WORNMF(ORNMF):
