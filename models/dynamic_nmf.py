@@ -78,11 +78,11 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils import Tags
 from sparsewatch.models._validation import (
     check_feature_count,
+    check_keep_index,
     nonnegative_matrix,
     require_samples_and_features,
     tfidf_model_tags,
 )
-from sparsewatch.models.nmf_online import check_keep_index
 from sparsewatch.models.nnls import COLUMN_BLOCK, solve_nnls
 from sparsewatch.models.projections import project_simplex, simplex_box_threshold
 
@@ -300,7 +300,7 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         Topics that lose mass are rescaled back onto the simplex; the stored window documents are
         re-indexed the same way (evicted terms dropped). Invalid ``keep_index`` or ``n_features``
         raise ``ValueError`` before anything changes
-        (:func:`~sparsewatch.models.nmf_online.check_keep_index`).
+        (:func:`~sparsewatch.models._validation.check_keep_index`).
         """
         self._check_fitted()
         keep = check_keep_index(keep_index, self.n_features_in_, n_features)

@@ -70,6 +70,7 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils.validation import check_is_fitted
 from sparsewatch.models._validation import (
     check_feature_count,
+    check_keep_index,
     nonnegative_matrix,
     require_samples_and_features,
     tfidf_model_tags,
@@ -88,48 +89,6 @@ def _as_float(X: np.ndarray | sp.spmatrix, model: str) -> np.ndarray | sp.csr_ma
     were learned from silently; ``1/2 sum ||v||^2`` is taken from the stored entries); errors
     name ``model``."""
     return nonnegative_matrix(X, model)
-
-
-def check_keep_index(
-    keep_index: np.ndarray | Sequence[int] | None, n_features_in: int, n_features: int
-) -> np.ndarray:
-    """``keep_index`` of ``resize_features`` as an int64 array (``None``: every old term).
-
-    Valid: 1-D integers, each an old term index in ``0 .. n_features_in - 1``, no index twice,
-    at most ``n_features`` of them, in any order (the order they take in the new terms).
-    ``n_features`` must be an integer >= 1. Anything else raises ``ValueError`` before the model
-    changes: numpy wrapped negative indices onto the last terms, copied a duplicated term twice,
-    read a boolean mask as 0/1 indices or failed with ``IndexError``."""
-    if not isinstance(n_features, numbers.Integral) or isinstance(n_features, bool):
-        raise ValueError(f"n_features must be an integer, got {n_features!r}")
-    if n_features < 1:
-        raise ValueError(f"n_features must be >= 1, got {n_features}")
-    if keep_index is None:
-        keep = np.arange(n_features_in, dtype=np.int64)
-    else:
-        keep = np.asarray(keep_index)
-        if keep.ndim != 1:
-            raise ValueError(f"keep_index must be 1-D, got shape {keep.shape}")
-        if keep.size and keep.dtype == bool:
-            raise ValueError("keep_index must hold term indices, not a boolean mask")
-        if keep.size and not np.issubdtype(keep.dtype, np.integer):
-            raise ValueError(f"keep_index must hold integers, got dtype {keep.dtype}")
-        keep = keep.astype(np.int64)
-        if keep.size and (keep.min() < 0 or keep.max() >= n_features_in):
-            bad = keep[(keep < 0) | (keep >= n_features_in)]
-            raise ValueError(
-                f"keep_index has term indices outside 0..{n_features_in - 1}: {bad[:5].tolist()}"
-            )
-        if np.count_nonzero(np.bincount(keep, minlength=n_features_in) > 1):  # O(n), no sort
-            raise ValueError("keep_index has duplicate term indices")
-    if keep.size > n_features:
-        if keep_index is None:
-            raise ValueError(
-                f"n_features = {n_features} is below the model's {n_features_in} terms: pass "
-                "keep_index, the terms to keep"
-            )
-        raise ValueError(f"keep_index keeps {keep.size} terms, more than n_features = {n_features}")
-    return keep
 
 
 def _evicted(keep: np.ndarray, n_old: int) -> np.ndarray:
