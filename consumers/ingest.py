@@ -61,11 +61,10 @@ from sparsewatch.consumers.kafka_client import (
     produce,
     source_of,
 )
-from sparsewatch.consumers.messages import RecordError
+from sparsewatch.consumers.messages import RecordError, encode
 from sparsewatch.consumers.metrics import IngestMetrics
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.consumers.timestamps import parse_timestamp_ms
-from sparsewatch.replay.producer import encode
 
 from sparsewatch.errors import SparsewatchError
 

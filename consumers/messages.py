@@ -73,11 +73,17 @@ class Document:
             "labels": list(self.labels),
             "meta": self.meta,
         }
-        text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-        # ``meta`` is not checked (the detector does not read it): a JSON escape in it may have
-        # been an unpaired surrogate (no UTF-8 form; a string can hold one nowhere else in
-        # JSON), written back as the escape it came from
-        return text.encode("utf-8", "backslashreplace")
+        return encode(doc)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """The message's bytes on the topic (compact UTF-8 JSON). An unpaired surrogate, which only
+    ``meta`` may hold (the detector ignores it;
+    :func:`~sparsewatch.consumers.field_mapping.to_document` refuses one anywhere else), is
+    written as the JSON escape it came from (``\\ud83d``: a tweet cut inside an emoji): the
+    detector reads it back as the same string."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ dead-letter topic.
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -36,7 +35,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from sparsewatch.consumers.field_mapping import DEFAULT_MAX_TEXT_BYTES, FieldMapping, to_document
 from sparsewatch.consumers.kafka_client import make_producer
-from sparsewatch.consumers.messages import EndOfStream, RecordError
+from sparsewatch.consumers.messages import EndOfStream, RecordError, encode
 from sparsewatch.replay.documents import ErrorFile, raw_json
 from sparsewatch.replay.event_sort import sort_by_event_time
 from sparsewatch.replay.readers import Rejected
@@ -200,15 +199,6 @@ def as_message(doc: dict[str, Any], max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     if doc.get("meta") is not None and not isinstance(doc["meta"], dict):
         raise RecordError("meta must be a JSON object")
     return to_document(doc, _MESSAGE_MAPPING, max_text_bytes)
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    """The message's bytes on the topic (compact UTF-8 JSON). An unpaired surrogate, which only
-    ``meta`` may hold (the detector ignores it; :func:`as_message` refuses one anywhere else), is
-    written as the JSON escape it came from (``\\ud83d``: a tweet cut inside an emoji), as
-    ``Document.to_json`` writes it: the detector reads it back as the same string."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", "backslashreplace")
 
 
 class Pacer:

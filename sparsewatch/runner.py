@@ -16,7 +16,7 @@ from sparsewatch.config import Config
 from sparsewatch.consumers.kafka_client import topic_retention_ms
 from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import RetryAbandonedError
-from sparsewatch.consumers.worker import WorkerLoop
+from sparsewatch.consumers.worker import Processor, WorkerLoop
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.runtime import worker_process
@@ -97,50 +97,40 @@ def build_worker(
     """The detector or anomaly worker loop for ``config`` (``consumer_overrides``: librdkafka
     settings for its consumer)."""
     k = config.kafka
-    # Wake at least four times per idle timeout, so a quiet stream's window closes on time.
-    poll_timeout_s = min(0.5, config.windows.idle_timeout_s / 4)
+    processor, input_topic, output_topic = _processor(role, config)
+    loop = WorkerLoop(
+        processor,
+        store,
+        k.bootstrap_servers,
+        f"{k.group_id}.{role}",
+        input_topic,
+        output_topic,
+        k.topic("dlq"),
+        partitions=k.partitions,
+        checkpoint_every=config.windows.checkpoint_every,
+        # Wake at least four times per idle timeout, so a quiet stream's window closes on time.
+        poll_timeout_s=min(0.5, config.windows.idle_timeout_s / 4),
+        writer=config.writer,
+        heap_free_limit_mb=config.heap_free_limit_mb,
+        max_idle_states=config.max_idle_streams,
+        consumer_overrides=consumer_overrides,
+    )
+    fit_checkpoints_to_retention(loop, config)  # (the topic exists now)
+    return loop
+
+
+def _processor(role: str, config: Config) -> tuple[Processor, str, str | None]:
+    """The processor of worker ``role`` with its input and output topics (the anomaly worker
+    has no output topic)."""
+    k = config.kafka
     if role == "detector":
         from sparsewatch.consumers.detector_worker import DetectorProcessor
 
-        loop = WorkerLoop(
-            DetectorProcessor(config),
-            store,
-            k.bootstrap_servers,
-            f"{k.group_id}.detector",
-            k.topic("docs"),
-            k.topic("scores"),
-            k.topic("dlq"),
-            partitions=k.partitions,
-            checkpoint_every=config.windows.checkpoint_every,
-            poll_timeout_s=poll_timeout_s,
-            writer=config.writer,
-            heap_free_limit_mb=config.heap_free_limit_mb,
-            max_idle_states=config.max_idle_streams,
-            consumer_overrides=consumer_overrides,
-        )
-        fit_checkpoints_to_retention(loop, config)  # (the topic exists now)
-        return loop
+        return DetectorProcessor(config), k.topic("docs"), k.topic("scores")
     if role == "anomaly":
         from sparsewatch.consumers.anomaly_worker import AnomalyProcessor
 
-        loop = WorkerLoop(
-            AnomalyProcessor(config),
-            store,
-            k.bootstrap_servers,
-            f"{k.group_id}.anomaly",
-            k.topic("scores"),
-            None,
-            k.topic("dlq"),
-            partitions=k.partitions,
-            checkpoint_every=config.windows.checkpoint_every,
-            poll_timeout_s=poll_timeout_s,
-            writer=config.writer,
-            heap_free_limit_mb=config.heap_free_limit_mb,
-            max_idle_states=config.max_idle_streams,
-            consumer_overrides=consumer_overrides,
-        )
-        fit_checkpoints_to_retention(loop, config)
-        return loop
+        return AnomalyProcessor(config), k.topic("scores"), None
     raise ValueError(f"unknown worker role {role!r}")
 
 

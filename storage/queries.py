@@ -45,6 +45,11 @@ class Snapshot:
     created_at: datetime
 
 
+def _rows(conn: sa.Connection, stmt: sa.Executable) -> list[dict[str, Any]]:
+    """The rows of ``stmt``, each as a dictionary of its columns."""
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
 def _in(column: sa.ColumnElement[Any], values: Sequence[Any] | None) -> list[Any]:
     return [column.in_(list(values))] if values else []
 
@@ -197,10 +202,10 @@ def _newest_alerts(
         probe = newest.order_by(time_column.desc()).offset(GREP_PROBE_ROWS - 1).limit(1)
         bound = conn.execute(probe).scalar()
         if bound is not None:
-            rows = [dict(r) for r in conn.execute(stmt.where(time_column >= bound)).mappings()]
+            rows = _rows(conn, stmt.where(time_column >= bound))
             if len(rows) >= limit:
                 return rows
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def _alert_conditions(
@@ -287,7 +292,7 @@ class AlertFollower:
         stmt = sa.select(alerts).where(*self._conditions(conn))
         if recent:
             stmt = stmt.where(sa.or_(*recent))
-        rows = [dict(r) for r in conn.execute(stmt).mappings()]
+        rows = _rows(conn, stmt)
         fresh = sorted(
             (r for r in rows if r["id"] not in self._seen),
             key=lambda r: (r["created_at"], r["id"]),
@@ -381,7 +386,7 @@ def fetch_documents(
         )
         .limit(limit)
     )
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def fetch_topics(
@@ -412,7 +417,7 @@ def fetch_topics(
         )
         .limit(limit)
     )
-    rows = [dict(r) for r in conn.execute(stmt).mappings()]
+    rows = _rows(conn, stmt)
     if n_terms is not None:
         for row in rows:
             row["terms"] = row["terms"][:n_terms]
@@ -429,7 +434,7 @@ def fetch_windows(
         .order_by(windows.c.window_seq.desc(), _text(conn, windows.c.stream))
         .limit(limit)
     )
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def fetch_snapshots(
@@ -450,7 +455,7 @@ def fetch_snapshots(
         )
         .limit(limit)
     )
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def load_snapshot(
@@ -517,7 +522,7 @@ def fetch_dead_letters(
         )
         .limit(limit)
     )
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def dead_letter_reasons(
@@ -591,7 +596,7 @@ def _counts_by_pattern(
         .scalar_subquery()
     )
     stmt = sa.select(example.label("reason"), g.topic, g.count, g.first_at, g.last_at)
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def _counts_by_reason(conn: sa.Connection, conditions: list[Any]) -> list[dict[str, Any]]:
@@ -603,7 +608,7 @@ def _counts_by_reason(conn: sa.Connection, conditions: list[Any]) -> list[dict[s
         .where(*conditions, d.reason_pattern.is_(None))
         .group_by(d.reason, d.topic)
     )
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def _span() -> tuple[sa.ColumnElement[Any], ...]:
@@ -710,7 +715,7 @@ def stored_offsets(conn: sa.Connection) -> list[dict[str, Any]]:
     stmt = sa.select(partition_offsets).order_by(
         _text(conn, p.group_id), _text(conn, p.topic), p.partition
     )
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return _rows(conn, stmt)
 
 
 def count_dead_letters(conn: sa.Connection) -> int:

@@ -15,9 +15,8 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from sparsewatch.consumers.field_mapping import FieldMapping, to_document
 from sparsewatch.consumers.ingest import IngestRoute, run_ingest
-from sparsewatch.consumers.messages import RecordError
+from sparsewatch.consumers.messages import RecordError, encode
 from sparsewatch.consumers.retry import StopFlag
-from sparsewatch.replay.producer import encode
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError

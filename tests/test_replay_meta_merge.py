@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from sparsewatch.consumers.field_mapping import to_document
-from sparsewatch.consumers.messages import RecordError, parse_document
+from sparsewatch.consumers.messages import RecordError, encode, parse_document
 from sparsewatch.replay.documents import read_documents
-from sparsewatch.replay.producer import as_message, encode
+from sparsewatch.replay.producer import as_message
 
 
 def _replay_file(path: Path) -> list[dict]:

@@ -15,12 +15,13 @@ from sparsewatch.consumers.messages import (
     MAX_STREAM_CHARS,
     InvalidMessageError,
     RecordError,
+    encode,
     parse_document,
 )
 from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
 from sparsewatch.replay.event_sort import sort_by_event_time
-from sparsewatch.replay.producer import Pacer, as_message, encode
+from sparsewatch.replay.producer import Pacer, as_message
 from sparsewatch.replay.readers import Rejected
 
 MS_2024 = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() * 1000)

@@ -15,10 +15,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import map_record
 from sparsewatch.consumers.kafka_client import ensure_topics
-from sparsewatch.consumers.messages import InvalidMessageError, RecordError, parse_message
+from sparsewatch.consumers.messages import (
+    InvalidMessageError,
+    RecordError,
+    encode,
+    parse_message,
+)
 from sparsewatch.replay.documents import ErrorFile, read_documents
 from sparsewatch.replay.event_sort import sort_by_event_time
-from sparsewatch.replay.producer import as_message, encode, replay_documents
+from sparsewatch.replay.producer import as_message, replay_documents
 
 MS = int(datetime(2024, 6, 1, tzinfo=UTC).timestamp() * 1000)
 CUT = "\ud83d"  # the first half of U+1F600, its second half cut off

@@ -17,10 +17,10 @@ from confluent_kafka import Message
 from sparsewatch.consumers.detector_worker import DetectorProcessor
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import map_record
-from sparsewatch.consumers.messages import RecordError, parse_document
+from sparsewatch.consumers.messages import RecordError, encode, parse_document
 from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
-from sparsewatch.replay.producer import as_message, encode
+from sparsewatch.replay.producer import as_message
 from sparsewatch.replay.readers import Rejected, SourceRecord, read_records
 
 from sparsewatch.config import Config, WindowConfig
