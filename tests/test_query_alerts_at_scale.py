@@ -5,7 +5,6 @@ filters match, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +13,8 @@ import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
 from sparsewatch.storage import queries
 from sparsewatch.storage.store import Store
+
+from tests.support.query_plans import statement_plans
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 
@@ -58,26 +59,6 @@ def _by_event(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             -r["id"],
         ),
     )
-
-
-def _statements(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> list[str]:
-    """The plans of the SELECT statements ``query`` runs, one text each."""
-    captured: list[tuple[str, Any]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("SELECT") and "pg_collation" not in statement:
-            captured.append((statement, parameters))
-
-    sa.event.listen(conn, "before_cursor_execute", capture)
-    try:
-        query(conn)
-    finally:
-        sa.event.remove(conn, "before_cursor_execute", capture)
-    explain = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
-    return [
-        "\n".join(str(r[-1]) for r in conn.exec_driver_sql(explain + sql, params))
-        for sql, params in captured
-    ]
 
 
 def _reads_whole_table(plan: str) -> bool:
@@ -134,7 +115,7 @@ def test_alerts_by_event_time_read_the_event_time_index(database_url) -> None:
     with Store.open(database_url) as store:
         _fill(store, *(_alerts(first, 2000) for first in range(0, 20_000, 2000)))
         with store.reading() as conn:
-            plans = _statements(
+            plans = statement_plans(
                 conn, lambda c: queries.fetch_alerts(c, time_field="event", limit=50)
             )
     assert plans and not any(_reads_whole_table(p) for p in plans), plans
@@ -156,7 +137,7 @@ def test_a_follow_look_reads_only_the_newly_committed_alerts(
         follower = queries.AlertFollower(**filters)
         with store.reading() as conn:
             follower.start(conn, 10)
-            plans = _statements(conn, follower.poll)
+            plans = statement_plans(conn, follower.poll)
     assert plans and not any(_reads_whole_table(p) for p in plans), plans
 
 
@@ -207,5 +188,5 @@ def test_grep_for_a_common_word_reads_only_the_newest_alerts(database_url, monke
         batches = (_alerts(first, 2000) for first in range(0, 20_000, 2000))
         _fill(store, *batches, clock=monkeypatch)
         with store.reading() as conn:
-            plans = _statements(conn, _grep_zeta_alpha)
+            plans = statement_plans(conn, _grep_zeta_alpha)
     assert plans and not any(_reads_whole_table(p) for p in plans), plans

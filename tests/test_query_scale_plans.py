@@ -4,9 +4,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -14,6 +12,8 @@ from alembic import command
 from sparsewatch.storage import migrate, queries
 from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.store import Store
+
+from tests.support.query_plans import query_plan
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 STREAMS = ("news", "tweets", "wire")
@@ -50,28 +50,6 @@ def _fill(store: Store, windows: int, docs: int) -> None:
             conn.exec_driver_sql("ANALYZE")
 
 
-def _plan(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> str:
-    """The query plans of the SELECT statements ``query`` runs, as one text."""
-    statements: list[tuple[str, Any]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
-            statements.append((statement, parameters))
-
-    sa.event.listen(conn, "before_cursor_execute", capture)
-    try:
-        query(conn)
-    finally:
-        sa.event.remove(conn, "before_cursor_execute", capture)
-    explain = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
-    lines = []
-    for statement, parameters in statements:
-        if "pg_collation" in statement:
-            continue
-        lines += [str(r[-1]) for r in conn.exec_driver_sql(explain + statement, parameters)]
-    return "\n".join(lines)
-
-
 def test_documents_of_one_window_of_every_stream_are_read_by_its_index(database_url) -> None:
     # Without --stream, the (stream, window_seq) index did not apply: both databases read the
     # documents in event-time order up to the window (0.3 s on a million documents, the whole
@@ -79,7 +57,7 @@ def test_documents_of_one_window_of_every_stream_are_read_by_its_index(database_
     with Store.open(database_url) as store:
         _fill(store, windows=40, docs=100)
         with store.reading() as conn:
-            plan = _plan(conn, lambda c: queries.fetch_documents(c, window_seq=30, limit=50))
+            plan = query_plan(conn, lambda c: queries.fetch_documents(c, window_seq=30, limit=50))
             rows = queries.fetch_documents(conn, window_seq=30, limit=None)
     assert "ix_documents_window_seq" in plan, plan
     assert len(rows) == 300 and {r["window_seq"] for r in rows} == {30}

@@ -1,4 +1,4 @@
-"""The query plans (``EXPLAIN``) of the SELECT statements a query function runs."""
+"""The query plans (``EXPLAIN``) of the statements a query function runs."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from typing import Any
 import sqlalchemy as sa
 
 
-def query_plan(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> str:
-    """The query plans of the SELECT statements ``query`` runs, as one text."""
-    statements: list[tuple[str, Any]] = []
+def statement_plans(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> list[str]:
+    """The plans of the SELECT (and WITH ... SELECT) statements ``query`` runs, one text each
+    (PostgreSQL's own catalogue lookups left out)."""
+    captured: list[tuple[str, Any]] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("SELECT") and "pg_collation" not in statement:
-            statements.append((statement, parameters))
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")) and (
+            "pg_collation" not in statement
+        ):
+            captured.append((statement, parameters))
 
     sa.event.listen(conn, "before_cursor_execute", capture)
     try:
@@ -22,7 +25,12 @@ def query_plan(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> st
     finally:
         sa.event.remove(conn, "before_cursor_execute", capture)
     explain = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
-    lines = []
-    for statement, parameters in statements:
-        lines += [str(r[-1]) for r in conn.exec_driver_sql(explain + statement, parameters)]
-    return "\n".join(lines)
+    return [
+        "\n".join(str(r[-1]) for r in conn.exec_driver_sql(explain + sql, params))
+        for sql, params in captured
+    ]
+
+
+def query_plan(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> str:
+    """The query plans of the statements ``query`` runs, as one text."""
+    return "\n".join(statement_plans(conn, query))
