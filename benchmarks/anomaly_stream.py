@@ -103,7 +103,8 @@ def _with_foreign(windows: list[list[bytes]], foreign: list[bytes]) -> list[list
 def replay_anomaly(windows: list[list[dict]]) -> dict:
     """Feed the windows to the anomaly worker's state (this process's package, default
     configuration); per window: its size, flags, scores and foreign marks."""
-    from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
+    from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+    from sparsewatch.consumers.score_messages import parse_scored
 
     from sparsewatch.config import load_config
 

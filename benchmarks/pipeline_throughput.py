@@ -44,7 +44,8 @@ from typing import Any
 import numpy as np
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer, produce
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer, produce
 from sparsewatch.consumers.messages import EndOfStream, parse_document
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream

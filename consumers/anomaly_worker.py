@@ -60,39 +60,26 @@ standard deviation (features constant over the reference set are left out).
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 from scipy.stats import binom
-from sparsewatch.consumers.messages import (
-    MAX_EPOCH_MS,
-    MAX_ID_CHARS,
-    MAX_STREAM_CHARS,
-    MIN_EPOCH_MS,
-    InvalidMessageError,
-    string_field,
+from sparsewatch.consumers.processor import Output
+from sparsewatch.consumers.score_messages import (
+    MAX_WINDOW_DOCUMENTS,
+    N_FEATURES,
+    ScoredDocument,
+    parse_scored,
 )
-from sparsewatch.consumers.worker import Output
 from sparsewatch.consumers.writer import StoreCall
 from sparsewatch.models.dl_ocsvm import DLOCSVM
 from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import AnomalyConfig, Config
 
-N_FEATURES = 6
-# A scores message claiming a larger window is corrupt (no detector window is that large): refused
-# at once instead of being kept, with its offset, until a later window completes.
-MAX_WINDOW_DOCUMENTS = 10_000_000
-# Window numbers are stored as int64 (the checkpoint's ``last_seq``).
-MAX_WINDOW_SEQ = 2**63 - 1
-# The largest feature value accepted (the detector's are about 1; a document's length is a count).
-MAX_FEATURE = 1e12
 # Processed windows remembered per stream, to tell a re-sent window (a detector re-sends the
 # windows after its last checkpoint) from one never processed that has a lower number.
 REMEMBERED_WINDOWS = 4096
@@ -107,104 +94,6 @@ log = logging.getLogger(__name__)
 _Received = tuple["ScoredDocument", int, int]
 # Per window sequence number, per claimed window size n: the messages received, by index.
 _Versions = dict[int, dict[int, _Received]]
-
-
-@dataclass(frozen=True)
-class ScoredDocument:
-    """One message of ``<prefix>.scores``."""
-
-    stream: str
-    doc_id: str
-    window_seq: int
-    index: int
-    n: int
-    timestamp_ms: int
-    features: tuple[float, ...]
-    raw: bytes = field(default=b"", repr=False, compare=False)  # for a dead letter, if dropped
-
-
-def _integer(msg: dict[str, Any], name: str) -> int:
-    """A field that must be a JSON integer (not a string, a float or a boolean)."""
-    value = msg[name]
-    if type(value) is not int:
-        raise InvalidMessageError(f"{name} must be an integer, got {_shown(value)}")
-    return value
-
-
-def _number(value: Any, name: str) -> float:
-    """A JSON number (not a string or a boolean), finite and at most ``MAX_FEATURE`` in size:
-    standardising a larger one overflowed to infinity, and the model refused the window (the
-    worker stopped on every restart) or, in a refit, dropped the feature for the whole stream."""
-    if type(value) not in (int, float):
-        raise InvalidMessageError(f"{name} must be a number, got {_shown(value)}")
-    if not abs(value) <= MAX_FEATURE:  # (NaN fails too)
-        raise InvalidMessageError(f"{name} {value!r} is not a finite number of size <= 1e12")
-    return float(value)
-
-
-def _shown(value: Any) -> str:
-    return f"{type(value).__name__} {json.dumps(value)[:40]}"
-
-
-def representation(msg: dict[str, Any]) -> tuple[float, ...]:
-    """The fixed-length representation of one scored document (see the module docstring)."""
-    code = msg["code_value"]
-    if not isinstance(code, list):
-        raise InvalidMessageError(f"code_value must be a list of numbers, got {_shown(code)}")
-    values = [_number(v, "a code_value") for v in code]
-    n_terms = _integer(msg, "n_terms")
-    if not 0 <= n_terms <= MAX_FEATURE:
-        raise InvalidMessageError("n_terms is not in 0..1e12")
-    return (
-        _number(msg["score"], "score"),
-        _number(msg["reconstruction_error"], "reconstruction_error"),
-        float(sum(values)),
-        float(len(values)),
-        max(values, default=0.0),
-        math.log1p(n_terms),
-    )
-
-
-def parse_scored(payload: bytes | None) -> ScoredDocument:
-    """Validate one scores message; :class:`InvalidMessageError` otherwise. The stream and the
-    document id obey the detector's rules for its input (:func:`string_field`), the event time
-    its range, and the window number fits the checkpoint's int64: a value that passed here and
-    failed later, when stored, would stop the worker on every restart."""
-    if payload is None:  # (its dead letter's payload is empty: the reason tells it from b"")
-        raise InvalidMessageError("bad scores message: empty message (null value)")
-    try:
-        msg = json.loads(payload)
-        if not isinstance(msg, dict):
-            raise TypeError(f"a JSON {type(msg).__name__}, not an object")
-        doc = ScoredDocument(
-            string_field(msg, "stream", MAX_STREAM_CHARS),
-            string_field(msg, "doc_id", MAX_ID_CHARS),
-            _integer(msg, "window_seq"),
-            _integer(msg, "index"),
-            _integer(msg, "n"),
-            _integer(msg, "timestamp"),
-            representation(msg),
-            payload,
-        )
-    except InvalidMessageError as exc:
-        raise InvalidMessageError(f"bad scores message: {exc.reason}") from None
-    except (ValueError, KeyError, TypeError, ArithmeticError, RecursionError) as exc:
-        # (ValueError covers UnicodeDecodeError and ints of too many digits; ArithmeticError
-        # covers floats out of range, e.g. 1e400 -> int)
-        reason = f"bad scores message: {type(exc).__name__}: {str(exc)[:200]}"
-        raise InvalidMessageError(reason) from None
-    if not 0 <= doc.window_seq <= MAX_WINDOW_SEQ:
-        raise InvalidMessageError(f"bad scores message: window number {doc.window_seq}"[:240])
-    if not 0 <= doc.index < doc.n <= MAX_WINDOW_DOCUMENTS:
-        raise InvalidMessageError(
-            f"bad scores message: index {doc.index} of a window of {doc.n} documents "
-            f"(at most {MAX_WINDOW_DOCUMENTS})"[:240]
-        )
-    if not MIN_EPOCH_MS <= doc.timestamp_ms < MAX_EPOCH_MS:
-        raise InvalidMessageError(
-            f"bad scores message: timestamp {doc.timestamp_ms} ms is outside 1970..2200"[:240]
-        )
-    return doc
 
 
 def build_model(config: AnomalyConfig, sparsity: int) -> DLOCSVM:

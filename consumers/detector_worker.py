@@ -27,8 +27,8 @@ from sparsewatch.consumers.messages import (
     looks_like_epoch_seconds,
     parse_message,
 )
+from sparsewatch.consumers.processor import Output
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow, StreamWindower, WindowSpec
-from sparsewatch.consumers.worker import Output
 from sparsewatch.consumers.writer import StoreCall
 from sparsewatch.storage.store import Checkpoint
 
@@ -101,7 +101,8 @@ def _store_calls(comp: WindowComputation) -> list[StoreCall]:
 
 
 class DetectorStreamState:
-    """One stream's windows and models (the :class:`~sparsewatch.consumers.worker.StreamState`)."""
+    """One stream's windows and models (the
+    :class:`~sparsewatch.consumers.processor.StreamState`)."""
 
     def __init__(self, stream: str, config: Config, checkpoint: Checkpoint | None) -> None:
         self.stream = stream
@@ -196,7 +197,7 @@ class DetectorStreamState:
     def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         """The late documents waiting, and the windows of a stream silent for the idle timeout
         from its last document until ``silent_until``, at wall-clock time ``wall_ms`` (see
-        :meth:`~sparsewatch.consumers.worker.StreamState.close_idle`)."""
+        :meth:`~sparsewatch.consumers.processor.StreamState.close_idle`)."""
         closed = self.windows.close_if_idle(silent_until, wall_ms)
         if not self._warned_ahead and self.windows.is_idle(silent_until):
             ahead_ms = self.windows.open_ahead_ms(wall_ms)

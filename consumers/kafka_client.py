@@ -5,6 +5,10 @@ only then commits the offsets it has finished (:meth:`BatchConsumer.commit_offse
 send them asynchronously, as the SQL store holds the offsets they restart from; :meth:`commit` is
 the synchronous form for a list of messages), so a crash between the two re-delivers the batch
 instead of losing it; idempotent writes downstream make the re-delivery harmless.
+
+Topic and consumer-group administration is in :mod:`sparsewatch.consumers.kafka_admin`; the
+logging of each connection failure once, in
+:mod:`sparsewatch.consumers.kafka_connection_failures`.
 """
 
 from __future__ import annotations
@@ -21,18 +25,14 @@ from typing import Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    ConsumerGroupState,
     KafkaError,
     KafkaException,
     Message,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from sparsewatch.consumers.kafka_connection_failures import ConnectionFailures, failure_key
 from sparsewatch.consumers.retry import RetryAbandonedError, Stop
-
-from sparsewatch.errors import SparsewatchError
-from sparsewatch.logs import RDKAFKA_LOGGER
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +83,6 @@ STATISTICS_INTERVAL_MS = 1_000
 """How often a :class:`BatchConsumer` receives librdkafka's statistics (read only after all
 brokers were down, to see one up again)."""
 
-REPEATED_FAILURE_S = 60.0
-"""A connection failure already logged is logged again, with the number of its repeats, once this
-long has passed since it was (see :class:`ConnectionFailures`)."""
-
-_THREAD_PREFIX = re.compile(r"^\[thrd:[^\]]*\]: ")
-# how long the connection spent in its last state, and the failures librdkafka itself left unsaid
-_FAILURE_SUFFIX = re.compile(
-    r" \(after -?\d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)$"
-)
 # the errors of the error callback that are connection failures (librdkafka logs most of them too)
 _CONNECTION_ERRORS = frozenset(
     {
@@ -101,75 +92,6 @@ _CONNECTION_ERRORS = frozenset(
         KafkaError._TIMED_OUT,
     }
 )
-
-
-def failure_key(text: str) -> str:
-    """What failed, in a connection failure's text from librdkafka (a log line or an error):
-    without the thread, nor the time spent in the connection's last state, which change at every
-    attempt. ``"[thrd:h:9092/1]: h:9092/1: Connect to ipv4#10.0.0.1:9092 failed: Connection
-    refused (after 0ms in state CONNECT)"`` gives ``"h:9092/1: Connect to ipv4#10.0.0.1:9092
-    failed: Connection refused"``."""
-    return _FAILURE_SUFFIX.sub("", _THREAD_PREFIX.sub("", text))
-
-
-class ConnectionFailures:
-    """One Kafka client's broker connection failures, logged once rather than at every attempt.
-
-    While the broker is down librdkafka reports the same failure at each reconnection attempt
-    (several a second: see :data:`RECONNECT_BACKOFF_MS`), as a log line and, to a consumer's error
-    callback, as an error. A failure (:func:`failure_key`) is logged the first time; its repeats
-    are counted, and logged with their number at the first repeat ``repeat_after_s`` or more
-    after it was last logged; so a failure that goes on is said again every ``repeat_after_s``,
-    and one that stops is not. A different failure is logged at once, and so is every other line.
-
-    Given as a client's ``logger`` it receives librdkafka's own lines (``log``): its ``FAIL``
-    lines, below CRITICAL, are the connection failures. :meth:`BatchConsumer._on_error` passes
-    its connection errors through the same instance (:meth:`occurred`), so that the error
-    reporting a failure already logged as a line is not logged twice.
-    """
-
-    def __init__(
-        self, logger: logging.Logger = RDKAFKA_LOGGER, repeat_after_s: float = REPEATED_FAILURE_S
-    ) -> None:
-        self._logger = logger
-        self._repeat_after_s = repeat_after_s
-        self._lock = threading.Lock()  # (callbacks may run on the keep-alive helper's thread)
-        self._said: dict[str, tuple[float, int]] = {}  # when last logged, repeats since then
-        self._unsaid = 0  # repeats not logged since forget()
-
-    def log(self, level: int, msg: str, *args: Any) -> None:
-        """A librdkafka line: ``log(level, "%s [%s] %s", facility, client, text)``."""
-        if len(args) == 3 and args[0] == "FAIL" and level < logging.CRITICAL:
-            suffix = self.occurred(failure_key(str(args[2])))
-            if suffix is None:
-                return
-            msg, args = msg + "%s", (*args, suffix)
-        self._logger.log(level, msg, *args)
-
-    def occurred(self, key: str) -> str | None:
-        """Record an occurrence of failure ``key``: ``None`` when it is not to be logged now,
-        else what to add to its text (its repeats not logged since it was last logged, if any)."""
-        now = time.monotonic()
-        with self._lock:
-            said = self._said.get(key)
-            if said is not None and now - said[0] < self._repeat_after_s:
-                self._said[key] = (said[0], said[1] + 1)
-                self._unsaid += 1
-                return None
-            if said is None:  # (forgotten: those logged long ago and not repeated since)
-                stale = now - self._repeat_after_s
-                self._said = {k: v for k, v in self._said.items() if v[0] > stale or v[1]}
-            self._said[key] = (now, 0)
-        repeats = 0 if said is None else said[1]
-        return f" (and {repeats} more time(s) since it was last logged)" if repeats else ""
-
-    def forget(self) -> int:
-        """The client reaches its brokers again: the next failure is logged at once, as a new
-        one. Returns how many repeats were not logged since the last call."""
-        with self._lock:
-            unsaid, self._unsaid = self._unsaid, 0
-            self._said.clear()
-        return unsaid
 
 
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
@@ -242,75 +164,6 @@ def produce(
                     "producing abandoned on shutdown (the producer's queue is full)"
                 ) from None
             producer.poll(poll_s)
-
-
-def ensure_topics(
-    bootstrap: str, partitions: dict[str, int], timeout: float = 30.0, **topic_config: str
-) -> None:
-    """Create the missing topics of ``partitions`` (name -> partition count); existing ones stay."""
-    # librdkafka's own logging off: an unreachable broker is the caller's one error, not a
-    # "connection refused" line per attempt until the timeout
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    existing = set(admin.list_topics(timeout=timeout).topics)
-    wanted = [
-        NewTopic(name, num_partitions=n, replication_factor=1, config=dict(topic_config))
-        for name, n in partitions.items()
-        if name not in existing
-    ]
-    if not wanted:
-        return
-    for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
-        try:
-            future.result(timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise RuntimeError(f"could not create topic {name}: {exc}") from exc
-
-
-def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
-    """The topic's ``retention.ms`` (-1: kept for ever); ``None`` when the broker does not say
-    (unreachable, no such topic, not allowed)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
-        entry = configs.result(timeout).get("retention.ms")
-    except (KafkaException, TimeoutError):
-        return None
-    return None if entry is None or entry.value is None else int(entry.value)
-
-
-class NonEmptyGroupError(SparsewatchError):
-    """The broker refused to delete a consumer group that has members."""
-
-
-def consumer_group_members(bootstrap: str, group: str, timeout: float) -> int | None:
-    """How many members ``group`` has on the broker; ``None`` when the broker has no such group.
-    KafkaException (or TimeoutError) when the broker does not answer."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    found = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-    description = found.result(timeout + 1.0)  # the request times out first
-    if description.state == ConsumerGroupState.DEAD:
-        return None
-    return len(description.members)
-
-
-def delete_consumer_group(bootstrap: str, group: str, timeout: float) -> bool:
-    """Delete ``group`` (its committed offsets) on the broker: ``True`` when deleted, ``False``
-    when the broker has no such group. The broker deletes only a group without members
-    (checked and deleted in one request): :class:`NonEmptyGroupError` otherwise.
-    KafkaException when the broker does not answer."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    try:
-        admin.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 1.0)
-    except KafkaException as exc:
-        code = exc.args[0].code()
-        if code == KafkaError.GROUP_ID_NOT_FOUND:
-            return False
-        if code == KafkaError.NON_EMPTY_GROUP:
-            raise NonEmptyGroupError(f"consumer group {group!r} has members") from None
-        raise
-    return True
 
 
 def next_offsets(messages: Iterable[Message]) -> TopicOffsets:

@@ -1,8 +1,9 @@
 """The Kafka edge shared by the detector and anomaly workers: consume, route, write, then commit.
 
 One :class:`WorkerLoop` owns a consumer, a producer (dead letters and results) and the SQL store.
-What is computed lives in a :class:`Processor` (per stream: a :class:`StreamState`), which never
-sees Kafka or SQL. Effects are exactly once:
+What is computed lives in a :class:`Processor` (per stream: a :class:`StreamState`; their contract
+is :mod:`sparsewatch.consumers.processor`), which never sees Kafka or SQL. Effects are exactly
+once:
 
 1. messages of a batch are routed to per-stream states; invalid messages become dead letters;
 2. a closed window is computed; its downstream messages are produced and flushed;
@@ -73,103 +74,22 @@ from collections import deque
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.memory import FreeHeapBound, release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
 from sparsewatch.consumers.metrics import WorkerMetrics
+from sparsewatch.consumers.processor import Output, Processor, StreamState
 from sparsewatch.consumers.retry import with_backoff
-from sparsewatch.consumers.writer import (
-    Destination,
-    Messages,
-    Pending,
-    StoreCall,
-    WriteJob,
-    Writer,
-    make_writer,
-)
+from sparsewatch.consumers.writer import Destination, Pending, WriteJob, Writer, make_writer
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
 
 BROKER_GRACE_S = 30.0
-
-
-@dataclass
-class Output:
-    """What one closed window produces: SQL writes and messages for a downstream topic.
-
-    ``calls`` are the :class:`~sparsewatch.storage.store.StoreTx` writes of its results, as data
-    (they run on the writer while the next window is computed, possibly in another process).
-    ``dead`` are dead letters the state found only now (messages it had accepted and can no longer
-    use), as rows with ``partition``, ``offset``, ``reason`` and ``payload``; the loop adds the
-    input topic. ``late`` counts the late documents it stores (scored, not learnt from) that
-    were not counted before (a document read again after a restore is stored again, a no-op).
-    ``summary`` says which window it was and what it found, for the log line written when its
-    transaction has committed.
-    """
-
-    calls: list[StoreCall] = field(default_factory=list)
-    messages: Messages = field(default_factory=list)
-    dead: list[dict[str, Any]] = field(default_factory=list)
-    n_documents: int = 0
-    closed_at: float = field(default_factory=time.perf_counter)
-    novel: int = 0
-    is_window: bool = True
-    late: int = 0
-    summary: str = ""
-
-
-class StreamState(Protocol):
-    """The per-stream state a processor keeps (windows + models)."""
-
-    def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]:
-        """Take ``item``; the outputs of the windows it closed. Raises
-        :class:`InvalidMessageError`, before changing anything, for an item inconsistent with the
-        stream (it goes to the dead letters)."""
-        ...
-
-    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
-        """The outputs of the windows a stream idle (no message of it read) from its last one
-        until ``silent_until`` closes: everything its partition held then has been read (see
-        :meth:`WorkerLoop._lagging_partitions`), so its next message cannot be in a backlog.
-        ``wall_ms`` is the wall-clock time (epoch ms) of ``silent_until``."""
-        ...
-
-    def min_buffered_offset(self, partition: int) -> int | None: ...
-
-    def forget_before(self, partition: int, offset: int) -> None:
-        """The stored resume offset of ``partition`` is ``offset``: its messages before it are
-        never read again, so what the state keeps to judge them the same way on a re-read (the
-        verdicts on duplicates) can go."""
-        ...
-
-    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
-
-
-class Processor(Protocol):
-    """Turns raw messages into items and owns the construction of per-stream states.
-    ``idle_timeout_s``: how long a stream must be quiet to count as idle (see the module
-    docstring)."""
-
-    name: str
-    idle_timeout_s: float
-
-    def parse(self, payload: bytes | None, kafka_ms: int | None) -> Any:
-        """The item of a message; ``kafka_ms`` is its Kafka timestamp (epoch ms, None when the
-        broker has none). Raises for a message to dead-letter."""
-        ...
-
-    def stream_of(self, item: Any) -> str: ...
-
-    def ends_stream(self, item: Any) -> bool:
-        """Whether ``item`` says its stream has ended (an end-of-stream marker)."""
-        ...
-
-    def new_state(self, stream: str, checkpoint: Any | None) -> StreamState: ...
 
 
 def _kafka_ms(msg: Message) -> int | None:

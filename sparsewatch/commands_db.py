@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
 from sparsewatch.config import MAX_INT64, load_config
-from sparsewatch.consumers.kafka_client import (
+from sparsewatch.consumers.kafka_admin import (
     NonEmptyGroupError,
     consumer_group_members,
     delete_consumer_group,

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import IO
 
 from sparsewatch.config import Config
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka, wait_for_broker
 from sparsewatch.replay.producer import replay_documents

@@ -14,7 +14,7 @@ import click
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import topic_name_problem
 from sparsewatch.consumers.field_mapping import FieldMapping
-from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 

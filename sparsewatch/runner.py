@@ -13,10 +13,11 @@ import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
 from sparsewatch.config import Config
-from sparsewatch.consumers.kafka_client import topic_retention_ms
+from sparsewatch.consumers.kafka_admin import topic_retention_ms
 from sparsewatch.consumers.metrics import serve_metrics
+from sparsewatch.consumers.processor import Processor
 from sparsewatch.consumers.retry import RetryAbandonedError
-from sparsewatch.consumers.worker import Processor, WorkerLoop
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.runtime import worker_process

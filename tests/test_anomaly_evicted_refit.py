@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+from sparsewatch.consumers.score_messages import parse_scored
 from sparsewatch.storage.store import Checkpoint, Store
 
 from sparsewatch.config import Config, load_config

@@ -11,22 +11,20 @@ the same anomaly score (within 1e-6) and flag, the same alerts and the same dead
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker, run_loops
+from tests.support.pipeline_kafka import spawn_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -115,15 +113,6 @@ def _feed(bootstrap: str, topic: str, seconds: float) -> None:
     assert producer.flush(60) == 0
 
 
-def _spawn(env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sparsewatch", "run", "anomaly", "--until-idle", "20"],
-        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
 def _results(url: str) -> tuple[dict, dict, set]:
     store = Store.open(url)
     try:
@@ -150,14 +139,14 @@ def test_two_anomaly_workers_share_streams_across_join_leave_and_kill(
     feeder = threading.Thread(target=_feed, args=(kafka_bootstrap, topic, 40.0))
     feeder.start()
     log = tmp_path / "workers.log"
-    first = _spawn(env, log)
+    first = spawn_worker(env, log, role="anomaly")
     time.sleep(10.0)
-    second = _spawn(env, log)  # joins: partitions move
+    second = spawn_worker(env, log, role="anomaly")  # joins: partitions move
     time.sleep(8.0)
     assert first.poll() is None, log.read_text()[-3000:]
     first.send_signal(signal.SIGTERM)  # leaves cleanly: its partitions move back
     assert first.wait(timeout=120) == 0, log.read_text()[-3000:]
-    third = _spawn(env, log)  # joins
+    third = spawn_worker(env, log, role="anomaly")  # joins
     time.sleep(10.0)
     assert second.poll() is None, log.read_text()[-3000:]
     second.send_signal(signal.SIGKILL)  # its partitions move after the session timeout

@@ -14,10 +14,11 @@ import json
 
 import numpy as np
 import pytest
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
-from sparsewatch.storage.store import Checkpoint
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+from sparsewatch.consumers.score_messages import parse_scored
 
 from sparsewatch.config import load_config
+from tests.support.anomaly_worker import restore
 
 
 def _config():
@@ -101,11 +102,6 @@ def _run(state: AnomalyStreamState, sent: list[bytes], start: int, stop: int, lo
                 log.append((("window", seq), (out.n_documents, scored, counts)))
 
 
-def _restored(state: AnomalyStreamState) -> AnomalyStreamState:
-    st, meta = state.checkpoint()
-    return AnomalyStreamState("s", _config(), Checkpoint("g", "s", st, meta, None))
-
-
 @pytest.fixture(scope="module")
 def uninterrupted():
     sent = _sent()
@@ -135,7 +131,7 @@ def test_a_restore_anywhere_goes_on_as_the_uninterrupted_run(uninterrupted, at):
     _run(state, sent, 0, at, before)
     resume = state.min_buffered_offset(0)
     resume = at if resume is None else resume
-    restored = _restored(state)
+    restored = restore(state, _config())
     after: list = []
     _run(restored, sent, resume, len(sent), after)
     # what the replay produced again is what it produced before; together, the uninterrupted run

@@ -10,41 +10,20 @@ They are dead letters now, with the reason (a processed window cannot take more 
 
 from __future__ import annotations
 
-import json
-import uuid
-
 import pytest
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+from sparsewatch.consumers.score_messages import parse_scored
 from sparsewatch.storage.store import Checkpoint, Store
 from sqlalchemy import text
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker, run_loops
+from tests.support.anomaly_worker import scores_topic, window_message
 
 REASON = (
     "scores message of window 0 (12 documents) not used: window 0 was processed with its "
     "version of 10 documents"
 )
-
-
-def _msg(seq: int, i: int, n: int) -> bytes:
-    return json.dumps(
-        {
-            "stream": "s",
-            "doc_id": f"{seq}-{i}",  # a larger version holds the smaller one's documents first
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
-            "score": 0.3 + 0.05 * (i % 7),
-            "reconstruction_error": 0.2 + 0.03 * (i % 5),
-            "novel": False,
-            "code_index": list(range(1 + i % 3)),
-            "code_value": [0.1 + 0.02 * i] * (1 + i % 3),
-            "n_terms": 5 + i,
-        }
-    ).encode()
 
 
 def _config(**env: str):
@@ -54,7 +33,7 @@ def _config(**env: str):
 def _add(state, seq, n, offset0, indices=None):
     outs = []
     for k, i in enumerate(range(n) if indices is None else indices):
-        outs += state.add(parse_scored(_msg(seq, i, n)), 0, offset0 + k, 0.0)
+        outs += state.add(parse_scored(window_message(seq, i, n)), 0, offset0 + k, 0.0)
     return [o.n_documents for o in outs if o.is_window], [
         (r["offset"], r["reason"]) for o in outs for r in o.dead
     ]
@@ -83,23 +62,10 @@ def test_documents_of_a_larger_version_of_a_processed_window_are_dead_lettered()
 @pytest.mark.kafka
 @pytest.mark.slow
 def test_a_larger_version_of_a_processed_window_reaches_the_dead_letters(kafka_bootstrap, tmp_path):
-    prefix = f"aversions-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
-    env = {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
-        "SPARSEWATCH_DATABASE_URL": url,
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "4",
-    }
-    topic = f"{prefix}.scores"
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    sent = [_msg(0, i, 10) for i in range(10)] + [_msg(0, i, 12) for i in range(12)]
-    sent += [_msg(1, i, 5) for i in range(5)]
-    producer = make_producer(kafka_bootstrap)
-    for raw in sent:
-        producer.produce(topic, key=b"s", value=raw)
-    assert producer.flush(30) == 0
+    sent = [window_message(0, i, 10) for i in range(10)]
+    sent += [window_message(0, i, 12) for i in range(12)]
+    sent += [window_message(1, i, 5) for i in range(5)]
+    prefix, url, topic, env = scores_topic(kafka_bootstrap, tmp_path, "aversions", sent, "4")
     store = Store.open(url)
     try:
         run_loops([build_worker("anomaly", _config(**env), store)], [6.0], False)

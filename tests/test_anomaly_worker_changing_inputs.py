@@ -12,11 +12,11 @@ import logging
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, build_model, parse_scored
-from sparsewatch.consumers.score_messages import ScoreMessages
-from sparsewatch.storage.store import Checkpoint
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, build_model
+from sparsewatch.consumers.score_messages import ScoreMessages, parse_scored
 
 from sparsewatch.config import load_config
+from tests.support.anomaly_worker import restore
 
 
 def _config(**anomaly: object):
@@ -73,12 +73,6 @@ def _fitted_state(rng: np.random.Generator, config) -> AnomalyStreamState:
     return state
 
 
-def _restore(state: AnomalyStreamState, config, drop: tuple[str, ...] = ()) -> AnomalyStreamState:
-    st, meta = state.checkpoint()
-    st = {k: v for k, v in st.items() if k not in drop}
-    return AnomalyStreamState("s", config, Checkpoint("g", "s", st, meta, None))
-
-
 def test_features_do_not_depend_on_atom_ids_or_the_dictionary_size():
     """The detector's dictionary grows, replaces atoms at its cap and, restored with a lowered
     ``detector.max_atoms``, drops atoms and renumbers the rest: a document's representation is
@@ -108,7 +102,7 @@ def test_a_restored_model_is_refitted_when_its_settings_changed(change, caplog):
     state = _fitted_state(rng, _config(refit_every_windows=1000))
     new = _config(refit_every_windows=1000, **change)
     with caplog.at_level(logging.WARNING):
-        restored = _restore(state, new)
+        restored = restore(state, new)
     ((name, value),) = change.items()
     assert f"configured now {name} {value}" in caplog.text
     Z = restored._standardise(restored.reference)
@@ -120,7 +114,7 @@ def test_a_restored_model_is_refitted_when_its_settings_changed(change, caplog):
     # the new settings survive the next checkpoint: a second restart does not refit again
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        again = _restore(restored, new)
+        again = restore(restored, new)
     assert "configured now" not in caplog.text
     assert np.array_equal(again.model.decision_function(Z), expected.decision_function(Z))
 
@@ -129,7 +123,7 @@ def test_a_restore_with_the_same_settings_keeps_the_checkpointed_model(caplog):
     rng = np.random.default_rng(2)
     state = _fitted_state(rng, _config())
     with caplog.at_level(logging.WARNING):
-        restored = _restore(state, _config())
+        restored = restore(state, _config())
     assert "configured now" not in caplog.text
     before, after = state.model.get_state(), restored.model.get_state()
     assert all(np.array_equal(before[k], after[k]) for k in before)
@@ -140,9 +134,9 @@ def test_a_checkpoint_without_the_settings_is_refitted_when_its_dictionary_size_
     rng = np.random.default_rng(3)
     state = _fitted_state(rng, _config())
     recorded = ("model_sparsity", "fitted_n_atoms", "fitted_sparsity", "fitted_contamination")
-    same = _restore(state, _config(), drop=recorded)
+    same = restore(state, _config(), drop=recorded)
     assert np.array_equal(same.model.dictionary_, state.model.dictionary_)
-    assert _restore(state, _config(n_atoms=4), drop=recorded).model.dictionary_.shape[1] == 4
+    assert restore(state, _config(n_atoms=4), drop=recorded).model.dictionary_.shape[1] == 4
 
 
 def test_the_window_after_a_sparsity_change_is_flagged_at_the_configured_rate():
@@ -150,7 +144,7 @@ def test_the_window_after_a_sparsity_change_is_flagged_at_the_configured_rate():
     ordinary documents at a contamination of 10% (the drift test refitted only after it)."""
     rng = np.random.default_rng(4)
     state = _fitted_state(rng, _config())
-    restored = _restore(state, _config(sparsity=1))
+    restored = restore(state, _config(sparsity=1))
     rates = [_feed(restored, _window(rng, seq)).mean() for seq in range(3, 6)]
     assert max(rates) <= 0.25
 
@@ -167,7 +161,7 @@ def test_raising_sparsity_and_the_reference_size_together_does_not_stop_the_work
         _feed(state, _window(rng, seq, n=1))
     assert state.model is not None and len(state.reference) == 3
     new = _config(reference_documents=5, sparsity=4, refit_every_windows=1)
-    restored = _restore(state, new)
+    restored = restore(state, new)
     for seq in range(3, 6):
         assert _feed(restored, _window(rng, seq, n=1)) is not None
         assert restored.model.n_nonzero_coefs <= len(restored.reference) - 1
@@ -180,7 +174,7 @@ def test_a_refit_on_restore_uses_the_latest_rows_of_a_lowered_reference_size():
     rng = np.random.default_rng(6)
     state = _fitted_state(rng, _config())
     new = _config(reference_documents=60, n_atoms=4)
-    restored = _restore(state, new)
+    restored = restore(state, new)
     assert np.array_equal(restored.reference, state.reference[-60:])
     Z = restored._standardise(restored.reference)
     expected = build_model(new.anomaly, min(new.anomaly.sparsity, restored._usable())).fit(Z)

@@ -15,52 +15,28 @@ stray message, as of a misspelt stream): its partition's resume offset stayed th
 from __future__ import annotations
 
 import json
-import uuid
-from pathlib import Path
 
 import numpy as np
 import pytest
 from sparsewatch.consumers import anomaly_worker
-from sparsewatch.consumers.anomaly_worker import (
-    INCOMPLETE_IDLE_S,
-    AnomalyStreamState,
-    parse_scored,
-)
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
-from sparsewatch.consumers.worker import Output
-from sparsewatch.storage.store import Checkpoint, Store
+from sparsewatch.consumers.anomaly_worker import INCOMPLETE_IDLE_S, AnomalyStreamState
+from sparsewatch.consumers.processor import Output
+from sparsewatch.consumers.score_messages import parse_scored
+from sparsewatch.storage.store import Store
 from sqlalchemy import text
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker, run_loops
+from tests.support.anomaly_worker import restore, scores_topic, window_message
 
 
 def _config(**env: str):
     return load_config(env={"SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "20", **env})
 
 
-def _msg(seq: int, i: int, n: int) -> bytes:
-    return json.dumps(
-        {
-            "stream": "s",
-            "doc_id": f"{seq}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
-            "score": 0.3 + 0.05 * (i % 7),
-            "reconstruction_error": 0.2 + 0.03 * (i % 5),
-            "novel": False,
-            "code_index": list(range(1 + i % 3)),
-            "code_value": [0.1 + 0.02 * i] * (1 + i % 3),
-            "n_terms": 5 + i,
-        }
-    ).encode()
-
-
 def _with_stray(stray: bytes) -> list[bytes]:
     """Windows 100-107 of 10 documents, ``stray`` amid window 100's messages."""
-    sent = [_msg(seq, i, 10) for seq in range(100, 108) for i in range(10)]
+    sent = [window_message(seq, i, 10) for seq in range(100, 108) for i in range(10)]
     return [*sent[:5], stray, *sent[5:]]
 
 
@@ -72,13 +48,8 @@ def _feed(state: AnomalyStreamState, sent: list[bytes], start: int = 0) -> list[
     ]
 
 
-def _restored(state: AnomalyStreamState) -> AnomalyStreamState:
-    st, meta = state.checkpoint()
-    return AnomalyStreamState("s", _config(), Checkpoint("g", "s", st, meta, None))
-
-
 def test_a_stray_message_of_an_earlier_window_amid_a_window_does_not_hold_the_stream_back():
-    stray = _msg(0, 0, 5)
+    stray = window_message(0, 0, 5)
     state = AnomalyStreamState("s", _config(), None)
     outputs = _feed(state, _with_stray(stray))
     assert [out.n_documents for out in outputs if out.is_window] == [10] * 8
@@ -102,10 +73,10 @@ def test_a_window_interleaved_with_an_incomplete_one_still_waits_for_it():
     outputs = [
         out
         for offset, (seq, i) in enumerate(order)
-        for out in state.add(parse_scored(_msg(seq, i, 3)), 0, offset, 0.0)
+        for out in state.add(parse_scored(window_message(seq, i, 3)), 0, offset, 0.0)
     ]
     assert outputs == [] and state.min_buffered_offset(0) == 0
-    outputs = state.add(parse_scored(_msg(0, 2, 3)), 0, 5, 0.0)
+    outputs = state.add(parse_scored(window_message(0, 2, 3)), 0, 5, 0.0)
     assert [(out.n_documents, out.dead) for out in outputs] == [(3, []), (3, [])]
 
 
@@ -116,15 +87,15 @@ def _dropping_stream() -> list[bytes]:
     stream's end, its message sent before window 18's."""
     rng = np.random.default_rng(3)
     windows = {seq: int(rng.integers(4, 9)) for seq in range(10, 20)}
-    out = [_msg(1000, 0, 3)]
+    out = [window_message(1000, 0, 3)]
     for seq, n in windows.items():
-        msgs = [_msg(seq, i, n) for i in range(n)]
+        msgs = [window_message(seq, i, n) for i in range(n)]
         if seq == 13:
             msgs = msgs[:2]
         elif seq == 16:
-            msgs = [*msgs[:2], _msg(2, 7, 9), *msgs[2:]]
+            msgs = [*msgs[:2], window_message(2, 7, 9), *msgs[2:]]
         elif seq == 18:
-            msgs = [_msg(19, 0, 5), *msgs]
+            msgs = [window_message(19, 0, 5), *msgs]
         elif seq == 19:
             msgs = []
         out += msgs
@@ -153,7 +124,7 @@ def test_dropped_windows_read_again_after_a_restore_are_judged_as_before(at):
 
     state = AnomalyStreamState("s", _config(), None)
     before = _feed(state, sent[:at])
-    restored = _restored(state)
+    restored = restore(state, _config())
     after = _feed(restored, sent)  # re-read from the partition's start
     assert restored.min_buffered_offset(0) is None
     seen = _log(before)
@@ -174,10 +145,10 @@ def test_dropped_windows_are_forgotten_once_the_resume_offset_passes_them():
     last = {seq: offset for seq, (_, offset) in state.dropped.items()}
     state.forget_before(0, last[13] + 1)
     assert sorted(state.dropped) == [2, 19]  # window 1000's stray and window 13: read no more
-    assert sorted(_restored(state).dropped) == [2, 19]
+    assert sorted(restore(state, _config()).dropped) == [2, 19]
     # a stream read from another partition after a restart judges its messages afresh
-    moved = _restored(state)
-    assert moved.add(parse_scored(_msg(19, 0, 5)), 1, 0, 0.0) == []
+    moved = restore(state, _config())
+    assert moved.add(parse_scored(window_message(19, 0, 5)), 1, 0, 0.0) == []
     assert moved.min_buffered_offset(1) == 0
     moved.forget_before(1, 0)
     assert moved.dropped == {}
@@ -185,7 +156,7 @@ def test_dropped_windows_are_forgotten_once_the_resume_offset_passes_them():
 
 def _stray_of(stream: str) -> bytes:
     """A message of window 5 of ``stream`` claiming 2 documents: its window never completes."""
-    return json.dumps({**json.loads(_msg(5, 0, 2)), "stream": stream}).encode()
+    return json.dumps({**json.loads(window_message(5, 0, 2)), "stream": stream}).encode()
 
 
 def test_the_incomplete_window_of_a_quiet_stream_is_dropped():
@@ -206,9 +177,11 @@ def test_the_incomplete_window_of_a_quiet_stream_is_dropped():
     ]
     assert state.min_buffered_offset(0) is None and state.close_idle(10**6, 0.0) == []
     # read again after a restore: its dead letter is stored; the window sent again whole is used
-    restored = _restored(state)
+    restored = restore(state, _config())
     assert restored.add(parse_scored(stray), 0, 7, now=0.0) == []
-    resent = [restored.add(parse_scored(_msg(5, i, 2)), 0, 20 + i, now=0.0) for i in range(2)]
+    resent = [
+        restored.add(parse_scored(window_message(5, i, 2)), 0, 20 + i, now=0.0) for i in range(2)
+    ]
     assert [[out.n_documents for out in outs] for outs in resent] == [[], [2]]
     assert restored.min_buffered_offset(0) is None
 
@@ -221,29 +194,6 @@ def test_a_stream_quiet_for_less_than_its_idle_timeout_keeps_its_incomplete_wind
     assert len(state.close_idle(2 * INCOMPLETE_IDLE_S, 0.0)[0].dead) == 1
 
 
-def _scores_topic(
-    bootstrap: str, tmp_path: Path, name: str, sent: list[bytes], idle_timeout_s: str
-) -> tuple[str, str, str, dict[str, str]]:
-    """A fresh ``<prefix>.scores`` topic holding ``sent`` (keyed by stream), and the anomaly
-    worker's prefix, SQLite URL, that topic and its environment."""
-    prefix = f"{name}-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
-    env = {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
-        "SPARSEWATCH_DATABASE_URL": url,
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": idle_timeout_s,
-    }
-    topic = f"{prefix}.scores"
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for raw in sent:
-        producer.produce(topic, key=json.loads(raw)["stream"].encode(), value=raw)
-    assert producer.flush(30) == 0
-    return prefix, url, topic, env
-
-
 @pytest.mark.kafka
 @pytest.mark.slow
 def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_resume_offset(
@@ -253,8 +203,8 @@ def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_re
     partition at its offset for ever: every restart read everything after it again."""
     monkeypatch.setattr(anomaly_worker, "INCOMPLETE_IDLE_S", 3.0)  # (10 minutes in a test)
     stray = _stray_of("typo")
-    sent = [stray] + [_msg(seq, i, 10) for seq in range(100, 104) for i in range(10)]
-    prefix, url, topic, env = _scores_topic(kafka_bootstrap, tmp_path, "aquiet", sent, "1")
+    sent = [stray] + [window_message(seq, i, 10) for seq in range(100, 104) for i in range(10)]
+    prefix, url, topic, env = scores_topic(kafka_bootstrap, tmp_path, "aquiet", sent, "1")
     store = Store.open(url)
     try:
         run_loops([build_worker("anomaly", _config(**env), store)], [10.0], False)
@@ -280,9 +230,9 @@ def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_re
 def test_a_stray_amid_a_window_neither_stops_the_stream_nor_holds_its_partition_back(
     kafka_bootstrap, tmp_path
 ):
-    stray = _msg(0, 0, 5)
+    stray = window_message(0, 0, 5)
     sent = _with_stray(stray)
-    prefix, url, topic, env = _scores_topic(kafka_bootstrap, tmp_path, "astray", sent, "4")
+    prefix, url, topic, env = scores_topic(kafka_bootstrap, tmp_path, "astray", sent, "4")
     store = Store.open(url)
     try:
         run_loops([build_worker("anomaly", _config(**env), store)], [6.0], False)

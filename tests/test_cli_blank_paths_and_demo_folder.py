@@ -13,11 +13,7 @@ from pathlib import Path
 import pytest
 
 from sparsewatch.cli import main
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")}
-    return env | extra
+from tests.support.cli import clean_environ
 
 
 @pytest.mark.parametrize("blank", ["", "  "])
@@ -81,7 +77,7 @@ def test_a_second_demo_in_the_same_folder_is_refused_while_the_first_runs(
     """The second demo deleted the first's database (``DATA_DIR/demo/demo.db``) and made its
     own there: the first, replaying 700 documents, then stored part of them in a deleted file
     and printed "600 documents stored" and the alerts of the second's 600."""
-    env = _env(
+    env = clean_environ(
         SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
         SPARSEWATCH_DATA_DIR=str(tmp_path),
         SPARSEWATCH_ANOMALY_ENABLED="false",

@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer
+from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import (
     DLQ_MAX_PAYLOAD_BYTES,
     BatchConsumer,
     dead_letter_message,
-    ensure_topics,
     make_producer,
     produce,
 )
 from sparsewatch.consumers.messages import InvalidMessageError, parse_message
 
-
-def _read_all(bootstrap: str, topic: str, n: int) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{topic}-reader",
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.subscribe([topic])
-    got = []
-    try:
-        for _ in range(60):
-            got += [m for m in consumer.consume(10, timeout=1.0) if m.error() is None]
-            if len(got) >= n:
-                break
-    finally:
-        consumer.close()
-    return got
+from tests.support.kafka_topics import read_at_least
 
 
 def test_a_refused_message_near_the_size_limit_reaches_the_dead_letter_topic(
@@ -67,7 +48,7 @@ def test_a_refused_message_near_the_size_limit_reaches_the_dead_letter_topic(
             produce(producer, dlq, key, value, headers=headers)
             copies[key] = reason
     assert producer.flush(30) == 0
-    got = {m.key(): m for m in _read_all(kafka_bootstrap, dlq, 2)}
+    got = {m.key(): m for m in read_at_least(kafka_bootstrap, dlq, 2)}
     assert set(got) == {f"{topic_name}:0:0".encode(), f"{topic_name}:0:1".encode()}
     first, second = got[f"{topic_name}:0:0".encode()], got[f"{topic_name}:0:1".encode()]
     assert first.value() == big[:DLQ_MAX_PAYLOAD_BYTES]

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparsewatch.consumers.anomaly_worker import parse_scored
 from sparsewatch.consumers.detector_core import _repeats_an_alert
 from sparsewatch.consumers.messages import (
     MAX_EPOCH_MS,
@@ -16,7 +15,7 @@ from sparsewatch.consumers.messages import (
     parse_document,
     parse_message,
 )
-from sparsewatch.consumers.score_messages import ScoreMessages
+from sparsewatch.consumers.score_messages import ScoreMessages, parse_scored
 
 
 def _doc(timestamp: object, **extra: object) -> bytes:

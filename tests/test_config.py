@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from sparsewatch.consumers.detector_core import build_models
 
 from sparsewatch.config import OTHER_ENV_NAMES, Config, describe, load_config, parse_duration_ms
 from sparsewatch.errors import SparsewatchError
+from tests.support.cli import run_process
 
 _SIZE = "a positive duration of at most 84006d (500ms, 30s, 15m, 1h, 2d)"
 _LATENESS = "a duration of at most 84006d (0s, 30s, 15m, ...)"
@@ -332,15 +331,7 @@ def test_out_of_range_value_in_a_file_is_refused(tmp_path: Path) -> None:
 
 def _run_detector(variable: str, value: str) -> subprocess.CompletedProcess:
     """``sparsewatch run detector`` with ``variable=value`` in its environment (no --debug)."""
-    env = {**os.environ, variable: value}
-    env.pop("SPARSEWATCH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "sparsewatch", "run", "detector"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_process("run", "detector", **{variable: value})
 
 
 def test_cli_reports_a_bad_value_in_one_line_without_a_traceback() -> None:

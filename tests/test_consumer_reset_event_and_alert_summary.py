@@ -9,45 +9,22 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from datetime import UTC, datetime
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message
 from sparsewatch.consumers.detector_core import novel_alerts
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.storage.document_columns import DocumentColumns
 
-
-def _topic_from_offset(bootstrap: str, n: int, low: int) -> str:
-    """A one-partition topic of ``n`` messages whose first ``low`` are deleted."""
-    topic = f"types-{uuid.uuid4().hex[:8]}"
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for i in range(n):
-        producer.produce(topic, key=b"k", value=b"%d" % i)
-    assert producer.flush(30) == 0
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, low)]).values():
-        assert future.result(30).low_watermark == low
-    return topic
-
-
-def _read(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> list[int]:
-    offsets: list[int] = []
-    deadline = time.monotonic() + timeout_s
-    while len(offsets) < n and time.monotonic() < deadline:
-        offsets += [m.offset() for m in consumer.poll_batch(100, timeout=0.5)]
-    return offsets
+from tests.support.kafka_topics import read_offsets, topic_with_deleted_head
 
 
 @pytest.mark.kafka
 def test_a_reset_event_without_an_offset_restarts_the_partition_at_its_earliest_message(
     kafka_bootstrap, caplog
 ):
-    topic = _topic_from_offset(kafka_bootstrap, 12, low=4)
+    topic = topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(12)], 4)
     resets: list[tuple[str, int, int]] = []
     # What librdkafka emits when the lookup of a partition's logical start fails for good (its
     # fetcher then stops): the event carries the logical offset, which the client gives as None.
@@ -64,9 +41,9 @@ def test_a_reset_event_without_an_offset_restarts_the_partition_at_its_earliest_
             kafka_bootstrap, f"g-{topic}", [topic], on_reset=lambda *a: resets.append(a)
         ) as consumer,
     ):
-        assert _read(consumer, 8) == list(range(4, 12))
+        assert read_offsets(consumer, 8) == list(range(4, 12))
         assert consumer._messages([event]) == []  # as a poll meets it
-        assert _read(consumer, 8) == list(range(4, 12))  # from the earliest message again
+        assert read_offsets(consumer, 8) == list(range(4, 12))  # from the earliest message again
     assert resets == [(topic, 0, 0)]
     [warning] = [r.getMessage() for r in caplog.records]
     assert warning == f"{topic} [0]: its earliest offset could not be looked up; reading from 4"

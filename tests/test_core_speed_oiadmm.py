@@ -21,11 +21,9 @@ from sparsewatch.models.oiadmm import (
 )
 from sparsewatch.models.projections import project_l1_ball_nonneg
 
+from tests.support.arrays import to_dense
+
 M, K = 200, 8
-
-
-def _dense(D: sp.spmatrix | np.ndarray) -> np.ndarray:
-    return D.toarray() if sp.issparse(D) else np.asarray(D)
 
 
 def _problem(seed: int, n: int = 60) -> tuple[sp.csc_matrix, sp.csr_matrix, np.ndarray]:
@@ -58,8 +56,8 @@ def test_batch_update_takes_the_plain_steps(layout: str, over_weight: float) -> 
         ref, D, _ = _oiadmm_step(P, X, ref, D, 5.0, tau, over_weight)
     assert isinstance(D, np.ndarray)  # the steps after the first were dense ones
     assert sp.issparse(got) == (layout == "csc")
-    np.testing.assert_array_equal(_dense(got), _dense(ref))
-    assert not np.array_equal(_dense(got), _dense(A0))  # the steps moved the dictionary
+    np.testing.assert_array_equal(to_dense(got), to_dense(ref))
+    assert not np.array_equal(to_dense(got), to_dense(A0))  # the steps moved the dictionary
 
 
 def _messy(P: sp.csc_matrix, rng: np.random.Generator) -> sp.csc_matrix:

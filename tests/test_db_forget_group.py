@@ -11,7 +11,7 @@ import uuid
 import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from sparsewatch.consumers.kafka_client import consumer_group_members, ensure_topics
+from sparsewatch.consumers.kafka_admin import consumer_group_members, ensure_topics
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli

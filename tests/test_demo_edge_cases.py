@@ -18,6 +18,7 @@ from sparsewatch.config import load_config
 from sparsewatch.demo import run_demo
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka
+from tests.support.cli import clean_environ
 from tests.support.kafka_launcher import brokers_of
 
 DEMO = [sys.executable, "-m", "sparsewatch", "demo"]
@@ -26,8 +27,7 @@ NO_BROKER = "127.0.0.1:1"  # nothing answers there: the demo starts the local br
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
     """The environment of a demo with its data under ``data_dir`` (no SPARSEWATCH_* leaks in)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")}
-    return {**env, "SPARSEWATCH_DATA_DIR": str(data_dir), **extra}
+    return clean_environ(**{"SPARSEWATCH_DATA_DIR": str(data_dir), **extra})
 
 
 def _demo(env: dict[str, str], documents: int, out: Path) -> subprocess.Popen[str]:

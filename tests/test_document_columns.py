@@ -10,10 +10,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparsewatch.consumers.anomaly_worker import parse_scored, representation
 from sparsewatch.consumers.detector_core import build_models, process_window, score_late
 from sparsewatch.consumers.messages import Document
-from sparsewatch.consumers.score_messages import ScoreMessages
+from sparsewatch.consumers.score_messages import ScoreMessages, parse_scored, representation
 from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.replay.synthetic import generate_stream

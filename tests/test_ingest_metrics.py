@@ -28,6 +28,7 @@ from tests.support.ingest_kafka import (
     reap_bridges,  # noqa: F401 (autouse: kills what spawn started)
     spawn,
 )
+from tests.support.ports import free_port
 
 
 def _records(n_good: int, n_bad: int) -> list[tuple[bytes | None, bytes | None]]:
@@ -84,12 +85,6 @@ def test_committed_records_and_the_source_lag_are_counted(
     assert metrics.lags[-1] == 0 and _sample("sparsewatch_consumer_lag", {"worker": "ingest"}) == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _scrape(port: int) -> dict[str, float]:
     """The endpoint's samples, by name with labels as written (``name{label="v"}``)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
@@ -108,7 +103,7 @@ def test_the_bridge_serves_its_metrics_while_it_runs(
     route = make_route(kafka_bootstrap, topic_name)
     prepare(route)
     produce(kafka_bootstrap, route.source_topics[0], _records(500, 20))
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "ingest.log"
     proc = spawn(route, log, until_idle=None, extra=("--metrics-port", str(port)))
     forwarded = 'sparsewatch_ingest_records_total{outcome="forwarded"}'

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
@@ -23,11 +22,13 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from sparsewatch.consumers import ingest
 from sparsewatch.consumers.field_mapping import FieldMapping
-from sparsewatch.consumers.ingest import IngestRoute, run_ingest, static_member_id
+from sparsewatch.consumers.ingest import run_ingest, static_member_id
 from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.retry import StopFlag
 
 from sparsewatch.errors import SparsewatchError
+from tests.support.ingest_kafka import make_route
+from tests.support.ports import free_port
 
 TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
 
@@ -71,23 +72,13 @@ def test_a_fenced_static_member_raises_its_fatal_error_instead_of_polling_in_sil
             second.close()
 
 
-def _route(bootstrap: str, topic_name: str) -> IngestRoute:
-    return IngestRoute(
-        bootstrap=bootstrap,
-        group_id=f"{topic_name}-ingest",
-        source_topics=(f"{topic_name}-src",),
-        docs_topic=f"{topic_name}-docs",
-        dlq_topic=f"{topic_name}.dlq",
-    )
-
-
 def test_a_bridge_fenced_by_another_of_its_instance_stops_with_an_error(
     kafka_bootstrap: str, topic_name: str
 ) -> None:
     """Another consumer joins the bridge's group under the bridge's static instance id (a second
     bridge started with the same ``--instance``): the bridge can never read again and ends with
     an error, where it polled a dead consumer for ever."""
-    route = _route(kafka_bootstrap, topic_name)
+    route = make_route(kafka_bootstrap, topic_name)
     _create(kafka_bootstrap, {route.source_topics[0]: 2, route.docs_topic: 2, route.dlq_topic: 1})
     stop, out = StopFlag(), {}
 
@@ -118,12 +109,6 @@ def test_a_bridge_fenced_by_another_of_its_instance_stops_with_an_error(
             other.close()
 
 
-def _unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_a_replacement_producer_waits_for_a_broker_that_is_down(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -133,7 +118,7 @@ def test_a_replacement_producer_waits_for_a_broker_that_is_down(
     retried until the broker answers or a stop is requested (None then)."""
     monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 1.0)
     stop, out = StopFlag(), {}
-    bootstrap = f"127.0.0.1:{_unused_port()}"
+    bootstrap = f"127.0.0.1:{free_port()}"
 
     def replace() -> None:
         try:

@@ -7,7 +7,8 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, producer_config
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer, producer_config
 
 
 def _produce(bootstrap: str, topic: str, n: int) -> None:

@@ -7,12 +7,8 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from sparsewatch.consumers.kafka_client import (
-    BatchConsumer,
-    ensure_topics,
-    produce,
-    producer_config,
-)
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer, produce, producer_config
 
 N_DOCS = 1000
 

@@ -19,7 +19,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from sparsewatch.consumers import detector_worker
 from sparsewatch.consumers.detector_core import StreamModels
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer, make_producer
 from sparsewatch.consumers.windowing import ClosedWindow
 from sparsewatch.consumers.worker import WorkerLoop
 

@@ -20,14 +20,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError
-from sparsewatch.consumers.kafka_client import (
-    BatchConsumer,
-    ConnectionFailures,
-    ensure_topics,
-    log,
-    make_producer,
-    produce,
-)
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer, log, make_producer, produce
+from sparsewatch.consumers.kafka_connection_failures import ConnectionFailures
 
 from sparsewatch.kafka_local import LocalKafka
 from sparsewatch.logs import RDKAFKA_LOGGER

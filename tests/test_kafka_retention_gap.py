@@ -22,7 +22,8 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
-from sparsewatch.consumers.kafka_client import BatchConsumer, ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer, make_producer
 from sparsewatch.consumers.metrics import SKIPPED
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.schema import checkpoints
@@ -30,30 +31,9 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
+from tests.support.kafka_topics import read_offsets, topic_with_deleted_head
 
 pytestmark = pytest.mark.kafka
-
-
-def _topic_with_deleted_head(bootstrap: str, values: list[bytes], keep_from: int) -> str:
-    """A one-partition topic holding ``values``, the first ``keep_from`` of them deleted."""
-    topic = f"gap-{uuid.uuid4().hex[:8]}"
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for value in values:
-        producer.produce(topic, key=b"k", value=value)
-    assert producer.flush(30) == 0
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_records([TopicPartition(topic, 0, keep_from)]).values():
-        assert future.result(30).low_watermark == keep_from  # the partition's new low watermark
-    return topic
-
-
-def _read_all(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> list[int]:
-    offsets: list[int] = []
-    deadline = time.monotonic() + timeout_s
-    while len(offsets) < n and time.monotonic() < deadline:
-        offsets += [m.offset() for m in consumer.poll_batch(100, timeout=0.5)]
-    return offsets
 
 
 def _consumer_from(
@@ -79,13 +59,13 @@ def _consumer_from(
 def test_a_start_offset_the_broker_does_not_hold_is_reported_and_reading_goes_on(
     kafka_bootstrap, caplog, start, skipped, said
 ):
-    topic = _topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 10)
+    topic = topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 10)
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
         _consumer_from(kafka_bootstrap, topic, start, resets) as consumer,
     ):
-        assert _read_all(consumer, 10) == list(range(10, 20))
+        assert read_offsets(consumer, 10) == list(range(10, 20))
         assert consumer.lag() == {(topic, 0): 0}
     assert resets == [(topic, 0, skipped)]
     [error] = [r.getMessage() for r in caplog.records]
@@ -114,7 +94,7 @@ def test_a_restart_the_broker_did_not_answer_is_retried_at_the_next_poll(kafka_b
     """The restart at the earliest retained message needs the partition's watermarks: when the
     broker does not answer then, the next poll tries again, and the skipped messages are
     reported once, when the restart happens."""
-    topic = _topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 10)
+    topic = topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 10)
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
@@ -122,7 +102,7 @@ def test_a_restart_the_broker_did_not_answer_is_retried_at_the_next_poll(kafka_b
     ):
         failing = _WatermarksFailOnce(consumer._consumer)
         consumer._consumer = failing  # type: ignore[assignment]
-        assert _read_all(consumer, 10) == list(range(10, 20))
+        assert read_offsets(consumer, 10) == list(range(10, 20))
         assert failing.failed == 1
     assert resets == [(topic, 0, 7)]
     [error] = [r.getMessage() for r in caplog.records]
@@ -132,7 +112,7 @@ def test_a_restart_the_broker_did_not_answer_is_retried_at_the_next_poll(kafka_b
 def test_a_partition_without_a_start_offset_starts_at_the_earliest_retained_message_quietly(
     kafka_bootstrap, caplog
 ):
-    topic = _topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 5)
+    topic = topic_with_deleted_head(kafka_bootstrap, [b"%d" % i for i in range(20)], 5)
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
@@ -140,7 +120,7 @@ def test_a_partition_without_a_start_offset_starts_at_the_earliest_retained_mess
             kafka_bootstrap, f"g-{topic}", [topic], on_reset=lambda *a: resets.append(a)
         ) as consumer,
     ):
-        assert _read_all(consumer, 15) == list(range(5, 20))
+        assert read_offsets(consumer, 15) == list(range(5, 20))
     assert resets == [] and caplog.records == []
 
 

@@ -18,6 +18,8 @@ from sklearn.base import clone
 from sparsewatch.models.l1_coding import l1_objective, l1_sparse_code, weighted_l1_loss
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 
+from tests.support.arrays import to_dense
+
 
 def _lp_optimum(p: np.ndarray, A: np.ndarray, lam: float, w: float) -> float:
     """``min_{x>=0} sum loss_w(p - A x) + lam ||x||_1`` by linprog, at unit scale."""
@@ -145,10 +147,6 @@ def _window(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
     return X / X.sum(axis=1, keepdims=True)
 
 
-def _dense(M: np.ndarray | sp.spmatrix) -> np.ndarray:
-    return M.toarray() if sp.issparse(M) else np.asarray(M)
-
-
 @pytest.mark.parametrize(
     "params", [{}, {"grow_threshold": None}, {"dtype": np.float64, "update_passes": 2}]
 )
@@ -161,20 +159,20 @@ def test_vocabulary_remap_matches_an_explicitly_reindexed_model(params: dict) ->
     kept = np.sort(rng.choice(43, size=38, replace=False))
     ref = clone(model).set_state(model.get_state())
     model.remap_features(kept, 4)
-    A, D = _dense(ref.components_), _dense(ref.oiadmm_.dual_)
+    A, D = to_dense(ref.components_), to_dense(ref.oiadmm_.dual_)
     A2 = np.vstack([A[kept], np.zeros((4, A.shape[1]))]).astype(ref.dtype)
     D2 = np.vstack([D[kept], np.zeros((4, D.shape[1]))]).astype(ref.dtype)
     sparse = sp.issparse(ref.components_)
     ref.oiadmm_.components_ = sp.csc_matrix(A2) if sparse else A2
     ref.oiadmm_.dual_ = sp.csc_matrix(D2) if sp.issparse(ref.oiadmm_.dual_) else D2
-    np.testing.assert_array_equal(_dense(model.components_), A2)
-    np.testing.assert_array_equal(_dense(model.oiadmm_.dual_), D2)
+    np.testing.assert_array_equal(to_dense(model.components_), A2)
+    np.testing.assert_array_equal(to_dense(model.oiadmm_.dual_), D2)
     X = _window(rng, 30, 42)
     np.testing.assert_array_equal(model.score_samples(X), ref.score_samples(X))
     model.partial_fit(X)
     ref.partial_fit(X)
-    np.testing.assert_array_equal(_dense(model.components_), _dense(ref.components_))
-    np.testing.assert_array_equal(_dense(model.oiadmm_.dual_), _dense(ref.oiadmm_.dual_))
+    np.testing.assert_array_equal(to_dense(model.components_), to_dense(ref.components_))
+    np.testing.assert_array_equal(to_dense(model.oiadmm_.dual_), to_dense(ref.oiadmm_.dual_))
 
 
 def test_term_order_does_not_change_the_model() -> None:
@@ -186,8 +184,10 @@ def test_term_order_does_not_change_the_model() -> None:
     a = OnlineL1NoveltyDetector(n_components=8, dtype=np.float64).fit(X).partial_fit(X2)
     b = OnlineL1NoveltyDetector(n_components=8, dtype=np.float64).fit(X[:, perm])
     b.partial_fit(X2[:, perm2])
-    np.testing.assert_allclose(_dense(a.components_)[perm2], _dense(b.components_), atol=1e-12)
-    np.testing.assert_allclose(_dense(a.oiadmm_.dual_)[perm2], _dense(b.oiadmm_.dual_), atol=1e-12)
+    np.testing.assert_allclose(to_dense(a.components_)[perm2], to_dense(b.components_), atol=1e-12)
+    np.testing.assert_allclose(
+        to_dense(a.oiadmm_.dual_)[perm2], to_dense(b.oiadmm_.dual_), atol=1e-12
+    )
     np.testing.assert_allclose(a.score_samples(X2), b.score_samples(X2[:, perm2]), atol=1e-12)
 
 

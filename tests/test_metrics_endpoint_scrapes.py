@@ -16,6 +16,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.ports import free_port
+
 # Serves the workers' metrics with the workers' logging until its stdin closes.
 _CHILD = """
 import sys
@@ -28,12 +30,6 @@ print("serving", flush=True)
 sys.stdin.read()
 stop()
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _reset_connection(port: int) -> None:
@@ -51,7 +47,7 @@ def _scrape(port: int) -> str:
 
 
 def test_a_reset_scrape_connection_is_one_json_log_line() -> None:
-    port = _free_port()
+    port = free_port()
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(port)],
         stdin=subprocess.PIPE,
@@ -88,10 +84,10 @@ def test_concurrent_scrapes_while_counting_are_valid_and_monotonic() -> None:
     """Eight scrapers at once while a thread counts windows: every exposition parses, each
     family's HELP and TYPE come once, no series twice, and no counter goes down."""
     from sparsewatch.consumers.metrics import WorkerMetrics, serve_metrics
-    from sparsewatch.consumers.worker import Output
+    from sparsewatch.consumers.processor import Output
 
     metrics = WorkerMetrics("review39")
-    port = _free_port()
+    port = free_port()
     stop = serve_metrics(port, "metrics_port", "workers")
     counting = threading.Event()
 

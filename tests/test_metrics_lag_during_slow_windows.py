@@ -14,13 +14,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from prometheus_client import REGISTRY
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.metrics import WorkerMetrics
-from sparsewatch.consumers.worker import Output, WorkerLoop
+from sparsewatch.consumers.processor import Output
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.storage.store import Store
+
+from tests.support.worker_stubs import OneStreamProcessor, QuietState, consumer_lag
 
 pytestmark = pytest.mark.kafka
 
@@ -28,45 +30,19 @@ WORK_S = 1.0  # each message's window, longer than the keep-alive delay below
 KEEPALIVE = {"session.timeout.ms": 6000, "max.poll.interval.ms": 6000}  # helper after 1.5 s
 
 
-class _SlowState:
+class _SlowState(QuietState):
     """Every message closes a window that takes ``WORK_S`` to compute."""
 
     def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]:
         time.sleep(WORK_S)
         return [Output(n_documents=1)]
 
-    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
-        return []
 
-    def min_buffered_offset(self, partition: int) -> int | None:
-        return None
-
-    def forget_before(self, partition: int, offset: int) -> None:
-        pass
-
-    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {}, {}
-
-
-class _SlowProcessor:
+class _SlowProcessor(OneStreamProcessor):
     name = f"lag-{uuid.uuid4().hex[:6]}"
-    idle_timeout_s = 600.0
-
-    def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Any:
-        return payload
-
-    def stream_of(self, item: Any) -> str:
-        return "s"
-
-    def ends_stream(self, item: Any) -> bool:
-        return False
 
     def new_state(self, stream: str, checkpoint: Any | None) -> _SlowState:
         return _SlowState()
-
-
-def _lag(worker: str) -> float | None:
-    return REGISTRY.get_sample_value("sparsewatch_consumer_lag", {"worker": worker})
 
 
 def test_the_lag_gauge_is_not_zero_while_slow_windows_leave_a_backlog(
@@ -100,11 +76,11 @@ def test_the_lag_gauge_is_not_zero_while_slow_windows_leave_a_backlog(
     samples: list[float | None] = []
     try:
         deadline = time.monotonic() + 60
-        while not _lag(processor.name) and time.monotonic() < deadline:
+        while not consumer_lag(processor.name) and time.monotonic() < deadline:
             time.sleep(0.1)  # the first batch's lag
         for _ in range(16):  # two batches of the backlog, well before its end
             time.sleep(0.5)
-            samples.append(_lag(processor.name))
+            samples.append(consumer_lag(processor.name))
     finally:
         worker.stop()
         runner.join(60)
@@ -116,6 +92,6 @@ def test_an_unknown_lag_keeps_the_last_known_one() -> None:
     metrics = WorkerMetrics(f"lag-unit-{uuid.uuid4().hex[:6]}")
     metrics.set_lag({("t", 0): 120, ("t", 1): 3})
     metrics.set_lag({("t", 0): None, ("t", 1): 5})  # partition 0 unknown (keep-alive polling)
-    assert _lag(metrics.worker) == 125
+    assert consumer_lag(metrics.worker) == 125
     metrics.set_lag({("t", 1): 0})  # partition 0 revoked
-    assert _lag(metrics.worker) == 0
+    assert consumer_lag(metrics.worker) == 0

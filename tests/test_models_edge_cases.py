@@ -18,6 +18,8 @@ from sparsewatch.models.oiadmm import OIADMM
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.models.window_detector import Detector
 
+from tests.support.arrays import to_dense
+
 NOVELTY_MODELS = [OnlineL1NoveltyDetector, L2BatchNovelty, BatchL1Novelty]
 
 
@@ -26,15 +28,15 @@ def _documents(n: int = 40, m: int = 12) -> np.ndarray:
     return X / X.sum(axis=1, keepdims=True)
 
 
-def _dense(M: sp.spmatrix | np.ndarray) -> np.ndarray:
-    return M.toarray() if sp.issparse(M) else np.asarray(M)
-
-
 def _learned(model: BaseEstimator) -> dict[str, np.ndarray]:
     """What a partial_fit can change, as dense arrays."""
     if isinstance(model, OnlineL1NoveltyDetector):
-        return {k: _dense(v) for k, v in model.get_state().items()}
-    return {"components": model.components_, "P": _dense(model.P_), "codes": _dense(model.codes_)}
+        return {k: to_dense(v) for k, v in model.get_state().items()}
+    return {
+        "components": model.components_,
+        "P": to_dense(model.P_),
+        "codes": to_dense(model.codes_),
+    }
 
 
 @pytest.mark.parametrize("cls", NOVELTY_MODELS)

@@ -16,9 +16,7 @@ from sparsewatch.models.oiadmm import OIADMM
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.models.window_detector import Detector
 
-
-def _dense(M: sp.spmatrix | np.ndarray) -> np.ndarray:
-    return M.toarray() if sp.issparse(M) else np.asarray(M)
+from tests.support.arrays import to_dense
 
 
 def _topic_texts(rng: np.random.Generator, topics: range, n: int) -> list[str]:
@@ -49,7 +47,7 @@ def test_oiadmm_window_without_codes_still_updates_the_dual(
     o.partial_fit(P, sp.csr_matrix((k, n)))
     Z = P.toarray() + Delta0 / beta
     E = np.sign(Z) * np.maximum(np.abs(Z) - 1.0 / beta, 0.0)
-    np.testing.assert_allclose(_dense(o.dual_), Delta0 + beta * (P.toarray() - E), atol=1e-12)
+    np.testing.assert_allclose(to_dense(o.dual_), Delta0 + beta * (P.toarray() - E), atol=1e-12)
     np.testing.assert_allclose(o.components_, A_before, atol=1e-12)  # projected again: rounding
     assert o.n_steps_ == 1 and np.isfinite(o.violation_[-1])
 
@@ -104,7 +102,7 @@ def test_initial_atoms_are_seeded_from_documents_with_a_term() -> None:
         L2BatchNovelty(n_components=30, n_alternations=1),
     ):
         est.fit(mixed)
-        A = _dense(est.components_)
+        A = to_dense(est.components_)
         assert A.shape[1] == 30 and (np.abs(A).sum(axis=0) > 0).all(), type(est).__name__
     with pytest.raises(ValueError, match="no document has a term"):
         OnlineL1NoveltyDetector(n_components=3).fit(empty)
@@ -127,7 +125,7 @@ def test_growth_seeds_no_atom_from_a_document_without_a_term() -> None:
     margin = d.model.unsupported_margin()  # ranked with the unexplained documents (> 1)
     assert r.scores[-1] == pytest.approx(1.0 + margin) and r.features[:, -1].nnz == 0
     assert margin > 0
-    A = _dense(d.model.components_)
+    A = to_dense(d.model.components_)
     assert A.shape[1] > 10  # the new topics seeded atoms
     assert (A.sum(axis=0) > 0).all()
 
@@ -140,7 +138,7 @@ def test_batch_baselines_seed_no_atom_from_empty_documents() -> None:
     step = sp.vstack([X[:2], sp.csr_matrix((4, 40))]).tocsr()
     for est in (BatchL1Novelty(n_components=5, eta=3), L2BatchNovelty(n_components=5, eta=3)):
         est.fit(X).partial_fit(step)
-        A = _dense(est.components_)
+        A = to_dense(est.components_)
         assert A.shape[1] == 7 and (A.sum(axis=0) > 0).all(), type(est).__name__
 
 

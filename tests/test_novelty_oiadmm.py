@@ -11,11 +11,9 @@ from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.oiadmm import _DENSE_DUAL_FRACTION, OIADMM, l1_dictionary_update, psi_max
 from sparsewatch.models.projections import project_l1_ball_nonneg
 
+from tests.support.arrays import to_dense
+
 M, K = 300, 10
-
-
-def _dense(D: sp.spmatrix | np.ndarray) -> np.ndarray:
-    return D.toarray() if sp.issparse(D) else np.asarray(D)
 
 
 def _initialize(
@@ -76,7 +74,7 @@ def test_step_matches_dense_formulas(w: float, dual: str) -> None:
     A1 = project_l1_ball_nonneg(A0 - tau * G)
     D1 = Delta0 + beta * (Pd - A1 @ X - E)
     np.testing.assert_allclose(o.components_, A1, atol=1e-12)
-    np.testing.assert_allclose(_dense(o.dual_), D1, atol=1e-12)
+    np.testing.assert_allclose(to_dense(o.dual_), D1, atol=1e-12)
     assert np.isclose(o.violation_[-1], np.linalg.norm(Pd - A1 @ X - E))
 
 
@@ -118,7 +116,7 @@ def test_dense_steps_follow_sparse_steps_and_the_dual_turns_dense_when_full() ->
                 o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
     s, d = runs["sparse"], runs["dense"]
     np.testing.assert_allclose(d.components_, s.components_, atol=1e-10)
-    np.testing.assert_allclose(_dense(d.dual_), _dense(s.dual_), atol=1e-10)
+    np.testing.assert_allclose(to_dense(d.dual_), to_dense(s.dual_), atol=1e-10)
     np.testing.assert_allclose(d.violation_, s.violation_, rtol=1e-9)
     assert sp.issparse(s.dual_) and s.dual_.nnz > _DENSE_DUAL_FRACTION * np.prod(s.dual_.shape)
     o = OIADMM(dtype=np.float64).initialize(A0)
@@ -141,19 +139,19 @@ def test_dual_follows_window_sizes_and_vocabulary(
         assert o.dual_.shape == (M, n) and o.components_.dtype == np.float32
         assert sp.issparse(o.dual_) == (dual == "sparse") and o.dual_.dtype == np.float32
     kept = np.setdiff1d(np.arange(M), [3, 7, 100])
-    before = _dense(o.dual_)[kept]
+    before = to_dense(o.dual_)[kept]
     o.remap_rows(kept, 5)
     assert o.components_.shape == (M + 2, K) and o.dual_.shape == (M + 2, 30)
-    np.testing.assert_array_equal(_dense(o.dual_)[: M - 3], before)
-    assert not _dense(o.dual_)[M - 3 :].any() and not o.components_[M - 3 :].any()
+    np.testing.assert_array_equal(to_dense(o.dual_)[: M - 3], before)
+    assert not to_dense(o.dual_)[M - 3 :].any() and not o.components_[M - 3 :].any()
     P = sp.vstack([_window(rng, A_true, 30)[kept], sp.random(5, 30, density=0.1)]).tocsc()
     o.partial_fit(P, l1_sparse_code(P, o.components_, 0.1).codes.T)
     assert np.all(o.components_ >= 0) and np.all(o.components_.sum(axis=0) <= 1 + 1e-5)
     # an empty window takes no step and keeps the dual the last window left
-    dual, A, steps = _dense(o.dual_).copy(), _dense(o.components_).copy(), o.n_steps_
+    dual, A, steps = to_dense(o.dual_).copy(), to_dense(o.components_).copy(), o.n_steps_
     o.partial_fit(sp.csc_matrix((M + 2, 0)), sp.csr_matrix((K, 0)))
-    np.testing.assert_array_equal(_dense(o.dual_), dual)
-    np.testing.assert_array_equal(_dense(o.components_), A)
+    np.testing.assert_array_equal(to_dense(o.dual_), dual)
+    np.testing.assert_array_equal(to_dense(o.components_), A)
     assert o.n_steps_ == steps
 
 
@@ -173,7 +171,7 @@ def test_state_round_trip(dual: str, monkeypatch: pytest.MonkeyPatch) -> None:
     o.partial_fit(Q, X)
     p.partial_fit(Q, X)
     np.testing.assert_array_equal(o.components_, p.components_)
-    np.testing.assert_array_equal(_dense(o.dual_), _dense(p.dual_))
+    np.testing.assert_array_equal(to_dense(o.dual_), to_dense(p.dual_))
     assert sp.issparse(p.dual_) == (dual == "sparse")
     old = {k: v for k, v in o.get_state().items() if not k.startswith("components_")}
     old["components"] = o.components_  # the dense layout of earlier checkpoints still loads
@@ -240,7 +238,7 @@ def test_sparse_dictionary_layout_takes_the_same_steps(
             new_atoms = new_atoms[kept]
         assert sp.isspmatrix_csc(sparse.components_)
         np.testing.assert_allclose(sparse.components_.toarray(), dense.components_, atol=1e-10)
-        np.testing.assert_allclose(_dense(sparse.dual_), _dense(dense.dual_), atol=1e-10)
+        np.testing.assert_allclose(to_dense(sparse.dual_), to_dense(dense.dual_), atol=1e-10)
     np.testing.assert_allclose(sparse.violation_, dense.violation_, rtol=1e-9)
     A = sparse.components_
     assert A.nnz == np.count_nonzero(A.toarray()) < 0.5 * np.prod(A.shape)  # no stored zeros

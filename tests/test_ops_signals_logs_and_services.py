@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,13 +20,10 @@ from sparsewatch.config import load_config
 from sparsewatch.demo import run_demo
 from sparsewatch.kafka_local import LocalKafka
 from sparsewatch.runner import run_loops
+from tests.support.cli import clean_environ
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")}
-    return {**env, **extra}
 
 
 def test_run_loops_gives_the_signal_handlers_back() -> None:
@@ -43,7 +39,7 @@ def test_debug_off_in_words_keeps_errors_to_one_line(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "sparsewatch", "run", "detector"]
     bad = {"SPARSEWATCH_DETECTOR_INITIAL_ATOMS": "0", "SPARSEWATCH_DATA_DIR": str(tmp_path)}
     for value, traceback in (("false", False), ("off", False), ("1", True), ("yes", True)):
-        env = _env(**bad, SPARSEWATCH_DEBUG=value)
+        env = clean_environ(**bad, SPARSEWATCH_DEBUG=value)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0
         assert ("Traceback" in proc.stderr) is traceback, (value, proc.stderr[-2000:])
@@ -114,7 +110,7 @@ def _jvm_alive(pid: int) -> bool:
 def test_sigterm_during_the_demo_stops_its_broker(tmp_path: Path) -> None:
     """SIGTERM ended the demo at once (Python's default), and the broker it had started, in a
     session of its own, kept running."""
-    env = _env(
+    env = clean_environ(
         SPARSEWATCH_DATA_DIR=str(tmp_path),
         SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:1",  # none there: the demo starts its own
     )
@@ -172,16 +168,10 @@ def test_the_demo_leaves_running_a_broker_it_did_not_start(tmp_path: Path) -> No
 # -- scripts/services.sh -------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _services(services_dir: Path, port: int, steps: str) -> subprocess.CompletedProcess[str]:
     """Run ``steps`` in bash after sourcing scripts/services.sh (not under ``set -e``, as a
     developer's shell runs them)."""
-    env = _env(SW_SERVICES_DIR=str(services_dir), SW_PG_PORT=str(port))
+    env = clean_environ(SW_SERVICES_DIR=str(services_dir), SW_PG_PORT=str(port))
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
     return subprocess.run(
         ["bash", "-c", f"source scripts/services.sh\n{steps}"],
@@ -211,7 +201,7 @@ def _new_dir(dirs: list[Path]) -> Path:
 def test_postgres_up_fails_when_its_port_is_taken(services_dirs: list[Path]) -> None:
     """The second cluster did not start (its port taken), yet postgres_up returned 0: its
     connection check reached the first cluster, and the tests ran against that one."""
-    port = _free_port()
+    port = free_port()
     first, second = _new_dir(services_dirs), _new_dir(services_dirs)
     try:
         assert _services(first, port, "postgres_up").returncode == 0
@@ -224,7 +214,7 @@ def test_postgres_up_fails_when_its_port_is_taken(services_dirs: list[Path]) -> 
 
 
 def test_postgres_up_and_down_repeat(services_dirs: list[Path]) -> None:
-    port = _free_port()
+    port = free_port()
     folder = _new_dir(services_dirs)
     try:
         proc = _services(folder, port, "postgres_up && postgres_up && postgres_down && postgres_up")
@@ -238,6 +228,6 @@ def test_kafka_up_fails_when_the_broker_does_not_start(services_dirs: list[Path]
     """kafka_up printed "== Kafka is up at " (an empty address) and returned 0."""
     not_a_folder = _new_dir(services_dirs) / "file"
     not_a_folder.write_text("")
-    proc = _services(not_a_folder, _free_port(), 'kafka_up; echo "rc=$?"')
+    proc = _services(not_a_folder, free_port(), 'kafka_up; echo "rc=$?"')
     assert proc.stdout.strip().splitlines()[-1] != "rc=0", proc.stdout + proc.stderr
     assert "Kafka is up" not in proc.stdout

@@ -6,14 +6,9 @@ import json
 
 import numpy as np
 import pytest
-from sparsewatch.consumers.anomaly_worker import (
-    MAX_WINDOW_DOCUMENTS,
-    MAX_WINDOW_SEQ,
-    REMEMBERED_WINDOWS,
-    AnomalyStreamState,
-    parse_scored,
-)
+from sparsewatch.consumers.anomaly_worker import REMEMBERED_WINDOWS, AnomalyStreamState
 from sparsewatch.consumers.messages import InvalidMessageError
+from sparsewatch.consumers.score_messages import MAX_WINDOW_DOCUMENTS, MAX_WINDOW_SEQ, parse_scored
 from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import load_config

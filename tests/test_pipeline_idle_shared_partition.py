@@ -16,7 +16,8 @@ import time
 import uuid
 
 import pytest
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.worker import _Partition
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store

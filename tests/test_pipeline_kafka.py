@@ -14,11 +14,8 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -29,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.memory import FreeHeapBound
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.replay.producer import replay_documents
@@ -41,12 +39,14 @@ from sqlalchemy import text
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
 from tests.support.anomaly_worker import scores_message
+from tests.support.kafka_topics import read_at_least
 from tests.support.pipeline_kafka import (
     FIXED_DICTIONARY,
     assert_same,
     offline_scores,
     pipeline_env,
     produce,
+    spawn_worker,
     stored_scores,
     streams,
 )
@@ -67,23 +67,6 @@ def _ends(bootstrap: str, topic: str, partitions: int = 2) -> dict[int, int]:
         }
     finally:
         probe.close()
-
-
-def _dlq(bootstrap: str, topic: str, expected: int) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"dlq-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.subscribe([topic])
-    got: list = []
-    deadline = time.monotonic() + 60
-    while len(got) < expected and time.monotonic() < deadline:
-        got += [m for m in consumer.consume(500, timeout=1.0) if m.error() is None]
-    consumer.close()
-    return got
 
 
 def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
@@ -119,7 +102,7 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
         reasons = store.dead_letter_reasons(limit=None)  # `sparsewatch dead-letters --summary`
     finally:
         store.dispose()
-    dead = _dlq(kafka_bootstrap, config.kafka.topic("dlq"), n_bad)
+    dead = read_at_least(kafka_bootstrap, config.kafka.topic("dlq"), n_bad)
     assert len({m.key() for m in dead}) == n_bad
     assert all(dict(m.headers())["reason"] for m in dead)
     by_reason = Counter(reason_pattern(dict(m.headers())["reason"].decode()) for m in dead)
@@ -128,16 +111,6 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
     cut = [m for m in dead if "truncated_from_bytes" in dict(m.headers())]
     assert len(cut) == 1 and cut[0].value() == HUGE[: len(cut[0].value())]
     assert int(dict(cut[0].headers())["truncated_from_bytes"]) == len(HUGE) > len(cut[0].value())
-
-
-def _spawn(env: dict[str, str], log: Path, role: str = "detector") -> subprocess.Popen:
-    full = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "sparsewatch", "run", role, "--until-idle", "20"],
-        env=full,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 def _stored_rows(db_url: str) -> int:
@@ -160,7 +133,7 @@ def _kill_repeatedly(
     rng = random.Random(seed)
     targets = sorted(rng.uniform(0.05, 0.9) * total for _ in range(kills))
     for target in targets:
-        proc = _spawn(env, log, role=role)
+        proc = spawn_worker(env, log, role=role)
         deadline = time.monotonic() + 300
         while _stored_rows(env["SPARSEWATCH_DATABASE_URL"]) < target:
             assert proc.poll() is None, log.read_text()[-2000:]
@@ -170,7 +143,7 @@ def _kill_repeatedly(
         assert proc.poll() is None, log.read_text()[-2000:]
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    final = _spawn(env, log, role=role)
+    final = spawn_worker(env, log, role=role)
     assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
 
 
@@ -470,9 +443,9 @@ def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path)
     docs = streams(1500)
     produce(kafka_bootstrap, f"{prefix}.docs", docs)
     log = tmp_path / "workers.log"
-    first = _spawn(env, log)
+    first = spawn_worker(env, log)
     time.sleep(8.0)
-    second = _spawn(env, log)  # joins the group mid-stream: partitions move
+    second = spawn_worker(env, log)  # joins the group mid-stream: partitions move
     assert first.wait(timeout=600) == 0, log.read_text()[-2000:]
     assert second.wait(timeout=600) == 0, log.read_text()[-2000:]
     store = Store.open(db_url)
@@ -564,7 +537,7 @@ def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_b
         "version of 12 documents"
     )
     assert dead == [(10 + i, reason, sent[10 + i]) for i in range(4)]
-    dlq = _dlq(kafka_bootstrap, f"{prefix}.dlq", 4)
+    dlq = read_at_least(kafka_bootstrap, f"{prefix}.dlq", 4)
     assert sorted(m.value() for m in dlq) == sent[10:14]
     assert {dict(m.headers())["reason"].decode() for m in dlq} == {reason}
 
@@ -584,7 +557,7 @@ def test_detector_survives_a_broker_restart(tmp_path):
         docs = streams(10_000)
         produce(bootstrap, f"{prefix}.docs", docs)
         log = tmp_path / "worker.log"
-        worker = _spawn(env, log)
+        worker = spawn_worker(env, log)
         while _stored_rows(db_url) < len(docs) // 3:
             assert worker.poll() is None, log.read_text()[-2000:]
             time.sleep(0.2)

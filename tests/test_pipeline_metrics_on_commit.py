@@ -9,7 +9,6 @@ message, the endpoint kept showing the counts from before it for as long as the 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import urllib.request
@@ -17,7 +16,8 @@ import uuid
 
 import pytest
 from prometheus_client import REGISTRY
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.messages import EndOfStream
 from sparsewatch.consumers.metrics import IngestMetrics, WorkerMetrics
 from sparsewatch.replay.synthetic import generate_stream
@@ -26,6 +26,7 @@ from sqlalchemy import text
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker, run_workers
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -90,16 +91,10 @@ def test_metrics_count_a_transaction_once_it_is_committed(kafka_bootstrap, tmp_p
         store.dispose()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_metrics_endpoint_stops_with_the_workers(kafka_bootstrap, tmp_path):
     """The endpoint served while the workers ran and was never closed: a second run in the same
     process (a test, an embedding application) could not bind the port again."""
-    port = _free_port()
+    port = free_port()
     config = load_config(
         env={
             "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
@@ -164,7 +159,7 @@ def test_every_series_exists_from_the_start() -> None:
 
 def test_late_documents_are_counted_apart_from_the_windows() -> None:
     """Late documents (an output that is no window) were counted nowhere."""
-    from sparsewatch.consumers.worker import Output
+    from sparsewatch.consumers.processor import Output
 
     metrics = WorkerMetrics("late-probe")
     metrics.observe([Output(is_window=False, late=3), Output(n_documents=5, novel=1)], [0.1], 0)

@@ -17,6 +17,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.query_options import parse_time
 from tests.support.cli import run_cli
+from tests.support.storage import novel_document_alerts
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 STREAMS = ("news", "tweets")
@@ -58,19 +59,7 @@ def populate(url: str) -> dict:
                     }
                     for i, d in enumerate(docs)
                 ]
-                alerts = [
-                    {
-                        "kind": "novel_document",
-                        "stream": stream,
-                        "subject_id": d["doc_id"],
-                        "score": d["novelty_score"],
-                        "window_seq": seq,
-                        "event_time": d["event_time"],
-                        "summary": d["text"][:30],
-                    }
-                    for d in docs
-                    if d["novel"]
-                ]
+                alerts = novel_document_alerts(docs, summary_chars=30)
                 alerts += [
                     {
                         "kind": "anomaly",

@@ -11,6 +11,7 @@ from sparsewatch.storage.queries import AlertFollower
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli
+from tests.support.storage import novel_document_alerts
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TEXTS = [
@@ -36,22 +37,10 @@ def populated(database_url: str) -> str:
         }
         for i, text in enumerate(TEXTS)
     ]
-    alerts = [
-        {
-            "kind": "novel_document",
-            "stream": "news",
-            "subject_id": d["doc_id"],
-            "score": 0.5,
-            "window_seq": 0,
-            "event_time": d["event_time"],
-            "summary": d["text"],
-        }
-        for d in docs
-    ]
     with Store.open(database_url) as store, store.transaction() as tx:
         tx.upsert_window("news", 0, T0, T0 + timedelta(hours=1), len(docs), None, {}, "idle")
         tx.insert_documents(docs)
-        tx.insert_alerts(alerts)
+        tx.insert_alerts(novel_document_alerts(docs))
     return database_url
 
 

@@ -22,6 +22,7 @@ from sparsewatch.storage.queries import AlertFollower, fold_case
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli
+from tests.support.storage import novel_document_alerts
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TEXTS = {
@@ -48,18 +49,6 @@ def populate(url: str) -> str:
         }
         for i, (doc_id, text) in enumerate(TEXTS.items())
     ]
-    alerts = [
-        {
-            "kind": "novel_document",
-            "stream": "s",
-            "subject_id": d["doc_id"],
-            "score": 0.5,
-            "window_seq": 0,
-            "event_time": d["event_time"],
-            "summary": d["text"],
-        }
-        for d in docs
-    ]
     dead = [
         {"topic": "t", "partition": 0, "offset": i, "reason": d["text"], "payload": b"x"}
         for i, d in enumerate(docs)
@@ -67,7 +56,7 @@ def populate(url: str) -> str:
     with Store.open(url) as store, store.transaction() as tx:
         tx.upsert_window("s", 0, T0, T0 + timedelta(hours=1), len(docs), None, {}, "idle")
         tx.insert_documents(docs)
-        tx.insert_alerts(alerts)
+        tx.insert_alerts(novel_document_alerts(docs))
         tx.insert_dead_letters(dead)
     return url
 

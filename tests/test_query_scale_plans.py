@@ -13,7 +13,8 @@ from sparsewatch.storage import migrate, queries
 from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.store import Store
 
-from tests.support.query_plans import query_plan
+from tests.support.query_plans import indexes, query_plan
+from tests.support.storage import document_columns
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 STREAMS = ("news", "tweets", "wire")
@@ -21,22 +22,8 @@ STREAMS = ("news", "tweets", "wire")
 
 def _documents(stream: str, seq: int, n: int, rng: np.random.Generator) -> DocumentColumns:
     start = T0 + timedelta(hours=seq)
-    return DocumentColumns(
-        stream=[stream] * n,
-        doc_id=[f"{stream}-{seq}-{i}" for i in range(n)],
-        event_time=[start + timedelta(seconds=10 * i) for i in range(n)],
-        window_seq=np.full(n, seq, dtype=np.int64),
-        novelty_score=rng.random(n),
-        reconstruction_error=rng.random(n),
-        novel=rng.random(n) < 0.05,
-        late=np.zeros(n, dtype=bool),
-        dominant_topic=rng.integers(0, 10, n),
-        emerging_topic=np.full(n, -1),
-        top_atoms_indptr=np.zeros(n + 1, dtype=np.int64),
-        top_atoms=np.zeros(0, dtype=np.int64),
-        labels=[()] * n,
-        text=[f"story {i}" for i in range(n)],
-    )
+    times = [start + timedelta(seconds=10 * i) for i in range(n)]
+    return document_columns(stream, seq, times, rng)
 
 
 def _fill(store: Store, windows: int, docs: int) -> None:
@@ -75,23 +62,19 @@ def test_revision_0003_upgrades_from_0002_and_downgrades(database_url) -> None:
                     "VALUES ('news', 'old', 3, 'an old story')"
                 )
             )
-        assert "ix_documents_window_seq" not in _document_indexes(engine)
+        assert "ix_documents_window_seq" not in indexes(engine, "documents")
         migrate.upgrade(engine)
         assert migrate.current_revision(engine) == migrate.head_revision()
-        assert _document_indexes(engine)["ix_documents_window_seq"] == ["window_seq"]
+        assert indexes(engine, "documents")["ix_documents_window_seq"] == ["window_seq"]
         config = migrate.alembic_config()
         with engine.begin() as conn:
             config.attributes["connection"] = conn
             command.downgrade(config, "0002")
         assert migrate.current_revision(engine) == "0002"
-        assert "ix_documents_window_seq" not in _document_indexes(engine)
+        assert "ix_documents_window_seq" not in indexes(engine, "documents")
     finally:
         engine.dispose()
     with Store.open(database_url) as store:  # opening migrates to the newest revision again
         assert store.revision() == migrate.head_revision()
         [row] = store.documents(window_seq=3, limit=None)
     assert (row["doc_id"], row["text"]) == ("old", "an old story")
-
-
-def _document_indexes(engine: sa.Engine) -> dict[str, list[str]]:
-    return {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("documents")}

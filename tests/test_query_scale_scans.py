@@ -22,7 +22,7 @@ from sparsewatch.storage.queries import fold_case, reason_pattern
 from sparsewatch.storage.schema import dead_letters
 from sparsewatch.storage.store import Store
 
-from tests.support.query_plans import query_plan
+from tests.support.query_plans import indexes, query_plan
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 INDEX = "ix_dead_letters_reason_pattern_topic_created_at"
@@ -171,10 +171,6 @@ def test_inserted_dead_letters_store_their_reason_pattern(
     assert {p for _, p in stored} >= {"not UTF-8 (byte N)", "missing field 'text'"}
 
 
-def _dead_letter_indexes(engine: sa.Engine) -> dict[str, list[str]]:
-    return {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("dead_letters")}
-
-
 def test_revision_0006_fills_the_patterns_of_stored_dead_letters_and_downgrades(
     database_url: str,
 ) -> None:
@@ -189,13 +185,13 @@ def test_revision_0006_fills_the_patterns_of_stored_dead_letters_and_downgrades(
             stored = conn.execute(sa.text("SELECT reason, reason_pattern FROM dead_letters")).all()
         assert len(stored) == 40
         assert all(pattern == reason_pattern(reason) for reason, pattern in stored)
-        assert _dead_letter_indexes(engine)[INDEX] == ["reason_pattern", "topic", "created_at"]
+        assert indexes(engine, "dead_letters")[INDEX] == ["reason_pattern", "topic", "created_at"]
         config = migrate.alembic_config()
         with engine.begin() as conn:
             config.attributes["connection"] = conn
             command.downgrade(config, "0005")
         assert migrate.current_revision(engine) == "0005"
-        assert INDEX not in _dead_letter_indexes(engine)
+        assert INDEX not in indexes(engine, "dead_letters")
         columns = {c["name"] for c in sa.inspect(engine).get_columns("dead_letters")}
         assert "reason_pattern" not in columns
         migrate.upgrade(engine, "0006")

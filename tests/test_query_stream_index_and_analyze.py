@@ -21,7 +21,8 @@ from sparsewatch.storage.engine import sqlite_file
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli
-from tests.support.query_plans import query_plan
+from tests.support.query_plans import indexes, query_plan
+from tests.support.storage import document_columns
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 STREAMS = ("news", "tweets", "wire")
@@ -30,22 +31,8 @@ INDEX = "ix_documents_stream_event_time"
 
 def _documents(stream: str, seq: int, n: int, rng: np.random.Generator) -> DocumentColumns:
     start = T0 + timedelta(hours=seq)
-    return DocumentColumns(
-        stream=[stream] * n,
-        doc_id=[f"{stream}-{seq}-{i}" for i in range(n)],
-        event_time=[start + timedelta(seconds=30 * (i // 2)) for i in range(n)],  # ties
-        window_seq=np.full(n, seq, dtype=np.int64),
-        novelty_score=rng.random(n),
-        reconstruction_error=rng.random(n),
-        novel=rng.random(n) < 0.05,
-        late=np.zeros(n, dtype=bool),
-        dominant_topic=rng.integers(0, 10, n),
-        emerging_topic=np.full(n, -1),
-        top_atoms_indptr=np.zeros(n + 1, dtype=np.int64),
-        top_atoms=np.zeros(0, dtype=np.int64),
-        labels=[()] * n,
-        text=[f"story {i}" for i in range(n)],
-    )
+    times = [start + timedelta(seconds=30 * (i // 2)) for i in range(n)]  # ties
+    return document_columns(stream, seq, times, rng)
 
 
 def _fill(store: Store, windows: int, docs: int) -> None:
@@ -61,10 +48,6 @@ def _fill(store: Store, windows: int, docs: int) -> None:
     if store.engine.dialect.name == "postgresql":
         with store.engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE")
-
-
-def _document_indexes(engine: sa.Engine) -> dict[str, list[str]]:
-    return {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("documents")}
 
 
 def _statistics(url: str) -> dict[str, str]:
@@ -133,10 +116,10 @@ def test_revision_0005_upgrades_a_database_at_0004_with_data_and_downgrades(
                     "VALUES ('news', 'old', '2024-05-01 10:00:00', 3, 'an old story')"
                 )
             )
-        assert INDEX not in _document_indexes(engine)
+        assert INDEX not in indexes(engine, "documents")
         migrate.upgrade(engine, "0005")
         assert migrate.current_revision(engine) == "0005"
-        assert _document_indexes(engine)[INDEX] == ["stream", "event_time"]
+        assert indexes(engine, "documents")[INDEX] == ["stream", "event_time"]
         if engine.dialect.name == "sqlite":  # the upgrade gathered statistics for its plans
             assert _statistics(database_url)[INDEX] == "1 1 1"
         config = migrate.alembic_config()
@@ -144,7 +127,7 @@ def test_revision_0005_upgrades_a_database_at_0004_with_data_and_downgrades(
             config.attributes["connection"] = conn
             command.downgrade(config, "0004")
         assert migrate.current_revision(engine) == "0004"
-        assert INDEX not in _document_indexes(engine)
+        assert INDEX not in indexes(engine, "documents")
         with engine.begin() as conn:  # created by hand, as benchmarks/storage.md suggested
             conn.exec_driver_sql(f"CREATE INDEX {INDEX} ON documents (stream, event_time)")
         migrate.upgrade(engine, "0005")

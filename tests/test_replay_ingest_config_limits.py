@@ -20,18 +20,18 @@ from sparsewatch.consumers.retry import StopFlag
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
+from tests.support.cli import clean_environ
 
 MAX_MESSAGE_BYTES = 1_000_000  # librdkafka's default message.max.bytes, as the producers use it
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")}
     return subprocess.run(
         [sys.executable, "-m", "sparsewatch", *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**environ, **env},
+        env=clean_environ(**env),
     )
 
 

@@ -5,52 +5,27 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.replay.documents import read_documents
 from sparsewatch.replay.event_sort import sort_by_event_time
 from sparsewatch.replay.producer import as_message, replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 
 from tests.support.cli import run_cli, run_replay
+from tests.support.kafka_topics import consume_messages
 
 pytestmark = pytest.mark.kafka
 
 
 def consume_all(bootstrap: str, topic: str, timeout: float = 90.0) -> list[tuple[int, str, dict]]:
     """Every message of ``topic`` as (partition, key, value), in offset order per partition."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "log_level": 3,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        wanted = {}
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            wanted[p] = high - low
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        got: list[tuple[int, str, dict]] = []
-        import time
-
-        deadline = time.monotonic() + timeout
-        while len(got) < sum(wanted.values()) and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=2000, timeout=1.0):
-                if msg.error() is None:
-                    got.append((msg.partition(), msg.key().decode(), json.loads(msg.value())))
-        assert len(got) == sum(wanted.values()), "not every message came back"
-        return got
-    finally:
-        consumer.close()
+    return [
+        (msg.partition(), msg.key().decode(), json.loads(msg.value()))
+        for msg in consume_messages(bootstrap, topic, timeout)
+    ]
 
 
 @pytest.mark.data

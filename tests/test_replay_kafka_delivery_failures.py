@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.replay.documents import ErrorFile
 from sparsewatch.replay.producer import replay_documents
 

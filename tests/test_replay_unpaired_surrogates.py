@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import map_record
-from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.messages import (
     InvalidMessageError,
     RecordError,

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+from sparsewatch.consumers.score_messages import parse_scored
 from sparsewatch.storage import retention
 from sparsewatch.storage.schema import snapshots, windows
 from sparsewatch.storage.serialization import arrays_to_npz, npz_to_arrays

@@ -7,17 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import run_process
+
 
 def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "SPARSEWATCH_DATA_DIR": str(tmp_path), **env}
-    full.pop("SPARSEWATCH_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "sparsewatch", "run", "detector"],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    settings = {"SPARSEWATCH_DATA_DIR": str(tmp_path), **env}
+    return run_process("run", "detector", timeout=180, **settings)
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:

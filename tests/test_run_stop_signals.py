@@ -4,7 +4,6 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,10 +12,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from sparsewatch.consumers.kafka_client import ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
+
+from tests.support.cli import clean_environ
 
 pytestmark = [pytest.mark.kafka]
 
@@ -33,15 +34,14 @@ def _start(
 ) -> subprocess.Popen[bytes]:
     """``sparsewatch run ARGS`` on ``prefix``'s topics (1-hour windows), its stderr (the log)
     appended to ``log``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")}
-    env |= {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
-        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
-        "SPARSEWATCH_DATABASE_URL": database_url,
-        "SPARSEWATCH_DATA_DIR": str(log.parent),
-        "SPARSEWATCH_WINDOWS_SIZE": "1h",
-    }
+    env = clean_environ(
+        SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        SPARSEWATCH_KAFKA_TOPIC_PREFIX=prefix,
+        SPARSEWATCH_KAFKA_GROUP_ID=prefix,
+        SPARSEWATCH_DATABASE_URL=database_url,
+        SPARSEWATCH_DATA_DIR=str(log.parent),
+        SPARSEWATCH_WINDOWS_SIZE="1h",
+    )
     with log.open("ab") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "sparsewatch", "run", *args], env=env, stderr=err

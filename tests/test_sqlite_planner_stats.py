@@ -31,6 +31,8 @@ from sparsewatch.storage.engine import create_engine
 from sparsewatch.storage.retention import StatisticsPolicy, StatisticsRefresh, prune
 from sparsewatch.storage.store import Store
 
+from tests.support.storage import document_columns
+
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 STREAMS = ("s0", "s1", "s2")
 DOCS = 50  # a window's documents in each stream: a job of 150
@@ -41,22 +43,8 @@ EVENT_TIME_INDEX = "ix_documents_stream_event_time"
 def _documents(stream: str, seq: int, n: int = DOCS) -> DocumentColumns:
     rng = np.random.default_rng(seq)
     start = T0 + timedelta(hours=seq)
-    return DocumentColumns(
-        stream=[stream] * n,
-        doc_id=[f"{stream}-{seq}-{i}" for i in range(n)],
-        event_time=[start + timedelta(seconds=60 * i) for i in range(n)],
-        window_seq=np.full(n, seq, dtype=np.int64),
-        novelty_score=rng.random(n),
-        reconstruction_error=rng.random(n),
-        novel=rng.random(n) < 0.05,
-        late=np.zeros(n, dtype=bool),
-        dominant_topic=rng.integers(0, 10, n),
-        emerging_topic=np.full(n, -1),
-        top_atoms_indptr=np.zeros(n + 1, dtype=np.int64),
-        top_atoms=np.zeros(0, dtype=np.int64),
-        labels=[()] * n,
-        text=[f"story {i}" for i in range(n)],
-    )
+    times = [start + timedelta(seconds=60 * i) for i in range(n)]
+    return document_columns(stream, seq, times, rng)
 
 
 def _job(seq: int) -> WriteJob:

@@ -11,37 +11,20 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sparsewatch.consumers.kafka_client import ensure_topics
-from sparsewatch.consumers.writer import ThreadWriter, WriterError, make_writer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.writer import ThreadWriter, make_writer
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker
-from tests.support.writer_jobs import contents, destination, write_job
+from tests.support.writer_jobs import contents, destination, job_outcome, write_job
 
 MEMORY_URLS = ["sqlite://", "sqlite:///file::memory:?uri=true"]
-
-
-def _outcome(pending: Any, within_s: float) -> BaseException | float | None:
-    """The job's result or error, None if it has not come within ``within_s``."""
-    outcome: list[BaseException | float] = []
-
-    def wait() -> None:
-        try:
-            outcome.append(pending.result())
-        except WriterError as exc:
-            outcome.append(exc)
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
-    waiter.join(within_s)
-    return outcome[0] if outcome else None
 
 
 @pytest.mark.kafka
@@ -55,7 +38,7 @@ def test_the_writer_thread_commits_into_the_in_memory_store(kafka_bootstrap, url
         writer = make_writer("process", store, dest, "test")
         assert isinstance(writer, ThreadWriter)
         try:
-            outcome = _outcome(writer.submit(write_job()), 30)
+            outcome = job_outcome(writer.submit(write_job()), 30)
         finally:
             writer.abandon_retries()  # (a job still retrying: let close return)
             writer.close()

@@ -28,16 +28,15 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from sparsewatch.consumers.memory import FreeHeapBound
 from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import (
-    ThreadWriter,
     WriterError,
 )
 from sparsewatch.storage.schema import metadata
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
-from sparsewatch.runner import build_worker
 from tests.support.anomaly_worker import scores_message
-from tests.support.gated_writer import CountingStore, GatedWriter
+from tests.support.gated_writer import CountingStore, feed, finish, loop_over, open_counting
+from tests.support.storage import dump
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -46,7 +45,6 @@ WINDOWS = 4  # per stream
 DOCS = 5  # per window
 BATCH = 200  # messages
 GARBAGE_EVERY = 41  # a message that is no scores message (a dead letter) every so many
-IDLE_AT = 100.0  # the loop's clock when every stream has gone quiet
 
 
 @dataclass
@@ -105,46 +103,16 @@ def _input(bootstrap: str) -> _Input:
 
 
 def _worker(data: _Input, store: CountingStore, gated: bool) -> WorkerLoop:
-    worker = build_worker("anomaly", data.config, store)
-    writer = GatedWriter if gated else ThreadWriter
-    worker._writer = writer(store, worker.destination, "anomaly")
-    return worker
-
-
-def _feed(worker: WorkerLoop, messages: list[Message], batch: int) -> None:
-    """``messages`` in batches, as ``run()`` hands them over; one message a batch, each batch's
-    transaction is waited for before the next (every window is then committed alone)."""
-    for lo in range(0, len(messages), batch):
-        worker._process(messages[lo : lo + batch], now=lo / 1e6)
-        if batch == 1:
-            worker._wait_written()
-
-
-def _finish(worker: WorkerLoop) -> None:
-    """Every stream goes quiet (its partition read up to date past the idle timeout): each is
-    checkpointed, and the resume offset reaches the end of the input."""
-    worker._partitions[0].read_up_to_at = IDLE_AT
-    worker._process([], IDLE_AT)
-    worker._wait_written()
-    assert worker._writer is not None
-    worker._writer.close()
+    return loop_over("anomaly", data.config, store, gated)
 
 
 def _contents(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows but their surrogate keys and creation times, in a fixed order."""
-    tables = {}
-    with store.reading() as conn:
-        for table in metadata.sorted_tables:
-            columns = [c for c in table.columns if c.name not in ("id", "created_at")]
-            rows = [tuple(r) for r in conn.execute(sa.select(*columns))]
-            tables[table.name] = sorted(rows, key=repr)
-    return tables
+    return dump(store, leave_out_columns={"id", "created_at"})
 
 
 def _open(path: Path) -> CountingStore:
-    store = CountingStore.open(f"sqlite:///{path}")
-    assert isinstance(store, CountingStore)
-    return store
+    return open_counting(f"sqlite:///{path}")
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +124,8 @@ def reference(
     store = _open(tmp_path_factory.mktemp("reference") / "reference.db")
     try:
         worker = _worker(data, store, gated=False)
-        _feed(worker, data.messages, batch=1)
-        _finish(worker)
+        feed(worker, data.messages, batch=1)
+        finish(worker)
         contents = _contents(store)
     finally:
         store.dispose()
@@ -200,11 +168,11 @@ def test_windows_closing_while_a_transaction_is_in_flight_share_the_next_one(ref
     try:
         worker = _worker(data, store, gated=True)
         worker.heap_bound.limit_bytes = 0  # measured after each batch that closed windows
-        _feed(worker, data.messages, batch=BATCH)
+        feed(worker, data.messages, batch=BATCH)
         worker._wait_written()
         fed = store.transactions
         heap_checks = worker.heap_bound.checks
-        _finish(worker)
+        finish(worker)
         contents = _contents(store)
     finally:
         store.dispose()
@@ -227,7 +195,7 @@ def test_a_crash_before_the_deferred_windows_are_written_replays_them(reference,
     store = _open(path)
     try:
         worker = _worker(data, store, gated=True)
-        _feed(worker, data.messages[:upto], batch=BATCH)
+        feed(worker, data.messages[:upto], batch=BATCH)
         store.crash_next = True
         with pytest.raises(WriterError, match="_CrashError"):
             worker._wait_written()
@@ -253,8 +221,8 @@ def test_a_crash_before_the_deferred_windows_are_written_replays_them(reference,
     store = _open(path)
     try:
         worker = _worker(data, store, gated=False)
-        _feed(worker, data.messages[resume:], batch=BATCH)
-        _finish(worker)
+        feed(worker, data.messages[resume:], batch=BATCH)
+        finish(worker)
         contents = _contents(store)
     finally:
         store.dispose()

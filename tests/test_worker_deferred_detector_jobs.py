@@ -28,19 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.worker import WorkerLoop
-from sparsewatch.consumers.writer import ThreadWriter, WriterError
+from sparsewatch.consumers.writer import WriterError
 from sparsewatch.replay.synthetic import generate_stream
-from sparsewatch.storage.schema import metadata
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
 from tests.conftest import _fresh_postgres_database
-from tests.support.gated_writer import CountingStore, GatedWriter
+from tests.support.gated_writer import CountingStore, feed, finish, loop_over, open_counting
+from tests.support.storage import dump
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -50,7 +50,6 @@ DOCS = 8  # per window
 WINDOW_MS = 10_000
 T0 = 1_700_000_000_000  # (event times in the past: the idle timer closes the last windows)
 BATCH = 100  # messages
-IDLE_AT = 100.0  # the loop's clock when every stream has gone quiet
 # Columns that differ between two runs of the same input (surrogate keys, clocks, timings).
 VOLATILE = {"id", "created_at", "updated_at", "timings", "committed_at"}
 
@@ -154,44 +153,13 @@ def _input(bootstrap: str, short: bool = False, markers: bool = False, **extra: 
 
 
 def _worker(data: _Input, store: CountingStore, gated: bool) -> WorkerLoop:
-    worker = build_worker("detector", data.config, store)
-    writer = GatedWriter if gated else ThreadWriter
-    worker._writer = writer(store, worker.destination, "detector")
-    return worker
-
-
-def _feed(worker: WorkerLoop, messages: list[Message], batch: int) -> None:
-    for lo in range(0, len(messages), batch):
-        worker._process(messages[lo : lo + batch], now=lo / 1e6)
-        if batch == 1:
-            worker._wait_written()
-
-
-def _finish(worker: WorkerLoop) -> None:
-    for part in worker._partitions.values():
-        part.read_up_to_at = IDLE_AT
-    worker._process([], IDLE_AT)
-    worker._wait_written()
-    assert worker._writer is not None
-    worker._writer.close()
+    return loop_over("detector", data.config, store, gated)
 
 
 def _contents(store: Store) -> dict[str, list[tuple[Any, ...]]]:
-    tables = {}
-    with store.reading() as conn:
-        for table in metadata.sorted_tables:
-            if table.name in ("checkpoints", "partition_offsets"):
-                continue  # (what a run leaves there depends on where it stopped)
-            columns = [c for c in table.columns if c.name not in VOLATILE]
-            rows = [tuple(r) for r in conn.execute(sa.select(*columns))]
-            tables[table.name] = sorted(rows, key=repr)
-    return tables
-
-
-def _open(url: str) -> CountingStore:
-    store = CountingStore.open(url)
-    assert isinstance(store, CountingStore)
-    return store
+    # (what a run leaves in checkpoints and partition_offsets depends on where it stopped)
+    left_out = {"checkpoints", "partition_offsets"}
+    return dump(store, leave_out_columns=VOLATILE, leave_out_tables=left_out)
 
 
 @dataclass
@@ -225,11 +193,11 @@ def reference(kafka_bootstrap: str, databases: _Databases):
     """The input, the databases, and what the store holds after the input when every window is
     committed alone."""
     data = _input(kafka_bootstrap)
-    store = _open(databases.fresh())
+    store = open_counting(databases.fresh())
     try:
         worker = _worker(data, store, gated=False)
-        _feed(worker, data.messages, batch=1)
-        _finish(worker)
+        feed(worker, data.messages, batch=1)
+        finish(worker)
         contents = _contents(store)
     finally:
         store.dispose()
@@ -241,12 +209,12 @@ def _resume(store: Store, data: _Input, url: str) -> dict[str, list[tuple[Any, .
     """Restart from the stored resume offsets and checkpoints, read to the end and go quiet."""
     offsets = store.partition_offsets(data.group, data.topic)
     store.dispose()
-    store = _open(url)
+    store = open_counting(url)
     try:
         worker = _worker(data, store, gated=False)
         rest = [m for m in data.messages if m.offset() >= offsets.get(m.partition(), 0)]
-        _feed(worker, rest, batch=BATCH)
-        _finish(worker)
+        feed(worker, rest, batch=BATCH)
+        finish(worker)
         return _contents(store)
     finally:
         store.dispose()
@@ -256,11 +224,11 @@ def test_deferred_windows_of_one_stream_in_one_job_store_what_single_commits_sto
     """Every transaction held in flight until the loop waits for it: a batch's job holds two
     windows of each stream, with its late documents, dead letters and due checkpoints."""
     data, databases, expected = reference
-    store = _open(databases.fresh())
+    store = open_counting(databases.fresh())
     try:
         worker = _worker(data, store, gated=True)
-        _feed(worker, data.messages, batch=BATCH)
-        _finish(worker)
+        feed(worker, data.messages, batch=BATCH)
+        finish(worker)
         contents = _contents(store)
     finally:
         store.dispose()
@@ -275,9 +243,9 @@ def test_a_crash_with_deferred_windows_in_flight_loses_nothing(reference, after_
     with nothing lost or stored twice."""
     data, databases, expected = reference
     url = databases.fresh()
-    store = _open(url)
+    store = open_counting(url)
     worker = _worker(data, store, gated=True)
-    _feed(worker, data.messages[: after_batches * BATCH], batch=BATCH)
+    feed(worker, data.messages[: after_batches * BATCH], batch=BATCH)
     store.crash_next = True
     with pytest.raises(WriterError):
         worker._wait_written()
@@ -310,9 +278,9 @@ def test_partitions_taken_away_or_a_shutdown_with_deferred_windows_lose_nothing(
     the input with nothing lost or stored twice."""
     data, databases, expected = reference
     url = databases.fresh()
-    store = _open(url)
+    store = open_counting(url)
     worker = _worker(data, store, gated=True)
-    _feed(worker, data.messages[: after_batches * BATCH], batch=BATCH)
+    feed(worker, data.messages[: after_batches * BATCH], batch=BATCH)
     worker._wait_written()  # (as each of them does first)
     store.gate_open = None  # (their own transaction is synchronous)
     how(worker, data)
@@ -325,9 +293,9 @@ S_PER_MESSAGE = 0.02  # the loop's clock advances this much a message (idle afte
 
 
 def _feed_clocked(worker: WorkerLoop, messages: list[Message], batch: int) -> set[str]:
-    """As :func:`_feed`, the loop's clock at ``S_PER_MESSAGE`` a message, each partition read up
-    to date when a batch is read (idle streams are found as the consumer would tell); the
-    streams that left memory meanwhile."""
+    """As :func:`~tests.support.gated_writer.feed`, the loop's clock at ``S_PER_MESSAGE`` a
+    message, each partition read up to date when a batch is read (idle streams are found as the
+    consumer would tell); the streams that left memory meanwhile."""
     seen: set[str] = set()
     left: set[str] = set()
     for lo in range(0, len(messages), batch):
@@ -353,11 +321,11 @@ def test_quiet_streams_leaving_memory_while_deferred_jobs_wait_lose_nothing(
     data = _input(kafka_bootstrap, short=True, SPARSEWATCH_MAX_IDLE_STREAMS="0")
     results = []
     for batch in (1, 30, 20):
-        store = _open(databases.fresh())
+        store = open_counting(databases.fresh())
         try:
             worker = _worker(data, store, gated=batch > 1)
             dropped = _feed_clocked(worker, data.messages, batch)
-            _finish(worker)
+            finish(worker)
             results.append(_contents(store))
         finally:
             store.dispose()

@@ -13,12 +13,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from prometheus_client import REGISTRY
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
-from sparsewatch.consumers.worker import Output, WorkerLoop
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
+from sparsewatch.consumers.processor import Output
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.storage.store import Store
+
+from tests.support.worker_stubs import OneStreamProcessor, QuietState, consumer_lag
 
 pytestmark = pytest.mark.kafka
 
@@ -27,7 +29,7 @@ POLL_BATCH = 5
 WAIT_S = 30.0
 
 
-class _FirstWindowBlocks:
+class _FirstWindowBlocks(QuietState):
     """Every message closes a window; the first one waits for ``release`` (a warm-up), after
     setting ``entered``."""
 
@@ -41,44 +43,17 @@ class _FirstWindowBlocks:
             self.release.wait(WAIT_S)
         return [Output(n_documents=1)]
 
-    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
-        return []
 
-    def min_buffered_offset(self, partition: int) -> int | None:
-        return None
-
-    def forget_before(self, partition: int, offset: int) -> None:
-        pass
-
-    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {}, {}
-
-
-class _Processor:
+class _Processor(OneStreamProcessor):
     """One stream whose first window blocks (see :class:`_FirstWindowBlocks`)."""
-
-    idle_timeout_s = 600.0
 
     def __init__(self) -> None:
         self.name = f"lag-first-{uuid.uuid4().hex[:6]}"
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Any:
-        return payload
-
-    def stream_of(self, item: Any) -> str:
-        return "s"
-
-    def ends_stream(self, item: Any) -> bool:
-        return False
-
     def new_state(self, stream: str, checkpoint: Any | None) -> _FirstWindowBlocks:
         return _FirstWindowBlocks(self.entered, self.release)
-
-
-def _lag(worker: str) -> float | None:
-    return REGISTRY.get_sample_value("sparsewatch_consumer_lag", {"worker": worker})
 
 
 def test_the_lag_gauge_shows_the_backlog_while_the_first_batch_is_computed(
@@ -110,7 +85,7 @@ def test_the_lag_gauge_shows_the_backlog_while_the_first_batch_is_computed(
     runner.start()
     try:
         assert processor.entered.wait(WAIT_S), "the worker read no message"
-        during_first_window = _lag(processor.name)
+        during_first_window = consumer_lag(processor.name)
     finally:
         processor.release.set()
         worker.stop()

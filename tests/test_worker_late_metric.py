@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from sparsewatch.consumers.detector_worker import DetectorStreamState
 from sparsewatch.consumers.messages import Document
-from sparsewatch.consumers.worker import Output
+from sparsewatch.consumers.processor import Output
 from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import load_config

@@ -23,13 +23,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from sparsewatch.consumers.worker import Output, WorkerLoop
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import ProcessWriter, ThreadWriter, WriterError, make_writer
 from sparsewatch.storage.store import Store
 
 from sparsewatch.logs import JsonLines
+from tests.support.worker_stubs import OneStreamProcessor
 from tests.support.writer_jobs import destination, write_job
 
 pytestmark = pytest.mark.kafka
@@ -124,42 +124,11 @@ def test_an_abandoned_job_is_logged_in_the_writer_process_at_debug(
     assert "RetryAbandonedError" in failed[0]["traceback"]
 
 
-class _Quiet:
-    """A stream state that never closes a window."""
-
-    def add(self, item: Any, partition: int, offset: int, now: float) -> list[Output]:
-        return []
-
-    def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
-        return []
-
-    def min_buffered_offset(self, partition: int) -> int | None:
-        return None
-
-    def forget_before(self, partition: int, offset: int) -> None:
-        pass
-
-    def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {}, {}
-
-
-class _Processor:
-    idle_timeout_s = 600.0
+class _Processor(OneStreamProcessor):
+    """One stream whose state never closes a window."""
 
     def __init__(self) -> None:
         self.name = f"killed-{uuid.uuid4().hex[:6]}"
-
-    def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Any:
-        return payload
-
-    def stream_of(self, item: Any) -> str:
-        return "s"
-
-    def ends_stream(self, item: Any) -> bool:
-        return False
-
-    def new_state(self, stream: str, checkpoint: Any | None) -> _Quiet:
-        return _Quiet()
 
 
 def test_a_writer_process_killed_while_idle_stops_its_worker_at_once(

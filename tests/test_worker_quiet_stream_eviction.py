@@ -14,7 +14,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sparsewatch.consumers.anomaly_worker import AnomalyStreamState, parse_scored
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+from sparsewatch.consumers.score_messages import parse_scored
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config

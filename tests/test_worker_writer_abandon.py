@@ -9,7 +9,6 @@ default action), losing the job of a healthy database with a WriterError.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -17,25 +16,9 @@ import pytest
 from sparsewatch.consumers.writer import ProcessWriter, WriterError, make_writer
 from sparsewatch.storage.store import Store
 
-from tests.support.writer_jobs import destination, write_job
+from tests.support.writer_jobs import destination, job_outcome, write_job
 
 pytestmark = pytest.mark.kafka
-
-
-def _outcome(pending: Any, within_s: float) -> BaseException | float | None:
-    """The job's result or error, None if it has not come within ``within_s``."""
-    outcome: list[BaseException | float] = []
-
-    def wait() -> None:
-        try:
-            outcome.append(pending.result())
-        except WriterError as exc:
-            outcome.append(exc)
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
-    waiter.join(within_s)
-    return outcome[0] if outcome else None
 
 
 def test_a_stop_while_the_writer_process_starts_up_commits_the_job(kafka_bootstrap, tmp_path):
@@ -47,7 +30,7 @@ def test_a_stop_while_the_writer_process_starts_up_commits_the_job(kafka_bootstr
     try:
         pending = writer.submit(write_job())
         writer.abandon_retries()  # the child is still importing (about a second)
-        outcome = _outcome(pending, 60)
+        outcome = job_outcome(pending, 60)
         assert isinstance(outcome, float), outcome
     finally:
         writer.close()
@@ -91,7 +74,7 @@ def test_a_stop_landing_around_a_submit_abandons_the_job_in_an_outage(
         else:
             writer._conn = _StopRightAfterSend(writer)  # type: ignore[assignment]
         t0 = time.monotonic()
-        outcome = _outcome(writer.submit(write_job()), 30)
+        outcome = job_outcome(writer.submit(write_job()), 30)
         assert outcome is not None, "the job waited out the outage despite the stop"
         assert time.monotonic() - t0 < 10.0
         assert isinstance(outcome, WriterError)
@@ -117,7 +100,7 @@ def test_the_thread_writer_also_abandons_a_job_submitted_after_a_stop(
     try:
         postgres_outage.begin()
         writer.abandon_retries()
-        outcome = _outcome(writer.submit(write_job()), 30)
+        outcome = job_outcome(writer.submit(write_job()), 30)
         assert isinstance(outcome, WriterError), outcome
         assert "RetryAbandonedError" in str(outcome)
     finally:

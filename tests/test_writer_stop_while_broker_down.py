@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from sparsewatch.consumers.kafka_client import ensure_topics, produce
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import produce
 from sparsewatch.consumers.retry import RetryAbandonedError
 from sparsewatch.consumers.writer import Destination, WriteJob, WriterError, make_writer
 from sparsewatch.storage.store import Store

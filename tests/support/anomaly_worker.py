@@ -1,5 +1,6 @@
-"""The anomaly worker against a real broker: scores messages as the detector sends them, a worker
-loop on a thread, and the anomaly scores it stored."""
+"""The anomaly worker against a real broker: scores messages as the detector sends them, a topic
+of them, a stream's state restored from its checkpoint, a worker loop on a thread, and the anomaly
+scores it stored."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ import json
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.worker import WorkerLoop
-from sparsewatch.storage.store import Store
+from sparsewatch.storage.store import Checkpoint, Store
+
+from sparsewatch.config import Config
 
 
 def scores_message(stream: str, seq: int, i: int, n: int, tag: str) -> bytes:
@@ -36,6 +43,28 @@ def scores_message(stream: str, seq: int, i: int, n: int, tag: str) -> bytes:
     ).encode()
 
 
+def window_message(seq: int, i: int, n: int) -> bytes:
+    """Document ``i`` of ``n`` of window ``seq`` of stream ``s`` as the detector sends it, its
+    values fixed by ``i`` (its id ``seq-i``: a larger version of a window holds the smaller one's
+    documents first)."""
+    return json.dumps(
+        {
+            "stream": "s",
+            "doc_id": f"{seq}-{i}",
+            "window_seq": seq,
+            "index": i,
+            "n": n,
+            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
+            "score": 0.3 + 0.05 * (i % 7),
+            "reconstruction_error": 0.2 + 0.03 * (i % 5),
+            "novel": False,
+            "code_index": list(range(1 + i % 3)),
+            "code_value": [0.1 + 0.02 * i] * (1 + i % 3),
+            "n_terms": 5 + i,
+        }
+    ).encode()
+
+
 def window(stream: str, seq: int, n: int = 10) -> list[tuple[str, bytes]]:
     return [(stream, scores_message(stream, seq, i, n, tag=stream)) for i in range(n)]
 
@@ -46,6 +75,39 @@ def produce(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> No
     for key, value in messages:
         producer.produce(topic, key=key.encode(), value=value)
     assert producer.flush(30) == 0
+
+
+def scores_topic(
+    bootstrap: str, tmp_path: Path, name: str, sent: list[bytes], idle_timeout_s: str
+) -> tuple[str, str, str, dict[str, str]]:
+    """A fresh ``<prefix>.scores`` topic holding ``sent`` (keyed by stream), and the anomaly
+    worker's prefix, SQLite URL, that topic and its environment."""
+    prefix = f"{name}-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'anomaly.db'}"
+    env = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": prefix,
+        "SPARSEWATCH_KAFKA_GROUP_ID": prefix,
+        "SPARSEWATCH_DATABASE_URL": url,
+        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": idle_timeout_s,
+    }
+    topic = f"{prefix}.scores"
+    ensure_topics(bootstrap, {topic: 1})
+    producer = make_producer(bootstrap)
+    for raw in sent:
+        producer.produce(topic, key=json.loads(raw)["stream"].encode(), value=raw)
+    assert producer.flush(30) == 0
+    return prefix, url, topic, env
+
+
+def restore(
+    state: AnomalyStreamState, config: Config, drop: tuple[str, ...] = ()
+) -> AnomalyStreamState:
+    """Stream ``s``'s state restored under ``config`` from ``state``'s checkpoint, without its
+    arrays ``drop`` (as an older version wrote it)."""
+    arrays, meta = state.checkpoint()
+    arrays = {k: v for k, v in arrays.items() if k not in drop}
+    return AnomalyStreamState("s", config, Checkpoint("g", "s", arrays, meta, None))
 
 
 def wait(condition: Callable[[], bool], timeout: float = 30.0) -> bool:

@@ -1,7 +1,10 @@
-"""The ``sparsewatch`` command line run in-process (status, stdout, stderr), as tests call it."""
+"""The ``sparsewatch`` command line run in-process (status, stdout, stderr), as tests call it, or
+in a child process, and the environment of one without this process's settings."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -23,3 +26,23 @@ def run_replay(monkeypatch, capsys, topic: str, bootstrap: str, *args: str) -> t
     return run_cli(
         monkeypatch, capsys, "replay", *args, "--topic", topic, "--bootstrap-servers", bootstrap
     )
+
+
+def run_process(
+    *args: str, timeout: float = 120, **settings: str
+) -> subprocess.CompletedProcess[str]:
+    """``sparsewatch ARGS`` in a child process, ``settings`` over this process's environment
+    (without ``SPARSEWATCH_DEBUG``: no traceback); its status, stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARSEWATCH_DEBUG"} | settings
+    return subprocess.run(
+        [sys.executable, "-m", "sparsewatch", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def clean_environ(**settings: str) -> dict[str, str]:
+    """This process's environment without any ``SPARSEWATCH_*`` setting, and ``settings``."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")} | settings

@@ -1,5 +1,5 @@
 """A store that counts its transactions and a thread writer whose transactions wait until the
-worker loop waits for them (deferred commits)."""
+worker loop waits for them (deferred commits), and a worker loop over them fed by hand."""
 
 from __future__ import annotations
 
@@ -8,10 +8,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
+from confluent_kafka import Message
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import Destination, Pending, ThreadWriter, WriteJob
 from sparsewatch.storage.store import Store, StoreTx
 
+from sparsewatch.config import Config
+from sparsewatch.runner import build_worker
+
 WAIT_S = 60.0
+IDLE_AT = 100.0  # the loop's clock when every stream has gone quiet
 
 
 class _CrashError(Exception):
@@ -67,3 +73,39 @@ class GatedWriter(ThreadWriter):
 
     def submit(self, job: WriteJob) -> Pending:
         return _GateOpenedOnWait(super().submit(job), self._gate_open)
+
+
+def open_counting(url: str) -> CountingStore:
+    """The :class:`CountingStore` of the database at ``url``."""
+    store = CountingStore.open(url)
+    assert isinstance(store, CountingStore)
+    return store
+
+
+def loop_over(role: str, config: Config, store: CountingStore, gated: bool) -> WorkerLoop:
+    """The ``role`` worker's loop writing into ``store`` through the thread writer, gated (each
+    transaction in flight until the loop waits for it) or not."""
+    worker = build_worker(role, config, store)
+    writer = GatedWriter if gated else ThreadWriter
+    worker._writer = writer(store, worker.destination, role)
+    return worker
+
+
+def feed(worker: WorkerLoop, messages: list[Message], batch: int) -> None:
+    """``messages`` in batches, as ``run()`` hands them over; one message a batch, each batch's
+    transaction is waited for before the next (every window is then committed alone)."""
+    for lo in range(0, len(messages), batch):
+        worker._process(messages[lo : lo + batch], now=lo / 1e6)
+        if batch == 1:
+            worker._wait_written()
+
+
+def finish(worker: WorkerLoop) -> None:
+    """Every stream goes quiet (its partitions read up to date past the idle timeout): each is
+    checkpointed, and the resume offsets reach the end of the input; the writer is closed."""
+    for part in worker._partitions.values():
+        part.read_up_to_at = IDLE_AT
+    worker._process([], IDLE_AT)
+    worker._wait_written()
+    assert worker._writer is not None
+    worker._writer.close()

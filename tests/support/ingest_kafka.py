@@ -26,6 +26,8 @@ from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.storage.store import Store
 
+from tests.support.cli import run_process
+
 TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
 
 
@@ -160,14 +162,8 @@ def spawn(
 
 
 def cli(*args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SPARSEWATCH_DEBUG"} | env_vars
-    return subprocess.run(
-        [sys.executable, "-m", "sparsewatch", "ingest", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``sparsewatch ingest ARGS`` in a child process (:func:`tests.support.cli.run_process`)."""
+    return run_process("ingest", *args, **env_vars)
 
 
 def tweets_with_bad(n: int) -> tuple[list[tuple[bytes, bytes]], list[str], list[bytes]]:

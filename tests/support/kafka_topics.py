@@ -1,4 +1,5 @@
-"""A topic read back whole, and whether a topic exists."""
+"""A topic read back whole or up to a count, a topic whose first messages the broker deleted, and
+whether a topic exists."""
 
 from __future__ import annotations
 
@@ -6,14 +7,22 @@ import json
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import BatchConsumer, make_producer
 
 
-def consume_values(bootstrap: str, topic: str, timeout: float = 60.0) -> list[dict]:
-    """Every message value of ``topic``, in offset order per partition."""
+def consume_messages(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
+    """Every committed message of ``topic``, in offset order per partition."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"audit-{uuid.uuid4().hex}", "log_level": 3}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"audit-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 3,
+        }
     )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
@@ -22,16 +31,66 @@ def consume_values(bootstrap: str, topic: str, timeout: float = 60.0) -> list[di
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             wanted += high - low
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        got: list[dict] = []
+        got: list[Message] = []
         deadline = time.monotonic() + timeout
         while len(got) < wanted and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=500, timeout=1.0):
                 if msg.error() is None:
-                    got.append(json.loads(msg.value()))
+                    got.append(msg)
         assert len(got) == wanted, "not every message came back"
         return got
     finally:
         consumer.close()
+
+
+def consume_values(bootstrap: str, topic: str, timeout: float = 60.0) -> list[dict]:
+    """Every message value of ``topic``, in offset order per partition."""
+    return [json.loads(msg.value()) for msg in consume_messages(bootstrap, topic, timeout)]
+
+
+def read_at_least(bootstrap: str, topic: str, n: int, timeout: float = 60.0) -> list[Message]:
+    """The messages of ``topic`` from its start, read until there are ``n`` or more (or
+    ``timeout`` has passed)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            got += [m for m in consumer.consume(500, timeout=1.0) if m.error() is None]
+    finally:
+        consumer.close()
+    return got
+
+
+def topic_with_deleted_head(bootstrap: str, values: list[bytes], keep_from: int) -> str:
+    """A one-partition topic holding ``values``, the first ``keep_from`` of them deleted."""
+    topic = f"gap-{uuid.uuid4().hex[:8]}"
+    ensure_topics(bootstrap, {topic: 1})
+    producer = make_producer(bootstrap)
+    for value in values:
+        producer.produce(topic, key=b"k", value=value)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, keep_from)]).values():
+        assert future.result(30).low_watermark == keep_from  # the partition's new low watermark
+    return topic
+
+
+def read_offsets(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> list[int]:
+    """The offsets of the messages ``consumer`` polls until there are ``n`` or more (or
+    ``timeout_s`` has passed)."""
+    offsets: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while len(offsets) < n and time.monotonic() < deadline:
+        offsets += [m.offset() for m in consumer.poll_batch(100, timeout=0.5)]
+    return offsets
 
 
 def topic_exists(bootstrap: str, topic: str) -> bool:

@@ -1,14 +1,19 @@
 """The detector pipeline against a real broker: its settings, two synthetic streams produced (with
-malformed messages among them), and the scores it stored compared with the per-window core run
-offline."""
+malformed messages among them), a worker run as a process, and the scores it stored compared with
+the per-window core run offline."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
-from sparsewatch.consumers.kafka_client import ensure_topics, make_producer
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.windowing import Buffered, StreamWindower
 from sparsewatch.replay.synthetic import generate_stream
@@ -56,6 +61,17 @@ def pipeline_env(bootstrap: str, prefix: str, db_url: str, **extra: str) -> dict
     }
     env.update(extra)
     return env
+
+
+def spawn_worker(env: dict[str, str], log: Path, role: str = "detector") -> subprocess.Popen:
+    """``sparsewatch run ROLE --until-idle 20`` with ``env`` over the environment, its output
+    appended to ``log``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparsewatch", "run", role, "--until-idle", "20"],
+        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 def streams(n_per_stream: int) -> list[dict]:

@@ -1,4 +1,5 @@
-"""The query plans (``EXPLAIN``) of the statements a query function runs."""
+"""The query plans (``EXPLAIN``) of the statements a query function runs, and the indexes a table
+has."""
 
 from __future__ import annotations
 
@@ -34,3 +35,8 @@ def statement_plans(conn: sa.Connection, query: Callable[[sa.Connection], Any]) 
 def query_plan(conn: sa.Connection, query: Callable[[sa.Connection], Any]) -> str:
     """The query plans of the statements ``query`` runs, as one text."""
     return "\n".join(statement_plans(conn, query))
+
+
+def indexes(engine: sa.Engine, table: str) -> dict[str, list[str]]:
+    """The indexes of ``table``: their columns by name."""
+    return {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes(table)}

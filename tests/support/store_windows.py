@@ -14,6 +14,8 @@ import pytest
 import sqlalchemy as sa
 from sparsewatch.storage.store import Store
 
+from tests.support.storage import novel_document_alerts
+
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
 
@@ -84,21 +86,7 @@ def window(
     with store.transaction() as tx:
         tx.upsert_window(stream, seq, start, start + size, n, 0.8, {}, "watermark")
         tx.insert_documents(docs)
-        tx.insert_alerts(
-            [
-                {
-                    "kind": "novel_document",
-                    "stream": stream,
-                    "subject_id": d["doc_id"],
-                    "score": d["novelty_score"],
-                    "window_seq": d["window_seq"],
-                    "event_time": d["event_time"],
-                    "summary": d["text"],
-                }
-                for d in docs
-                if d["novel"]
-            ]
-        )
+        tx.insert_alerts(novel_document_alerts(docs))
         tx.upsert_topics(
             [
                 {

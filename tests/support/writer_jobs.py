@@ -1,14 +1,15 @@
 """A writer's destination topics, one window's write job (documents, score messages, a dead letter,
-a checkpoint, offsets), and what such jobs leave in the store."""
+a checkpoint, offsets), its outcome, and what such jobs leave in the store."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from sparsewatch.consumers.kafka_client import ensure_topics
-from sparsewatch.consumers.writer import Destination, WriteJob
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.writer import Destination, Pending, WriteJob, WriterError
 from sparsewatch.storage.store import Store
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -48,6 +49,22 @@ def write_job(n: int = 50, bad_row: bool = False) -> WriteJob:
         checkpoints={"s": ({"A": np.eye(3, dtype=np.float32)}, {"w": 0})},
         offsets={0: 51},
     )
+
+
+def job_outcome(pending: Pending, within_s: float) -> BaseException | float | None:
+    """The job's result or error, None if it has not come within ``within_s``."""
+    got: list[BaseException | float] = []
+
+    def wait() -> None:
+        try:
+            got.append(pending.result())
+        except WriterError as exc:
+            got.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(within_s)
+    return got[0] if got else None
 
 
 def contents(store: Store, input_topic: str) -> tuple:
