@@ -1,4 +1,4 @@
-"""Parameter types shared by the CLI commands."""
+"""Parameter types and the configuration lookup shared by the CLI commands."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import click
+
+from sparsewatch.config import Config, load_config
 
 
 class _Finite:
@@ -56,3 +58,10 @@ def not_blank(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if text is not None and not text.strip():
             raise click.BadParameter("cannot be blank", param=param)
     return value
+
+
+def command_config(ctx: click.Context) -> Config:
+    """The configuration of a command: the file of the group's ``--config`` (or
+    ``SPARSEWATCH_CONFIG``) under the ``SPARSEWATCH_*`` environment variables; none when the
+    command is invoked without the ``cli`` group (no context object)."""
+    return load_config(ctx.obj.get("config_path") if ctx.obj else None)

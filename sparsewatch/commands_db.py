@@ -10,7 +10,8 @@ import click
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
-from sparsewatch.config import MAX_INT64, load_config
+from sparsewatch.cli_types import command_config
+from sparsewatch.config import MAX_INT64
 from sparsewatch.consumers.kafka_admin import (
     NonEmptyGroupError,
     consumer_group_members,
@@ -44,7 +45,7 @@ def _refuse_an_older_schema(ctx: click.Context, database_url: str | None) -> Non
     from sparsewatch.storage import migrate  # Alembic only when needed
 
     try:
-        config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+        config = command_config(ctx)
         url = database_url or config.resolved_database_url
         if is_in_memory_sqlite(url):
             return
@@ -133,7 +134,7 @@ def prune(
     on SQLite, then gather the query planner's statistics (ANALYZE)."""
     if before is None and dead_letters_before is None:
         raise click.UsageError("give --before, --dead-letters-before or both")
-    every = load_config(ctx.obj.get("config_path") if ctx.obj else None).windows.checkpoint_every
+    every = command_config(ctx).windows.checkpoint_every
     if keep_windows < every:  # the windows a restarted worker recomputes must keep their rows
         raise click.BadParameter(
             f"{keep_windows} is below windows.checkpoint_every ({every}): a restarted worker "
@@ -211,7 +212,7 @@ def forget_group(
     members on the broker is refused. A worker started later under a forgotten group builds its
     models afresh, from the first retained messages (with --no-kafka: from the offsets the
     group committed on the broker)."""
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    config = command_config(ctx)
     bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
     report: dict[str, dict[str, int | str]] = {}
     if dry_run:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from sparsewatch.config import MAX_INT64, load_config
+from sparsewatch.cli_types import command_config
+from sparsewatch.config import MAX_INT64
 from sparsewatch.errors import SparsewatchError
 
 DEFAULT_METHODS = "online,batch,l2-batch,nn-exact,nn-lsh,detector"
@@ -142,7 +143,7 @@ def evaluate(
         raise click.BadParameter("name at least one method", param_hint="'--methods'")
     # the configuration is read (and a bad one refused) as by every command; the product's
     # detector is evaluated as the workers would build it
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    config = command_config(ctx)
     configured = build_models(config.detector).detector
     detector = {"features": configured.features, "model": configured.model}
     # unknown names are an error before the corpus is read

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from confluent_kafka import Consumer, KafkaException
 
-from sparsewatch.config import load_config
+from sparsewatch.cli_types import command_config
 from sparsewatch.consumers.ingest import DeadLetterSink, IngestRoute, IngestStats, run_ingest
 from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import (
@@ -192,7 +192,7 @@ def ingest(
     restart neither loses nor repeats a record. SIGTERM or Ctrl-C: the batch in progress commits,
     then the bridge stops.
     """
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    config = command_config(ctx)
     mapping = field_mapping(mapping_options)
     if kafka_timestamp and mapping.timestamp is not None:
         raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")

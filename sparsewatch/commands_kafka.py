@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from sparsewatch.cli_types import FiniteFloatRange, not_blank
-from sparsewatch.config import load_config
+from sparsewatch.cli_types import FiniteFloatRange, command_config, not_blank
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka, fetch_broker_jars
 
@@ -32,7 +31,7 @@ def _first_port(bootstrap: str) -> int:
 
 
 def _broker(ctx: click.Context, port: int | None, run_dir: str | None) -> LocalKafka:
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    config = command_config(ctx)
     if port is None:
         port = _first_port(config.kafka.bootstrap_servers)
     folder = Path(run_dir) if run_dir else config.data_path() / "kafka"

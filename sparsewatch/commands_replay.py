@@ -11,8 +11,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sparsewatch.cli_types import FiniteFloatRange, not_blank
-from sparsewatch.config import MAX_INT64, load_config
+from sparsewatch.cli_types import FiniteFloatRange, command_config, not_blank
+from sparsewatch.config import MAX_INT64
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
     BOOTSTRAP_OPTION,
@@ -150,7 +150,7 @@ def replay(
             "--end-of-stream with --limit needs the sorted replay, which knows the streams that "
             "go on after the limit: drop --no-sort"
         )
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    config = command_config(ctx)
     topic = topic or config.kafka.topic("docs")
     bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
     errors_file = Path(errors_path) if errors_path else config.data_path() / "replay-errors.jsonl"

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparsewatch.config import load_config
+from sparsewatch.cli_types import command_config
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
@@ -303,7 +303,7 @@ def status(
     note = None
     result["ingest"] = []
     if not no_kafka:
-        config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+        config = command_config(ctx)
         bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
         kafka = config.kafka
         groups = {f"{kafka.group_id}.detector": kafka.topic("docs")}

@@ -16,8 +16,8 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
-from sparsewatch.cli_types import utf8_text
-from sparsewatch.config import MAX_INT64, load_config
+from sparsewatch.cli_types import command_config, utf8_text
+from sparsewatch.config import MAX_INT64
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
 from sparsewatch.storage.store import Store
@@ -76,7 +76,7 @@ def open_store(
     line. Unless ``create`` (``db upgrade``), a query creates nothing: a missing SQLite file or a
     database without sparsewatch's tables is an error."""
     # the configuration is read (and a bad one refused) even when --database-url replaces its URL
-    config = load_config(ctx.obj.get("config_path") if ctx.obj else None)
+    config = command_config(ctx)
     database_url = database_url or config.resolved_database_url
     if is_in_memory_sqlite(database_url):  # it would be a new, empty one, gone when we return
         raise SparsewatchError(

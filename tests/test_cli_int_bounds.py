@@ -64,6 +64,7 @@ def _corpus(tmp_path: Path) -> str:
             "--keep-snapshots",
         ),
         (["demo", "--documents", HUGE], "--documents"),
+        (["demo", "--documents", "200001"], "--documents"),  # held in memory, ~1 kB each
         (["demo", "--top", BEYOND_INT64], "--top"),
     ],
 )
