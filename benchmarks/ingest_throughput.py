@@ -211,7 +211,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="the results database the dead letters are recorded in, used as it is (default: a "
+        "SQLite file in a temporary folder)",
+    )
     args = parser.parse_args()
     url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp(prefix='bench-db-')) / 'db'}"
     store = Store.open(url)

@@ -3,11 +3,12 @@
 Same documents, same configuration, one run:
 
 * ``core``: the transport-free core (windowing + ``process_window``) over the documents in memory;
-* ``kafka+sqlite`` (and ``kafka+postgresql`` with ``--postgres-url``): the documents produced to a
-  fresh topic beforehand, each stream followed by its end-of-stream marker (``--idle-close``: none,
-  the last windows then close after the 0.5 s idle timeout), then the detector worker consumes,
-  computes, writes and commits until the topic is drained; time from its first message to its
-  last commit (joining the consumer group before the first message is reported apart as
+* ``kafka+sqlite`` (and ``kafka+postgresql`` on the server of ``--postgres-url``, by default
+  ``SPARSEWATCH_TEST_DATABASE_URL``; ``--postgres-url ''``: SQLite only): the documents produced to
+  a fresh topic beforehand, each stream followed by its end-of-stream marker (``--idle-close``:
+  none, the last windows then close after the 0.5 s idle timeout), then the detector worker
+  consumes, computes, writes and commits until the topic is drained; time from its first message to
+  its last commit (joining the consumer group before the first message is reported apart as
   ``startup_s``). ``--writers process,thread`` runs each path with both write-behind writers.
 
 Each path runs ``--repeats`` times, every run in a fresh process (fresh topic, group and database
@@ -318,7 +319,12 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=24000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--checkpoint-every", type=int, default=Config().windows.checkpoint_every)
-    parser.add_argument("--postgres-url", default=None)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"),
+        help="also measure on this PostgreSQL server, a fresh database per run (default: "
+        "$SPARSEWATCH_TEST_DATABASE_URL; '' for SQLite only)",
+    )
     parser.add_argument(
         "--fixed-dictionary",
         action="store_true",

@@ -14,10 +14,11 @@ bound values as a dict per row. ``insert_documents`` is handed a dict per docume
 as a user of the store does; a fourth write hands it
 :class:`~sparsewatch.storage.document_columns.DocumentColumns`, as the detector worker does.
 
-    python benchmarks/storage_write.py [--docs 1000] [--windows 15] [--postgres URL]
+    python benchmarks/storage_write.py [--docs 1000] [--windows 15] [--postgres-url URL]
 
-``--postgres`` defaults to ``SPARSEWATCH_TEST_DATABASE_URL`` (a fresh database is created on that
-server). Results: ``benchmarks/results/storage_write.json``.
+``--postgres-url``: also measure on this PostgreSQL server (in a fresh database created on it);
+defaults to ``SPARSEWATCH_TEST_DATABASE_URL``, ``--postgres-url ''`` measures SQLite only.
+Results: ``benchmarks/results/storage_write.json``.
 """
 
 from __future__ import annotations
@@ -294,7 +295,12 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=15)
     parser.add_argument("--terms", type=int, default=5000)
     parser.add_argument("--atoms", type=int, default=100)
-    parser.add_argument("--postgres", default=os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"))
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"),
+        help="also measure on this PostgreSQL server, in a fresh database (default: "
+        "$SPARSEWATCH_TEST_DATABASE_URL; '' for SQLite only)",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     dictionary = rng.random((args.terms, args.atoms), dtype=np.float32)
@@ -311,9 +317,9 @@ def main() -> None:
         results["backends"]["sqlite"] = bench(
             f"sqlite:///{folder}/bench.db", args.docs, args.windows, state
         )
-    if args.postgres:
+    if args.postgres_url:
         results["backends"]["postgresql"] = bench(
-            fresh_postgres(args.postgres), args.docs, args.windows, state
+            fresh_postgres(args.postgres_url), args.docs, args.windows, state
         )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
