@@ -41,7 +41,9 @@ def _expected_failed_checks(estimator: OCSVMDetectorBase) -> dict[str, str]:
 
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
-def test_sklearn_compatible_estimator(estimator, check) -> None:
+def test_sklearn_compatible_estimator(estimator, check, monkeypatch: pytest.MonkeyPatch) -> None:
+    # check_array_api_input (numpy namespace) runs only with SciPy's array API switch on
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
     check(estimator)
 
 

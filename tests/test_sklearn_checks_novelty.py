@@ -74,7 +74,11 @@ NO_FIT_CHECKS = [
 
 
 @parametrize_with_checks([*DICTIONARY_MODELS, *MEMORIES], xfail_strict=True)
-def test_sklearn_compatible(estimator: object, check: object) -> None:
+def test_sklearn_compatible(
+    estimator: object, check: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # check_array_api_input (numpy namespace) runs only with SciPy's array API switch on
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
     check(estimator)
 
 

@@ -25,7 +25,11 @@ DYNAMIC = DynamicNMF(3, window=3, max_iter=10, random_state=0)
 
 
 @parametrize_with_checks([*ONLINE, DYNAMIC])
-def test_sklearn_compatible(estimator: object, check: object) -> None:
+def test_sklearn_compatible(
+    estimator: object, check: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # check_array_api_input (numpy namespace) runs only with SciPy's array API switch on
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
     check(estimator)
 
 
