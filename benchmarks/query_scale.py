@@ -42,9 +42,19 @@ from typing import Any
 import numpy as np
 import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
-from sparsewatch.storage import queries
+from sparsewatch.storage.alert_follower import AlertFollower
+from sparsewatch.storage.alert_queries import fetch_alerts
+from sparsewatch.storage.dead_letter_queries import (
+    count_dead_letters,
+    dead_letter_reasons,
+    fetch_dead_letters,
+)
 from sparsewatch.storage.document_columns import DocumentColumns
+from sparsewatch.storage.document_queries import fetch_documents
+from sparsewatch.storage.snapshot_queries import fetch_snapshots
+from sparsewatch.storage.status_queries import stream_status
 from sparsewatch.storage.store import Store
+from sparsewatch.storage.window_queries import fetch_topics
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = np.array(
@@ -199,41 +209,40 @@ def plan(conn: sa.Connection, sql: str, params: Any) -> list[str]:
 
 
 def cases(store: Store, now: datetime) -> dict[str, Callable[[sa.Connection], Any]]:
-    q = queries
     return {
-        "alerts (newest 50)": lambda c: q.fetch_alerts(c, limit=50),
-        "alerts --kind anomaly": lambda c: q.fetch_alerts(c, kinds=["anomaly"], limit=50),
-        "alerts --since 2h": lambda c: q.fetch_alerts(c, since=now - timedelta(hours=2), limit=50),
-        "alerts --stream stream1": lambda c: q.fetch_alerts(c, streams=["stream1"], limit=50),
-        "alerts --min-score 9.9": lambda c: q.fetch_alerts(c, min_score=9.9, limit=50),
-        "alerts --grep zeta": lambda c: q.fetch_alerts(c, text="zeta alpha", limit=50),
-        "alerts --grep omega (none)": lambda c: q.fetch_alerts(c, text="omega", limit=50),
-        "alerts --by event": lambda c: q.fetch_alerts(c, time_field="event", limit=50),
-        "alerts --by event --kind anomaly": lambda c: q.fetch_alerts(
+        "alerts (newest 50)": lambda c: fetch_alerts(c, limit=50),
+        "alerts --kind anomaly": lambda c: fetch_alerts(c, kinds=["anomaly"], limit=50),
+        "alerts --since 2h": lambda c: fetch_alerts(c, since=now - timedelta(hours=2), limit=50),
+        "alerts --stream stream1": lambda c: fetch_alerts(c, streams=["stream1"], limit=50),
+        "alerts --min-score 9.9": lambda c: fetch_alerts(c, min_score=9.9, limit=50),
+        "alerts --grep zeta": lambda c: fetch_alerts(c, text="zeta alpha", limit=50),
+        "alerts --grep omega (none)": lambda c: fetch_alerts(c, text="omega", limit=50),
+        "alerts --by event": lambda c: fetch_alerts(c, time_field="event", limit=50),
+        "alerts --by event --kind anomaly": lambda c: fetch_alerts(
             c, time_field="event", kinds=["anomaly"], limit=50
         ),
-        "documents (first 50)": lambda c: q.fetch_documents(c, limit=50),
-        "documents --window 300": lambda c: q.fetch_documents(c, window_seq=300, limit=50),
-        "documents --novel": lambda c: q.fetch_documents(c, novel_only=True, limit=50),
-        "documents --topic 10": lambda c: q.fetch_documents(c, topic=10, limit=50),
-        "documents --grep omega (none)": lambda c: q.fetch_documents(c, text="omega", limit=50),
-        "documents --stream stream1": lambda c: q.fetch_documents(c, streams=["stream1"], limit=50),
-        "documents --stream s1 --window 300": lambda c: q.fetch_documents(
+        "documents (first 50)": lambda c: fetch_documents(c, limit=50),
+        "documents --window 300": lambda c: fetch_documents(c, window_seq=300, limit=50),
+        "documents --novel": lambda c: fetch_documents(c, novel_only=True, limit=50),
+        "documents --topic 10": lambda c: fetch_documents(c, topic=10, limit=50),
+        "documents --grep omega (none)": lambda c: fetch_documents(c, text="omega", limit=50),
+        "documents --stream stream1": lambda c: fetch_documents(c, streams=["stream1"], limit=50),
+        "documents --stream s1 --window 300": lambda c: fetch_documents(
             c, streams=["stream1"], window_seq=300, limit=50
         ),
-        "topics": lambda c: q.fetch_topics(c, n_terms=8, limit=50),
-        "topics --emerging": lambda c: q.fetch_topics(c, emerging_only=True, limit=50),
-        "status": lambda c: q.stream_status(c),
-        "status dead letters count": lambda c: q.count_dead_letters(c),
-        "dead-letters (newest 50)": lambda c: q.fetch_dead_letters(c, limit=50),
-        "dead-letters --summary": lambda c: q.dead_letter_reasons(c),
-        "dead-letters --summary --since 2d": lambda c: q.dead_letter_reasons(
+        "topics": lambda c: fetch_topics(c, n_terms=8, limit=50),
+        "topics --emerging": lambda c: fetch_topics(c, emerging_only=True, limit=50),
+        "status": lambda c: stream_status(c),
+        "status dead letters count": lambda c: count_dead_letters(c),
+        "dead-letters (newest 50)": lambda c: fetch_dead_letters(c, limit=50),
+        "dead-letters --summary": lambda c: dead_letter_reasons(c),
+        "dead-letters --summary --since 2d": lambda c: dead_letter_reasons(
             c, since=now - timedelta(days=2)
         ),
-        "dead-letters --reason omega (none)": lambda c: q.fetch_dead_letters(
+        "dead-letters --reason omega (none)": lambda c: fetch_dead_letters(
             c, reason="omega", limit=50
         ),
-        "snapshots list": lambda c: q.fetch_snapshots(c, limit=50),
+        "snapshots list": lambda c: fetch_snapshots(c, limit=50),
         "follow poll": follow_poll,
         "follow poll --kind anomaly": lambda c: follow_poll(c, kinds=["anomaly"]),
         "follow look": follow_look(store),
@@ -243,7 +252,7 @@ def cases(store: Store, now: datetime) -> dict[str, Callable[[sa.Connection], An
 
 
 def follow_poll(conn: sa.Connection, **filters: Any) -> Any:
-    follower = queries.AlertFollower(**filters)
+    follower = AlertFollower(**filters)
     follower.start(conn, 50)
     return follower.poll(conn)
 
@@ -251,7 +260,7 @@ def follow_poll(conn: sa.Connection, **filters: Any) -> Any:
 def follow_look(store: Store, **filters: Any) -> Callable[[sa.Connection], Any]:
     """One look of a running ``alerts --follow`` (started here, untimed): what it costs every
     ``--interval`` seconds."""
-    follower = queries.AlertFollower(**filters)
+    follower = AlertFollower(**filters)
     with store.reading() as conn:
         follower.start(conn, 50)
     return follower.poll
@@ -259,7 +268,7 @@ def follow_look(store: Store, **filters: Any) -> Callable[[sa.Connection], Any]:
 
 def measure(store: Store, repeat: int, only: tuple[str, ...] | None = None) -> dict[str, Any]:
     with store.reading() as conn:
-        now = queries.fetch_alerts(conn, limit=1)[0]["created_at"]
+        now = fetch_alerts(conn, limit=1)[0]["created_at"]
     out: dict[str, Any] = {}
     captured: list[tuple[str, Any]] = []
 

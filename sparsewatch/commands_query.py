@@ -50,7 +50,8 @@ from sparsewatch.query_output import (
     show_terms,
     show_time,
 )
-from sparsewatch.storage.queries import AlertFollower, AlertTime
+from sparsewatch.storage.alert_follower import AlertFollower
+from sparsewatch.storage.alert_queries import AlertTime
 from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.serialization import arrays_to_npz
 

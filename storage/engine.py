@@ -95,7 +95,7 @@ def _sqlite_events(engine: sa.Engine) -> None:
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         # SQLite's own lower() folds only ASCII letters: the queries' case-insensitive filters
-        # then missed "Zürich" for "ZÜRICH" (storage.queries.fold_case: the same folding on
+        # then missed "Zürich" for "ZÜRICH" (storage.text_match.fold_case: the same folding on
         # both databases)
         dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()

@@ -48,7 +48,15 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from sparsewatch.storage import queries, retention
+from sparsewatch.storage import (
+    alert_queries,
+    dead_letter_queries,
+    document_queries,
+    retention,
+    snapshot_queries,
+    status_queries,
+    window_queries,
+)
 from sparsewatch.storage.bulk import bulk_upsert, bulk_upsert_columns
 from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.engine import (
@@ -517,26 +525,26 @@ class Store:
         with self.reading() as conn:
             return {int(p): int(o) for p, o in conn.execute(stmt)}
 
-    # Read side for the query commands and the demo (see sparsewatch.storage.queries).
+    # Read side for the query commands and the demo (see sparsewatch.storage.query_parts).
     def alerts(self, **filters: Any) -> list[dict[str, Any]]:
-        """Alerts, newest first (filters: :func:`sparsewatch.storage.queries.fetch_alerts`)."""
+        """Alerts, newest first (filters: :func:`~.alert_queries.fetch_alerts`)."""
         with self.reading() as conn:
-            return queries.fetch_alerts(conn, **filters)
+            return alert_queries.fetch_alerts(conn, **filters)
 
     def documents(self, **filters: Any) -> list[dict[str, Any]]:
-        """Documents (filters: :func:`sparsewatch.storage.queries.fetch_documents`)."""
+        """Documents (filters: :func:`~.document_queries.fetch_documents`)."""
         with self.reading() as conn:
-            return queries.fetch_documents(conn, **filters)
+            return document_queries.fetch_documents(conn, **filters)
 
     def topics(self, **filters: Any) -> list[dict[str, Any]]:
-        """Topics per window (filters: :func:`sparsewatch.storage.queries.fetch_topics`)."""
+        """Topics per window (filters: :func:`~.window_queries.fetch_topics`)."""
         with self.reading() as conn:
-            return queries.fetch_topics(conn, **filters)
+            return window_queries.fetch_topics(conn, **filters)
 
     def windows(self, **filters: Any) -> list[dict[str, Any]]:
-        """Closed windows (filters: :func:`sparsewatch.storage.queries.fetch_windows`)."""
+        """Closed windows (filters: :func:`~.window_queries.fetch_windows`)."""
         with self.reading() as conn:
-            return queries.fetch_windows(conn, **filters)
+            return window_queries.fetch_windows(conn, **filters)
 
     def prune(self, **options: Any) -> retention.PruneReport:
         """Delete old windows' results and old dead letters (:func:`~.retention.prune`)."""
@@ -551,37 +559,37 @@ class Store:
         return retention.forget_group(self.engine, group, dry_run)
 
     def dead_letters(self, **filters: Any) -> list[dict[str, Any]]:
-        """Dead letters, newest first (filters: :func:`~.queries.fetch_dead_letters`)."""
+        """Dead letters, newest first (:func:`~.dead_letter_queries.fetch_dead_letters`)."""
         with self.reading() as conn:
-            return queries.fetch_dead_letters(conn, **filters)
+            return dead_letter_queries.fetch_dead_letters(conn, **filters)
 
     def dead_letter_reasons(self, **filters: Any) -> list[dict[str, Any]]:
-        """Dead letters counted by reason (:func:`~.queries.dead_letter_reasons`)."""
+        """Dead letters counted by reason (:func:`~.dead_letter_queries.dead_letter_reasons`)."""
         with self.reading() as conn:
-            return queries.dead_letter_reasons(conn, **filters)
+            return dead_letter_queries.dead_letter_reasons(conn, **filters)
 
     def status(self, streams: Sequence[str] | None = None) -> dict[str, Any]:
-        """What the workers have stored: ``streams``
-        (:func:`~.queries.stream_status`), ``offsets`` (:func:`~.queries.stored_offsets`) and
-        the number of ``dead_letters``."""
+        """What the workers have stored: ``streams`` (:func:`~.status_queries.stream_status`),
+        ``offsets`` (:func:`~.status_queries.stored_offsets`) and the number of ``dead_letters``
+        (:func:`~.dead_letter_queries.count_dead_letters`)."""
         with self.reading() as conn:
             return {
-                "streams": queries.stream_status(conn, streams),
-                "offsets": queries.stored_offsets(conn),
-                "dead_letters": queries.count_dead_letters(conn),
+                "streams": status_queries.stream_status(conn, streams),
+                "offsets": status_queries.stored_offsets(conn),
+                "dead_letters": dead_letter_queries.count_dead_letters(conn),
             }
 
     def snapshots(self, **filters: Any) -> list[dict[str, Any]]:
-        """Snapshot descriptions without blobs (:func:`~.queries.fetch_snapshots`)."""
+        """Snapshot descriptions without blobs (:func:`~.snapshot_queries.fetch_snapshots`)."""
         with self.reading() as conn:
-            return queries.fetch_snapshots(conn, **filters)
+            return snapshot_queries.fetch_snapshots(conn, **filters)
 
     def load_snapshot(
         self, stream: str, model_kind: str, window_seq: int | None = None
-    ) -> queries.Snapshot | None:
+    ) -> snapshot_queries.Snapshot | None:
         """The snapshot at ``window_seq`` (default: the newest) with its arrays, or ``None``."""
         with self.reading() as conn:
-            return queries.load_snapshot(conn, stream, model_kind, window_seq)
+            return snapshot_queries.load_snapshot(conn, stream, model_kind, window_seq)
 
     def dispose(self) -> None:
         """Close every pooled connection."""

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from sparsewatch.storage.queries import AlertFollower
+from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.schema import alerts
 from sparsewatch.storage.store import Store
 

@@ -32,7 +32,7 @@ from sparsewatch.consumers.memory import FreeHeapBound
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
-from sparsewatch.storage.queries import reason_pattern
+from sparsewatch.storage.schema import reason_pattern
 from sparsewatch.storage.store import Store
 from sqlalchemy import text
 

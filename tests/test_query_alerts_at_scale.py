@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
-from sparsewatch.storage import queries
+from sparsewatch.storage import alert_queries
+from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.store import Store
 
 from tests.support.query_plans import statement_plans
@@ -90,8 +91,8 @@ def test_alerts_by_event_time_keep_their_order_and_rows(database_url, filters) -
     with Store.open(database_url) as store:
         _fill(store, _alerts(0, 200), _alerts(200, 100, kind="anomaly"))
         with store.reading() as conn:
-            everything = queries.fetch_alerts(conn, limit=None)
-            got = queries.fetch_alerts(conn, time_field="event", **filters)
+            everything = alert_queries.fetch_alerts(conn, limit=None)
+            got = alert_queries.fetch_alerts(conn, time_field="event", **filters)
     expected = _by_event(everything)
     if kinds := filters.get("kinds"):
         expected = [r for r in expected if r["kind"] in kinds]
@@ -116,7 +117,7 @@ def test_alerts_by_event_time_read_the_event_time_index(database_url) -> None:
         _fill(store, *(_alerts(first, 2000) for first in range(0, 20_000, 2000)))
         with store.reading() as conn:
             plans = statement_plans(
-                conn, lambda c: queries.fetch_alerts(c, time_field="event", limit=50)
+                conn, lambda c: alert_queries.fetch_alerts(c, time_field="event", limit=50)
             )
     assert plans and not any(_reads_whole_table(p) for p in plans), plans
 
@@ -134,7 +135,7 @@ def test_a_follow_look_reads_only_the_newly_committed_alerts(
     with Store.open(database_url) as store:
         batches = (_alerts(first, 2000) for first in range(0, 20_000, 2000))
         _fill(store, *batches, clock=monkeypatch)
-        follower = queries.AlertFollower(**filters)
+        follower = AlertFollower(**filters)
         with store.reading() as conn:
             follower.start(conn, 10)
             plans = statement_plans(conn, follower.poll)
@@ -144,7 +145,7 @@ def test_a_follow_look_reads_only_the_newly_committed_alerts(
 def test_a_rarely_matching_follow_still_returns_each_new_match_once(database_url) -> None:
     with Store.open(database_url) as store:
         _fill(store, _alerts(0, 50))
-        follower = queries.AlertFollower(kinds=["emerging_topic"], text="zeta")
+        follower = AlertFollower(kinds=["emerging_topic"], text="zeta")
         with store.reading() as conn:
             assert follower.start(conn, 10) == []
         _fill(store, _alerts(50, 50), _alerts(100, 30, kind="emerging_topic"))
@@ -164,12 +165,12 @@ def test_a_rarely_matching_follow_still_returns_each_new_match_once(database_url
 def test_grep_gives_the_newest_matches_whether_or_not_the_newest_alerts_hold_them(
     database_url, monkeypatch, probe, time_field, limit
 ) -> None:
-    monkeypatch.setattr(queries, "GREP_PROBE_ROWS", probe, raising=False)
+    monkeypatch.setattr(alert_queries, "GREP_PROBE_ROWS", probe)
     with Store.open(database_url) as store:
         _fill(store, _alerts(0, 100), _alerts(100, 100, kind="anomaly"), clock=monkeypatch)
         with store.reading() as conn:
-            everything = queries.fetch_alerts(conn, limit=None)
-            got = queries.fetch_alerts(conn, text="Zeta", time_field=time_field, limit=limit)
+            everything = alert_queries.fetch_alerts(conn, limit=None)
+            got = alert_queries.fetch_alerts(conn, text="Zeta", time_field=time_field, limit=limit)
     if time_field == "event":
         everything = _by_event(everything)
     expected = [r for r in everything if "zeta" in r["summary"]]
@@ -177,13 +178,13 @@ def test_grep_gives_the_newest_matches_whether_or_not_the_newest_alerts_hold_the
 
 
 def _grep_zeta_alpha(conn: sa.Connection) -> list[dict[str, Any]]:
-    return queries.fetch_alerts(conn, text="Zeta Alpha", limit=50)
+    return alert_queries.fetch_alerts(conn, text="Zeta Alpha", limit=50)
 
 
 def test_grep_for_a_common_word_reads_only_the_newest_alerts(database_url, monkeypatch) -> None:
     # --grep is no index condition: PostgreSQL, which cannot tell how often a text occurs, read
     # and sorted every alert for the newest 50 matches (0.35-0.45 s of 300,000 alerts; 28 ms now)
-    monkeypatch.setattr(queries, "GREP_PROBE_ROWS", 1000, raising=False)
+    monkeypatch.setattr(alert_queries, "GREP_PROBE_ROWS", 1000)
     with Store.open(database_url) as store:
         batches = (_alerts(first, 2000) for first in range(0, 20_000, 2000))
         _fill(store, *batches, clock=monkeypatch)

@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sparsewatch.storage.queries import AlertFollower
+from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli

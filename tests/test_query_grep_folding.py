@@ -18,8 +18,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
-from sparsewatch.storage.queries import AlertFollower, fold_case
+from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.store import Store
+from sparsewatch.storage.text_match import fold_case
 
 from tests.support.cli import run_cli
 from tests.support.storage import novel_document_alerts

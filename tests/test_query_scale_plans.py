@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import sqlalchemy as sa
 from alembic import command
-from sparsewatch.storage import migrate, queries
+from sparsewatch.storage import migrate
 from sparsewatch.storage.document_columns import DocumentColumns
+from sparsewatch.storage.document_queries import fetch_documents
 from sparsewatch.storage.store import Store
 
 from tests.support.query_plans import indexes, query_plan
@@ -44,8 +45,8 @@ def test_documents_of_one_window_of_every_stream_are_read_by_its_index(database_
     with Store.open(database_url) as store:
         _fill(store, windows=40, docs=100)
         with store.reading() as conn:
-            plan = query_plan(conn, lambda c: queries.fetch_documents(c, window_seq=30, limit=50))
-            rows = queries.fetch_documents(conn, window_seq=30, limit=None)
+            plan = query_plan(conn, lambda c: fetch_documents(c, window_seq=30, limit=50))
+            rows = fetch_documents(conn, window_seq=30, limit=None)
     assert "ix_documents_window_seq" in plan, plan
     assert len(rows) == 300 and {r["window_seq"] for r in rows} == {30}
     assert [r["event_time"] for r in rows] == sorted(r["event_time"] for r in rows)

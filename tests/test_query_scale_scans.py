@@ -17,10 +17,16 @@ import pytest
 import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
 from alembic import command
-from sparsewatch.storage import migrate, queries
-from sparsewatch.storage.queries import fold_case, reason_pattern
-from sparsewatch.storage.schema import dead_letters
+from sparsewatch.storage import migrate
+from sparsewatch.storage.alert_queries import fetch_alerts
+from sparsewatch.storage.dead_letter_queries import (
+    _dead_letter_conditions,
+    dead_letter_reasons,
+    fetch_dead_letters,
+)
+from sparsewatch.storage.schema import dead_letters, reason_pattern
 from sparsewatch.storage.store import Store
+from sparsewatch.storage.text_match import _FOLDED_FROM_ELSEWHERE, _sqlite_like, fold_case
 
 from tests.support.query_plans import indexes, query_plan
 
@@ -83,7 +89,7 @@ def _summary_as_before(conn: sa.Connection, **filters: Any) -> list[dict[str, An
     """The summary as the code before revision 0006 computed it: every matching row's reason
     pattern in Python; the newest reason (the greatest of those stored last) as the example."""
     d = dead_letters.c
-    conditions = queries._dead_letter_conditions(
+    conditions = _dead_letter_conditions(
         conn,
         filters.get("since"),
         filters.get("until"),
@@ -131,9 +137,9 @@ def test_summary_counts_as_before_also_rows_stored_without_a_pattern(
         _insert_without_pattern(store.engine, old, late)
         with store.reading() as conn:
             for name, filters in SUMMARY_FILTERS.items():
-                got = queries.dead_letter_reasons(conn, **filters)
+                got = dead_letter_reasons(conn, **filters)
                 assert got == _summary_as_before(conn, **filters), name
-            everything = queries.dead_letter_reasons(conn, limit=None)
+            everything = dead_letter_reasons(conn, limit=None)
     assert sum(g["count"] for g in everything) == 8 * 60 + 31
     by_pattern = {g["reason"]: g for g in everything}
     assert "not UTF-8 (byte N)" in by_pattern
@@ -151,8 +157,8 @@ def test_summary_reads_the_pattern_index(database_url: str, clock: list[datetime
             with store.engine.begin() as conn:
                 conn.exec_driver_sql("ANALYZE")
         with store.reading() as conn:
-            plan = query_plan(conn, queries.dead_letter_reasons)
-            rows = queries.dead_letter_reasons(conn, limit=None)
+            plan = query_plan(conn, dead_letter_reasons)
+            rows = dead_letter_reasons(conn, limit=None)
             assert rows == _summary_as_before(conn, limit=None)
     assert INDEX in plan, plan
     assert sum(r["count"] for r in rows) == 20_000
@@ -199,9 +205,9 @@ def test_revision_0006_fills_the_patterns_of_stored_dead_letters_and_downgrades(
     finally:
         engine.dispose()
     with Store.open(database_url) as store, store.reading() as conn:
-        summary = queries.dead_letter_reasons(conn)
+        summary = dead_letter_reasons(conn)
         assert summary == _summary_as_before(conn)
-        [row] = queries.fetch_dead_letters(conn, limit=1, source_topics=[rows[0]["topic"]])
+        [row] = fetch_dead_letters(conn, limit=1, source_topics=[rows[0]["topic"]])
     assert "reason_pattern" not in row  # the listing's rows are as before
 
 
@@ -264,9 +270,9 @@ def test_grep_finds_every_text_that_contains_it_in_any_case(
         with store.reading() as conn:
             for grep in GREPS:
                 expected = {t for t in TEXTS if fold_case(grep) in fold_case(t)}
-                alerts = queries.fetch_alerts(conn, text=grep, limit=None)
+                alerts = fetch_alerts(conn, text=grep, limit=None)
                 assert {r["summary"] for r in alerts} == expected, grep
-                letters = queries.fetch_dead_letters(conn, reason=grep, limit=None)
+                letters = fetch_dead_letters(conn, reason=grep, limit=None)
                 assert {r["reason"] for r in letters} == expected, grep
     assert {t for t in TEXTS if "kelvin" in fold_case(t)} == set(TEXTS[:2])
 
@@ -278,8 +284,8 @@ def test_the_sqlite_like_pattern_lets_through_every_character_folding_to_ascii()
         char = chr(code)
         folded = fold_case(char)
         if len(folded) == 1 and folded.isascii() and char not in (folded, folded.upper()):
-            assert folded in queries._FOLDED_FROM_ELSEWHERE, hex(code)
-    assert queries._sqlite_like("k%_/i-ζ") == "%_/%/_//_-_%"
+            assert folded in _FOLDED_FROM_ELSEWHERE, hex(code)
+    assert _sqlite_like("k%_/i-ζ") == "%_/%/_//_-_%"
 
 
 def _counting_lower(conn: sa.Connection) -> list[str]:
@@ -309,11 +315,11 @@ def test_sqlite_grep_calls_python_lower_only_for_rows_its_like_lets_through(
             tx.insert_alerts(_alerts(texts))
         with store.reading() as conn:
             calls = _counting_lower(conn)
-            assert queries.fetch_alerts(conn, text="omega", limit=50) == []
+            assert fetch_alerts(conn, text="omega", limit=50) == []
             assert calls == []
-            found = queries.fetch_alerts(conn, text="KELVIN", limit=50)
+            found = fetch_alerts(conn, text="KELVIN", limit=50)
             assert {r["summary"] for r in found} == set(TEXTS[:2])
             assert len(calls) == 2  # (after replace(): "İ" is "i" by then)
             calls.clear()
-            assert len(queries.fetch_alerts(conn, text="ALPHA", limit=None)) == 300
+            assert len(fetch_alerts(conn, text="ALPHA", limit=None)) == 300
             assert len(calls) == 300

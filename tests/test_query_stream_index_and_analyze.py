@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 from alembic import command
-from sparsewatch.storage import migrate, queries
+from sparsewatch.storage import migrate
+from sparsewatch.storage.alert_queries import fetch_alerts
 from sparsewatch.storage.document_columns import DocumentColumns
+from sparsewatch.storage.document_queries import fetch_documents
 from sparsewatch.storage.engine import sqlite_file
 from sparsewatch.storage.store import Store
 
@@ -63,15 +65,15 @@ def _statistics(url: str) -> dict[str, str]:
 
 _SINCE, _UNTIL = T0 + timedelta(hours=10), T0 + timedelta(hours=12)
 STREAM_QUERIES: dict[str, Callable[[sa.Connection], list[dict[str, Any]]]] = {
-    "--stream rare": lambda c: queries.fetch_documents(c, streams=["rare"], limit=50),
-    "--stream rare --since --until": lambda c: queries.fetch_documents(
+    "--stream rare": lambda c: fetch_documents(c, streams=["rare"], limit=50),
+    "--stream rare --since --until": lambda c: fetch_documents(
         c, streams=["rare"], since=T0, until=T0 + timedelta(days=30), limit=50
     ),
-    "--stream news": lambda c: queries.fetch_documents(c, streams=["news"], limit=50),
-    "--stream news --since --until": lambda c: queries.fetch_documents(
+    "--stream news": lambda c: fetch_documents(c, streams=["news"], limit=50),
+    "--stream news --since --until": lambda c: fetch_documents(
         c, streams=["news"], since=_SINCE, until=_UNTIL, limit=50
     ),
-    "--stream news, all": lambda c: queries.fetch_documents(c, streams=["news"], limit=None),
+    "--stream news, all": lambda c: fetch_documents(c, streams=["news"], limit=None),
 }
 
 
@@ -145,7 +147,7 @@ def _sqlite_url(tmp_path: Path) -> str:
 
 def _novel_plan(url: str) -> str:
     with Store.open(url) as store, store.reading() as conn:
-        return query_plan(conn, lambda c: queries.fetch_documents(c, novel_only=True, limit=50))
+        return query_plan(conn, lambda c: fetch_documents(c, novel_only=True, limit=50))
 
 
 def _unanalysed_database(tmp_path: Path) -> str:
@@ -193,12 +195,12 @@ def test_sqlite_statistics_of_a_database_66x_smaller_give_no_worse_plans(tmp_pat
     url = _sqlite_url(tmp_path)
     named = {
         **STREAM_QUERIES,
-        "--stream news --window 30": lambda c: queries.fetch_documents(
+        "--stream news --window 30": lambda c: fetch_documents(
             c, streams=["news"], window_seq=30, limit=50
         ),
-        "--novel": lambda c: queries.fetch_documents(c, novel_only=True, limit=50),
-        "--window 30": lambda c: queries.fetch_documents(c, window_seq=30, limit=50),
-        "alerts --by event --kind anomaly": lambda c: queries.fetch_alerts(
+        "--novel": lambda c: fetch_documents(c, novel_only=True, limit=50),
+        "--window 30": lambda c: fetch_documents(c, window_seq=30, limit=50),
+        "alerts --by event --kind anomaly": lambda c: fetch_alerts(
             c, time_field="event", kinds=["anomaly"], limit=50
         ),
     }

@@ -25,8 +25,8 @@ import pytest
 import sqlalchemy as sa
 from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.writer import Destination, ResultWriter, WriteJob, make_writer
-from sparsewatch.storage import queries
 from sparsewatch.storage.document_columns import DocumentColumns
+from sparsewatch.storage.document_queries import fetch_documents
 from sparsewatch.storage.engine import create_engine
 from sparsewatch.storage.retention import StatisticsPolicy, StatisticsRefresh, prune
 from sparsewatch.storage.store import Store
@@ -103,7 +103,7 @@ def _window_query_plan(url: str) -> str:
     try:
         with engine.connect() as conn:
             sa.event.listen(conn, "before_cursor_execute", capture)
-            rows = queries.fetch_documents(conn, streams=["s1"], window_seq=5, limit=20)
+            rows = fetch_documents(conn, streams=["s1"], window_seq=5, limit=20)
             sa.event.remove(conn, "before_cursor_execute", capture)
             assert [r["doc_id"] for r in rows] == [f"s1-5-{i}" for i in range(20)]
             ((statement, parameters),) = statements
