@@ -21,6 +21,8 @@ import pytest
 # test modules they came from (pytest rewrites the asserts of test modules only).
 pytest.register_assert_rewrite("tests.support")
 
+from tests.support.postgres_databases import postgres_database  # noqa: E402
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -86,26 +88,30 @@ def postgres_admin_url() -> Iterator[str | None]:
 
 
 @pytest.fixture(params=_database_urls())
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty database: a SQLite file, or a new schema-less PostgreSQL database."""
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file, or a new schema-less PostgreSQL database (dropped
+    when the test ends)."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'sparsewatch.db'}"
+        yield f"sqlite:///{tmp_path / 'sparsewatch.db'}"
+        return
     admin_url = request.getfixturevalue("postgres_admin_url")
     if admin_url is None:
         pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
-    return _fresh_postgres_database(admin_url)
+    with postgres_database(admin_url) as url:
+        yield url
 
 
-@pytest.fixture
-def postgres_database(postgres_admin_url: str | None) -> tuple[str, str]:
-    """A fresh PostgreSQL database and the server's admin URL, for tests that need PostgreSQL
-    itself (an outage made with ALTER DATABASE). Without a server the test fails under CI and is
-    skipped, with the reason, elsewhere."""
+@pytest.fixture(name="postgres_database")
+def postgres_database_fixture(postgres_admin_url: str | None) -> Iterator[tuple[str, str]]:
+    """A fresh PostgreSQL database (dropped when the test ends) and the server's admin URL, for
+    tests that need PostgreSQL itself (an outage made with ALTER DATABASE). Without a server the
+    test fails under CI and is skipped, with the reason, elsewhere."""
     if not postgres_admin_url:
         if os.environ.get("CI"):
             pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
         pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL or run Docker)")
-    return _fresh_postgres_database(postgres_admin_url), postgres_admin_url
+    with postgres_database(postgres_admin_url) as url:
+        yield url, postgres_admin_url
 
 
 class PostgresOutage:
@@ -145,21 +151,6 @@ def postgres_outage(postgres_database: tuple[str, str]) -> Iterator[PostgresOuta
     finally:
         outage.end()
         outage.admin.dispose()
-
-
-def _fresh_postgres_database(admin_url: str) -> str:
-    """Create a uniquely named database on the server of ``admin_url`` and return its URL."""
-    import uuid
-
-    import sqlalchemy as sa
-
-    name = f"sw_test_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    url = sa.engine.make_url(admin_url).set(database=name)
-    return url.render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ from sparsewatch.storage.engine import create_engine
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
-from tests.conftest import _fresh_postgres_database
+from tests.support.postgres_databases import create_postgres_database
 
 LONGEST = parse_document(
     json.dumps(
@@ -270,7 +270,7 @@ def _another_database(url: str, postgres_admin_url: str | None) -> str:
     if url.startswith("sqlite"):
         return url.replace("sparsewatch.db", "current.db")
     assert postgres_admin_url is not None
-    return _fresh_postgres_database(postgres_admin_url)
+    return create_postgres_database(postgres_admin_url)
 
 
 def _write_again(store: Store) -> None:
