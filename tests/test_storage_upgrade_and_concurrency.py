@@ -37,7 +37,7 @@ from sparsewatch.storage.engine import create_engine
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
 
-from tests.support.postgres_databases import create_postgres_database
+from tests.support.postgres_databases import create_postgres_database, drop_postgres_database
 
 LONGEST = parse_document(
     json.dumps(
@@ -265,12 +265,15 @@ def _everything(store: Store) -> str:
     return repr(_plain(found))
 
 
-def _another_database(url: str, postgres_admin_url: str | None) -> str:
-    """A second fresh database on the same server as ``url`` (a SQLite file beside it)."""
+def _another_database(url: str, request: pytest.FixtureRequest) -> str:
+    """A second fresh database on the same server as ``url`` (a SQLite file beside it), dropped
+    when the test ends."""
     if url.startswith("sqlite"):
         return url.replace("sparsewatch.db", "current.db")
-    assert postgres_admin_url is not None
-    return create_postgres_database(postgres_admin_url)
+    admin_url = request.getfixturevalue("postgres_admin_url")
+    another = create_postgres_database(admin_url)
+    request.addfinalizer(lambda: drop_postgres_database(admin_url, another))
+    return another
 
 
 def _write_again(store: Store) -> None:
@@ -299,10 +302,7 @@ def _write_again(store: Store) -> None:
 def test_an_upgraded_database_answers_as_one_the_current_code_wrote(
     database_url: str, request: pytest.FixtureRequest, revision: str
 ) -> None:
-    current_url = _another_database(
-        database_url,
-        request.getfixturevalue("postgres_admin_url") if "postgresql" in database_url else None,
-    )
+    current_url = _another_database(database_url, request)
     with Store.open(current_url) as store, store.transaction() as tx:
         _write_documents(tx)
         _write_results(tx)
