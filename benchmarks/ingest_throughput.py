@@ -6,7 +6,7 @@ the dead letters in the results database costs (``sparsewatch ingest``'s default
 transaction per batch that has dead letters) against the exactly-once bridge without it.
 
     python benchmarks/ingest_throughput.py [--records 50000] [--repeats 5] [--batch-size 1000]
-        [--database-url URL]
+        [--postgres-url URL | --database-url URL]
 
 Each repeat writes ``--records`` tweets in Twitter's JSON (1% malformed) to a fresh source topic
 of 3 partitions, then runs the three bridges one after the other (in rotating order) over it,
@@ -15,10 +15,11 @@ each in its own consumer group and to its own documents topic, both with batches
 seconds spent on batches (from a batch in hand to its commit; the idle wait at the end excluded)
 and the process CPU over the run. Reported: medians over the repeats, and the median of the
 per-repeat ratios (exactly-once over at-least-once; with the database over without). The
-database is ``--database-url``, else a SQLite file in a temporary folder (the default of
-``database_url``: a file). Uses the broker in ``KAFKA_BOOTSTRAP_SERVERS``, else starts the local
-one. Results: ``benchmarks/results/ingest_throughput.json`` (``_postgresql.json`` with a
-PostgreSQL ``--database-url``).
+database is a fresh one on the PostgreSQL server of ``--postgres-url`` (dropped at the end), or
+``--database-url`` (used as it is, and kept), else a SQLite file in a temporary folder (the
+default of ``database_url``: a file). Uses the broker in ``KAFKA_BOOTSTRAP_SERVERS``, else starts
+the local one. Results: ``benchmarks/results/ingest_throughput.json`` (``_postgresql.json`` on
+PostgreSQL).
 """
 
 from __future__ import annotations
@@ -32,11 +33,14 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from postgres_databases import postgres_database
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import IngestRoute, map_record, run_ingest
 from sparsewatch.consumers.kafka_client import (
@@ -206,37 +210,61 @@ def bench(
     }
 
 
+@contextmanager
+def results_database(database_url: str | None, postgres_url: str | None) -> Iterator[str]:
+    """The URL of the results database the dead letters are recorded in, for the ``with`` block:
+    ``database_url`` as it is (kept), else a fresh database on the PostgreSQL server of
+    ``postgres_url``, else a SQLite file in a temporary folder; either of the last two is removed
+    when the block ends, however it ends."""
+    if database_url:
+        yield database_url
+    elif postgres_url:
+        with postgres_database(postgres_url) as url:
+            yield url
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench-db-") as folder:
+            yield f"sqlite:///{Path(folder) / 'db'}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument(
+    database = parser.add_mutually_exclusive_group()
+    database.add_argument(
+        "--postgres-url",
+        default=None,
+        help="record the dead letters in a fresh database on this PostgreSQL server (an admin "
+        "URL, e.g. $SPARSEWATCH_TEST_DATABASE_URL), dropped at the end",
+    )
+    database.add_argument(
         "--database-url",
         default=None,
-        help="the results database the dead letters are recorded in, used as it is (default: a "
-        "SQLite file in a temporary folder)",
+        help="the results database the dead letters are recorded in, used as it is and kept "
+        "(default: a SQLite file in a temporary folder)",
     )
     args = parser.parse_args()
-    url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp(prefix='bench-db-')) / 'db'}"
-    store = Store.open(url)
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    broker = None
-    if not bootstrap:
-        from sparsewatch.kafka_local import LocalKafka
+    with results_database(args.database_url, args.postgres_url) as url:
+        store = Store.open(url)
+        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        broker = None
+        if not bootstrap:
+            from sparsewatch.kafka_local import LocalKafka
 
-        broker = LocalKafka(Path(tempfile.mkdtemp(prefix="bench-kafka-")), port=0)
-        bootstrap = broker.up()
-    try:
-        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        results = bench(bootstrap, args.records, args.repeats, args.batch_size, store)
-    finally:
-        store.dispose()
-        if broker is not None:
-            broker.down()
+            broker = LocalKafka(Path(tempfile.mkdtemp(prefix="bench-kafka-")), port=0)
+            bootstrap = broker.up()
+        try:
+            started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+            results = bench(bootstrap, args.records, args.repeats, args.batch_size, store)
+        finally:
+            store.dispose()
+            if broker is not None:
+                broker.down()
     results["command"] = (
         f"python benchmarks/ingest_throughput.py --records {args.records} --repeats {args.repeats}"
         f" --batch-size {args.batch_size}"
+        + (f" --postgres-url {mask_url(args.postgres_url)}" if args.postgres_url else "")
         + (f" --database-url {mask_url(url)}" if args.database_url else "")
     )
     results["database"] = url.split(":", 1)[0]

@@ -12,12 +12,13 @@ Same documents, same configuration, one run:
   ``startup_s``). ``--writers process,thread`` runs each path with both write-behind writers.
 
 Each path runs ``--repeats`` times, every run in a fresh process (fresh topic, group and database
-too); medians are reported. The overhead against the core is reported twice: from the median runs,
-and paired (``paired_overhead``: each repeat's path over the core of the same repeat, their median
-and a distribution-free 95% interval for it), which a machine whose speed drifts between repeats
-disturbs less. Reports documents/s, the overhead ratio against the core, window
-latency (close to committed) p50 and p99, and, over the run, resident memory and window latency of
-the first and last fifths (the stream spans far more than an hour of event time).
+too; a PostgreSQL one is dropped after its run); medians are reported. The overhead against the
+core is reported twice: from the median runs, and paired (``paired_overhead``: each repeat's path
+over the core of the same repeat, their median and a distribution-free 95% interval for it), which
+a machine whose speed drifts between repeats disturbs less. Reports documents/s, the overhead
+ratio against the core, window latency (close to committed) p50 and p99, and, over the run,
+resident memory and window latency of the first and last fifths (the stream spans far more than an
+hour of event time).
 
     python benchmarks/pipeline_throughput.py --documents 24000 --repeats 3 [--fixed-dictionary] \
         [--checkpoint-every 10] [--writers process,thread] [--idle-close] \
@@ -37,12 +38,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from postgres_databases import postgres_database
 from sparsewatch.consumers.detector_core import build_models, process_window
 from sparsewatch.consumers.detector_worker import window_spec
 from sparsewatch.consumers.kafka_admin import ensure_topics
@@ -235,17 +237,18 @@ def run_pipeline(
     }
 
 
-def _fresh_database(admin_url: str) -> str:
-    """A new, empty database on the server of ``admin_url``."""
-    import sqlalchemy as sa
-
-    name = f"sw_bench_{uuid.uuid4().hex[:10]}"
-    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    url = sa.engine.make_url(admin_url).set(database=name)
-    return url.render_as_string(hide_password=False)
+def run_databases(
+    folder: Path, postgres_url: str | None
+) -> dict[str, Callable[[int], AbstractContextManager[str]]]:
+    """Per kind of database, the one a run of repeat ``i`` writes to, for a ``with`` block around
+    the run: a SQLite file in ``folder`` (left there), and, with ``postgres_url``, a fresh
+    database on that server, dropped when the run ends (also when it fails or is interrupted)."""
+    databases: dict[str, Callable[[int], AbstractContextManager[str]]] = {
+        "sqlite": lambda i: contextlib.nullcontext(f"sqlite:///{folder / f'bench{i}.db'}")
+    }
+    if postgres_url:
+        databases["postgresql"] = lambda i: postgres_database(postgres_url)
+    return databases
 
 
 def _child(detector_env: dict[str, str], fn: Any, *args: Any) -> dict:
@@ -322,8 +325,8 @@ def main() -> None:
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"),
-        help="also measure on this PostgreSQL server, a fresh database per run (default: "
-        "$SPARSEWATCH_TEST_DATABASE_URL; '' for SQLite only)",
+        help="also measure on this PostgreSQL server, a fresh database per run, dropped after it "
+        "(default: $SPARSEWATCH_TEST_DATABASE_URL; '' for SQLite only)",
     )
     parser.add_argument(
         "--fixed-dictionary",
@@ -352,21 +355,19 @@ def main() -> None:
     limits = [x.strip() for x in args.heap_free_limits.split(",") if x.strip()]
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
-    databases = {"sqlite": lambda i: f"sqlite:///{tmp / f'bench{i}.db'}"}
-    if args.postgres_url:
-        databases["postgresql"] = lambda i: _fresh_database(args.postgres_url)
+    databases = run_databases(tmp, args.postgres_url)
     paths = {
         f"kafka+{db}"
         + (f"/{writer}-writer" if len(writers) > 1 else "")
         + (f"/heap-free-limit-{limit}mb" if limit else ""): (
-            url,
+            database,
             {
                 **env,
                 "SPARSEWATCH_WRITER": writer,
                 **({"SPARSEWATCH_HEAP_FREE_LIMIT_MB": limit} if limit else {}),
             },
         )
-        for db, url in databases.items()
+        for db, database in databases.items()
         for writer in writers
         for limit in limits or [""]
     }
@@ -380,19 +381,20 @@ def main() -> None:
                 if key == "core":
                     runs["core"].append(_isolated(env, run_core, docs, args.checkpoint_every))
                     continue
-                url, path_env = paths[key]
-                runs[key].append(
-                    _isolated(
-                        path_env,
-                        run_pipeline,
-                        bootstrap,
-                        docs,
-                        url(i),
-                        args.checkpoint_every,
-                        False,
-                        not args.idle_close,
+                database, path_env = paths[key]
+                with database(i) as url:
+                    runs[key].append(
+                        _isolated(
+                            path_env,
+                            run_pipeline,
+                            bootstrap,
+                            docs,
+                            url,
+                            args.checkpoint_every,
+                            False,
+                            not args.idle_close,
+                        )
                     )
-                )
     result: dict = {
         "documents": len(docs),
         "window": "6h event time (~720 docs)",

@@ -33,7 +33,6 @@ import os
 import statistics
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
+from postgres_databases import postgres_database
 from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.alert_queries import fetch_alerts
 from sparsewatch.storage.dead_letter_queries import (
@@ -404,19 +404,9 @@ def main() -> None:
             print("== SQLite", flush=True)
             results["sqlite"] = run_backend(f"sqlite:///{tmp}/scale.db", args)
     if args.database_url is None and args.backend in ("postgresql", "both"):
-        server = sa.make_url(os.environ["SPARSEWATCH_TEST_DATABASE_URL"])
-        name = f"sw_query_scale_{uuid.uuid4().hex[:8]}"
-        admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
+        with postgres_database(os.environ["SPARSEWATCH_TEST_DATABASE_URL"]) as url:
             print("== PostgreSQL", flush=True)
-            url = server.set(database=name).render_as_string(hide_password=False)
             results["postgresql"] = run_backend(url, args)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.dispose()
     if args.output is not None:
         args.output.write_text(json.dumps(results, indent=1, default=str) + "\n")
 

@@ -16,8 +16,9 @@ as a user of the store does; a fourth write hands it
 
     python benchmarks/storage_write.py [--docs 1000] [--windows 15] [--postgres-url URL]
 
-``--postgres-url``: also measure on this PostgreSQL server (in a fresh database created on it);
-defaults to ``SPARSEWATCH_TEST_DATABASE_URL``, ``--postgres-url ''`` measures SQLite only.
+``--postgres-url``: also measure on this PostgreSQL server (in a fresh database created on it,
+dropped at the end); defaults to ``SPARSEWATCH_TEST_DATABASE_URL``, ``--postgres-url ''`` measures
+SQLite only.
 Results: ``benchmarks/results/storage_write.json``.
 """
 
@@ -30,7 +31,6 @@ import platform
 import statistics
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
+from postgres_databases import postgres_database
 from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.schema import documents
 from sparsewatch.storage.store import Store
@@ -280,15 +281,6 @@ def _medians(runs: list[Timing]) -> dict[str, float | None]:
     }
 
 
-def fresh_postgres(admin_url: str) -> str:
-    name = f"sw_bench_{uuid.uuid4().hex[:8]}"
-    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000)
@@ -298,8 +290,8 @@ def main() -> None:
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("SPARSEWATCH_TEST_DATABASE_URL"),
-        help="also measure on this PostgreSQL server, in a fresh database (default: "
-        "$SPARSEWATCH_TEST_DATABASE_URL; '' for SQLite only)",
+        help="also measure on this PostgreSQL server, in a fresh database dropped at the end "
+        "(default: $SPARSEWATCH_TEST_DATABASE_URL; '' for SQLite only)",
     )
     args = parser.parse_args()
     rng = np.random.default_rng(1)
@@ -318,9 +310,8 @@ def main() -> None:
             f"sqlite:///{folder}/bench.db", args.docs, args.windows, state
         )
     if args.postgres_url:
-        results["backends"]["postgresql"] = bench(
-            fresh_postgres(args.postgres_url), args.docs, args.windows, state
-        )
+        with postgres_database(args.postgres_url) as url:
+            results["backends"]["postgresql"] = bench(url, args.docs, args.windows, state)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     for name, r in results["backends"].items():
