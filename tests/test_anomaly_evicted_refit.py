@@ -21,7 +21,8 @@ from sparsewatch.storage.store import Checkpoint, Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
-from tests.support.anomaly_worker import Running, anomaly_scores, produce, wait, window
+from tests.support.anomaly_worker import anomaly_scores, produce, wait, window
+from tests.support.worker_stubs import Running
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -10,7 +10,6 @@ the same anomaly score (within 1e-6) and flag, the same alerts and the same dead
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -24,6 +23,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker, run_loops
+from tests.support.anomaly_worker import scores_payload
 from tests.support.pipeline_kafka import spawn_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -56,22 +56,18 @@ def _message(stream: str, seq: int, i: int, n: int, tag: str, rng: np.random.Gen
     shift = 0.25 if seq >= 20 else 0.0
     score = 0.05 if odd else float(np.clip(rng.normal(0.6 + shift, 0.1), 0.0, 1.0))
     atoms = 12 if odd else int(rng.integers(1, 5))
-    return json.dumps(
-        {
-            "stream": stream,
-            "doc_id": f"{stream}-{seq}-{tag}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 60_000 * seq + i,
-            "score": score,
-            "reconstruction_error": float(np.clip(rng.normal(0.5, 0.1), 0.0, 1.0)),
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [float(v) for v in rng.uniform(0.05, 0.5, atoms)],
-            "n_terms": int(rng.integers(5, 40)),
-        }
-    ).encode()
+    return scores_payload(
+        stream=stream,
+        doc_id=f"{stream}-{seq}-{tag}-{i}",
+        seq=seq,
+        i=i,
+        n=n,
+        timestamp=1_700_000_000_000 + 60_000 * seq + i,
+        score=score,
+        error=float(np.clip(rng.normal(0.5, 0.1), 0.0, 1.0)),
+        code_value=[float(v) for v in rng.uniform(0.05, 0.5, atoms)],
+        n_terms=int(rng.integers(5, 40)),
+    )
 
 
 def _stream_messages(stream: str, seed: int) -> list[bytes]:

@@ -10,7 +10,6 @@ while a later one interleaves) or else the next offset; a restore replays from t
 from __future__ import annotations
 
 import itertools
-import json
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
 from sparsewatch.consumers.score_messages import parse_scored
 
 from sparsewatch.config import load_config
-from tests.support.anomaly_worker import restore
+from tests.support.anomaly_worker import restore, scores_payload
 
 
 def _config():
@@ -35,22 +34,18 @@ def _message(seq: int, i: int, n: int, tag: str, rng: np.random.Generator) -> by
     odd = rng.random() < 0.05
     shift = 0.3 if seq >= 14 else 0.0  # drift: refits by the drift test
     atoms = 12 if odd else int(rng.integers(1, 5))
-    return json.dumps(
-        {
-            "stream": "s",
-            "doc_id": f"{seq}-{tag}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 60_000 * seq + i,
-            "score": 0.05 if odd else float(np.clip(rng.normal(0.6 + shift, 0.1), 0, 1)),
-            "reconstruction_error": float(np.clip(rng.normal(0.5, 0.1), 0, 1)),
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [float(v) for v in rng.uniform(0.05, 0.5, atoms)],
-            "n_terms": int(rng.integers(5, 40)),
-        }
-    ).encode()
+    return scores_payload(
+        stream="s",
+        doc_id=f"{seq}-{tag}-{i}",
+        seq=seq,
+        i=i,
+        n=n,
+        timestamp=1_700_000_000_000 + 60_000 * seq + i,
+        score=0.05 if odd else float(np.clip(rng.normal(0.6 + shift, 0.1), 0, 1)),
+        error=float(np.clip(rng.normal(0.5, 0.1), 0, 1)),
+        code_value=[float(v) for v in rng.uniform(0.05, 0.5, atoms)],
+        n_terms=int(rng.integers(5, 40)),
+    )
 
 
 def _sent() -> list[bytes]:

@@ -13,12 +13,10 @@ from __future__ import annotations
 import pytest
 from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
 from sparsewatch.consumers.score_messages import parse_scored
-from sparsewatch.storage.store import Checkpoint, Store
-from sqlalchemy import text
+from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import load_config
-from sparsewatch.runner import build_worker, run_loops
-from tests.support.anomaly_worker import scores_topic, window_message
+from tests.support.anomaly_worker import run_anomaly_worker, scores_topic, window_message
 
 REASON = (
     "scores message of window 0 (12 documents) not used: window 0 was processed with its "
@@ -65,22 +63,9 @@ def test_a_larger_version_of_a_processed_window_reaches_the_dead_letters(kafka_b
     sent = [window_message(0, i, 10) for i in range(10)]
     sent += [window_message(0, i, 12) for i in range(12)]
     sent += [window_message(1, i, 5) for i in range(5)]
-    prefix, url, topic, env = scores_topic(kafka_bootstrap, tmp_path, "aversions", sent, "4")
-    store = Store.open(url)
-    try:
-        run_loops([build_worker("anomaly", _config(**env), store)], [6.0], False)
-        scored = {
-            r["doc_id"] for r in store.documents(limit=None) if r["anomaly_score"] is not None
-        }
-        offsets = store.partition_offsets(prefix + ".anomaly", topic)
-        with store.reading() as conn:
-            dead = sorted(conn.execute(text("select offset, reason, payload from dead_letters")))
-    finally:
-        store.dispose()
-    assert scored == {f"0-{i}" for i in range(10)} | {f"1-{i}" for i in range(5)}
-    assert offsets == {0: len(sent)}
+    env = scores_topic(kafka_bootstrap, tmp_path, "aversions", sent, "4")
+    run = run_anomaly_worker(_config(**env), 6.0)
+    assert run.scored == {f"0-{i}" for i in range(10)} | {f"1-{i}" for i in range(5)}
+    assert run.offsets == {0: len(sent)}
     # every message is used, a re-send of one used, or a dead letter: none is lost
-    assert [(o, reason, bytes(p)) for o, reason, p in dead] == [
-        (20, REASON, sent[20]),
-        (21, REASON, sent[21]),
-    ]
+    assert run.dead == [(20, REASON, sent[20]), (21, REASON, sent[21])]

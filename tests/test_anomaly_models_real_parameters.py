@@ -11,6 +11,8 @@ from sparsewatch.models.dl_ocsvm import DLOCSVM
 from sparsewatch.models.dpl_ocsvm import DPLOCSVM
 from sparsewatch.models.kernel_dl_ocsvm import KDLOCSVM, KDPLOCSVM
 
+from tests.support.ocsvm_cycling import CYCLING_CODES
+
 
 def _data(seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((40, 4))
@@ -66,19 +68,6 @@ def test_boundary_values_of_the_real_parameters_are_accepted(cls, params) -> Non
     assert np.isfinite(model.decision_scores_).all()
 
 
-# Codes of a degenerate reference the anomaly worker fitted DL-OCSVM on (five distinct rows;
-# near-collinear atoms gave coefficients of about 1,500), with the worker's libsvm tolerance 1e-3.
-_CYCLING_ROWS = [
-    [-963.199445, 0.0, 0.0, 963.902641],
-    [0.0, 0.553589, 0.0, 0.446411],
-    [1493.241052, 0.0, 0.0, -1493.049573],
-    [1493.254929, 0.0, 0.0, -1493.049573],
-    [1493.256954, 0.0, 0.0, -1493.049573],
-]
-_CYCLING_ORDER = [0, 1, 1, 1, 4, 4, 4, 1, 1, 1, 3, 0, 1, 0, 1, 2, 2, 1, 1, 2, 1, 0, 1, 1, 2, 2]
-_CYCLING_ORDER += [1, 0, 0, 1]
-
-
 def test_the_ocsvm_fit_returns_on_rows_where_libsvm_cycles() -> None:
     """libsvm's solver cycled for ever on these rows (``max_iter=-1``): the anomaly worker's
     refit never returned, and again after every restart. Run in a child process so that the
@@ -86,7 +75,7 @@ def test_the_ocsvm_fit_returns_on_rows_where_libsvm_cycles() -> None:
     code = (
         "import warnings, numpy as np\n"
         "from sparsewatch.models._ocsvm_base import fit_linear_ocsvm\n"
-        f"Z = np.array({_CYCLING_ROWS})[{_CYCLING_ORDER}]\n"
+        f"Z = {CYCLING_CODES}\n"
         "with warnings.catch_warnings():\n"
         "    warnings.simplefilter('ignore')\n"
         "    svm, lam = fit_linear_ocsvm(Z, 0.5, 1e-3)\n"

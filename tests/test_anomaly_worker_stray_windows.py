@@ -23,11 +23,14 @@ from sparsewatch.consumers.anomaly_worker import INCOMPLETE_IDLE_S, AnomalyStrea
 from sparsewatch.consumers.processor import Output
 from sparsewatch.consumers.score_messages import parse_scored
 from sparsewatch.storage.store import Store
-from sqlalchemy import text
 
 from sparsewatch.config import load_config
-from sparsewatch.runner import build_worker, run_loops
-from tests.support.anomaly_worker import restore, scores_topic, window_message
+from tests.support.anomaly_worker import (
+    restore,
+    run_anomaly_worker,
+    scores_topic,
+    window_message,
+)
 
 
 def _config(**env: str):
@@ -204,18 +207,12 @@ def test_a_stray_message_of_a_stream_that_sends_nothing_more_does_not_pin_the_re
     monkeypatch.setattr(anomaly_worker, "INCOMPLETE_IDLE_S", 3.0)  # (10 minutes in a test)
     stray = _stray_of("typo")
     sent = [stray] + [window_message(seq, i, 10) for seq in range(100, 104) for i in range(10)]
-    prefix, url, topic, env = scores_topic(kafka_bootstrap, tmp_path, "aquiet", sent, "1")
-    store = Store.open(url)
-    try:
-        run_loops([build_worker("anomaly", _config(**env), store)], [10.0], False)
-        offsets = store.partition_offsets(prefix + ".anomaly", topic)
-        checkpoint = store.load_checkpoint(prefix + ".anomaly", "typo")
-        with store.reading() as conn:
-            dead = list(conn.execute(text("select offset, reason from dead_letters")))
-    finally:
-        store.dispose()
-    assert offsets == {0: len(sent)}
-    assert dead == [
+    config = _config(**scores_topic(kafka_bootstrap, tmp_path, "aquiet", sent, "1"))
+    run = run_anomaly_worker(config, 10.0)
+    with Store.open(config.database_url) as store:
+        checkpoint = store.load_checkpoint(f"{config.kafka.group_id}.anomaly", "typo")
+    assert run.offsets == {0: len(sent)}
+    assert [(offset, reason) for offset, reason, _ in run.dead] == [
         (
             0,
             "scores message of window 5 (2 documents) not used: incomplete when its stream had "
@@ -232,19 +229,10 @@ def test_a_stray_amid_a_window_neither_stops_the_stream_nor_holds_its_partition_
 ):
     stray = window_message(0, 0, 5)
     sent = _with_stray(stray)
-    prefix, url, topic, env = scores_topic(kafka_bootstrap, tmp_path, "astray", sent, "4")
-    store = Store.open(url)
-    try:
-        run_loops([build_worker("anomaly", _config(**env), store)], [6.0], False)
-        scored = {
-            r["doc_id"] for r in store.documents(limit=None) if r["anomaly_score"] is not None
-        }
-        offsets = store.partition_offsets(prefix + ".anomaly", topic)
-        with store.reading() as conn:
-            dead = list(conn.execute(text("select offset, payload from dead_letters")))
-    finally:
-        store.dispose()
+    run = run_anomaly_worker(
+        _config(**scores_topic(kafka_bootstrap, tmp_path, "astray", sent, "4")), 6.0
+    )
     # the reference period (windows 100 and 101) is scored with window 101, then every window
-    assert scored == {f"{seq}-{i}" for seq in range(101, 108) for i in range(10)}
-    assert offsets == {0: len(sent)}
-    assert [(o, bytes(p)) for o, p in dead] == [(5, stray)]
+    assert run.scored == {f"{seq}-{i}" for seq in range(101, 108) for i in range(10)}
+    assert run.offsets == {0: len(sent)}
+    assert [(offset, payload) for offset, _, payload in run.dead] == [(5, stray)]

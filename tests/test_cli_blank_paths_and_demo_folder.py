@@ -12,8 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from sparsewatch.cli import main
-from tests.support.cli import clean_environ
+from tests.support.cli import clean_environ, run_cli
+
+
+def _usage_error(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    **settings: str,
+) -> str:
+    """``sparsewatch ARGS`` with no ``SPARSEWATCH_*`` variable but ``settings``: a usage error
+    (status 2) of one line, which is returned."""
+    for name in [n for n in os.environ if n.startswith("SPARSEWATCH_")]:
+        monkeypatch.delenv(name)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
 
 
 @pytest.mark.parametrize("blank", ["", "  "])
@@ -25,18 +43,14 @@ def test_a_blank_config_path_is_a_usage_error_not_the_environments_file(
     environment); a blank name is refused elsewhere rather than meaning the default."""
     env_file = tmp_path / "env.toml"
     env_file.write_text("[anomaly]\nenabled = false\n", encoding="utf-8")
-    for name in [n for n in os.environ if n.startswith("SPARSEWATCH_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("SPARSEWATCH_CONFIG", str(env_file))
-    monkeypatch.setenv("SPARSEWATCH_DATA_DIR", str(tmp_path))
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", "--config", blank, "run", "anomaly"])
-    with pytest.raises(SystemExit) as stop:
-        main()
-    err = capsys.readouterr().err
-    assert stop.value.code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "--config" in lines[0] and "blank" in lines[0], err
+    line = _usage_error(
+        monkeypatch,
+        capsys,
+        ["--config", blank, "run", "anomaly"],
+        SPARSEWATCH_CONFIG=str(env_file),
+        SPARSEWATCH_DATA_DIR=str(tmp_path),
+    )
+    assert "--config" in line and "blank" in line, line
 
 
 @pytest.mark.parametrize(
@@ -56,18 +70,14 @@ def test_a_blank_folder_is_a_usage_error_not_the_default_one(
 ) -> None:
     """``kafka status --run-dir ""`` reported the broker of ``DATA_DIR/kafka`` (``down``
     stopped it) and ``demo --out ""`` wrote into ``DATA_DIR/demo``, as if no folder were given."""
-    for name in [n for n in os.environ if n.startswith("SPARSEWATCH_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("SPARSEWATCH_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9")
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", *args])
-    with pytest.raises(SystemExit) as stop:
-        main()
-    err = capsys.readouterr().err
-    assert stop.value.code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert option in lines[0] and "blank" in lines[0], err
+    line = _usage_error(
+        monkeypatch,
+        capsys,
+        args,
+        SPARSEWATCH_DATA_DIR=str(tmp_path),
+        SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9",
+    )
+    assert option in line and "blank" in line, line
     assert not (tmp_path / "kafka").exists() and not (tmp_path / "demo").exists()
 
 

@@ -14,10 +14,13 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message
 from sparsewatch.consumers.detector_core import novel_alerts
-from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.storage.document_columns import DocumentColumns
 
-from tests.support.kafka_topics import read_offsets, topic_with_deleted_head
+from tests.support.kafka_topics import (
+    consumer_noting_resets,
+    read_offsets,
+    topic_with_deleted_head,
+)
 
 
 @pytest.mark.kafka
@@ -37,9 +40,7 @@ def test_a_reset_event_without_an_offset_restarts_the_partition_at_its_earliest_
     assert event.offset() is None
     with (
         caplog.at_level("WARNING", logger="sparsewatch.consumers.kafka_client"),
-        BatchConsumer(
-            kafka_bootstrap, f"g-{topic}", [topic], on_reset=lambda *a: resets.append(a)
-        ) as consumer,
+        consumer_noting_resets(kafka_bootstrap, topic, resets) as consumer,
     ):
         assert read_offsets(consumer, 8) == list(range(4, 12))
         assert consumer._messages([event]) == []  # as a poll meets it

@@ -7,8 +7,8 @@ import sqlalchemy as sa
 from sparsewatch.replay.evaluate import roc_auc
 from sparsewatch.storage.store import Store
 
-from sparsewatch.config import load_config
 from sparsewatch.demo import MALFORMED, run_demo
+from tests.support.demo import demo_config
 
 
 def _novel_by_window(docs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
@@ -31,15 +31,9 @@ def _novel_by_window(docs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_demo_end_to_end(kafka_bootstrap, tmp_path):
-    config = load_config(
-        env={
-            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "SPARSEWATCH_DATA_DIR": str(tmp_path),
-            "SPARSEWATCH_WINDOWS_SIZE": "2h",
-            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "3",
-        }
+    result = run_demo(
+        demo_config(kafka_bootstrap, tmp_path), n_documents=1500, out_dir=tmp_path / "demo"
     )
-    result = run_demo(config, n_documents=1500, out_dir=tmp_path / "demo")
     assert result.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result.plot.stat().st_size > 10_000  # a drawn figure, not an empty canvas
     with Store.open(result.database_url) as store:

@@ -4,7 +4,6 @@ broker, real JVMs, real SQLite, no mocks."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -19,7 +18,8 @@ from sparsewatch.demo import run_demo
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import LocalKafka
 from tests.support.cli import clean_environ
-from tests.support.kafka_launcher import brokers_of
+from tests.support.demo import demo_config
+from tests.support.kafka_launcher import brokers_of, kill_brokers
 
 DEMO = [sys.executable, "-m", "sparsewatch", "demo"]
 NO_BROKER = "127.0.0.1:1"  # nothing answers there: the demo starts the local broker
@@ -60,8 +60,7 @@ def _stop_all(run_dir: Path, *demos: subprocess.Popen[str]) -> None:
     for demo in demos:
         demo.kill()
         demo.communicate()
-    for pid in brokers_of(run_dir):
-        os.kill(pid, signal.SIGKILL)
+    kill_brokers(run_dir)
 
 
 def test_sigterm_while_the_workers_run_aborts_the_demo(
@@ -119,15 +118,7 @@ def test_the_broker_of_a_demo_killed_outright_is_stopped_by_the_next_demo(
         killed.kill()
         killed.communicate()
         assert LocalKafka(run_dir).status().running
-        config = load_config(
-            env={
-                "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": NO_BROKER,
-                "SPARSEWATCH_DATA_DIR": str(tmp_path),
-                "SPARSEWATCH_ANOMALY_ENABLED": "false",
-                "SPARSEWATCH_WINDOWS_SIZE": "2h",
-                "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "3",
-            }
-        )
+        config = demo_config(NO_BROKER, tmp_path, SPARSEWATCH_ANOMALY_ENABLED="false")
         result = run_demo(config, n_documents=500, out_dir=tmp_path / "demo")
         assert result.plot.is_file()
         assert not LocalKafka(run_dir).status().running
@@ -160,15 +151,11 @@ def test_a_demo_with_no_document_scored_still_draws_its_plot(
 ) -> None:
     """A detector warming up on more documents than the demo has scores none: the plot then
     failed ("TypeError: ufunc 'invert' not supported") after the whole run."""
-    config = load_config(
-        env={
-            "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "SPARSEWATCH_DATA_DIR": str(tmp_path),
-            "SPARSEWATCH_ANOMALY_ENABLED": "false",
-            "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "1000",
-            "SPARSEWATCH_WINDOWS_SIZE": "2h",
-            "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "3",
-        }
+    config = demo_config(
+        kafka_bootstrap,
+        tmp_path,
+        SPARSEWATCH_ANOMALY_ENABLED="false",
+        SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS="1000",
     )
     result = run_demo(config, n_documents=500, out_dir=tmp_path / "demo")
     assert result.plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from sparsewatch.consumers import ingest
 from sparsewatch.consumers.ingest import IngestRoute
 from sparsewatch.consumers.kafka_client import producer_config
+from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.storage.store import Store
 
 from sparsewatch.kafka_local import LocalKafka
@@ -103,15 +104,35 @@ def _wait_committed(route: IngestRoute, thread: threading.Thread, out: dict[str,
         time.sleep(0.2)
 
 
-def _wait_for(event: Callable[[], bool], thread: threading.Thread, out: dict[str, Any]) -> None:
-    deadline = time.monotonic() + 120
-    while not event():
-        assert thread.is_alive() and time.monotonic() < deadline, out
-        time.sleep(0.1)
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """The bridge's dead letters: a SQLite file of this test's."""
+    with Store.open(f"sqlite:///{tmp_path / 'dead.db'}") as store:
+        yield store
+
+
+@contextmanager
+def _bridge_at_take_over(
+    route: IngestRoute, store: Store, caplog: pytest.LogCaptureFixture
+) -> Iterator[tuple[StopFlag, threading.Thread, dict[str, Any]]]:
+    """The bridge (batches of 50) on a thread, as :func:`bridge_in_a_thread` yields it, once its
+    producer's abort has timed out and a new producer takes over (alive meanwhile)."""
+    with (
+        caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
+        bridge_in_a_thread(route, store, batch_size=50) as (stop, thread, out),
+    ):
+        deadline = time.monotonic() + 120
+        while TAKE_OVER not in caplog.text:
+            assert thread.is_alive() and time.monotonic() < deadline, out
+            time.sleep(0.1)
+        yield stop, thread, out
 
 
 def test_an_abort_timing_out_during_a_broker_outage_leaves_it_to_a_new_producer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    store: Store,
 ) -> None:
     """The broker hangs in the middle of a transaction, then crashes and comes back. The
     transaction's messages time out, it must be aborted, and the abort times out while the
@@ -121,51 +142,38 @@ def test_an_abort_timing_out_during_a_broker_outage_leaves_it_to_a_new_producer(
     Before, the abort's timeout escaped as a KafkaException and the bridge died during the
     outage; an abort retried until the broker was back was fenced by then (the coordinator had
     aborted the transaction for its timeout), a fatal error that ended the bridge as well."""
-    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     records, good, bad = tweets_with_bad(RECORDS)
-    try:
-        with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
-            produce(route.bootstrap, route.source_topics[0], records)
-            with (
-                caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
-                bridge_in_a_thread(route, store, batch_size=50) as (_, thread, out),
-            ):
-                _wait_for(lambda: TAKE_OVER in caplog.text, thread, out)
-                time.sleep(6.0)  # (the new producer waits for the broker: 3 of its timeouts)
-                assert thread.is_alive(), out
-                restart()
-                _wait_committed(route, thread, out)
-            assert not thread.is_alive() and "error" not in out, out
-            assert out["stats"].aborted == 1
-            assert_exactly_once(route, store, good, bad)
-    finally:
-        store.dispose()
+    with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
+        produce(route.bootstrap, route.source_topics[0], records)
+        with _bridge_at_take_over(route, store, caplog) as (_, thread, out):
+            time.sleep(6.0)  # (the new producer waits for the broker: 3 of its timeouts)
+            assert thread.is_alive(), out
+            restart()
+            _wait_committed(route, thread, out)
+        assert not thread.is_alive() and "error" not in out, out
+        assert out["stats"].aborted == 1
+        assert_exactly_once(route, store, good, bad)
 
 
 def test_a_stop_while_an_abort_waits_for_the_broker_ends_the_bridge_cleanly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    store: Store,
 ) -> None:
     """Stopped while the producer taking over from one whose abort timed out waits for the
     broker, the bridge returns without an error (the next start's producer aborts the
     transaction left open); a bridge started once the broker is back delivers every record
     exactly once. (Before, the abort's timeout ended the bridge with a KafkaException.)"""
-    store = Store.open(f"sqlite:///{tmp_path / 'dead.db'}")
     records, good, bad = tweets_with_bad(RECORDS)
-    try:
-        with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
-            produce(route.bootstrap, route.source_topics[0], records)
-            with (
-                caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
-                bridge_in_a_thread(route, store, batch_size=50) as (stop, thread, out),
-            ):
-                _wait_for(lambda: TAKE_OVER in caplog.text, thread, out)
-                stop.request()
-                thread.join(90)
-            assert not thread.is_alive() and "error" not in out, out
-            restart()
-            with bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
-                _wait_committed(route, thread, out)
-            assert "error" not in out, out
-            assert_exactly_once(route, store, good, bad)
-    finally:
-        store.dispose()
+    with _broker_hung_mid_transaction(tmp_path, monkeypatch) as (route, restart):
+        produce(route.bootstrap, route.source_topics[0], records)
+        with _bridge_at_take_over(route, store, caplog) as (stop, thread, out):
+            stop.request()
+            thread.join(90)
+        assert not thread.is_alive() and "error" not in out, out
+        restart()
+        with bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
+            _wait_committed(route, thread, out)
+        assert "error" not in out, out
+        assert_exactly_once(route, store, good, bad)

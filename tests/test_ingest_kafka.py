@@ -58,6 +58,7 @@ from tests.support.ingest_kafka import (
     read_all,
     reap_bridges,  # noqa: F401 (autouse: kills what spawn started)
     spawn,
+    tweet_records,
     tweets_with_bad,
 )
 
@@ -199,16 +200,8 @@ def test_killed_and_restarted_bridge_delivers_every_record_exactly_once(
     prepare(route)
     rng = random.Random(11)
     langs = ("en", "de", "fr", "es", "it", "pt")
-    records, good, bad = [], [], []
-    for i in range(20_000):
-        lang = langs[rng.randrange(len(langs))]
-        if rng.random() < 0.01:
-            records.append((lang.encode(), f"broken {i}".encode()))
-            bad.append(f"broken {i}".encode())
-        else:
-            tweet = make_tweet(i, lang)
-            records.append((lang.encode(), json.dumps(tweet).encode()))
-            good.append(tweet)
+    plan = [(langs[rng.randrange(len(langs))], rng.random() < 0.01) for _ in range(20_000)]
+    records, good, bad = tweet_records(plan)
 
     backlog = len(records) // 2
     produce(kafka_bootstrap, route.source_topics[0], records[:backlog])

@@ -17,6 +17,7 @@ from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 
 from tests.support.ingest_kafka import (
+    TWEET_FIELDS,
     TWEETS,
     cli,
     create,
@@ -91,14 +92,7 @@ def test_a_pattern_librdkafka_reads_otherwise_is_a_one_line_usage_error(
         proc = cli(
             *at,
             *("--from-topic", pattern, "--group", f"{topic_name}-{n}", "--json"),
-            *(
-                "--id-field",
-                "id_str",
-                "--text-field",
-                "full_text",
-                "--timestamp-field",
-                "created_at",
-            ),
+            *TWEET_FIELDS,
             SPARSEWATCH_KAFKA_TOPIC_PREFIX=topic_name,
         )
         assert proc.returncode == 0, (pattern, proc.stderr)
@@ -119,19 +113,11 @@ def test_a_source_given_twice_is_read_once_and_an_internal_topic_is_no_destinati
     produce(
         kafka_bootstrap, source, [(b"", json.dumps(make_tweet(i, "en")).encode()) for i in range(5)]
     )
-    mapping = (
-        "--id-field",
-        "id_str",
-        "--text-field",
-        "full_text",
-        "--timestamp-field",
-        "created_at",
-    )
     at = ("--bootstrap-servers", kafka_bootstrap, "--no-database", "--group", route.group_id)
     proc = cli(
         *at,
         *("--from-topic", source, "--from-topic", source, "--to-topic", route.docs_topic),
-        *mapping,
+        *TWEET_FIELDS,
         *("--until-idle", "1", "--json"),
         SPARSEWATCH_KAFKA_TOPIC_PREFIX=topic_name,
     )

@@ -5,7 +5,6 @@ committed), each stream in the source's order (consumers/ingest.py, against a re
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import replace
@@ -16,7 +15,14 @@ from sparsewatch.consumers.ingest import run_ingest
 from sparsewatch.consumers.messages import parse_document
 from sparsewatch.consumers.retry import StopFlag
 
-from tests.support.ingest_kafka import TWEETS, committed, create, make_route, make_tweet, read_all
+from tests.support.ingest_kafka import (
+    TWEETS,
+    committed,
+    create,
+    make_route,
+    read_all,
+    tweet_records,
+)
 
 
 def _assigned_members(bootstrap: str, group: str) -> int:
@@ -35,18 +41,9 @@ def test_two_bridges_in_one_group_deliver_every_record_once_across_rebalances(
     create(kafka_bootstrap, route.docs_topic, 4)
     create(kafka_bootstrap, route.dlq_topic, 1)
     langs = ("en", "de", "fr", "es", "it", "pt")
-    records: list[tuple[bytes, bytes]] = []
-    good: list[dict] = []
-    bad: list[bytes] = []
-    for i in range(12_000):
-        lang = langs[i % len(langs)]
-        if i % 97 == 0:
-            records.append((lang.encode(), f"broken {i}".encode()))
-            bad.append(f"broken {i}".encode())
-        else:
-            tweet = make_tweet(i, lang)
-            records.append((lang.encode(), json.dumps(tweet).encode()))
-            good.append(tweet)
+    records, good, bad = tweet_records(
+        [(langs[i % len(langs)], i % 97 == 0) for i in range(12_000)]
+    )
 
     def feed() -> None:
         producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})

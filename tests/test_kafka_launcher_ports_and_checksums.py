@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,7 @@ from sparsewatch.kafka_local import (
     fetch_broker_jars,
     free_ports,
 )
-from tests.support.kafka_launcher import brokers_of
-
-
-def _kill_all(run_dir: Path) -> None:
-    """SIGKILL every JVM running the broker configured in ``run_dir`` (a failed test's)."""
-    for pid in brokers_of(run_dir):
-        os.kill(pid, signal.SIGKILL)
+from tests.support.kafka_launcher import kill_brokers
 
 
 def _listeners(run_dir: Path) -> str:
@@ -62,57 +57,67 @@ def test_free_ports_are_distinct_and_free() -> None:
             sock.bind(("127.0.0.1", port))
 
 
+@dataclass
+class _Restarted:
+    """A broker started again after its first pick of ports held a port taken meanwhile."""
+
+    broker: LocalKafka
+    bootstrap: str  # what ``up()`` answered
+    picks: list[list[int]]  # its picks of ports (two)
+    held: int  # the port taken meanwhile
+    client: int  # its client port as given (0: picked)
+
+
+@contextmanager
+def _restarted_past_a_held_port(run_dir: Path, fixed_client: bool) -> Iterator[_Restarted]:
+    """A broker in ``run_dir`` whose first pick of ports starts with a port bound meanwhile (its
+    client port, or the controller's beside a free client port given when ``fixed_client``), up
+    after a second pick, its log saying why; stopped and every JVM of its killed on the way
+    out."""
+    picks: list[list[int]] = []
+    with socket.socket() as holder, socket.socket() as probe:
+        holder.bind(("127.0.0.1", 0))
+        held = holder.getsockname()[1]
+        probe.bind(("127.0.0.1", 0))
+        client = probe.getsockname()[1] if fixed_client else 0
+        probe.close()  # free again, for the broker
+        broker = LocalKafka(run_dir, port=client, pick_ports=_first_pick_holds(held, picks))
+        try:
+            bootstrap = broker.up(timeout=60)
+            assert len(picks) == 2
+            log = broker.log_file.read_text(encoding="utf-8", errors="replace")
+            assert f"failed to bind to 127.0.0.1:{held}: Address already in use" in log
+            yield _Restarted(broker, bootstrap, picks, held, client)
+        finally:
+            broker.down()
+            kill_brokers(run_dir)
+
+
 def test_a_picked_client_port_taken_before_the_broker_binds_it_starts_again(
     tmp_path: Path,
 ) -> None:
     """A port picked free can be taken before the broker binds it (a socket that binds without
     listening passes the 'in use' check): the start failed instead of picking again."""
     run_dir = tmp_path / "k"
-    calls: list[list[int]] = []
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        held = holder.getsockname()[1]
-        broker = LocalKafka(run_dir, port=0, pick_ports=_first_pick_holds(held, calls))
-        try:
-            bootstrap = broker.up(timeout=60)
-            assert len(calls) == 2
-            assert bootstrap == f"127.0.0.1:{calls[1][0]}" != f"127.0.0.1:{held}"
-            assert broker.status().running
-            assert _listeners(run_dir) == (
-                f"listeners=PLAINTEXT://127.0.0.1:{calls[1][0]},"
-                f"CONTROLLER://127.0.0.1:{calls[1][1]}"
-            )
-            log = broker.log_file.read_text(encoding="utf-8", errors="replace")
-            assert f"failed to bind to 127.0.0.1:{held}: Address already in use" in log
-        finally:
-            broker.down()
-            _kill_all(run_dir)
+    with _restarted_past_a_held_port(run_dir, fixed_client=False) as started:
+        client, controller = started.picks[1][:2]
+        assert started.bootstrap == f"127.0.0.1:{client}" != f"127.0.0.1:{started.held}"
+        assert started.broker.status().running
+        assert _listeners(run_dir) == (
+            f"listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}"
+        )
 
 
 def test_a_taken_controller_port_starts_again_beside_a_fixed_client_port(tmp_path: Path) -> None:
     """The controller port is always picked: taken meanwhile, it is picked again, the client
     port given by the user is kept."""
     run_dir = tmp_path / "k"
-    calls: list[list[int]] = []
-    with socket.socket() as holder, socket.socket() as probe:
-        holder.bind(("127.0.0.1", 0))
-        held = holder.getsockname()[1]
-        probe.bind(("127.0.0.1", 0))
-        client = probe.getsockname()[1]
-        probe.close()  # free again, for the broker
-        broker = LocalKafka(run_dir, port=client, pick_ports=_first_pick_holds(held, calls))
-        try:
-            assert broker.up(timeout=60) == f"127.0.0.1:{client}"
-            assert len(calls) == 2
-            controller = next(p for p in calls[1] if p != client)
-            assert _listeners(run_dir) == (
-                f"listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}"
-            )
-            log = broker.log_file.read_text(encoding="utf-8", errors="replace")
-            assert f"failed to bind to 127.0.0.1:{held}: Address already in use" in log
-        finally:
-            broker.down()
-            _kill_all(run_dir)
+    with _restarted_past_a_held_port(run_dir, fixed_client=True) as started:
+        assert started.bootstrap == f"127.0.0.1:{started.client}"
+        controller = next(p for p in started.picks[1] if p != started.client)
+        assert _listeners(run_dir) == (
+            f"listeners=PLAINTEXT://127.0.0.1:{started.client},CONTROLLER://127.0.0.1:{controller}"
+        )
 
 
 def test_picked_ports_taken_every_time_give_up_after_the_last_attempt(tmp_path: Path) -> None:

@@ -4,12 +4,10 @@ at once, and bootstrap addresses without a port. Real Maven, real JVMs, no mocks
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from pathlib import Path
@@ -21,21 +19,8 @@ from sparsewatch.cli import cli
 from sparsewatch.commands_kafka import _first_port
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_local import KAFKA_VERSION, SCALA_VERSION, LocalKafka, fetch_broker_jars
-from tests.support.kafka_launcher import brokers_of
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not count)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
-def _kill_all(run_dir: Path) -> None:
-    for pid in brokers_of(run_dir):
-        os.kill(pid, signal.SIGKILL)
+from tests.support.kafka_launcher import broker_ended, brokers_of, kill_brokers, started_broker
+from tests.support.threads import outcomes_in_threads
 
 
 def test_a_truncated_jar_of_an_interrupted_fetch_is_fetched_again(tmp_path: Path) -> None:
@@ -52,19 +37,7 @@ def test_a_truncated_jar_of_an_interrupted_fetch_is_fetched_again(tmp_path: Path
 
 
 def test_concurrent_fetches_share_one_complete_cache(tmp_path: Path) -> None:
-    results: list[object] = []
-
-    def fetch() -> None:
-        try:
-            results.append(fetch_broker_jars(tmp_path / "cache"))
-        except Exception as exc:
-            results.append(exc)
-
-    threads = [threading.Thread(target=fetch) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = outcomes_in_threads(lambda: fetch_broker_jars(tmp_path / "cache"), 2)
     libs = tmp_path / "cache" / f"kafka_{SCALA_VERSION}-{KAFKA_VERSION}" / "libs"
     assert results == [libs, libs]
     assert all(zipfile.is_zipfile(jar) for jar in libs.glob("*.jar"))
@@ -99,7 +72,7 @@ def test_a_run_folder_named_outside_ascii_keeps_its_data_inside(tmp_path: Path) 
         assert sorted(p.name for p in tmp_path.iterdir()) == ["café"]
     finally:
         broker.down()
-        _kill_all(run_dir)
+        kill_brokers(run_dir)
 
 
 def test_a_broker_that_cannot_bind_its_port_says_why(tmp_path: Path) -> None:
@@ -113,7 +86,7 @@ def test_a_broker_that_cannot_bind_its_port_says_why(tmp_path: Path) -> None:
             with pytest.raises(SparsewatchError) as err:
                 broker.up(timeout=60)
         finally:
-            _kill_all(tmp_path / "k")
+            kill_brokers(tmp_path / "k")
     message = str(err.value)
     assert "exited" in message and f"127.0.0.1:{port}" in message
     assert "Address already in use" in message
@@ -134,46 +107,27 @@ def test_an_interrupted_start_leaves_no_broker_behind(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(run_dir)], stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (run_dir / "kafka.pid").exists():
-            assert launcher.poll() is None and time.monotonic() < deadline, "no broker started"
-            time.sleep(0.05)
-        pid = int((run_dir / "kafka.pid").read_text())
+        pid = started_broker(launcher, run_dir / "kafka.pid", 120)
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(60) != 0  # interrupted, not finished
-        deadline = time.monotonic() + 40
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _alive(pid), "the broker outlived its interrupted launcher"
+        assert broker_ended(pid), "the broker outlived its interrupted launcher"
     finally:
         launcher.kill()
-        _kill_all(run_dir)
+        kill_brokers(run_dir)
 
 
 def test_concurrent_launches_from_one_folder_share_one_broker(tmp_path: Path) -> None:
     """Two launches both found no broker, both formatted the storage (one failed) and could
     both start a JVM on the same log directory."""
     run_dir = tmp_path / "k"
-    results: list[object] = []
-
-    def launch() -> None:
-        try:
-            results.append(LocalKafka(run_dir, port=0).up(timeout=60))
-        except Exception as exc:
-            results.append(exc)
-
-    threads = [threading.Thread(target=launch) for _ in range(2)]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = outcomes_in_threads(lambda: LocalKafka(run_dir, port=0).up(timeout=60), 2)
         assert all(isinstance(r, str) for r in results), results
         assert results[0] == results[1]
         assert brokers_of(run_dir) == [LocalKafka(run_dir).status().pid]
     finally:
         LocalKafka(run_dir).down()
-        _kill_all(run_dir)
+        kill_brokers(run_dir)
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.kafka_client import BatchConsumer, make_producer
+from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.metrics import SKIPPED
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.schema import checkpoints
@@ -31,22 +31,14 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker
-from tests.support.kafka_topics import read_offsets, topic_with_deleted_head
+from tests.support.kafka_topics import (
+    consumer_noting_resets,
+    produce_messages,
+    read_offsets,
+    topic_with_deleted_head,
+)
 
 pytestmark = pytest.mark.kafka
-
-
-def _consumer_from(
-    bootstrap: str, topic: str, start: int, resets: list[tuple[str, int, int]]
-) -> BatchConsumer:
-    """A consumer of ``topic`` starting at ``start`` that records its resets in ``resets``."""
-    return BatchConsumer(
-        bootstrap,
-        f"g-{topic}",
-        [topic],
-        on_assign=lambda parts: {tp: start for tp in parts},
-        on_reset=lambda t, p, n: resets.append((t, p, n)),
-    )
 
 
 @pytest.mark.parametrize(
@@ -63,7 +55,7 @@ def test_a_start_offset_the_broker_does_not_hold_is_reported_and_reading_goes_on
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
-        _consumer_from(kafka_bootstrap, topic, start, resets) as consumer,
+        consumer_noting_resets(kafka_bootstrap, topic, resets, start) as consumer,
     ):
         assert read_offsets(consumer, 10) == list(range(10, 20))
         assert consumer.lag() == {(topic, 0): 0}
@@ -98,7 +90,7 @@ def test_a_restart_the_broker_did_not_answer_is_retried_at_the_next_poll(kafka_b
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
-        _consumer_from(kafka_bootstrap, topic, 3, resets) as consumer,
+        consumer_noting_resets(kafka_bootstrap, topic, resets, 3) as consumer,
     ):
         failing = _WatermarksFailOnce(consumer._consumer)
         consumer._consumer = failing  # type: ignore[assignment]
@@ -116,9 +108,7 @@ def test_a_partition_without_a_start_offset_starts_at_the_earliest_retained_mess
     resets: list[tuple[str, int, int]] = []
     with (
         caplog.at_level("ERROR", logger="sparsewatch.consumers.kafka_client"),
-        BatchConsumer(
-            kafka_bootstrap, f"g-{topic}", [topic], on_reset=lambda *a: resets.append(a)
-        ) as consumer,
+        consumer_noting_resets(kafka_bootstrap, topic, resets) as consumer,
     ):
         assert read_offsets(consumer, 15) == list(range(5, 20))
     assert resets == [] and caplog.records == []
@@ -145,12 +135,8 @@ def test_a_worker_resuming_below_the_retained_messages_says_how_many_it_lost(
     )
     topic = config.kafka.topic("docs")
     docs = generate_stream(60, kind="tweet", stream="s", seed=4)
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    producer = make_producer(kafka_bootstrap)
-    for doc in docs:
-        producer.produce(topic, key=b"s", value=json.dumps(doc))
-    producer.produce(topic, key=b"s", value=json.dumps({"stream": "s", "end_of_stream": True}))
-    assert producer.flush(30) == 0
+    end = {"stream": "s", "end_of_stream": True}
+    produce_messages(kafka_bootstrap, topic, ((b"s", json.dumps(d).encode()) for d in [*docs, end]))
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     for future in admin.delete_records([TopicPartition(topic, 0, 25)]).values():
         future.result(30)
@@ -318,11 +304,7 @@ def test_status_shows_the_messages_the_broker_deleted_before_the_worker_read_the
     monkeypatch.setenv("SPARSEWATCH_KAFKA_TOPIC_PREFIX", prefix)
     url = f"sqlite:///{tmp_path / 'status.db'}"
     topic = f"{prefix}.docs"
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    producer = make_producer(kafka_bootstrap)
-    for i in range(20):
-        producer.produce(topic, key=b"s", value=b"%d" % i)
-    assert producer.flush(30) == 0
+    produce_messages(kafka_bootstrap, topic, ((b"s", b"%d" % i) for i in range(20)))
     store = Store.open(url)
     try:
         with store.transaction() as tx:  # the detector stopped at offset 3

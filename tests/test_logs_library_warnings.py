@@ -6,22 +6,16 @@ import json
 import subprocess
 import sys
 
+from tests.support.ocsvm_cycling import CYCLING_CODES
+
 # The anomaly worker's OC-SVM fit on rows where libsvm cycles: it stops at its iteration bound
-# and scikit-learn warns (tests/test_anomaly_models_real_parameters.py has the rows).
-_CHILD = """
+# and scikit-learn warns.
+_CHILD = f"""
 import numpy as np
 from sparsewatch.logs import setup_logging
 from sparsewatch.models._ocsvm_base import fit_linear_ocsvm
 setup_logging("INFO")
-rows = [
-    [-963.199445, 0.0, 0.0, 963.902641],
-    [0.0, 0.553589, 0.0, 0.446411],
-    [1493.241052, 0.0, 0.0, -1493.049573],
-    [1493.254929, 0.0, 0.0, -1493.049573],
-    [1493.256954, 0.0, 0.0, -1493.049573],
-]
-order = [0, 1, 1, 1, 4, 4, 4, 1, 1, 1, 3, 0, 1, 0, 1, 2, 2, 1, 1, 2, 1, 0, 1, 1, 2, 2, 1, 0, 0, 1]
-fit_linear_ocsvm(np.array(rows)[order], 0.5, 1e-3)
+fit_linear_ocsvm({CYCLING_CODES}, 0.5, 1e-3)
 """
 
 

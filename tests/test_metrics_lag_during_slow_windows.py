@@ -8,21 +8,21 @@ batch, exactly when the worker was furthest behind. An unknown lag now keeps its
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.processor import Output
-from sparsewatch.consumers.worker import WorkerLoop
-from sparsewatch.storage.store import Store
 
-from tests.support.worker_stubs import OneStreamProcessor, QuietState, consumer_lag
+from tests.support.worker_stubs import (
+    OneStreamProcessor,
+    QuietState,
+    consumer_lag,
+    running_on_backlog,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -48,43 +48,22 @@ class _SlowProcessor(OneStreamProcessor):
 def test_the_lag_gauge_is_not_zero_while_slow_windows_leave_a_backlog(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    prefix = f"review-lag-{uuid.uuid4().hex[:8]}"
-    topic = f"{prefix}.docs"
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    producer = make_producer(kafka_bootstrap)
-    for i in range(40):
-        producer.produce(topic, key=b"s", value=str(i).encode())
-    assert producer.flush(30) == 0
-    store = Store.open(f"sqlite:///{tmp_path / 'lag.db'}")
     processor = _SlowProcessor()
-    worker = WorkerLoop(
-        processor,
-        store,
-        kafka_bootstrap,
-        f"{prefix}.g",
-        topic,
-        None,
-        f"{prefix}.dlq",
-        partitions=1,
-        poll_batch=2,  # a batch of two windows: longer than the keep-alive delay
-        checkpoint_every=1000,
-        writer="thread",
-        consumer_overrides=KEEPALIVE,
-    )
-    runner = threading.Thread(target=worker.run)
-    runner.start()
     samples: list[float | None] = []
-    try:
+    with running_on_backlog(
+        processor,
+        kafka_bootstrap,
+        tmp_path / "lag.db",
+        40,
+        poll_batch=2,  # a batch of two windows: longer than the keep-alive delay
+        consumer_overrides=KEEPALIVE,
+    ):
         deadline = time.monotonic() + 60
         while not consumer_lag(processor.name) and time.monotonic() < deadline:
             time.sleep(0.1)  # the first batch's lag
         for _ in range(16):  # two batches of the backlog, well before its end
             time.sleep(0.5)
             samples.append(consumer_lag(processor.name))
-    finally:
-        worker.stop()
-        runner.join(60)
-        store.dispose()
     assert all(s is not None and s > 0 for s in samples), samples
 
 

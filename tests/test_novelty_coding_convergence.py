@@ -15,6 +15,8 @@ from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.oiadmm import OIADMM
 from sparsewatch.models.text_features import StreamingTfidf, tokenize
 
+from tests.support.l1_coding import noisy_sparse_problem
+
 # two documents a three-atom dictionary explains only partly: neither is screened, and neither is
 # certified after a single ADMM iteration
 _A = np.array([[0.6, 0.0, 0.2], [0.4, 0.5, 0.2], [0.0, 0.5, 0.6]])
@@ -118,13 +120,7 @@ def test_tiny_documents_are_coded_to_the_relative_tolerance(
     """The optimum is positively homogeneous in ``p`` (``x`` scales along), and so is the
     stopping rule: a document of l1 mass below ``1e-12`` was certified against an absolute
     floor of ``1e-12`` on its objective, after one check, up to 8x above its optimum."""
-    rng = np.random.default_rng(1)
-    A = rng.random((30, 12)) * (rng.random((30, 12)) < 0.2)
-    A /= np.maximum(A.sum(axis=0), 1e-12)
-    codes = rng.random((12, 20)) * (rng.random((12, 20)) < 0.15)
-    noise = 0.3 * rng.random((30, 20)) * (rng.random((30, 20)) < 0.05)
-    P = A @ codes + noise
-    P /= np.maximum(P.sum(axis=0), 1e-12)
+    P, A = noisy_sparse_problem(1)
     kwargs = {"over_weight": 0.3, "dtype": np.float64, "polish_after": polish_after}
     unit = l1_sparse_code(P, A, 0.05, **kwargs)
     tiny = l1_sparse_code(P * scale, A, 0.05, **kwargs)

@@ -189,10 +189,7 @@ def test_score_margin_breaks_ties_only_where_no_atom_is_used() -> None:
 
 
 def test_update_steps_per_window() -> None:
-    rng = np.random.default_rng(9)
-    f = StreamingTfidf(idf_power=0.0)
-    texts = mix(rng, range(3), 30)
-    X = f.partial_fit(texts).transform(texts).T
+    _, _, X = _first_window(9, range(3))
     one = OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X)
     three = clone(one).set_params(update_steps=3).fit(X)
     one.partial_fit(X)
@@ -201,18 +198,36 @@ def test_update_steps_per_window() -> None:
     assert not np.array_equal(one.components_.toarray(), three.components_.toarray())
 
 
+# the paper's ONLINE (no dictionary growth), in float64 for exact comparisons
+ONLINE = {"n_components": 10, "n_init_iter": 1, "grow_threshold": None, "dtype": np.float64}
+
+
+def _first_window(
+    seed: int, topics: range, n: int = 30
+) -> tuple[np.random.Generator, StreamingTfidf, sp.csr_matrix]:
+    """A generator seeded ``seed``, term weights without idf, and the first window they learnt
+    (``n`` documents of each of ``topics``, as rows); later windows go on from both."""
+    rng = np.random.default_rng(seed)
+    f = StreamingTfidf(idf_power=0.0)
+    texts = mix(rng, topics, n)
+    return rng, f, f.partial_fit(texts).transform(texts).T
+
+
+def _fitted_estimator(seed: int) -> tuple[OnlineL1NoveltyDetector, sp.csr_matrix]:
+    """An estimator of 10 atoms fitted on a first window of 20 documents of each of 3 topics,
+    and that window."""
+    _, _, X = _first_window(seed, range(3), 20)
+    return OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X), X
+
+
 def test_update_passes_recode_the_window_between_oiadmm_steps() -> None:
     # Three passes equal three rounds of (code the window against the current dictionary, one
     # OIADMM step on those codes), the first on the scoring pass's codes; growth is off, as in
     # the paper's ONLINE, and the scores are those of the first coding.
-    rng = np.random.default_rng(4)
-    f = StreamingTfidf(idf_power=0.0)
-    warm_texts = mix(rng, range(3), 30)
-    X0 = f.partial_fit(warm_texts).transform(warm_texts).T
-    params = {"n_components": 10, "n_init_iter": 1, "grow_threshold": None, "dtype": np.float64}
-    passes = OnlineL1NoveltyDetector(**params, update_passes=3).fit(X0)
-    rounds = OnlineL1NoveltyDetector(**params).fit(X0)
-    single = OnlineL1NoveltyDetector(**params).fit(X0)
+    rng, f, X0 = _first_window(4, range(3))
+    passes = OnlineL1NoveltyDetector(**ONLINE, update_passes=3).fit(X0)
+    rounds = OnlineL1NoveltyDetector(**ONLINE).fit(X0)
+    single = OnlineL1NoveltyDetector(**ONLINE).fit(X0)
     for topics in (range(3), range(1, 5)):
         texts = mix(rng, topics, 20)
         X = f.partial_fit(texts).transform(texts).T
@@ -228,20 +243,16 @@ def test_update_passes_recode_the_window_between_oiadmm_steps() -> None:
     assert single.oiadmm_.n_steps_ == 2
     assert not np.allclose(single.components_, passes.components_)
     with pytest.raises(ValueError, match="update_passes"):
-        OnlineL1NoveltyDetector(**params, update_passes=0).fit(X0).partial_fit(X)
+        OnlineL1NoveltyDetector(**ONLINE, update_passes=0).fit(X0).partial_fit(X)
 
 
 def test_recode_tol_recodes_loosely_from_the_previous_pass() -> None:
     # With recode_tol, passes 2.. re-code the window warm-started from the previous pass's codes,
     # to that tolerance and without the LP polish; the first pass (the scores) is unchanged, one
     # pass is unaffected, and the dictionary ends close to the tightly re-coded one.
-    rng = np.random.default_rng(4)
-    f = StreamingTfidf(idf_power=0.0)
-    warm_texts = mix(rng, range(3), 30)
-    X0 = f.partial_fit(warm_texts).transform(warm_texts).T
-    params = {"n_components": 10, "n_init_iter": 1, "grow_threshold": None, "dtype": np.float64}
-    loose = OnlineL1NoveltyDetector(**params, update_passes=3, recode_tol=1e-2).fit(X0)
-    tight = OnlineL1NoveltyDetector(**params, update_passes=3).fit(X0)
+    rng, f, X0 = _first_window(4, range(3))
+    loose = OnlineL1NoveltyDetector(**ONLINE, update_passes=3, recode_tol=1e-2).fit(X0)
+    tight = OnlineL1NoveltyDetector(**ONLINE, update_passes=3).fit(X0)
     texts = mix(rng, range(1, 5), 20)
     X = f.partial_fit(texts).transform(texts).T
     manual = clone(loose).set_params(update_passes=1, recode_tol=None).fit(X0)
@@ -267,8 +278,8 @@ def test_recode_tol_recodes_loosely_from_the_previous_pass() -> None:
     assert not np.array_equal(loose.components_, tight.components_)
     gap = np.abs(loose.components_ - tight.components_).sum() / np.abs(tight.components_).sum()
     assert gap < 0.01
-    one = OnlineL1NoveltyDetector(**params).fit(X0).partial_fit(X)
-    one_loose = OnlineL1NoveltyDetector(**params, recode_tol=1e-2).fit(X0).partial_fit(X)
+    one = OnlineL1NoveltyDetector(**ONLINE).fit(X0).partial_fit(X)
+    one_loose = OnlineL1NoveltyDetector(**ONLINE, recode_tol=1e-2).fit(X0).partial_fit(X)
     np.testing.assert_array_equal(one.components_, one_loose.components_)
     before = loose.get_state()
     with pytest.raises(ValueError, match="recode_tol"):
@@ -281,10 +292,7 @@ def test_grow_first_refines_new_atoms_on_the_window_that_seeded_them() -> None:
     # Growth after the update leaves the window's new atoms at their seeds; seeded before a
     # second pass, they are coded by their documents and moved by OIADMM. With one pass the
     # order changes nothing (the new atoms' codes are zero).
-    rng = np.random.default_rng(11)
-    f = StreamingTfidf(idf_power=0.0)
-    warm_texts = mix(rng, range(2), 30)
-    X0 = f.partial_fit(warm_texts).transform(warm_texts).T
+    rng, f, X0 = _first_window(11, range(2))
     texts = topic_docs(rng, 7, 30)
     X = f.partial_fit(texts).transform(texts).T
     params = {
@@ -485,11 +493,7 @@ def test_documents_without_terms_are_never_flagged() -> None:
 
 
 def test_update_passes_are_validated_before_any_state_changes() -> None:
-    rng = np.random.default_rng(14)
-    f = StreamingTfidf(idf_power=0.0)
-    texts = mix(rng, range(3), 20)
-    X = f.partial_fit(texts).transform(texts).T
-    est = OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X)
+    est, X = _fitted_estimator(14)
     est.partial_fit(X)
     before = est.get_state()
     with pytest.raises(ValueError, match="update_passes"):
@@ -547,14 +551,6 @@ def test_set_state_reads_the_former_unicode_warmup_layout() -> None:
     state = {k: v for k, v in d.get_state().items() if not k.startswith("warmup_")}
     state["warmup_texts"] = np.array(["first text", "second text"])
     assert make_detector().set_state(state)._warmup == ["first text", "second text"]
-
-
-def _fitted_estimator(seed: int) -> tuple[OnlineL1NoveltyDetector, sp.csr_matrix]:
-    rng = np.random.default_rng(seed)
-    f = StreamingTfidf(idf_power=0.0)
-    texts = mix(rng, range(3), 20)
-    X = sp.csr_matrix(f.partial_fit(texts).transform(texts).T)
-    return OnlineL1NoveltyDetector(n_components=10, n_init_iter=1).fit(X), X
 
 
 def _assert_same_state(est: OnlineL1NoveltyDetector, before: dict[str, np.ndarray]) -> None:

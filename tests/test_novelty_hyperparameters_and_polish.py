@@ -17,6 +17,7 @@ from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 
 from sparsewatch.config import DetectorConfig
+from tests.support.l1_coding import noisy_sparse_problem
 
 _FLOAT_TYPES = [float, np.float32, np.float64]
 
@@ -185,13 +186,7 @@ def test_stall_stop_without_polish_is_scale_free(dtype: type, scale: float) -> N
     mass does: the stall stop compared a scale-free dual residual with ``tol_residual
     ||q_d||_1``, so documents of mass 1e8 stopped, flagged converged, at objectives up to 3 %
     above the optimum."""
-    rng = np.random.default_rng(1)
-    A = rng.random((30, 12)) * (rng.random((30, 12)) < 0.2)
-    A /= np.maximum(A.sum(axis=0), 1e-12)
-    codes = rng.random((12, 20)) * (rng.random((12, 20)) < 0.15)
-    noise = 0.3 * rng.random((30, 20)) * (rng.random((30, 20)) < 0.05)
-    P = A @ codes + noise
-    P /= np.maximum(P.sum(axis=0), 1e-12)
+    P, A = noisy_sparse_problem(1)
     exact = l1_sparse_code(P, A, 0.05, over_weight=0.3, dtype=np.float64)
     kwargs = {"over_weight": 0.3, "dtype": dtype, "polish_after": None}
     unit = l1_sparse_code(P, A, 0.05, **kwargs)

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from sparsewatch.demo import run_demo
 from sparsewatch.kafka_local import LocalKafka
 from sparsewatch.runner import run_loops
 from tests.support.cli import clean_environ
+from tests.support.kafka_launcher import broker_ended, broker_running, started_broker
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,14 +99,6 @@ while time.monotonic() < deadline:
     assert all(e["time"].endswith("+00:00") for e in entries)  # ISO 8601, UTC
 
 
-def _jvm_alive(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"kafka.Kafka" in cmdline
-
-
 def test_sigterm_during_the_demo_stops_its_broker(tmp_path: Path) -> None:
     """SIGTERM ended the demo at once (Python's default), and the broker it had started, in a
     session of its own, kept running."""
@@ -124,21 +116,14 @@ def test_sigterm_during_the_demo_stops_its_broker(tmp_path: Path) -> None:
     pid_file = tmp_path / "kafka" / "kafka.pid"
     pid = None
     try:
-        deadline = time.monotonic() + 180
-        while not pid_file.exists():
-            assert demo.poll() is None and time.monotonic() < deadline, "no broker started"
-            time.sleep(0.05)
-        pid = int(pid_file.read_text())
+        pid = started_broker(demo, pid_file, 180)
         demo.send_signal(signal.SIGTERM)
         _, err = demo.communicate(timeout=90)
         assert demo.returncode == 130 and err.strip().splitlines()[-1] == "aborted", err
-        deadline = time.monotonic() + 40
-        while _jvm_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _jvm_alive(pid), "the demo's broker outlived it"
+        assert broker_ended(pid), "the demo's broker outlived it"
     finally:
         demo.kill()
-        if pid is not None and _jvm_alive(pid):
+        if pid is not None and broker_running(pid):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -12,25 +12,22 @@ from sparsewatch.consumers.score_messages import MAX_WINDOW_DOCUMENTS, MAX_WINDO
 from sparsewatch.storage.store import Checkpoint
 
 from sparsewatch.config import load_config
+from tests.support.anomaly_worker import scores_payload
 
 
 def _msg(seq: int, i: int, n: int, score: float, atoms: int) -> bytes:
-    return json.dumps(
-        {
-            "stream": "s",
-            "doc_id": f"{seq}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1000 * seq,
-            "score": score,
-            "reconstruction_error": score,
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [0.1] * atoms,
-            "n_terms": 12,
-        }
-    ).encode()
+    return scores_payload(
+        stream="s",
+        doc_id=f"{seq}-{i}",
+        seq=seq,
+        i=i,
+        n=n,
+        timestamp=1000 * seq,
+        score=score,
+        error=score,
+        code_value=[0.1] * atoms,
+        n_terms=12,
+    )
 
 
 def _config():

@@ -30,7 +30,13 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
-from tests.support.writer_jobs import contents, destination, write_job
+from tests.support.writer_jobs import (
+    OutcomeWaiter,
+    contents,
+    destination,
+    stored_nothing,
+    write_job,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -204,35 +210,19 @@ def test_abandon_retries_ends_a_job_waiting_out_a_database_outage(
     url, _ = postgres_database
     store = Store.open(url)
     writer = make_writer(kind, store, destination(kafka_bootstrap), "test")
-    outcome: list[BaseException | float] = []
     try:
         postgres_outage.begin()
         pending = writer.submit(write_job())
-
-        def wait() -> None:
-            try:
-                outcome.append(pending.result())
-            except WriterError as exc:
-                outcome.append(exc)
-
-        waiter = threading.Thread(target=wait)
-        if waiting:
-            waiter.start()
+        waiter = OutcomeWaiter(pending) if waiting else None
         time.sleep(2.0)  # the job failed and waits to retry
         t0 = time.monotonic()
         writer.abandon_retries()
-        if not waiting:
-            waiter.start()
-        waiter.join(30)
-        assert not waiter.is_alive() and time.monotonic() - t0 < 5.0
-        assert isinstance(outcome[0], WriterError)
-        assert "RetryAbandonedError: writing results abandoned" in str(outcome[0])
+        outcome = (waiter or OutcomeWaiter(pending)).outcome(30)
+        assert outcome is not None and time.monotonic() - t0 < 5.0
+        assert isinstance(outcome, WriterError)
+        assert "RetryAbandonedError: writing results abandoned" in str(outcome)
     finally:
         writer.close()
         store.dispose()
         postgres_outage.end()
-    restored = Store.open(url)
-    try:
-        assert restored.documents(limit=None) == [] and restored.windows() == []
-    finally:
-        restored.dispose()
+    assert stored_nothing(url)

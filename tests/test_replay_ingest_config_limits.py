@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from sparsewatch.consumers.field_mapping import FieldMapping, to_document
-from sparsewatch.consumers.ingest import IngestRoute, run_ingest
+from sparsewatch.consumers.ingest import run_ingest
 from sparsewatch.consumers.messages import RecordError, encode
 from sparsewatch.consumers.retry import StopFlag
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 from tests.support.cli import clean_environ
+from tests.support.ingest_kafka import create, make_route
 
 MAX_MESSAGE_BYTES = 1_000_000  # librdkafka's default message.max.bytes, as the producers use it
 
@@ -120,16 +120,9 @@ def test_ingest_dead_letters_a_record_too_large_to_forward_and_forwards_the_rest
     """With a max_text_bytes above ~150 kB a mapped document could exceed the producer's limit:
     the bridge raised KafkaException(MSG_SIZE_TOO_LARGE) and stopped, the same batch stopping it
     again at every restart, so the records behind it were never forwarded."""
-    route = IngestRoute(
-        bootstrap=kafka_bootstrap,
-        group_id=f"{topic_name}-ingest",
-        source_topics=(f"{topic_name}-src",),
-        docs_topic=f"{topic_name}-docs",
-        dlq_topic=f"{topic_name}.dlq",
-    )
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    route = make_route(kafka_bootstrap, topic_name)
     for name in (route.source_topics[0], route.docs_topic, route.dlq_topic):
-        admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+        create(kafka_bootstrap, name, 1)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "message.max.bytes": 2_000_000})
     for record in (
         {"id": "good1", "text": "hello", "timestamp": 1},

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,12 @@ from tests.support.kafka_topics import consume_messages
 pytestmark = pytest.mark.kafka
 
 
+@pytest.fixture
+def replay(kafka_bootstrap, topic_name, monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
+    """``sparsewatch replay ARGS`` to this test's topic on the broker: status, stdout, stderr."""
+    return functools.partial(run_replay, monkeypatch, capsys, topic_name, kafka_bootstrap)
+
+
 def consume_all(bootstrap: str, topic: str, timeout: float = 90.0) -> list[tuple[int, str, dict]]:
     """Every message of ``topic`` as (partition, key, value), in offset order per partition."""
     return [
@@ -30,15 +38,9 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 90.0) -> list[tuple
 
 @pytest.mark.data
 @pytest.mark.slow
-def test_reuters_corpus_through_the_cli(
-    kafka_bootstrap, topic_name, shared_data, tmp_path, monkeypatch, capsys
-):
+def test_reuters_corpus_through_the_cli(kafka_bootstrap, topic_name, shared_data, tmp_path, replay):
     corpus = shared_data / "reuters21578.jsonl.gz"
-    code, out, err = run_replay(
-        monkeypatch,
-        capsys,
-        topic_name,
-        kafka_bootstrap,
+    code, out, err = replay(
         str(corpus),
         "--partitions",
         "1",
@@ -130,9 +132,7 @@ def test_rate_limited_replay_delivers_everything(kafka_bootstrap, topic_name):
     assert len(consume_all(kafka_bootstrap, topic_name)) == 20
 
 
-def test_malformed_files_good_records_still_produced(
-    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
-):
+def test_malformed_files_good_records_still_produced(kafka_bootstrap, topic_name, tmp_path, replay):
     good = [
         {"id": f"g{i}", "text": f"good {i}", "timestamp": 1_700_000_000_000 + i, "stream": "s"}
         for i in range(30)
@@ -156,11 +156,7 @@ def test_malformed_files_good_records_still_produced(
         + "x,,\n"
     )
     errors = tmp_path / "errors.jsonl"
-    code, out, err = run_replay(
-        monkeypatch,
-        capsys,
-        topic_name,
-        kafka_bootstrap,
+    code, out, err = replay(
         str(tmp_path / "cut.jsonl.gz"),
         str(tmp_path / "bad.jsonl"),
         str(tmp_path / "bad.csv"),
@@ -275,9 +271,7 @@ def test_cli_field_mapping_skip_and_limit(
 
 
 @pytest.mark.parametrize("spelling", ["same", "dotted", "symlink", "hardlink"])
-def test_an_errors_path_that_is_an_input_is_refused_and_the_input_kept(
-    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys, spelling
-):
+def test_an_errors_path_that_is_an_input_is_refused_and_the_input_kept(tmp_path, replay, spelling):
     corpus = tmp_path / "corpus.jsonl"
     body = json.dumps({"id": "1", "text": "precious", "timestamp": 1_700_000_000_000}) + "\n"
     corpus.write_text(body)
@@ -292,15 +286,7 @@ def test_an_errors_path_that_is_an_input_is_refused_and_the_input_kept(
         errors.symlink_to(corpus)
     elif spelling == "hardlink":
         errors.hardlink_to(corpus)
-    code, out, err = run_replay(
-        monkeypatch,
-        capsys,
-        topic_name,
-        kafka_bootstrap,
-        str(corpus),
-        "--errors",
-        str(errors),
-    )
+    code, out, err = replay(str(corpus), "--errors", str(errors))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "--errors" in err and str(corpus) in err
     assert corpus.read_text() == body
@@ -333,7 +319,7 @@ def test_an_existing_errors_file_is_replaced_only_when_a_run_completes(
 
 
 def test_configured_text_limit_and_detector_limits_reject_records_with_their_line(
-    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, replay
 ):
     monkeypatch.setenv("SPARSEWATCH_MAX_TEXT_BYTES", "1000")
     base = {"timestamp": 1_700_000_000_000, "stream": "s"}
@@ -347,18 +333,7 @@ def test_configured_text_limit_and_detector_limits_reject_records_with_their_lin
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     errors = tmp_path / "errors.jsonl"
-    code, out, err = run_replay(
-        monkeypatch,
-        capsys,
-        topic_name,
-        kafka_bootstrap,
-        str(corpus),
-        "--partitions",
-        "1",
-        "--errors",
-        str(errors),
-        "--json",
-    )
+    code, out, err = replay(str(corpus), "--partitions", "1", "--errors", str(errors), "--json")
     assert code == 0, err
     summary = json.loads(out)
     assert (summary["read"], summary["produced"], summary["rejected"]) == (5, 2, 3)
@@ -374,21 +349,11 @@ def test_configured_text_limit_and_detector_limits_reject_records_with_their_lin
 
 
 @pytest.mark.parametrize("stream", ["", "  ", "s" * 129])
-def test_a_default_stream_the_detector_refuses_is_a_usage_error(
-    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys, stream
-):
+def test_a_default_stream_the_detector_refuses_is_a_usage_error(tmp_path, replay, stream):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"id": "1", "text": "t", "timestamp": 1_700_000_000_000}) + "\n")
-    code, out, err = run_replay(
-        monkeypatch,
-        capsys,
-        topic_name,
-        kafka_bootstrap,
-        str(corpus),
-        "--errors",
-        str(tmp_path / "errors.jsonl"),
-        "--stream",
-        stream,
+    code, out, err = replay(
+        str(corpus), "--errors", str(tmp_path / "errors.jsonl"), "--stream", stream
     )
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "--stream" in err

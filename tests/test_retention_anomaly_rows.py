@@ -5,7 +5,6 @@ prunes go however many there are (PostgreSQL takes at most 65,535 bind parameter
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -19,6 +18,7 @@ from sparsewatch.storage.serialization import arrays_to_npz, npz_to_arrays
 from sparsewatch.storage.store import Checkpoint, Store
 
 from sparsewatch.config import load_config
+from tests.support.anomaly_worker import scores_payload
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -54,22 +54,18 @@ def _detector_window(store: Store, seq: int) -> None:
 def _scores_message(seq: int, i: int, rng: np.random.Generator) -> bytes:
     """The detector's ``<prefix>.scores`` message of document ``i`` of window ``seq``."""
     atoms = int(rng.integers(0, 4))
-    return json.dumps(
-        {
-            "stream": "s",
-            "doc_id": f"{seq}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": N_DOCS,
-            "timestamp": int(_event_time(seq, i).timestamp() * 1000),
-            "score": float(rng.uniform(0.2, 1.0)),
-            "reconstruction_error": float(rng.uniform(0.2, 1.0)),
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [0.1] * atoms,
-            "n_terms": 12,
-        }
-    ).encode()
+    return scores_payload(
+        stream="s",
+        doc_id=f"{seq}-{i}",
+        seq=seq,
+        i=i,
+        n=N_DOCS,
+        timestamp=int(_event_time(seq, i).timestamp() * 1000),
+        score=float(rng.uniform(0.2, 1.0)),
+        error=float(rng.uniform(0.2, 1.0)),
+        code_value=[0.1] * atoms,
+        n_terms=12,
+    )
 
 
 def _anomaly_worker_writes(store: Store, seqs: range) -> int:
@@ -254,21 +250,19 @@ def test_snapshots_are_deleted_in_batches_that_keep_the_kept_ones(database_url, 
 def _constant_window(state: AnomalyStreamState, seq: int) -> None:
     """A window of unexplained documents (score 1, empty code): no feature varies."""
     for i in range(N_DOCS):
-        message = {
-            "stream": "s",
-            "doc_id": f"{seq}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": N_DOCS,
-            "timestamp": 1000 * seq,
-            "score": 1.0,
-            "reconstruction_error": 1.0,
-            "novel": False,
-            "code_index": [],
-            "code_value": [],
-            "n_terms": 12,
-        }
-        state.add(parse_scored(json.dumps(message).encode()), 0, 0, 0.0)
+        message = scores_payload(
+            stream="s",
+            doc_id=f"{seq}-{i}",
+            seq=seq,
+            i=i,
+            n=N_DOCS,
+            timestamp=1000 * seq,
+            score=1.0,
+            error=1.0,
+            code_value=[],
+            n_terms=12,
+        )
+        state.add(parse_scored(message), 0, 0, 0.0)
 
 
 def test_the_constant_features_warning_is_not_repeated_after_a_restore(caplog):

@@ -16,6 +16,7 @@ from sparsewatch.storage.schema import metadata
 from sparsewatch.storage.store import Store
 
 from tests.support.storage import T0, dump, write_window
+from tests.support.threads import outcomes_in_threads
 
 
 def test_migrations_from_empty_match_the_schema(database_url):
@@ -37,20 +38,7 @@ def test_migrations_from_empty_match_the_schema(database_url):
 
 
 def test_concurrent_opens_of_an_empty_database_migrate_once(database_url):
-    errors: list[BaseException] = []
-
-    def open_it() -> None:
-        try:
-            Store.open(database_url).dispose()
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_it) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert outcomes_in_threads(lambda: Store.open(database_url).dispose(), 4) == [None] * 4
     with Store.open(database_url) as store:
         assert store.revision() == migrate.head_revision()
 

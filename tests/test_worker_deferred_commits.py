@@ -26,16 +26,22 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 from sparsewatch.consumers.memory import FreeHeapBound
-from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import (
     WriterError,
 )
 from sparsewatch.storage.schema import metadata
 from sparsewatch.storage.store import Store
 
-from sparsewatch.config import Config, load_config
+from sparsewatch.config import load_config
 from tests.support.anomaly_worker import scores_message
-from tests.support.gated_writer import CountingStore, feed, finish, loop_over, open_counting
+from tests.support.gated_writer import (
+    CountingStore,
+    WorkerInput,
+    feed,
+    finish,
+    open_counting,
+    run_through,
+)
 from tests.support.storage import dump
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -48,20 +54,10 @@ GARBAGE_EVERY = 41  # a message that is no scores message (a dead letter) every 
 
 
 @dataclass
-class _Input:
-    """The anomaly worker's configuration and its input partition's messages."""
+class _Input(WorkerInput):
+    """The anomaly worker's input, ``n_garbage`` of its messages no scores message."""
 
-    config: Config
-    messages: list[Message]
     n_garbage: int
-
-    @property
-    def topic(self) -> str:
-        return self.config.kafka.topic("scores")
-
-    @property
-    def group(self) -> str:
-        return f"{self.config.kafka.group_id}.anomaly"
 
 
 def _input(bootstrap: str) -> _Input:
@@ -99,11 +95,7 @@ def _input(bootstrap: str) -> _Input:
         )
         for offset, (key, value) in enumerate(values)
     ]
-    return _Input(config, messages, len(at))
-
-
-def _worker(data: _Input, store: CountingStore, gated: bool) -> WorkerLoop:
-    return loop_over("anomaly", data.config, store, gated)
+    return _Input("anomaly", config, messages, len(at))
 
 
 def _contents(store: Store) -> dict[str, list[tuple[Any, ...]]]:
@@ -122,13 +114,9 @@ def reference(
     """The input, and what the store holds after it when every window is committed alone."""
     data = _input(kafka_bootstrap)
     store = _open(tmp_path_factory.mktemp("reference") / "reference.db")
-    try:
-        worker = _worker(data, store, gated=False)
-        feed(worker, data.messages, batch=1)
-        finish(worker)
+    with store:
+        run_through(data, store, data.messages, batch=1, gated=False)
         contents = _contents(store)
-    finally:
-        store.dispose()
     assert store.transactions >= STREAMS * WINDOWS  # (one message a batch: a window a transaction)
     assert len(contents["dead_letters"]) == data.n_garbage
     # (a stream's first window only fills its reference set: its documents are not stored)
@@ -166,7 +154,7 @@ def test_windows_closing_while_a_transaction_is_in_flight_share_the_next_one(ref
     data, expected = reference
     store = _open(tmp_path / "deferred.db")
     try:
-        worker = _worker(data, store, gated=True)
+        worker = data.loop(store, gated=True)
         worker.heap_bound.limit_bytes = 0  # measured after each batch that closed windows
         feed(worker, data.messages, batch=BATCH)
         worker._wait_written()
@@ -194,7 +182,7 @@ def test_a_crash_before_the_deferred_windows_are_written_replays_them(reference,
     upto = 3 * BATCH
     store = _open(path)
     try:
-        worker = _worker(data, store, gated=True)
+        worker = data.loop(store, gated=True)
         feed(worker, data.messages[:upto], batch=BATCH)
         store.crash_next = True
         with pytest.raises(WriterError, match="_CrashError"):
@@ -218,12 +206,7 @@ def test_a_crash_before_the_deferred_windows_are_written_replays_them(reference,
     ]
     assert min(unreflected) >= resume
 
-    store = _open(path)
-    try:
-        worker = _worker(data, store, gated=False)
-        feed(worker, data.messages[resume:], batch=BATCH)
-        finish(worker)
+    with _open(path) as store:
+        run_through(data, store, data.messages[resume:], batch=BATCH, gated=False)
         contents = _contents(store)
-    finally:
-        store.dispose()
     assert contents == expected

@@ -22,7 +22,8 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,17 @@ from sparsewatch.consumers.writer import WriterError
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
-from sparsewatch.config import Config, load_config
+from sparsewatch.config import load_config
 from sparsewatch.runner import build_worker
-from tests.conftest import _fresh_postgres_database
-from tests.support.gated_writer import CountingStore, feed, finish, loop_over, open_counting
+from tests.support.gated_writer import (
+    CountingStore,
+    WorkerInput,
+    feed,
+    finish,
+    open_counting,
+    run_through,
+)
+from tests.support.postgres_databases import postgres_database
 from tests.support.storage import dump
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -52,20 +60,6 @@ T0 = 1_700_000_000_000  # (event times in the past: the idle timer closes the la
 BATCH = 100  # messages
 # Columns that differ between two runs of the same input (surrogate keys, clocks, timings).
 VOLATILE = {"id", "created_at", "updated_at", "timings", "committed_at"}
-
-
-@dataclass
-class _Input:
-    config: Config
-    messages: list[Message]
-
-    @property
-    def topic(self) -> str:
-        return self.config.kafka.topic("docs")
-
-    @property
-    def group(self) -> str:
-        return f"{self.config.kafka.group_id}.detector"
 
 
 def _doc(stream: str, doc_id: str, ts: int, text: str) -> bytes:
@@ -110,7 +104,7 @@ def _short_stream_values(s: int) -> list[tuple[int, bytes]]:
     return kept
 
 
-def _input(bootstrap: str, short: bool = False, markers: bool = False, **extra: str) -> _Input:
+def _input(bootstrap: str, short: bool = False, markers: bool = False, **extra: str) -> WorkerInput:
     config = load_config(
         env={
             **extra,
@@ -149,11 +143,7 @@ def _input(bootstrap: str, short: bool = False, markers: bool = False, **extra: 
             )
         )
         next_offset[p] += 1
-    return _Input(config, messages)
-
-
-def _worker(data: _Input, store: CountingStore, gated: bool) -> WorkerLoop:
-    return loop_over("detector", data.config, store, gated)
+    return WorkerInput("detector", config, messages)
 
 
 def _contents(store: Store) -> dict[str, list[tuple[Any, ...]]]:
@@ -169,6 +159,7 @@ class _Databases:
     kind: str
     folder: Path
     admin_url: str | None
+    dropped_at_end: ExitStack  # the PostgreSQL databases, dropped when the module's tests end
 
     def fresh(self) -> str:
         if self.kind == "sqlite":
@@ -177,15 +168,16 @@ class _Databases:
             if os.environ.get("CI"):
                 pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
             pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL)")
-        return _fresh_postgres_database(self.admin_url)
+        return self.dropped_at_end.enter_context(postgres_database(self.admin_url))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def databases(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> _Databases:
+) -> Iterator[_Databases]:
     admin = request.getfixturevalue("postgres_admin_url") if request.param != "sqlite" else None
-    return _Databases(request.param, tmp_path_factory.mktemp(request.param), admin)
+    with ExitStack() as stack:
+        yield _Databases(request.param, tmp_path_factory.mktemp(request.param), admin, stack)
 
 
 @pytest.fixture(scope="module")
@@ -194,30 +186,21 @@ def reference(kafka_bootstrap: str, databases: _Databases):
     committed alone."""
     data = _input(kafka_bootstrap)
     store = open_counting(databases.fresh())
-    try:
-        worker = _worker(data, store, gated=False)
-        feed(worker, data.messages, batch=1)
-        finish(worker)
+    with store:
+        run_through(data, store, data.messages, batch=1, gated=False)
         contents = _contents(store)
-    finally:
-        store.dispose()
     assert len(contents["windows"]) == STREAMS * WINDOWS
     return data, databases, contents
 
 
-def _resume(store: Store, data: _Input, url: str) -> dict[str, list[tuple[Any, ...]]]:
+def _resume(store: Store, data: WorkerInput, url: str) -> dict[str, list[tuple[Any, ...]]]:
     """Restart from the stored resume offsets and checkpoints, read to the end and go quiet."""
     offsets = store.partition_offsets(data.group, data.topic)
     store.dispose()
-    store = open_counting(url)
-    try:
-        worker = _worker(data, store, gated=False)
-        rest = [m for m in data.messages if m.offset() >= offsets.get(m.partition(), 0)]
-        feed(worker, rest, batch=BATCH)
-        finish(worker)
+    rest = [m for m in data.messages if m.offset() >= offsets.get(m.partition(), 0)]
+    with open_counting(url) as store:
+        run_through(data, store, rest, batch=BATCH, gated=False)
         return _contents(store)
-    finally:
-        store.dispose()
 
 
 def test_deferred_windows_of_one_stream_in_one_job_store_what_single_commits_store(reference):
@@ -225,13 +208,9 @@ def test_deferred_windows_of_one_stream_in_one_job_store_what_single_commits_sto
     windows of each stream, with its late documents, dead letters and due checkpoints."""
     data, databases, expected = reference
     store = open_counting(databases.fresh())
-    try:
-        worker = _worker(data, store, gated=True)
-        feed(worker, data.messages, batch=BATCH)
-        finish(worker)
+    with store:
+        run_through(data, store, data.messages, batch=BATCH, gated=True)
         contents = _contents(store)
-    finally:
-        store.dispose()
     assert store.transactions < len(expected["windows"])
     assert contents == expected
 
@@ -244,7 +223,7 @@ def test_a_crash_with_deferred_windows_in_flight_loses_nothing(reference, after_
     data, databases, expected = reference
     url = databases.fresh()
     store = open_counting(url)
-    worker = _worker(data, store, gated=True)
+    worker = data.loop(store, gated=True)
     feed(worker, data.messages[: after_batches * BATCH], batch=BATCH)
     store.crash_next = True
     with pytest.raises(WriterError):
@@ -254,15 +233,15 @@ def test_a_crash_with_deferred_windows_in_flight_loses_nothing(reference, after_
     assert _resume(store, data, url) == expected
 
 
-def _revoke(worker: WorkerLoop, data: _Input) -> None:
+def _revoke(worker: WorkerLoop, data: WorkerInput) -> None:
     worker._on_revoke([(data.topic, 0), (data.topic, 1)])
 
 
-def _lose(worker: WorkerLoop, data: _Input) -> None:
+def _lose(worker: WorkerLoop, data: WorkerInput) -> None:
     worker._on_lost([(data.topic, 0), (data.topic, 1)])
 
 
-def _shut_down(worker: WorkerLoop, data: _Input) -> None:
+def _shut_down(worker: WorkerLoop, data: WorkerInput) -> None:
     worker._wait_written()
     worker._checkpoint_dirty(set(worker._partitions))
 
@@ -270,7 +249,7 @@ def _shut_down(worker: WorkerLoop, data: _Input) -> None:
 @pytest.mark.parametrize("after_batches", [1, 3])
 @pytest.mark.parametrize("how", [_revoke, _lose, _shut_down])
 def test_partitions_taken_away_or_a_shutdown_with_deferred_windows_lose_nothing(
-    reference, after_batches: int, how: Callable[[WorkerLoop, _Input], None]
+    reference, after_batches: int, how: Callable[[WorkerLoop, WorkerInput], None]
 ):
     """After a batch whose windows waited for the transaction in flight, the partitions are
     revoked (their dirty streams checkpointed), lost (nothing more written) or the worker shuts
@@ -279,7 +258,7 @@ def test_partitions_taken_away_or_a_shutdown_with_deferred_windows_lose_nothing(
     data, databases, expected = reference
     url = databases.fresh()
     store = open_counting(url)
-    worker = _worker(data, store, gated=True)
+    worker = data.loop(store, gated=True)
     feed(worker, data.messages[: after_batches * BATCH], batch=BATCH)
     worker._wait_written()  # (as each of them does first)
     store.gate_open = None  # (their own transaction is synchronous)
@@ -323,7 +302,7 @@ def test_quiet_streams_leaving_memory_while_deferred_jobs_wait_lose_nothing(
     for batch in (1, 30, 20):
         store = open_counting(databases.fresh())
         try:
-            worker = _worker(data, store, gated=batch > 1)
+            worker = data.loop(store, gated=batch > 1)
             dropped = _feed_clocked(worker, data.messages, batch)
             finish(worker)
             results.append(_contents(store))
@@ -347,7 +326,7 @@ class _SlowStore(CountingStore):
 SLOW_S = 0.3
 
 
-def _run_to_end(data: _Input, url: str, group: str):
+def _run_to_end(data: WorkerInput, url: str, group: str):
     """``run()`` on the real topic until it is drained, with the thread writer, in consumer
     group ``group``."""
     store = CountingStore.open(url)

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.processor import Output
-from sparsewatch.consumers.worker import WorkerLoop
-from sparsewatch.storage.store import Store
 
-from tests.support.worker_stubs import OneStreamProcessor, QuietState, consumer_lag
+from tests.support.worker_stubs import (
+    OneStreamProcessor,
+    QuietState,
+    consumer_lag,
+    running_on_backlog,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -59,39 +60,16 @@ class _Processor(OneStreamProcessor):
 def test_the_lag_gauge_shows_the_backlog_while_the_first_batch_is_computed(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    prefix = f"lag-first-{uuid.uuid4().hex[:8]}"
-    topic = f"{prefix}.docs"
-    ensure_topics(kafka_bootstrap, {topic: 1})
-    producer = make_producer(kafka_bootstrap)
-    for i in range(BACKLOG):
-        producer.produce(topic, key=b"s", value=str(i).encode())
-    assert producer.flush(30) == 0
-    store = Store.open(f"sqlite:///{tmp_path / 'lag.db'}")
     processor = _Processor()
-    worker = WorkerLoop(
-        processor,
-        store,
-        kafka_bootstrap,
-        f"{prefix}.g",
-        topic,
-        None,
-        f"{prefix}.dlq",
-        partitions=1,
-        poll_batch=POLL_BATCH,
-        checkpoint_every=1000,
-        writer="thread",
-    )
-    runner = threading.Thread(target=worker.run)
-    runner.start()
-    try:
-        assert processor.entered.wait(WAIT_S), "the worker read no message"
-        during_first_window = consumer_lag(processor.name)
-    finally:
-        processor.release.set()
-        worker.stop()
-        runner.join(60)
-        store.dispose()
-    assert not runner.is_alive()
+    with running_on_backlog(
+        processor, kafka_bootstrap, tmp_path / "lag.db", BACKLOG, poll_batch=POLL_BATCH
+    ) as running:
+        try:
+            assert processor.entered.wait(WAIT_S), "the worker read no message"
+            during_first_window = consumer_lag(processor.name)
+        finally:
+            processor.release.set()
+    assert not running.thread.is_alive()
     # (the first batch is at most POLL_BATCH messages: the rest of the backlog is still unread)
     assert during_first_window is not None
     assert BACKLOG - POLL_BATCH <= during_first_window <= BACKLOG

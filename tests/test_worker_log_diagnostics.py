@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import ProcessWriter, ThreadWriter, WriterError, make_writer
 from sparsewatch.storage.store import Store
 
 from sparsewatch.logs import JsonLines
-from tests.support.worker_stubs import OneStreamProcessor
+from tests.support.worker_stubs import OneStreamProcessor, stub_worker
 from tests.support.writer_jobs import destination, write_job
 
 pytestmark = pytest.mark.kafka
@@ -137,17 +136,7 @@ def test_a_writer_process_killed_while_idle_stops_its_worker_at_once(
     prefix = f"killed-{uuid.uuid4().hex[:8]}"
     store = Store.open(f"sqlite:///{tmp_path / 'k.db'}")
     processor = _Processor()
-    worker = WorkerLoop(
-        processor,
-        store,
-        kafka_bootstrap,
-        f"{prefix}.g",
-        f"{prefix}.docs",
-        None,
-        f"{prefix}.dlq",
-        partitions=1,
-        poll_timeout_s=0.2,
-    )
+    worker = stub_worker(processor, store, kafka_bootstrap, prefix, poll_timeout_s=0.2)
     errors: list[BaseException] = []
 
     def run() -> None:

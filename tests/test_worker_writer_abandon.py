@@ -16,7 +16,7 @@ import pytest
 from sparsewatch.consumers.writer import ProcessWriter, WriterError, make_writer
 from sparsewatch.storage.store import Store
 
-from tests.support.writer_jobs import destination, job_outcome, write_job
+from tests.support.writer_jobs import destination, job_outcome, stored_nothing, write_job
 
 pytestmark = pytest.mark.kafka
 
@@ -83,11 +83,7 @@ def test_a_stop_landing_around_a_submit_abandons_the_job_in_an_outage(
         postgres_outage.end()  # (on a failure: the job then commits, and close returns)
         writer.close()
         store.dispose()
-    restored = Store.open(url)
-    try:
-        assert restored.documents(limit=None) == [] and restored.windows() == []
-    finally:
-        restored.dispose()
+    assert stored_nothing(url)
 
 
 def test_the_thread_writer_also_abandons_a_job_submitted_after_a_stop(

@@ -23,6 +23,7 @@ from sparsewatch.consumers.writer import Destination, WriteJob, WriterError, mak
 from sparsewatch.storage.store import Store
 
 from sparsewatch.kafka_local import free_ports
+from tests.support.writer_jobs import OutcomeWaiter
 
 
 def _job() -> WriteJob:
@@ -40,27 +41,18 @@ def _dead_destination() -> Destination:
 def test_a_stop_abandons_a_job_waiting_for_a_broker_that_is_down(tmp_path: Path, kind: str) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'w.db'}")
     writer = make_writer(kind, store, _dead_destination(), "test")
-    outcome: list[BaseException | float] = []
     try:
         pending = writer.submit(_job())
         time.sleep(1.5)  # the job waits for its dead letter's delivery
         assert not pending.ready()
-
-        def wait() -> None:
-            try:
-                outcome.append(pending.result())
-            except WriterError as exc:
-                outcome.append(exc)
-
-        waiter = threading.Thread(target=wait, daemon=True)
-        waiter.start()
+        waiter = OutcomeWaiter(pending)
         t0 = time.monotonic()
         writer.abandon_retries()
-        waiter.join(20)
-        assert not waiter.is_alive(), "the job still waits for the broker after the stop"
+        outcome = waiter.outcome(20)
+        assert outcome is not None, "the job still waits for the broker after the stop"
         assert time.monotonic() - t0 < 5.0
-        assert isinstance(outcome[0], WriterError)
-        assert "publishing results abandoned on shutdown" in str(outcome[0])
+        assert isinstance(outcome, WriterError)
+        assert "publishing results abandoned on shutdown" in str(outcome)
         t0 = time.monotonic()
     finally:
         writer.close()

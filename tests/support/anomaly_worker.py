@@ -1,68 +1,93 @@
 """The anomaly worker against a real broker: scores messages as the detector sends them, a topic
-of them, a stream's state restored from its checkpoint, a worker loop on a thread, and the anomaly
-scores it stored."""
+of them, a stream's state restored from its checkpoint, the anomaly scores it stored, and a run of
+the worker on such a topic with what it left in its store."""
 
 from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
-from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.kafka_client import make_producer
-from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.storage.store import Checkpoint, Store
+from sqlalchemy import text
 
 from sparsewatch.config import Config
+from sparsewatch.runner import build_worker, run_loops
+from tests.support.kafka_topics import produce_messages
+
+
+def scores_payload(
+    *,
+    stream: str,
+    doc_id: str,
+    seq: int,
+    i: int,
+    n: int,
+    timestamp: int,
+    score: float,
+    error: float,
+    code_value: list[float],
+    n_terms: int,
+) -> bytes:
+    """A message of ``<prefix>.scores`` as the detector sends it: document ``i`` of ``n`` of
+    window ``seq``, not novel, coded on the first ``len(code_value)`` atoms."""
+    return json.dumps(
+        {
+            "stream": stream,
+            "doc_id": doc_id,
+            "window_seq": seq,
+            "index": i,
+            "n": n,
+            "timestamp": timestamp,
+            "score": score,
+            "reconstruction_error": error,
+            "novel": False,
+            "code_index": list(range(len(code_value))),
+            "code_value": code_value,
+            "n_terms": n_terms,
+        }
+    ).encode()
 
 
 def scores_message(stream: str, seq: int, i: int, n: int, tag: str) -> bytes:
     """A message of ``<prefix>.scores`` as the detector sends it (document ``i`` of ``n``)."""
     rng = random.Random(f"{stream}{seq}{i}{tag}")
     atoms = rng.randrange(1, 5)
-    return json.dumps(
-        {
-            "stream": stream,
-            "doc_id": f"{seq}-{tag}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
-            "score": rng.uniform(0.2, 1.0),
-            "reconstruction_error": rng.uniform(0.1, 0.9),
-            "novel": False,
-            "code_index": list(range(atoms)),
-            "code_value": [rng.uniform(0.05, 0.5) for _ in range(atoms)],
-            "n_terms": rng.randrange(5, 20),
-        }
-    ).encode()
+    return scores_payload(
+        stream=stream,
+        doc_id=f"{seq}-{tag}-{i}",
+        seq=seq,
+        i=i,
+        n=n,
+        timestamp=1_700_000_000_000 + 1000 * seq + i,
+        score=rng.uniform(0.2, 1.0),
+        error=rng.uniform(0.1, 0.9),
+        code_value=[rng.uniform(0.05, 0.5) for _ in range(atoms)],
+        n_terms=rng.randrange(5, 20),
+    )
 
 
 def window_message(seq: int, i: int, n: int) -> bytes:
     """Document ``i`` of ``n`` of window ``seq`` of stream ``s`` as the detector sends it, its
     values fixed by ``i`` (its id ``seq-i``: a larger version of a window holds the smaller one's
     documents first)."""
-    return json.dumps(
-        {
-            "stream": "s",
-            "doc_id": f"{seq}-{i}",
-            "window_seq": seq,
-            "index": i,
-            "n": n,
-            "timestamp": 1_700_000_000_000 + 1000 * seq + i,
-            "score": 0.3 + 0.05 * (i % 7),
-            "reconstruction_error": 0.2 + 0.03 * (i % 5),
-            "novel": False,
-            "code_index": list(range(1 + i % 3)),
-            "code_value": [0.1 + 0.02 * i] * (1 + i % 3),
-            "n_terms": 5 + i,
-        }
-    ).encode()
+    return scores_payload(
+        stream="s",
+        doc_id=f"{seq}-{i}",
+        seq=seq,
+        i=i,
+        n=n,
+        timestamp=1_700_000_000_000 + 1000 * seq + i,
+        score=0.3 + 0.05 * (i % 7),
+        error=0.2 + 0.03 * (i % 5),
+        code_value=[0.1 + 0.02 * i] * (1 + i % 3),
+        n_terms=5 + i,
+    )
 
 
 def window(stream: str, seq: int, n: int = 10) -> list[tuple[str, bytes]]:
@@ -70,18 +95,15 @@ def window(stream: str, seq: int, n: int = 10) -> list[tuple[str, bytes]]:
 
 
 def produce(bootstrap: str, topic: str, messages: list[tuple[str, bytes]]) -> None:
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for key, value in messages:
-        producer.produce(topic, key=key.encode(), value=value)
-    assert producer.flush(30) == 0
+    """``messages`` (stream, scores message) produced to ``topic``, keyed by stream."""
+    produce_messages(bootstrap, topic, ((key.encode(), value) for key, value in messages))
 
 
 def scores_topic(
     bootstrap: str, tmp_path: Path, name: str, sent: list[bytes], idle_timeout_s: str
-) -> tuple[str, str, str, dict[str, str]]:
-    """A fresh ``<prefix>.scores`` topic holding ``sent`` (keyed by stream), and the anomaly
-    worker's prefix, SQLite URL, that topic and its environment."""
+) -> dict[str, str]:
+    """A fresh ``<prefix>.scores`` topic holding ``sent`` (keyed by stream), and the environment
+    of an anomaly worker reading it (its group ``<prefix>``, a SQLite file under ``tmp_path``)."""
     prefix = f"{name}-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path / 'anomaly.db'}"
     env = {
@@ -92,12 +114,8 @@ def scores_topic(
         "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": idle_timeout_s,
     }
     topic = f"{prefix}.scores"
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for raw in sent:
-        producer.produce(topic, key=json.loads(raw)["stream"].encode(), value=raw)
-    assert producer.flush(30) == 0
-    return prefix, url, topic, env
+    produce_messages(bootstrap, topic, ((json.loads(raw)["stream"].encode(), raw) for raw in sent))
+    return env
 
 
 def restore(
@@ -127,23 +145,26 @@ def anomaly_scores(store: Store) -> dict[str, float]:
     }
 
 
-class Running:
-    """A worker loop running on a thread until :meth:`stop`."""
+@dataclass
+class AnomalyRun:
+    """What one run of the anomaly worker left in its store: the ids of the documents it scored,
+    its resume offsets by partition of the scores topic, and its dead letters as (offset, reason,
+    payload), sorted."""
 
-    def __init__(self, worker: WorkerLoop) -> None:
-        self.worker = worker
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+    scored: set[str]
+    offsets: dict[int, int]
+    dead: list[tuple[int, str, bytes]]
 
-    def _run(self) -> None:
-        try:
-            self.worker.run()
-        except BaseException as exc:  # re-raised by stop()
-            self.error = exc
 
-    def stop(self) -> None:
-        self.worker.stop()
-        self.thread.join(60)
-        if self.error is not None:
-            raise self.error
+def run_anomaly_worker(config: Config, seconds: float) -> AnomalyRun:
+    """The anomaly worker of ``config`` run for ``seconds`` on its scores topic, and what it
+    stored."""
+    with Store.open(config.database_url) as store:
+        run_loops([build_worker("anomaly", config, store)], [seconds], False)
+        group, topic = f"{config.kafka.group_id}.anomaly", config.kafka.topic("scores")
+        with store.reading() as conn:
+            dead = conn.execute(text("select offset, reason, payload from dead_letters"))
+            dead_letters = sorted((o, reason, bytes(payload)) for o, reason, payload in dead)
+        return AnomalyRun(
+            set(anomaly_scores(store)), store.partition_offsets(group, topic), dead_letters
+        )

@@ -1,11 +1,13 @@
 """A store that counts its transactions and a thread writer whose transactions wait until the
-worker loop waits for them (deferred commits), and a worker loop over them fed by hand."""
+worker loop waits for them (deferred commits), a worker's input of constructed messages, and a
+worker loop over them fed by hand."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from confluent_kafka import Message
@@ -18,6 +20,7 @@ from sparsewatch.runner import build_worker
 
 WAIT_S = 60.0
 IDLE_AT = 100.0  # the loop's clock when every stream has gone quiet
+INPUT_TOPIC = {"detector": "docs", "anomaly": "scores"}  # a worker's input, by its role
 
 
 class _CrashError(Exception):
@@ -75,6 +78,28 @@ class GatedWriter(ThreadWriter):
         return _GateOpenedOnWait(super().submit(job), self._gate_open)
 
 
+@dataclass
+class WorkerInput:
+    """A worker's role (``detector`` or ``anomaly``), its configuration and the messages of its
+    input topic."""
+
+    role: str
+    config: Config
+    messages: list[Message]
+
+    @property
+    def topic(self) -> str:
+        return self.config.kafka.topic(INPUT_TOPIC[self.role])
+
+    @property
+    def group(self) -> str:
+        return f"{self.config.kafka.group_id}.{self.role}"
+
+    def loop(self, store: CountingStore, gated: bool) -> WorkerLoop:
+        """The worker's loop over ``store`` (see :func:`loop_over`)."""
+        return loop_over(self.role, self.config, store, gated)
+
+
 def open_counting(url: str) -> CountingStore:
     """The :class:`CountingStore` of the database at ``url``."""
     store = CountingStore.open(url)
@@ -109,3 +134,13 @@ def finish(worker: WorkerLoop) -> None:
     worker._wait_written()
     assert worker._writer is not None
     worker._writer.close()
+
+
+def run_through(
+    data: WorkerInput, store: CountingStore, messages: list[Message], batch: int, gated: bool
+) -> None:
+    """``messages`` fed in batches of ``batch`` (:func:`feed`) to ``data``'s worker loop over
+    ``store``, gated or not, then every stream quiet (:func:`finish`)."""
+    worker = data.loop(store, gated)
+    feed(worker, messages, batch)
+    finish(worker)

@@ -29,6 +29,10 @@ from sparsewatch.storage.store import Store
 from tests.support.cli import run_process
 
 TWEETS = FieldMapping(id="id_str", text=("full_text",), timestamp="created_at", stream="user.lang")
+# the id, text and timestamp fields of TWEETS as command-line options
+TWEET_FIELDS = (
+    "--id-field", "id_str", "--text-field", "full_text", "--timestamp-field", "created_at",
+)  # fmt: skip
 
 
 def make_tweet(i: int, lang: str) -> dict:
@@ -145,8 +149,7 @@ def spawn(
         "--from-topic", route.source_topics[0],
         "--to-topic", route.docs_topic,
         "--group", route.group_id,
-        "--id-field", "id_str", "--text-field", "full_text",
-        "--timestamp-field", "created_at", "--stream-field", "user.lang",
+        *TWEET_FIELDS, "--stream-field", "user.lang",
     ]  # fmt: skip
     if until_idle is not None:
         args += ["--until-idle", str(until_idle)]
@@ -166,19 +169,31 @@ def cli(*args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
     return run_process("ingest", *args, **env_vars)
 
 
+def tweet_records(
+    plan: list[tuple[str, bool]], key: bytes | None = None
+) -> tuple[list[tuple[bytes, bytes]], list[dict], list[bytes]]:
+    """Record ``i`` of ``plan`` (language, malformed): tweet ``i`` in that language, or the bytes
+    ``broken i``, keyed by ``key`` (None: the language). The records, the good tweets and the
+    malformed records' bytes."""
+    records, good, bad = [], [], []
+    for i, (lang, broken) in enumerate(plan):
+        if broken:
+            value = f"broken {i}".encode()
+            bad.append(value)
+        else:
+            tweet = make_tweet(i, lang)
+            value = json.dumps(tweet).encode()
+            good.append(tweet)
+        records.append((key or lang.encode(), value))
+    return records, good, bad
+
+
 def tweets_with_bad(n: int) -> tuple[list[tuple[bytes, bytes]], list[str], list[bytes]]:
     """``n`` records over three streams, one in a hundred malformed: the records, the good
     ones' ids and the bad ones' bytes."""
-    records, good, bad = [], [], []
-    for i in range(n):
-        if i % 100 == 37:
-            records.append((b"k", f"broken {i}".encode()))
-            bad.append(f"broken {i}".encode())
-        else:
-            tweet = make_tweet(i, ("en", "de", "fr")[i % 3])
-            records.append((b"k", json.dumps(tweet).encode()))
-            good.append(tweet["id_str"])
-    return records, good, bad
+    plan = [(("en", "de", "fr")[i % 3], i % 100 == 37) for i in range(n)]
+    records, good, bad = tweet_records(plan, key=b"k")
+    return records, [tweet["id_str"] for tweet in good], bad
 
 
 def assert_exactly_once(

@@ -1,16 +1,27 @@
-"""A topic read back whole or up to a count, a topic whose first messages the broker deleted, and
-whether a topic exists."""
+"""A topic filled with given messages, read back whole or up to a count, a topic whose first
+messages the broker deleted, a consumer that notes its restarts, and whether a topic exists."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from collections.abc import Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import BatchConsumer, make_producer
+
+
+def produce_messages(bootstrap: str, topic: str, messages: Iterable[tuple[bytes, bytes]]) -> None:
+    """``messages`` (key, value) produced to ``topic``, created with one partition if it is new,
+    every one delivered."""
+    ensure_topics(bootstrap, {topic: 1})
+    producer = make_producer(bootstrap)
+    for key, value in messages:
+        producer.produce(topic, key=key, value=value)
+    assert producer.flush(30) == 0
 
 
 def consume_messages(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
@@ -72,15 +83,26 @@ def read_at_least(bootstrap: str, topic: str, n: int, timeout: float = 60.0) -> 
 def topic_with_deleted_head(bootstrap: str, values: list[bytes], keep_from: int) -> str:
     """A one-partition topic holding ``values``, the first ``keep_from`` of them deleted."""
     topic = f"gap-{uuid.uuid4().hex[:8]}"
-    ensure_topics(bootstrap, {topic: 1})
-    producer = make_producer(bootstrap)
-    for value in values:
-        producer.produce(topic, key=b"k", value=value)
-    assert producer.flush(30) == 0
+    produce_messages(bootstrap, topic, ((b"k", value) for value in values))
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_records([TopicPartition(topic, 0, keep_from)]).values():
         assert future.result(30).low_watermark == keep_from  # the partition's new low watermark
     return topic
+
+
+def consumer_noting_resets(
+    bootstrap: str, topic: str, resets: list[tuple[str, int, int]], start: int | None = None
+) -> BatchConsumer:
+    """A consumer of ``topic`` (group ``g-<topic>``) starting at offset ``start`` (None: where
+    the consumer would) that appends its restarts (topic, partition, messages skipped) to
+    ``resets``."""
+    return BatchConsumer(
+        bootstrap,
+        f"g-{topic}",
+        [topic],
+        on_assign=None if start is None else lambda parts: {tp: start for tp in parts},
+        on_reset=lambda t, p, n: resets.append((t, p, n)),
+    )
 
 
 def read_offsets(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> list[int]:

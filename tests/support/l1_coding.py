@@ -1,5 +1,5 @@
-"""The L1 coding problem as a linear program solved by HiGHS: the reference optimum for the coding
-solvers."""
+"""A small L1 coding problem of sparse codes and noise, and the problem as a linear program
+solved by HiGHS: the reference optimum for the coding solvers."""
 
 from __future__ import annotations
 
@@ -23,3 +23,16 @@ def lp_optimum(p: np.ndarray, A: np.ndarray, lam: float) -> float:
     )
     assert r.status == 0
     return float(r.fun)
+
+
+def noisy_sparse_problem(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(P, A)``: 20 documents (columns of unit l1 mass) over 30 terms, each a sparse code over
+    the 12 sparse atoms (columns of unit l1 mass) of ``A`` plus sparse noise."""
+    rng = np.random.default_rng(seed)
+    A = rng.random((30, 12)) * (rng.random((30, 12)) < 0.2)
+    A /= np.maximum(A.sum(axis=0), 1e-12)
+    codes = rng.random((12, 20)) * (rng.random((12, 20)) < 0.15)
+    noise = 0.3 * rng.random((30, 20)) * (rng.random((30, 20)) < 0.05)
+    P = A @ codes + noise
+    P /= np.maximum(P.sum(axis=0), 1e-12)
+    return P, A

@@ -1,5 +1,6 @@
 """A writer's destination topics, one window's write job (documents, score messages, a dead letter,
-a checkpoint, offsets), its outcome, and what such jobs leave in the store."""
+a checkpoint, offsets), its outcome, and what such jobs leave in the store (or that they left
+nothing)."""
 
 from __future__ import annotations
 
@@ -51,20 +52,30 @@ def write_job(n: int = 50, bad_row: bool = False) -> WriteJob:
     )
 
 
+class OutcomeWaiter:
+    """A thread that waits for a job's result or error from the moment it is made."""
+
+    def __init__(self, pending: Pending) -> None:
+        self._pending = pending
+        self._got: list[BaseException | float] = []
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        try:
+            self._got.append(self._pending.result())
+        except WriterError as exc:
+            self._got.append(exc)
+
+    def outcome(self, within_s: float) -> BaseException | float | None:
+        """The job's result or error, None if it has not come within ``within_s`` more."""
+        self._thread.join(within_s)
+        return self._got[0] if self._got else None
+
+
 def job_outcome(pending: Pending, within_s: float) -> BaseException | float | None:
     """The job's result or error, None if it has not come within ``within_s``."""
-    got: list[BaseException | float] = []
-
-    def wait() -> None:
-        try:
-            got.append(pending.result())
-        except WriterError as exc:
-            got.append(exc)
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
-    waiter.join(within_s)
-    return got[0] if got else None
+    return OutcomeWaiter(pending).outcome(within_s)
 
 
 def contents(store: Store, input_topic: str) -> tuple:
@@ -76,3 +87,9 @@ def contents(store: Store, input_topic: str) -> tuple:
     checkpoint = store.load_checkpoint("g", "s")
     offsets = store.partition_offsets("g", input_topic)
     return docs, windows, checkpoint.meta if checkpoint else None, offsets
+
+
+def stored_nothing(url: str) -> bool:
+    """Whether the database at ``url`` holds no document and no window (no job committed)."""
+    with Store.open(url) as store:
+        return store.documents(limit=None) == [] and store.windows() == []
