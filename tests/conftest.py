@@ -21,7 +21,10 @@ import pytest
 # test modules they came from (pytest rewrites the asserts of test modules only).
 pytest.register_assert_rewrite("tests.support")
 
-from tests.support.postgres_databases import postgres_database  # noqa: E402
+from tests.support.postgres_databases import (  # noqa: E402
+    postgres_database,
+    require_postgres_server,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,12 +109,9 @@ def postgres_database_fixture(postgres_admin_url: str | None) -> Iterator[tuple[
     """A fresh PostgreSQL database (dropped when the test ends) and the server's admin URL, for
     tests that need PostgreSQL itself (an outage made with ALTER DATABASE). Without a server the
     test fails under CI and is skipped, with the reason, elsewhere."""
-    if not postgres_admin_url:
-        if os.environ.get("CI"):
-            pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
-        pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL or run Docker)")
-    with postgres_database(postgres_admin_url) as url:
-        yield url, postgres_admin_url
+    admin_url = require_postgres_server(postgres_admin_url)
+    with postgres_database(admin_url) as url:
+        yield url, admin_url
 
 
 class PostgresOutage:

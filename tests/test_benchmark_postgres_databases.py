@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import sqlalchemy as sa
+
+from tests.support.postgres_databases import require_postgres_server
 
 pytestmark = pytest.mark.postgres
 
@@ -35,11 +36,7 @@ def _load(name: str) -> ModuleType:
 @pytest.fixture
 def admin_url(postgres_admin_url: str | None) -> str:
     """The admin URL of a real PostgreSQL server (fails under CI without one, else skips)."""
-    if not postgres_admin_url:
-        if os.environ.get("CI"):
-            pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
-        pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL or run Docker)")
-    return postgres_admin_url
+    return require_postgres_server(postgres_admin_url)
 
 
 def _databases(admin_url: str) -> set[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import time
 import uuid
@@ -47,7 +46,7 @@ from tests.support.gated_writer import (
     open_counting,
     run_through,
 )
-from tests.support.postgres_databases import postgres_database
+from tests.support.postgres_databases import postgres_database, require_postgres_server
 from tests.support.storage import dump
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -164,11 +163,8 @@ class _Databases:
     def fresh(self) -> str:
         if self.kind == "sqlite":
             return f"sqlite:///{self.folder / uuid.uuid4().hex}.db"
-        if self.admin_url is None:
-            if os.environ.get("CI"):
-                pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
-            pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL)")
-        return self.dropped_at_end.enter_context(postgres_database(self.admin_url))
+        admin_url = require_postgres_server(self.admin_url)
+        return self.dropped_at_end.enter_context(postgres_database(admin_url))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

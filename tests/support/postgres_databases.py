@@ -5,11 +5,24 @@ gigabytes on disk)."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 import sqlalchemy as sa
+
+
+def require_postgres_server(admin_url: str | None) -> str:
+    """``admin_url`` (the ``postgres_admin_url`` fixture's); without a server the calling test
+    fails under CI (``CI`` set: PostgreSQL must be tested there) and is skipped, with the reason,
+    elsewhere."""
+    if admin_url:
+        return admin_url
+    if os.environ.get("CI"):
+        pytest.fail("SPARSEWATCH_TEST_DATABASE_URL is not set: CI must test PostgreSQL")
+    pytest.skip("no PostgreSQL server (set SPARSEWATCH_TEST_DATABASE_URL or run Docker)")
 
 
 def _admin_execute(admin_url: str, sql: str) -> None:
