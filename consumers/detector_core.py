@@ -182,6 +182,7 @@ def build_models(config: DetectorConfig) -> StreamModels:
         **DEFAULT_FEATURES,
         "max_features": config.max_vocabulary,
         "max_token_chars": config.max_token_chars,
+        "unsegmented": config.unsegmented,
         "max_terms_per_doc": config.max_terms_per_doc or None,
     }
     features = StreamingTfidf(**feature_params)

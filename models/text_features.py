@@ -24,13 +24,61 @@ Tokenizer (deliberate choices for tweets and news):
   ``#tag`` (``"keep"``), or both (``"both"``), or dropped;
 * ``@mentions`` are kept as ``@user`` (distinct from the word) or dropped (``mentions="drop"``);
   a ``#`` or ``@`` inside a word (an e-mail address) starts no tag or mention;
+* scripts written without spaces between words (Chinese, Japanese, Korean, Thai, Lao, Khmer,
+  Myanmar) become overlapping bigrams (``unsegmented="bigrams"``, the default; below);
 * English stop words (scikit-learn's list) are removed; optional bigrams of adjacent kept tokens;
 * tokens longer than ``max_token_chars`` (default 40) are dropped: a word, the body of a hashtag
   or mention (without ``#``/``@``) or a URL's domain. Such "words" are base64 blobs, hashes or
   glued-together junk, never the vocabulary of a story, and the vocabulary is a fixed-width
   unicode array (``terms_``, kept in every checkpoint and snapshot): one 20,000-character token
   padded a 5,000-term vocabulary from 0.12 MB to 400 MB. 40 is well above the longest words of
-  a dictionary, and bounds a bigram to ``2 * 40 + 1`` characters.
+  a dictionary, and bounds a bigram to ``2 * 40 + 1`` characters. (With ``unsegmented="bigrams"``
+  the terms of a run of the unsegmented scripts are bounded each, not the run.)
+
+Scripts written without spaces between words: a Japanese or Chinese clause is one run of word
+characters, so as one token (``unsegmented="words"``, the tokenizer as it was) two tweets about the
+same earthquake shared no term, every clause was a one-off term, and a clause longer than
+``max_token_chars`` left its document empty. Without a dictionary (no per-language model to ship
+and keep current), a search engine indexes such text as overlapping bigrams (Lucene's
+``cjk_bigram``), and so does ``unsegmented="bigrams"``:
+
+* a run of Han, Hiragana, Katakana and Hangul letters becomes its overlapping bigrams
+  (``地震が発生``: ``地震``, ``震が``, ``が発``, ``発生``); a run of one character, that unigram
+  (exempt from the two-character minimum). The four are one family, as in ``cjk_bigram``:
+  Japanese mixes the first three inside a word, Korean writes hanja among hangul, and hangul is
+  paired too because Korean words carry particles (``지진이`` and ``지진을`` share ``지진``);
+* Thai, Lao, Khmer and Myanmar (a family each) have no spaces between words either, but a
+  character there may be a vowel sign or tone mark that only modifies the letter before it, so
+  their bigrams are of grapheme units: a letter with the combining marks (and the Thai and Lao
+  vowel SARA AM) that follow it. A term never starts with a mark (``ที่กรุง``: ``ที่ก``, ``กรุ``,
+  ``รุง``; character bigrams would make ``่ก``, a tone mark and the next consonant, part of no
+  word), and no table or library is needed (a unit is close to Unicode's grapheme cluster, UAX
+  #29, for these scripts). The Han family's units are its characters (but for a variation
+  selector or a voiced-sound mark NFC did not compose, which stay with their character);
+* a run ends where the family changes and at a digit (the scripts' digits are numbers, dropped
+  as ``2024`` is); a word mixing scripts is cut there, each part read by its own rule
+  (``iPhone発売``: ``iphone``, ``発売``; ``東京2020年``: ``東京``, ``年``);
+* half-width and full-width forms (U+FF00-U+FFEF, typed in Japanese text) are read as their
+  ordinary characters (NFKC of those only, as Lucene's CJK width filter): ``ＮＨＫ`` is ``nhk``,
+  ``＃地震`` a hashtag, half-width ``ｶﾀｶﾅ`` is ``カタカナ``;
+* a hashtag's bare word (``hashtags="word"`` or ``"both"``) is read as a word is, so ``#地震``
+  matches the ``地震`` of a text and ``#東日本大震災`` gives the bigrams of ``東日本大震災``; a
+  kept ``#tag`` (``"keep"``, ``"both"``) stays whole, its body limited as before (Twitter's
+  hashtags include these scripts' letters);
+* an ``@mention`` stays whole (an identifier, not text), but its handle ends where the body's
+  script changes (``@yamada地震です``: ``@yamada``, then ``地震``, ``震で``, ``です``): handles
+  are ASCII on Twitter and Mastodon, so text glued to one is no part of it;
+* ``max_token_chars`` bounds each term, not the run: a 60-character Chinese sentence gives its 59
+  bigrams instead of nothing;
+* stop words are English only, applied as before (a list's two-character word removes that
+  bigram);
+* ``bigrams`` pairs no term of such a run with its neighbour: a pair of overlapping character
+  bigrams is a character trigram (four-gram across a run's end), many more terms, each rarer,
+  for little more than the bigrams already match.
+
+Text without letters of those scripts and without width forms gets the same tokens in both modes:
+a block of :data:`TOKEN_BLOCK` texts is scanned for runs only when it holds such a character, so
+Latin text pays one scan of its non-ASCII blocks (about 2 ns a character).
 
 Weighting: ``(1 + log tf) * idf`` (``sublinear_tf``), ``idf = log((1 + N) / (1 + df)) + 1`` with
 exponentially decayed ``N`` and ``df`` (half-life ``df_half_life`` documents), optional salient-term
@@ -51,6 +99,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal, cast, overload
 
 import numpy as np
@@ -115,6 +164,81 @@ _SEP = "\x00"
 _URL_MODES = ("domain", "drop")
 _HASHTAG_MODES = ("word", "keep", "both", "drop")
 _MENTION_MODES = ("keep", "drop")
+UNSEGMENTED_MODES = ("bigrams", "words")
+
+# Scripts written without spaces between words (module docstring): the Unicode blocks of each,
+# one family per script whose letters form one run (Japanese mixes kanji, hiragana and
+# katakana in one word, Korean writes hanja among hangul, as cjk_bigram pairs them)
+_UNSEGMENTED_BLOCKS = {
+    "cjk": (
+        (0x1100, 0x11FF),  # Hangul Jamo
+        (0x3000, 0x303F),  # CJK symbols: the iteration marks 々 〻, 〆, 〇 and Hangzhou numerals
+        (0x3040, 0x30FF),  # Hiragana, Katakana (with the prolonged sound mark ー)
+        (0x3130, 0x318F),  # Hangul Compatibility Jamo (half-width hangul folds to them)
+        (0x31F0, 0x31FF),  # Katakana Phonetic Extensions
+        (0x3400, 0x4DBF),  # CJK Unified Ideographs Extension A
+        (0x4E00, 0x9FFF),  # CJK Unified Ideographs
+        (0xA960, 0xA97F),  # Hangul Jamo Extended-A
+        (0xAC00, 0xD7FF),  # Hangul Syllables, Hangul Jamo Extended-B
+        (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
+    ),
+    "thai": ((0x0E00, 0x0E7F),),
+    "lao": ((0x0E80, 0x0EFF),),
+    "khmer": ((0x1780, 0x17FF),),
+    "myanmar": ((0x1000, 0x109F), (0xA9E0, 0xA9FF), (0xAA60, 0xAA7F)),
+}
+# Thai and Lao SARA AM are letters to \w but vowel signs that follow their consonant (UAX #29
+# SpacingMark): part of the grapheme unit before them, as the combining marks are
+_SPACING_VOWELS = "\u0e33\u0eb3"
+
+
+def _script_letters(blocks: tuple[tuple[int, int], ...]) -> str:
+    """Character ranges (for a regex class) of the letters of ``blocks``: word characters that
+    are no digit (a run of Thai digits is a number, dropped as ``2024`` is) and no mark."""
+    word = re.compile(r"\w")
+    codes = np.array(
+        [
+            c
+            for lo, hi in blocks
+            for c in range(lo, hi + 1)
+            if word.match(chr(c))
+            and unicodedata.category(chr(c)) not in ("Nd", "Mn", "Mc", "Me")
+            and chr(c) not in _SPACING_VOWELS
+        ]
+    )
+    runs = np.split(codes, np.flatnonzero(np.diff(codes) != 1) + 1)
+    return "".join(f"{chr(r[0])}-{chr(r[-1])}" for r in runs)
+
+
+_FAMILY_LETTERS = {name: _script_letters(blocks) for name, blocks in _UNSEGMENTED_BLOCKS.items()}
+_UNSEGMENTED_LETTER = f"[{''.join(_FAMILY_LETTERS.values())}]"
+# a grapheme unit: a letter of those scripts and the marks that follow it (not the joiners)
+_UNIT = f"{_UNSEGMENTED_LETTER}[{_MARKS}{_SPACING_VOWELS}]*"
+# the overlapping pairs of units of a run of one family (a lookahead matches at every unit)
+_UNIT_PAIRS = re.compile(f"(?=({_UNIT}{_UNIT}))")
+# a word cut into runs of units of one family (group 1) and the rest (group 2)
+_SEGMENTS = re.compile(
+    "("
+    + "|".join(
+        f"(?:[{letters}][{_MARKS}{_SPACING_VOWELS}]*)+" for letters in _FAMILY_LETTERS.values()
+    )
+    + f")|([^{''.join(_FAMILY_LETTERS.values())}]+)"
+)
+_WORDS = re.compile(_WORD)
+_HAS_UNSEGMENTED = re.compile(_UNSEGMENTED_LETTER)
+# The tokens of text with such scripts: _TOKEN's, and a word of one unit (a lone kanji)
+_TOKEN_UNSEGMENTED = re.compile(
+    rf"({_URL})|({_TAG})|{_WORD}|(?<!\w)(?<!{_MARK}){_MARK}*({_UNIT})|(\x00)", re.UNICODE
+)
+# Whether a text may hold such a letter or a half-width or full-width form: whole blocks of the
+# Basic Multilingual Plane, so the class is a bitmap (a text without them is tokenized by
+# _TOKEN, and the check costs about 2 ns a character)
+_MAY_BE_UNSEGMENTED = re.compile(
+    "["
+    + "".join(f"{chr(lo)}-{chr(hi)}" for b in _UNSEGMENTED_BLOCKS.values() for lo, hi in b)
+    + "\uff00-\uffef]"
+)
+_HALF_OR_FULL_WIDTH = re.compile("[\uff00-\uffef]+")
 
 
 def _special(
@@ -170,32 +294,89 @@ def tokenize_flat(
     hashtags: str = "word",
     mentions: str = "keep",
     max_token_chars: int | None = 40,
+    unsegmented: str = "bigrams",
 ) -> tuple[list[str], list[int]]:
     """Tokenize many documents with one regular-expression pass over their concatenation: all
     documents' tokens in one list, and the number of each document's (no list per document:
     fewer objects for the garbage collector to scan).
 
     ``max_token_chars``: longer words, tag bodies and URL domains are dropped (``None``: none).
-    ``urls``, ``hashtags`` and ``mentions`` outside their choices raise ``ValueError`` (they fell
-    back to a default silently, or failed at the first hashtag). ``stop_words`` are read as the
-    text is (:func:`_normalized`), so a list's ``don’t``, ``The`` or decomposed ``café`` removes
-    the token the same word becomes in a text (it removed nothing).
+    ``urls``, ``hashtags``, ``mentions`` and ``unsegmented`` outside their choices raise
+    ``ValueError`` (they fell back to a default silently, or failed at the first hashtag).
+    ``stop_words`` are read as the text is (:func:`_normalized`), so a list's ``don’t``, ``The``
+    or decomposed ``café`` removes the token the same word becomes in a text (it removed
+    nothing). ``unsegmented="bigrams"``: the scripts written without spaces become overlapping
+    bigrams of grapheme units (module docstring); ``"words"``: a run of word characters is one
+    token whatever its script, as before (a Japanese clause is one token).
     """
     for name, value, choices in (
         ("urls", urls, _URL_MODES),
         ("hashtags", hashtags, _HASHTAG_MODES),
         ("mentions", mentions, _MENTION_MODES),
+        ("unsegmented", unsegmented, UNSEGMENTED_MODES),
     ):
         if value not in choices:
             raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     if not texts:
         return [], []
+    segment = unsegmented == "bigrams"
     words = _SEP.join(w.replace(_SEP, " ") for w in stop_words or ())
-    stop = frozenset(_normalized(words).split(_SEP)) if words else frozenset()
+    words = _width_folded(_normalized(words)) if segment else _normalized(words)
+    stop = frozenset(words.split(_SEP)) if words else frozenset()
     cap = np.inf if max_token_chars is None else max_token_chars
     joined = _normalized(_SEP.join(t.replace(_SEP, " ") for t in texts))
+    grams: set[str] | None = set() if bigrams else None
+    # a block without a letter of those scripts (or a width form) is read as before, its
+    # tokens unchanged; the check costs one scan of a non-ASCII block
+    if segment and not joined.isascii() and _MAY_BE_UNSEGMENTED.search(joined):
+        flat, ends = _scan_unsegmented(
+            _width_folded(joined), _Options(urls, hashtags, mentions, cap, stop), grams
+        )
+    else:
+        flat, ends = _scan(joined, _Options(urls, hashtags, mentions, cap, stop))
+    ends.append(len(flat))
+    lens = [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    if bigrams:
+        docs = [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+        if grams:  # no bigram of character bigrams (module docstring)
+            docs = [
+                d
+                + [
+                    f"{a} {b}"
+                    for a, b in itertools.pairwise(d)
+                    if a not in grams and b not in grams
+                ]
+                for d in docs
+            ]
+        else:
+            docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
+        flat, lens = list(itertools.chain.from_iterable(docs)), [len(d) for d in docs]
+    return flat, lens
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The tokenizer options a scan of the text reads (``cap``: ``max_token_chars``, ``inf``
+    for none; ``stop``: the stop words read as the text is)."""
+
+    urls: str
+    hashtags: str
+    mentions: str
+    cap: float
+    stop: frozenset[str]
+
+    @cached_property
+    def stop_grams(self) -> frozenset[str]:
+        """The stop words a run of the unsegmented scripts can yield (none of English's)."""
+        return frozenset(w for w in self.stop if _HAS_UNSEGMENTED.search(w))
+
+
+def _scan(joined: str, opts: _Options) -> tuple[list[str], list[int]]:
+    """All tokens of ``joined`` (documents separated by ``_SEP``) and the token count before
+    each separator: a run of word characters is one word, whatever its script."""
     flat: list[str] = []
     ends: list[int] = []
+    cap, stop = opts.cap, opts.stop
     for url, tag, word, sep in _TOKEN.findall(joined):
         if word:
             if len(word) <= cap and word not in stop:
@@ -203,14 +384,71 @@ def tokenize_flat(
         elif sep:
             ends.append(len(flat))
         else:
-            flat.extend(_special(url, tag, urls, hashtags, mentions, cap, stop))
-    ends.append(len(flat))
-    lens = [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-    if bigrams:
-        docs = [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-        docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
-        flat, lens = list(itertools.chain.from_iterable(docs)), [len(d) for d in docs]
-    return flat, lens
+            flat.extend(_special(url, tag, opts.urls, opts.hashtags, opts.mentions, cap, stop))
+    return flat, ends
+
+
+def _scan_unsegmented(
+    joined: str, opts: _Options, grams: set[str] | None
+) -> tuple[list[str], list[int]]:
+    """As :func:`_scan`, with the runs of the scripts written without spaces (in words, lone
+    units and hashtag bodies) as bigrams of units (:func:`_split_word`), whose terms are added
+    to ``grams`` (unless ``None``). A word without such a letter is read as by :func:`_scan`."""
+    flat: list[str] = []
+    ends: list[int] = []
+    cap, stop = opts.cap, opts.stop
+    for url, tag, word, unit, sep in _TOKEN_UNSEGMENTED.findall(joined):
+        if word:
+            if word.isascii() or not _HAS_UNSEGMENTED.search(word):
+                if len(word) <= cap and word not in stop:
+                    flat.append(word)
+            else:
+                flat.extend(_split_word(word, opts, grams))
+        elif unit:
+            flat.extend(_split_word(unit, opts, grams))
+        elif sep:
+            ends.append(len(flat))
+        elif tag[:1] == "#" and opts.hashtags in ("word", "both") and _HAS_UNSEGMENTED.search(tag):
+            whole = [tag] if opts.hashtags == "both" and len(tag) - 1 <= cap else []
+            flat.extend(whole + _split_word(tag[1:], opts, grams))
+        elif tag[:1] == "@" and _HAS_UNSEGMENTED.search(tag):
+            # the handle is the body's first run of one script (``@yamada地震``: ``@yamada``),
+            # the rest is text
+            end = cast("re.Match[str]", _SEGMENTS.match(tag, 1)).end()
+            flat.extend(_special("", tag[:end], opts.urls, opts.hashtags, opts.mentions, cap, stop))
+            flat.extend(_split_word(tag[end:], opts, grams))
+        else:
+            flat.extend(_special(url, tag, opts.urls, opts.hashtags, opts.mentions, cap, stop))
+    return flat, ends
+
+
+def _split_word(word: str, opts: _Options, grams: set[str] | None) -> list[str]:
+    """The terms of a word holding letters of the scripts written without spaces: each run of
+    one family's units gives its overlapping bigrams of units (one unit: that unigram), each
+    part in between the words :data:`_WORD` finds in it (``東京drive2020年``: ``東京``,
+    ``drive2020``, ``年``). Terms longer than ``opts.cap`` or stop words are dropped (a run's
+    terms are filtered only when one is longer or a stop word could be one), and the runs'
+    terms are added to ``grams``."""
+    terms: list[str] = []
+    for run, rest in _SEGMENTS.findall(word):
+        if run:
+            pairs = _UNIT_PAIRS.findall(run) or [run]
+            if opts.stop_grams or (len(run) > opts.cap and max(map(len, pairs)) > opts.cap):
+                pairs = [t for t in pairs if len(t) <= opts.cap and t not in opts.stop_grams]
+            if grams is not None:
+                grams.update(pairs)
+            terms += pairs
+        else:
+            terms += [w for w in _WORDS.findall(rest) if len(w) <= opts.cap and w not in opts.stop]
+    return terms
+
+
+def _width_folded(text: str) -> str:
+    """``text`` with its half-width and full-width forms (U+FF00-U+FFEF) as their ordinary
+    characters (their NFKC: ``ＮＨＫ`` is ``nhk``, ``＃地震`` a hashtag, half-width ``ｶﾞ`` is
+    ``ガ``), then NFC again (a half-width voiced mark may follow a full-width kana)."""
+    folded, n = _HALF_OR_FULL_WIDTH.subn(lambda m: unicodedata.normalize("NFKC", m[0]), text)
+    return unicodedata.normalize("NFC", folded) if n else text
 
 
 # Texts tokenized at a time: a block's tokens live as strings only until they are numbered
@@ -300,6 +538,13 @@ class StreamingTfidf(BaseEstimator):
         seen BEFORE it (terms new in the window get the idf of an unseen term, the largest), so a
         word's weight says how surprising it is given the past; ``False``: the idf after the
         window's update (as :meth:`transform` after :meth:`partial_fit`).
+    unsegmented : ``"bigrams"``: text of the scripts written without spaces between words
+        (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) becomes overlapping bigrams of
+        grapheme units (see module); ``"words"``: a run of word characters is one token (a
+        Japanese clause is one term, as before). Text without those scripts has the same tokens
+        either way. Not part of :meth:`get_state`: a vocabulary restored under the other mode
+        keeps its terms, which the tokenizer no longer yields; they age out as any term no
+        longer seen does (at ``max_features``, the rarest and stalest are evicted first).
 
     Attributes
     ----------
@@ -346,6 +591,7 @@ class StreamingTfidf(BaseEstimator):
         max_token_chars: int | None = 40,
         dtype: type = np.float64,
         past_idf: bool = False,
+        unsegmented: str = "bigrams",
     ) -> None:
         self.max_features = max_features
         self.df_half_life = df_half_life
@@ -361,6 +607,7 @@ class StreamingTfidf(BaseEstimator):
         self.max_token_chars = max_token_chars
         self.dtype = dtype
         self.past_idf = past_idf
+        self.unsegmented = unsegmented
 
     def __sklearn_tags__(self) -> Tags:
         """Input is a sequence of raw texts, as for scikit-learn's text vectorisers (so the
@@ -403,6 +650,7 @@ class StreamingTfidf(BaseEstimator):
             "hashtags": self.hashtags,
             "mentions": self.mentions,
             "max_token_chars": self.max_token_chars,
+            "unsegmented": self.unsegmented,
         }
 
     def _numbered_tokens(self, texts: Sequence[str]) -> _Tokens:

@@ -60,6 +60,9 @@ OTHER_ENV_NAMES = frozenset(
 )
 # Where a worker's SQL transactions run (consumers/writer.py): a child process or a thread.
 WRITER_MODES = ("process", "thread")
+# How the tokenizer reads scripts written without spaces: text_features.UNSEGMENTED_MODES (not
+# imported: that would load scikit-learn and SciPy to read a configuration).
+UNSEGMENTED_MODES = ("bigrams", "words")
 
 
 @dataclass
@@ -112,6 +115,7 @@ class DetectorConfig:
     warmup_documents: int = 200
     max_vocabulary: int = 20000
     max_token_chars: int = 40
+    unsegmented: str = "bigrams"
     max_terms_per_doc: int = 0
     max_step_documents: int = 1000
     snapshot_every: int = 10
@@ -430,6 +434,10 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "warmup_documents"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_vocabulary"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_token_chars"): (lambda v: v >= 1, ">= 1"),
+    ("detector", "unsegmented"): (
+        lambda v: v in UNSEGMENTED_MODES,
+        " or ".join(map(repr, UNSEGMENTED_MODES)),
+    ),
     ("detector", "max_terms_per_doc"): (lambda v: v >= 0, ">= 0 (0: all terms)"),
     ("detector", "max_step_documents"): (lambda v: v >= 0, ">= 0 (0: no bound)"),
     ("detector", "snapshot_every"): (lambda v: v >= 1, ">= 1"),

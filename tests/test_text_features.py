@@ -19,7 +19,8 @@ def test_tokenizer_tweet_entities_and_unicode() -> None:
     assert toks == [["rt", "@johndoe", "quake", "hits", "zürich", "url:bbc.co.uk", "earthquake"]]
     assert tokenize(["#Quake @a_b"], hashtags="both", mentions="drop") == [["#quake", "quake"]]
     assert tokenize(["look http://t.co/x"], urls="drop") == [["look"]]
-    assert tokenize(["東京 タワー école"]) == [["東京", "タワー", "école"]]
+    assert tokenize(["東京 タワー école"]) == [["東京", "タワ", "ワー", "école"]]
+    assert tokenize(["東京 タワー école"], unsegmented="words") == [["東京", "タワー", "école"]]
     assert tokenize(["big red fox"], bigrams=True) == [["big", "red", "fox", "big red", "red fox"]]
     assert tokenize(["", "a\x00b word"]) == [[], ["word"]]  # separator inside a text is neutral
     assert tokenize([]) == []
