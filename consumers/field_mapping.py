@@ -33,11 +33,26 @@ from sparsewatch.consumers.timestamps import parse_timestamp_ms
 from sparsewatch.config import Config
 
 # The producer's message limit (librdkafka's ``message.max.bytes``, 1,000,000 by default), which it
-# checks on the key, the value and a record's 36 bytes of framing: a larger document message is
-# refused when handed over (the ingest bridge stopped there, at every restart again).
+# checks on the key, the value, the headers and a record's 36 bytes of framing: a larger document
+# message is refused when handed over (the ingest bridge stopped there, at every restart again).
 MAX_MESSAGE_BYTES = 1_000_000
-_RECORD_OVERHEAD_BYTES = 36
+RECORD_OVERHEAD_BYTES = 36
 DEFAULT_MAX_TEXT_BYTES = Config.max_text_bytes  # the detector's text limit unless configured
+
+
+@dataclass(frozen=True)
+class MessageLimit:
+    """The largest document message its destination takes, measured as the producer measures a
+    message (its key, its value and :data:`RECORD_OVERHEAD_BYTES`), and the words a refusal
+    names it with: the producer's own limit, or a smaller topic's
+    (:meth:`~sparsewatch.consumers.kafka_admin.TopicLimits.message_limit`)."""
+
+    max_bytes: int = MAX_MESSAGE_BYTES
+    name: str = f"the Kafka producer's limit of {MAX_MESSAGE_BYTES} bytes (message.max.bytes)"
+
+
+PRODUCER_LIMIT = MessageLimit()
+"""The producer's own limit: a destination that takes every message the producer sends."""
 
 
 @dataclass(frozen=True)
@@ -142,10 +157,13 @@ def to_document(
     mapping: FieldMapping = FieldMapping(),
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     timestamp_ms: int | None = None,
+    limit: MessageLimit = PRODUCER_LIMIT,
 ) -> dict[str, Any]:
     """The document message for one record's raw fields; a RecordError says what is wrong,
-    including why the detector (whose text limit is ``max_text_bytes``) would refuse it. A given
-    ``timestamp_ms`` (a Kafka record's own timestamp) is the event time; no field is read for it.
+    including why the detector (whose text limit is ``max_text_bytes``) would refuse it, or its
+    destination (whose message ``limit`` is the producer's own, or a smaller topic's) would not
+    take it. A given ``timestamp_ms`` (a Kafka record's own timestamp) is the event time; no
+    field is read for it.
     """
     used: set[str] = set()
     id_name, doc_id = _pick(fields, mapping.id, "id")
@@ -189,7 +207,7 @@ def to_document(
         "labels": parse_labels(labels),
         "meta": _meta(_unused(fields, used)),
     }
-    _check_deliverable(document, max_text_bytes)
+    _check_deliverable(document, max_text_bytes, limit)
     return document
 
 
@@ -230,20 +248,21 @@ def _unused(fields: dict[str, Any], used: set[str]) -> dict[str, Any]:
     return meta
 
 
-def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
-    """A RecordError for a document the detector would dead-letter or the producer refuse: a
+def _check_deliverable(document: dict[str, Any], max_text_bytes: int, limit: MessageLimit) -> None:
+    """A RecordError for a document the detector would dead-letter or its destination refuse: a
     string the detector refuses (a NUL character or an unpaired surrogate, which a JSON escape
     such as ``"\\ud800"`` can make), an id or stream over its length limits or a blank stream,
     more than ``max_text_bytes`` of text, a ``meta`` without a JSON form, or a message too
-    large for the detector or for the producer (:data:`MAX_MESSAGE_BYTES`, with its key and
-    framing). An unpaired surrogate in ``meta`` (a tweet cut inside an emoji) is no reason: the
-    detector accepts it, and the message carries it as its JSON escape (as ``encode`` writes
-    it), whose bytes are the ones measured. The detector's size limit is its parser's to apply:
-    it only concerns messages over ``max_text_bytes`` (a message that long must pass it, or no
-    text of ``max_text_bytes`` would), so only those pay for the parse. A NaN or infinite
-    number in ``meta`` (``NaN``, ``1e400`` in a JSON line) becomes ``null`` there, as the query
-    commands write them: the message went out as ``NaN``/``Infinity``, which is not JSON for
-    strict parsers (the detector ignores ``meta``; the document is kept)."""
+    large for the detector or for ``limit`` (the producer's :data:`MAX_MESSAGE_BYTES`, or a
+    smaller topic's; with its key and framing). An unpaired surrogate in ``meta`` (a tweet cut
+    inside an emoji) is no reason: the detector accepts it, and the message carries it as its
+    JSON escape (as ``encode`` writes it), whose bytes are the ones measured. The detector's
+    size limit is its parser's to apply: it only concerns messages over ``max_text_bytes`` (a
+    message that long must pass it, or no text of ``max_text_bytes`` would), so only those pay
+    for the parse. A NaN or infinite number in ``meta`` (``NaN``, ``1e400`` in a JSON line)
+    becomes ``null`` there, as the query commands write them: the message went out as
+    ``NaN``/``Infinity``, which is not JSON for strict parsers (the detector ignores ``meta``;
+    the document is kept)."""
     try:
         for key in ("id", "text", "stream"):
             storable_string(document[key], key)
@@ -251,9 +270,9 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
             storable_string(label, "labels")
     except InvalidMessageError as exc:
         raise RecordError(exc.reason) from None
-    for key, limit in (("id", MAX_ID_CHARS), ("stream", MAX_STREAM_CHARS)):
-        if len(document[key]) > limit:
-            raise RecordError(f"field '{key}' is longer than {limit} characters")
+    for key, max_chars in (("id", MAX_ID_CHARS), ("stream", MAX_STREAM_CHARS)):
+        if len(document[key]) > max_chars:
+            raise RecordError(f"field '{key}' is longer than {max_chars} characters")
     if not document["stream"].strip():
         raise RecordError("field 'stream' is empty")
     if len(document["text"].encode("utf-8")) > max_text_bytes:
@@ -277,12 +296,9 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int) -> None:
             parse_document(payload, max_text_bytes)
         except InvalidMessageError as exc:
             raise RecordError(exc.reason) from None
-    size = len(payload) + len(document["stream"].encode("utf-8")) + _RECORD_OVERHEAD_BYTES
-    if size > MAX_MESSAGE_BYTES:  # possible when max_text_bytes is configured above ~150 kB
-        raise RecordError(
-            f"message of {size} bytes exceeds the Kafka producer's limit of {MAX_MESSAGE_BYTES} "
-            "bytes (message.max.bytes)"
-        )
+    size = len(payload) + len(document["stream"].encode("utf-8")) + RECORD_OVERHEAD_BYTES
+    if size > limit.max_bytes:  # the producer's: when max_text_bytes is above ~150 kB
+        raise RecordError(f"message of {size} bytes exceeds {limit.name}")
 
 
 def _strict_json(document: dict[str, Any]) -> str:

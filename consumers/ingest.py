@@ -26,6 +26,20 @@ a client call that hangs past its timeout after a broker restart (a librdkafka b
 :func:`_send_offsets`), and an abort that times out while the broker is down (:func:`_abort`),
 with a new producer fencing the old one. A bridge started with its broker (whose transaction
 coordinator is still loading) waits for it: :func:`_transactional_producer`.
+
+The documents and dead-letter topics may take smaller messages than the producer's 1,000,000
+bytes (their ``max.message.bytes``; 512 KB and less are common). The broker refuses a record
+batch over that limit whole, which aborted the transaction, and the batch read again failed
+again, for ever: the bridge forwarded nothing more. Their limits are read once the broker
+answers (:func:`_limited`; a dead-letter topic below
+:data:`~sparsewatch.consumers.kafka_admin.MIN_DEAD_LETTER_TOPIC_BYTES` is a one-line error):
+the producer batches at most the smaller one, a document over the documents topic's is a dead
+letter whose reason names that limit, and a dead letter's copy of the refused record is cut to
+fit the dead-letter topic (a ``truncated_from_bytes`` header gives the record's size; the
+database keeps it whole, and the source topic holds it at the coordinates the dead letter
+names). A batch the broker still refuses as too large (a limit lowered while the bridge runs)
+makes the bridge read the limits again and go on with them; the same limits again are a
+one-line error, not a loop.
 """
 
 from __future__ import annotations
@@ -49,10 +63,13 @@ from confluent_kafka import (
 )
 from sparsewatch.consumers.field_mapping import (
     DEFAULT_MAX_TEXT_BYTES,
+    PRODUCER_LIMIT,
     FieldMapping,
+    MessageLimit,
     parse_json_object,
     to_document,
 )
+from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import (
     BatchConsumer,
     dead_letter_message,
@@ -105,10 +122,11 @@ def map_record(
     mapping: FieldMapping,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
     kafka_time: bool = False,
+    limit: MessageLimit = PRODUCER_LIMIT,
 ) -> tuple[bytes, bytes]:
     """The key (stream id) and value of the document message for one source record; a
-    RecordError says why there is none. With ``kafka_time`` the record's Kafka timestamp is the
-    event time."""
+    RecordError says why there is none (also a message over the documents topic's ``limit``).
+    With ``kafka_time`` the record's Kafka timestamp is the event time."""
     value = msg.value()
     if value is None:
         raise RecordError("null value (a tombstone), not a document")
@@ -119,7 +137,7 @@ def map_record(
         if kind == TIMESTAMP_NOT_AVAILABLE:
             raise RecordError("the record has no Kafka timestamp")
         timestamp_ms = parse_timestamp_ms(ms)
-    document = to_document(fields, mapping, max_text_bytes, timestamp_ms)
+    document = to_document(fields, mapping, max_text_bytes, timestamp_ms, limit)
     return document["stream"].encode(), encode(document)
 
 
@@ -179,16 +197,20 @@ def run_ingest(
     SparsewatchErrors. Committed transactions and the source lag also go to ``metrics``; each
     batch's dead letters, whole, to ``record_dead_letters`` (the results database's
     ``dead_letters`` table, keyed by source coordinates) before its transaction. Stopped while
-    it waits at start for the broker's transaction coordinator, it returns having read nothing."""
+    it waits at start for the broker's transaction coordinator, it returns having read nothing.
+    A dead-letter topic too small for dead letters is a SparsewatchError (see the module doc)."""
     stats = IngestStats()
     to_message = partial(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
     )
     tid = transactional_id(route.group_id, route.instance)
-    producer = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
-    if producer is None:  # stopped while the transaction coordinator was still loading
-        return stats
+    producer: Producer | None = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
     replaced: list[Producer] = []  # kept alive: a call may never return from one
+    limits = TopicLimits()  # those the producer was made for: the producer's own
+    if producer is not None:  # (None: stopped while the transaction coordinator was loading)
+        producer, limits = _limited(route, tid, stop, producer, limits, replaced)
+    if producer is None:
+        return stats
     # Static membership under the same id (for the same sources: static_member_id): a restarted
     # bridge takes its partitions back at once instead of after its killed predecessor's
     # session timeout. Its session must outlast a coordinator outage (a broker restart): a
@@ -246,19 +268,29 @@ def run_ingest(
                 if until_idle_s is not None and now - quiet_since >= until_idle_s:
                     break
                 continue
+            mapper = partial(to_message, limit=limits.message_limit(route.docs_topic))
             try:
                 outcome = _transfer(
-                    batch, route, to_message, producer, consumer, record_dead_letters
+                    batch, route, mapper, producer, consumer, record_dead_letters, limits
                 )
             except _TakeOverError as exc:
                 log.warning("%s; a new producer takes over, the batch is read again", exc.reason)
-                replacement = _replacement_producer(route.bootstrap, tid, stop)
+                replacement = _replacement_producer(
+                    route.bootstrap, tid, stop, limits.producer_settings()
+                )
                 if replacement is None:  # stopped while the broker was still down
                     break
                 replaced.append(producer)
                 producer = replacement  # (it fenced the old one, aborting its transaction)
                 consumer.rewind_to_committed()
                 outcome = None
+            except _TooLargeError as exc:  # (aborted, and sent back to the committed offsets)
+                fitted, fresh = _limited(route, tid, stop, producer, limits, replaced)
+                if fresh == limits:
+                    raise _too_large_error(exc, route, limits) from None
+                if fitted is None:  # stopped while the broker was down
+                    break
+                producer, limits, outcome = fitted, fresh, None
             busy = time.monotonic() - now
             stats.busy_s += busy
             if outcome is None:
@@ -290,6 +322,43 @@ def _fatal_error(error: KafkaError, tid: str, client: str = "") -> SparsewatchEr
     )
 
 
+def _limited(
+    route: IngestRoute,
+    tid: str,
+    stop: StopFlag,
+    producer: Producer,
+    made_for: TopicLimits,
+    replaced: list[Producer],
+) -> tuple[Producer | None, TopicLimits]:
+    """The documents and dead-letter topics' limits, read now (a one-line error for a
+    dead-letter topic too small for dead letters), and a producer whose batches fit them:
+    ``producer`` when it was made for the same batches (``made_for``'s), else a new one with
+    its transactional id, which fences it (kept in ``replaced``); None when stopped while the
+    broker was down."""
+    limits = TopicLimits.read(route.bootstrap, (route.docs_topic, route.dlq_topic))
+    limits.check_dead_letter_topic(route.dlq_topic)
+    settings = limits.producer_settings()
+    if settings == made_for.producer_settings():
+        return producer, limits
+    replaced.append(producer)
+    return _transactional_producer(route.bootstrap, tid, stop, None, settings), limits
+
+
+def _too_large_error(
+    exc: _TooLargeError, route: IngestRoute, limits: TopicLimits
+) -> SparsewatchError:
+    """The one-line error that ends the bridge when the broker refuses a batch as too large
+    although the topics' limits, read again, have not changed (the broker did not say them)."""
+    said = ", ".join(
+        f"{topic}: {limits.max_message_bytes.get(topic, 'not known')}"
+        for topic in (route.docs_topic, route.dlq_topic)
+    )
+    return SparsewatchError(
+        f"ingest stopped: the broker refused a batch as too large ({exc}), though the topics' "
+        f"max.message.bytes ({said}) did not change; the batch is read again at the next start"
+    )
+
+
 def _close(consumer: BatchConsumer, producer: Producer) -> list[str]:
     """Close the consumer, then deliver what the producer still holds (10 s at most): each
     KafkaException either raised, as ``"<client>: <reason>"``. The client raises a producer's
@@ -311,10 +380,12 @@ def _transfer(
     producer: Producer,
     consumer: BatchConsumer,
     record_dead_letters: DeadLetterSink | None,
+    limits: TopicLimits,
 ) -> tuple[int, dict[str, int]] | None:
-    """One batch in one transaction: the documents forwarded and the dead letters per reason it
-    committed. On an abortable error the transaction is aborted (:func:`_abort`) and the consumer
-    sent back to the committed offsets, so the batch is read again: None.
+    """One batch in one transaction: the documents forwarded and the dead letters (cut to fit
+    ``limits``) per reason it committed. On an abortable error the transaction is aborted
+    (:func:`_abort`) and the consumer sent back to the committed offsets, so the batch is read
+    again: None, or a :class:`_TooLargeError` when the broker refused a message as too large.
 
     The dead letters go to ``record_dead_letters`` first, before the transaction begins (a slow
     database does not hold a transaction open); the sink must ignore a record it already holds,
@@ -350,6 +421,7 @@ def _transfer(
             dkey, payload, headers = dead_letter_message(
                 *source_of(msg), reason, msg.value() or b""
             )
+            payload, headers = limits.fit(route.dlq_topic, dkey, payload, headers)
             produce(producer, route.dlq_topic, dkey, payload, headers=headers)
         for key, value in documents:
             produce(producer, route.docs_topic, key, value)
@@ -366,6 +438,8 @@ def _transfer(
         log.warning("transaction aborted, the batch is read again: %s", error.str())
         _abort(producer)
         consumer.rewind_to_committed()
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            raise _TooLargeError(error.str()) from None
         return None
     return len(documents), reasons
 
@@ -375,6 +449,12 @@ class _TakeOverError(Exception):
     over (fencing it and aborting the transaction), and the batch is read again."""
 
     reason: str  # why, for the warning (each subclass says)
+
+
+class _TooLargeError(Exception):
+    """The broker refused a message of the transaction (and so its batch) as too large for its
+    topic: the transaction was aborted, the batch is read again with the topics' limits read
+    again."""
 
 
 class _HungClientError(_TakeOverError):
@@ -393,10 +473,15 @@ class _AbortTimedOutError(_TakeOverError):
 
 
 def _transactional_producer(
-    bootstrap: str, tid: str, stop: StopFlag, give_up_after_s: float | None
+    bootstrap: str,
+    tid: str,
+    stop: StopFlag,
+    give_up_after_s: float | None,
+    settings: dict[str, Any] | None = None,
 ) -> Producer | None:
-    """A producer with transactional id ``tid``, its transactions initialised: a producer of
-    the same id before it is fenced, and the transaction it left open aborted.
+    """A producer with transactional id ``tid`` (and librdkafka ``settings``), its transactions
+    initialised: a producer of the same id before it is fenced, and the transaction it left
+    open aborted.
 
     A retriable error (a timeout, the coordinator not known yet or still loading its state, as
     on a broker that has just started) is retried, the client resuming the call, after a wait
@@ -404,7 +489,7 @@ def _transactional_producer(
     waits end at once, a call in progress within ``_TXN_TIMEOUT_S``) or, unless it is None,
     ``give_up_after_s`` has passed; such an error then, and any other error, is a one-line
     SparsewatchError."""
-    producer = make_producer(bootstrap, **{"transactional.id": tid})
+    producer = make_producer(bootstrap, **{"transactional.id": tid, **(settings or {})})
     started, delay = time.monotonic(), _RETRY_FIRST_DELAY_S
     while True:
         try:
@@ -429,11 +514,14 @@ def _transactional_producer(
         delay = min(2 * delay, _RETRY_MAX_DELAY_S)
 
 
-def _replacement_producer(bootstrap: str, tid: str, stop: StopFlag) -> Producer | None:
-    """A producer to replace a hung one (:func:`_transactional_producer`), made while the
-    broker may still be down: the hang follows a broker restart, which can outlast any bound,
-    so a retriable error is retried until the broker answers or ``stop`` is set (None then)."""
-    return _transactional_producer(bootstrap, tid, stop, None)
+def _replacement_producer(
+    bootstrap: str, tid: str, stop: StopFlag, settings: dict[str, Any] | None = None
+) -> Producer | None:
+    """A producer (with ``settings``) to replace a hung one (:func:`_transactional_producer`),
+    made while the broker may still be down: the hang follows a broker restart, which can
+    outlast any bound, so a retriable error is retried until the broker answers or ``stop`` is
+    set (None then)."""
+    return _transactional_producer(bootstrap, tid, stop, None, settings)
 
 
 def _send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any) -> None:

@@ -25,6 +25,17 @@ database errors). Two places to run it, at most one job in flight either way:
 The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
 and its own child only; nothing read from Kafka or the database is ever unpickled.
 
+The output and dead-letter topics may take smaller messages than the producer's 1,000,000 bytes
+(their ``max.message.bytes``): the broker refuses a record batch over that limit whole, and the
+job failed, and with it the worker, at every restart again (a window's few hundred score
+messages of 450 bytes are one batch; a dead letter carries up to 512 KiB of the refused
+message). :func:`make_writer` reads their limits
+(:class:`~sparsewatch.consumers.kafka_admin.TopicLimits`; a dead-letter topic below
+:data:`~sparsewatch.consumers.kafka_admin.MIN_DEAD_LETTER_TOPIC_BYTES` is a one-line error): the
+producer batches at most the smaller one, and a dead letter's copy of the refused message is cut
+to fit the dead-letter topic, a ``truncated_from_bytes`` header giving its size (the database
+keeps it whole).
+
 Between two jobs, after one's commit (and, in the process, after its answer) and never inside its
 transaction, the writer gathers SQLite's planner statistics when the documents have grown enough
 (:class:`~sparsewatch.storage.retention.StatisticsRefresh`), so that a database only the workers
@@ -55,6 +66,7 @@ from typing import Any, Protocol
 import numpy as np
 import sqlalchemy as sa
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import dead_letter_message, make_producer, produce
 from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import (
@@ -111,13 +123,15 @@ _STORE_CALLS = frozenset(
 
 @dataclass(frozen=True)
 class Destination:
-    """Where a worker's jobs go: its broker and topics, and its consumer group in the store."""
+    """Where a worker's jobs go: its broker and topics (with the message size limits of those it
+    writes to, as :func:`make_writer` reads them), and its consumer group in the store."""
 
     bootstrap: str
     group_id: str
     input_topic: str
     output_topic: str | None
     dlq_topic: str
+    limits: TopicLimits = field(default_factory=TopicLimits)
 
 
 @dataclass
@@ -228,6 +242,7 @@ class ResultWriter:
             dlq_key, payload, headers = dead_letter_message(
                 row["topic"], row["partition"], row["offset"], row["reason"], row["payload"]
             )
+            payload, headers = d.limits.fit(d.dlq_topic, dlq_key, payload, headers)
             self._produce(d.dlq_topic, dlq_key, payload, headers=headers)
         if d.output_topic:
             for batch in job.messages:
@@ -311,7 +326,7 @@ class ThreadWriter:
         statistics: StatisticsPolicy | None = None,
     ) -> None:
         self._stop = threading.Event()
-        producer = make_producer(destination.bootstrap)
+        producer = make_producer(destination.bootstrap, **destination.limits.producer_settings())
         self._writer = ResultWriter(store, producer, destination, self._stop, statistics)
         self._pool = ThreadPoolExecutor(1, initializer=_name_thread, initargs=(f"{name}-writer",))
 
@@ -548,7 +563,7 @@ def serve(fd: int) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _CHILD_SIGNALS)  # (blocked by the parent)
     setup_logging(log_level)
     store = Store.open(database_url, upgrade=False)
-    producer = make_producer(destination.bootstrap)
+    producer = make_producer(destination.bootstrap, **destination.limits.producer_settings())
     writer = ResultWriter(store, producer, destination, stop, statistics)
     try:
         while True:
@@ -579,9 +594,15 @@ def make_writer(
 ) -> Writer:
     """A :class:`ProcessWriter` or :class:`ThreadWriter` for ``mode``; an in-memory SQLite
     database always gets the thread (another process cannot open it). ``statistics``: when it
-    gathers SQLite's planner statistics (default: :class:`StatisticsPolicy`'s)."""
+    gathers SQLite's planner statistics (default: :class:`StatisticsPolicy`'s). Its messages fit
+    the output and dead-letter topics' limits, read here (see the module doc): a dead-letter topic
+    too small for dead letters is a SparsewatchError."""
     if mode not in WRITER_MODES:
         raise ValueError(f"writer must be one of {', '.join(WRITER_MODES)}, not {mode!r}")
+    written = [t for t in (destination.output_topic, destination.dlq_topic) if t]
+    limits = TopicLimits.read(destination.bootstrap, written)
+    limits.check_dead_letter_topic(destination.dlq_topic)
+    destination = dataclasses.replace(destination, limits=limits)
     if mode == "thread" or is_in_memory_sqlite(store.engine.url):
         return ThreadWriter(store, destination, name, statistics)
     url = store.engine.url.render_as_string(hide_password=False)

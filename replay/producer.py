@@ -18,7 +18,11 @@ after a ``limit`` gets none (its next document would be late), one that ended in
 part (an interrupted replay, resumed) gets one. Only for a corpus that nothing of the same
 streams follows: a later document of a closed window is late. A document the detector would
 refuse (``max_text_bytes``: its configured text limit) is rejected here instead of landing in the
-dead-letter topic.
+dead-letter topic; so is one the topic would not take (its ``max.message.bytes``, read at start,
+when below the producer's 1,000,000 bytes:
+:class:`~sparsewatch.consumers.kafka_admin.TopicLimits`). The broker refuses a batch over that
+limit whole: one such document, or a batch of small ones, failed every document sent with it, so
+the producer's batches are kept within it too.
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from sparsewatch.consumers.field_mapping import DEFAULT_MAX_TEXT_BYTES, FieldMapping, to_document
+from sparsewatch.consumers.field_mapping import (
+    DEFAULT_MAX_TEXT_BYTES,
+    PRODUCER_LIMIT,
+    FieldMapping,
+    MessageLimit,
+    to_document,
+)
+from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.messages import EndOfStream, RecordError, encode
 from sparsewatch.replay.documents import ErrorFile, raw_json
@@ -189,16 +200,21 @@ class ReplaySummary:
         return self.produced / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
-def as_message(doc: dict[str, Any], max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> dict[str, Any]:
+def as_message(
+    doc: dict[str, Any],
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    limit: MessageLimit = PRODUCER_LIMIT,
+) -> dict[str, Any]:
     """The canonical message for a document dict; a RecordError says what is wrong, including
-    why the detector (whose text limit is ``max_text_bytes``) would refuse it.
+    why the detector (whose text limit is ``max_text_bytes``) would refuse it, or the topic
+    (whose message ``limit`` is the producer's own, or a smaller topic's) would not take it.
 
     ``timestamp`` may be ISO-8601 or epoch ms and becomes epoch ms; ``stream`` defaults to
     ``"default"``; keys other than the message's own are folded into ``meta``.
     """
     if doc.get("meta") is not None and not isinstance(doc["meta"], dict):
         raise RecordError("meta must be a JSON object")
-    return to_document(doc, _MESSAGE_MAPPING, max_text_bytes)
+    return to_document(doc, _MESSAGE_MAPPING, max_text_bytes, limit=limit)
 
 
 class Pacer:
@@ -249,11 +265,15 @@ class Pacer:
 
 
 def _messages(
-    docs: Iterable[dict[str, Any]], errors: ErrorFile, summary: ReplaySummary, max_text_bytes: int
+    docs: Iterable[dict[str, Any]],
+    errors: ErrorFile,
+    summary: ReplaySummary,
+    max_text_bytes: int,
+    limit: MessageLimit,
 ) -> Iterator[dict[str, Any]]:
     for position, doc in enumerate(docs):
         try:
-            yield as_message(doc, max_text_bytes)
+            yield as_message(doc, max_text_bytes, limit)
         except (RecordError, TypeError, AttributeError) as exc:
             summary.rejected += 1
             errors.write(Rejected("<documents>", position + 1, str(exc), raw_json(doc, 2000)))
@@ -308,20 +328,23 @@ def replay_documents(
     """Produce ``docs`` (document dicts) to ``topic`` in event-time order; see the module doc.
 
     Invalid documents, and those the detector would refuse (``max_text_bytes``: its configured
-    text limit), are counted as rejected and written to ``errors``; so is every message the broker
-    does not acknowledge (counted as failed), including those still queued ``flush_timeout_s``
-    after the last one was handed over. ``progress`` is called with the running summary after
-    every document. On KeyboardInterrupt the documents already handed to the producer are flushed
-    and the summary says ``interrupted`` (and no end-of-stream marker is sent); an interrupt
-    during that final flush (or the one after the last document) ends the wait, and what is still
-    queued is counted as failed. A document whose event time lies more than ``max_ahead_ms``
-    after the moment it would be sent (the detector's ``windows.max_ahead``, checked against the
-    message's Kafka timestamp) is rejected, not sent.
+    text limit) or ``topic`` would not take (its ``max.message.bytes``, read at start; the
+    producer's batches are kept within it), are counted as rejected and written to ``errors``;
+    so is every message the broker does not acknowledge (counted as failed), including those
+    still queued ``flush_timeout_s`` after the last one was handed over. ``progress`` is called
+    with the running summary after every document. On KeyboardInterrupt the documents already
+    handed to the producer are flushed and the summary says ``interrupted`` (and no
+    end-of-stream marker is sent); an interrupt during that final flush (or the one after the
+    last document) ends the wait, and what is still queued is counted as failed. A document
+    whose event time lies more than ``max_ahead_ms`` after the moment it would be sent (the
+    detector's ``windows.max_ahead``, checked against the message's Kafka timestamp) is
+    rejected, not sent.
     """
     pacer = Pacer(rate, speedup, max_wait_s)
     summary = ReplaySummary(resume_skip=skip)  # the skipped part was sent before
     errors = errors or ErrorFile(None)
-    producer = make_producer(bootstrap, **producer_overrides)
+    limits = TopicLimits.read(bootstrap, (topic,))
+    producer = make_producer(bootstrap, **{**limits.producer_settings(), **producer_overrides})
 
     def on_delivery(position: int, raw: str, marker: bool) -> Callable[[Any, Any], None]:
         """The delivery report of one message: counted, and a failure written to ``errors``
@@ -369,7 +392,7 @@ def replay_documents(
             reason = f"end-of-stream marker not produced: {_refusal(refused)}"
             errors.write(Rejected(topic, 0, reason, marker.decode()))
 
-    messages = _messages(docs, errors, summary, max_text_bytes)
+    messages = _messages(docs, errors, summary, max_text_bytes, limits.message_limit(topic))
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
     with _Interrupts() as interrupts:
         try:

@@ -17,6 +17,8 @@ from tests.support.kafka_topics import consume_values, topic_exists
 pytestmark = pytest.mark.kafka
 
 T0 = 1_700_000_000_000
+# A topic whose broker refuses every record (INVALID_RECORD): none may be older than 0 ms
+REFUSE_EVERY_RECORD = {"message.timestamp.before.max.ms": "0"}
 
 
 def _docs(n: int, streams: int = 2) -> list[dict]:
@@ -33,8 +35,10 @@ def _entries(path: Path) -> list[dict]:
 def test_broker_refusals_are_counted_and_every_lost_message_listed(
     kafka_bootstrap, topic_name, tmp_path
 ):
-    # The broker refuses every batch of this topic (larger than 20 bytes).
-    ensure_topics(kafka_bootstrap, {topic_name: 1}, **{"max.message.bytes": "20"})
+    # The broker refuses every batch of this topic: its records' create time is earlier than
+    # the broker's clock by more than 0 ms (a refusal the topic's size limit, which the replay
+    # reads at start, does not foretell)
+    ensure_topics(kafka_bootstrap, {topic_name: 1}, **REFUSE_EVERY_RECORD)
     errors_path = tmp_path / "errors.jsonl"
     with ErrorFile(errors_path) as errors:
         summary = replay_documents(
@@ -42,7 +46,7 @@ def test_broker_refusals_are_counted_and_every_lost_message_listed(
         )
     # 6 documents and 2 end-of-stream markers, none acknowledged
     assert (summary.produced, summary.failed, summary.end_markers) == (0, 8, 0)
-    assert "Message size too large" in summary.errors[0]
+    assert "failed to validate record" in summary.errors[0]
     entries = _entries(errors_path)
     documents = [e for e in entries if e["reason"].startswith("document not delivered")]
     markers = [e for e in entries if e["reason"].startswith("end-of-stream marker not delivered")]
@@ -71,7 +75,7 @@ def test_messages_still_queued_at_the_flush_timeout_are_listed(tmp_path):
 def test_cli_delivery_failure_is_an_error_naming_the_errors_file(
     kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
 ):
-    ensure_topics(kafka_bootstrap, {topic_name: 1}, **{"max.message.bytes": "20"})
+    ensure_topics(kafka_bootstrap, {topic_name: 1}, **REFUSE_EVERY_RECORD)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d) + "\n" for d in _docs(3)))
     errors_path = tmp_path / "errors.jsonl"
