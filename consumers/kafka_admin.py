@@ -16,6 +16,7 @@ from sparsewatch.consumers.field_mapping import (
     RECORD_OVERHEAD_BYTES,
     MessageLimit,
 )
+from sparsewatch.consumers.kafka_client import admin_config
 
 from sparsewatch.errors import SparsewatchError
 
@@ -67,7 +68,7 @@ class TopicLimits:
         left out (the producer's limit then applies): one it does not have quietly (created
         later, it takes the broker's default), one it does not describe (unreachable within
         ``timeout``, not allowed) with a warning."""
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        admin = AdminClient(admin_config(bootstrap))
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in dict.fromkeys(topics)]
         found: dict[str, int] = {}
         for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
@@ -147,7 +148,7 @@ def ensure_topics(
     """Create the missing topics of ``partitions`` (name -> partition count); existing ones stay."""
     # librdkafka's own logging off: an unreachable broker is the caller's one error, not a
     # "connection refused" line per attempt until the timeout
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap))
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [
         NewTopic(name, num_partitions=n, replication_factor=1, config=dict(topic_config))
@@ -167,7 +168,7 @@ def ensure_topics(
 def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
     """The topic's ``retention.ms`` (-1: kept for ever); ``None`` when the broker does not say
     (unreachable, no such topic, not allowed)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap))
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
         configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
@@ -184,7 +185,7 @@ class NonEmptyGroupError(SparsewatchError):
 def consumer_group_members(bootstrap: str, group: str, timeout: float) -> int | None:
     """How many members ``group`` has on the broker; ``None`` when the broker has no such group.
     KafkaException (or TimeoutError) when the broker does not answer."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap))
     found = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
     description = found.result(timeout + 1.0)  # the request times out first
     if description.state == ConsumerGroupState.DEAD:
@@ -197,7 +198,7 @@ def delete_consumer_group(bootstrap: str, group: str, timeout: float) -> bool:
     when the broker has no such group. The broker deletes only a group without members
     (checked and deleted in one request): :class:`NonEmptyGroupError` otherwise.
     KafkaException when the broker does not answer."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap))
     try:
         admin.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 1.0)
     except KafkaException as exc:

@@ -18,9 +18,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -94,14 +94,228 @@ _CONNECTION_ERRORS = frozenset(
 )
 
 
+ClientKind = Literal["consumer", "producer"]
+"""librdkafka's two kinds of client (an AdminClient is a producer)."""
+
+OWNED_PROPERTIES: dict[str, str] = {
+    "bootstrap.servers": "it is kafka.bootstrap_servers",
+    "metadata.broker.list": "it is kafka.bootstrap_servers",
+    "group.id": "the groups are named after kafka.group_id",
+    "group.instance.id": "members must not fence each other",
+    "group.protocol": "the workers rely on the classic protocol's cooperative rebalances",
+    "group.remote.assignor": "the workers rely on the classic protocol's cooperative rebalances",
+    "partition.assignment.strategy": "the workers rely on cooperative rebalances",
+    "enable.auto.commit": "offsets are committed only once results are stored",
+    "auto.commit.enable": "offsets are committed only once results are stored",
+    "enable.auto.offset.store": "offsets are committed only once results are stored",
+    "offset.store.method": "offsets are committed only once results are stored",
+    "auto.offset.reset": "a lost offset is reported, not skipped",
+    "isolation.level": "only committed messages are read (exactly-once)",
+    "enable.partition.eof": "the consumers do not expect end-of-partition events",
+    "allow.auto.create.topics": "sparsewatch creates its topics with their partition counts",
+    "transactional.id": "the ingest bridge names its transactions",
+    "enable.idempotence": "the producers are idempotent (exactly-once)",
+    "enable.gapless.guarantee": "the producers handle their errors themselves",
+    "acks": "every message is acknowledged by all replicas (exactly-once)",
+    "request.required.acks": "every message is acknowledged by all replicas (exactly-once)",
+    "statistics.interval.ms": "the consumers read the statistics to see a broker come back",
+    "logger": "librdkafka's lines go to sparsewatch's log",
+    "log_level": "librdkafka's lines go to sparsewatch's log",
+    "log.queue": "librdkafka's lines go to sparsewatch's log",
+    "default.topic.config": "topic properties are set in [kafka.client] directly",
+}
+"""librdkafka properties sparsewatch sets itself, which ``[kafka.client]`` may not set, and why;
+:func:`owned_property_reason` adds callbacks (``*_cb``, ``on_*``)."""
+
+_SENSITIVE_WORDS = (
+    "password",
+    "secret",
+    "token",
+    "jaas",
+    "credential",
+    "key",
+    "oauthbearer.config",
+)
+_REDACTED = "[redacted]"
+
+
+def owned_property_reason(name: str) -> str | None:
+    """Why ``[kafka.client]`` may not set the librdkafka property ``name``, or None when it may:
+    one of :data:`OWNED_PROPERTIES`, or a callback (``*_cb``, ``on_*``: sparsewatch's own, and
+    no configuration value can be one)."""
+    if name.endswith("_cb") or name.startswith("on_"):
+        return "it is a callback, which sparsewatch sets"
+    return OWNED_PROPERTIES.get(name)
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether the value of property ``name`` is a secret never shown: its name holds
+    ``password``, ``secret``, ``token``, ``jaas``, ``credential`` or ``key`` (``ssl.key.pem``), or
+    it is ``sasl.oauthbearer.config``, but for a path (``*.location``: ``ssl.key.location``)."""
+    return any(word in name for word in _SENSITIVE_WORDS) and not name.endswith(".location")
+
+
+def redacted(properties: Mapping[str, str]) -> dict[str, str]:
+    """``properties`` with the value of each sensitive one (:func:`is_sensitive`) replaced."""
+    return {k: _REDACTED if is_sensitive(k) else v for k, v in properties.items()}
+
+
+class _Warnings:
+    """A librdkafka logger keeping the lines of a probe client."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        self.lines.append(fmt % args if args else fmt)
+
+
+def _probe(properties: Mapping[str, str], kind: ClientKind) -> list[str]:
+    """The lines librdkafka logs making a client of ``kind`` with ``properties`` (and no broker:
+    it connects to nothing); :class:`KafkaException` when it refuses them."""
+    warnings = _Warnings()
+    config = {**properties, "logger": warnings}
+    if kind == "consumer":
+        consumer = Consumer({**config, "group.id": "sparsewatch-property-check"})
+        consumer.poll(0)  # serves the log queue
+        consumer.close()
+    else:
+        Producer(config).poll(0)
+    return warnings.lines
+
+
+def _kinds(name: str, value: str) -> tuple[ClientKind, ...]:
+    """The kinds of client property ``name`` applies to: librdkafka warns, and ignores it, on a
+    client of the other kind (consumer-only, producer-only properties). :class:`KafkaException`
+    when it is no property, or ``value`` not one of its values. A property librdkafka accepts
+    but cannot make a client with alone (``security.protocol`` needs ``sasl.mechanisms``)
+    applies to both."""
+    kinds: list[ClientKind] = []
+    pairs: tuple[tuple[ClientKind, ClientKind], ...] = (
+        ("consumer", "producer"),
+        ("producer", "consumer"),
+    )
+    for kind, other in pairs:
+        try:
+            lines = _probe({name: value}, kind)
+        except KafkaException as exc:
+            if exc.args[0].str().startswith("Failed to create"):
+                return ("consumer", "producer")
+            raise
+        if not any(f"is a {other} property" in line for line in lines):
+            kinds.append(kind)
+    return tuple(kinds)
+
+
+class ClientPropertyError(ValueError):
+    """A client property librdkafka or sparsewatch refuses (``name``), or a set of them
+    librdkafka cannot make a client with (``name`` None); the message never holds a secret."""
+
+    def __init__(self, name: str | None, why: str) -> None:
+        super().__init__(f"property {name!r} {why}" if name else f"librdkafka refused them: {why}")
+        self.name = name
+
+
+class KafkaConnection(str):
+    """A bootstrap address (the string itself: it is shown, compared and passed as one) that
+    carries the librdkafka client properties (``[kafka.client]``: security, timeouts, ...) of
+    every client made for it: pass it wherever a bootstrap string goes, and
+    :func:`client_properties` gives each client the properties that apply to its kind.
+
+    Made with the properties (:meth:`of`), it asks librdkafka which kind each applies to (a
+    consumer-only property given to a producer is ignored with a warning at every client made),
+    refusing an unknown property or value and a set librdkafka cannot make a client with
+    (:class:`ClientPropertyError`, naming the property, never a secret value), and those sparsewatch
+    sets itself (:func:`owned_property_reason`). Its ``repr`` and ``str`` are the address
+    alone: the properties never reach a log line."""
+
+    consumer: Mapping[str, str]
+    producer: Mapping[str, str]
+
+    def __new__(
+        cls,
+        bootstrap: str,
+        consumer: Mapping[str, str] | None = None,
+        producer: Mapping[str, str] | None = None,
+    ) -> KafkaConnection:
+        made = super().__new__(cls, bootstrap)
+        made.consumer = dict(consumer or {})
+        made.producer = dict(producer or {})
+        return made
+
+    @classmethod
+    def of(cls, bootstrap: str, properties: Mapping[str, str]) -> KafkaConnection:
+        """The connection to ``bootstrap`` whose clients get ``properties``, each only on the
+        kinds of client it applies to (:class:`ClientPropertyError`: see the class)."""
+        applies: dict[ClientKind, dict[str, str]] = {"consumer": {}, "producer": {}}
+        for name, value in properties.items():
+            if why := owned_property_reason(name):
+                raise ClientPropertyError(name, f"is set by sparsewatch: {why}")
+            try:
+                kinds = _kinds(name, value)
+            except KafkaException as exc:
+                shown = _REDACTED if is_sensitive(name) else repr(value)
+                raise ClientPropertyError(name, f"= {shown}: {exc.args[0].str()}") from None
+            for kind in kinds:
+                applies[kind][name] = value
+        for kind, chosen in applies.items():
+            try:
+                if chosen:
+                    _probe(chosen, kind)
+            except KafkaException as exc:
+                raise ClientPropertyError(None, exc.args[0].str()) from None
+        return cls(bootstrap, applies["consumer"], applies["producer"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its properties (a worker hands it to its writer process)."""
+        return (KafkaConnection, (str(self), self.consumer, self.producer))
+
+    def __repr__(self) -> str:
+        return str.__repr__(str(self))
+
+
+def client_properties(bootstrap: str, kind: ClientKind) -> dict[str, Any]:
+    """``bootstrap.servers`` and, when ``bootstrap`` is a :class:`KafkaConnection`, its client
+    properties that apply to ``kind``: the base of every client sparsewatch makes."""
+    extra = getattr(bootstrap, kind) if isinstance(bootstrap, KafkaConnection) else {}
+    return {"bootstrap.servers": str(bootstrap), **extra}
+
+
+class SecurityErrors:
+    """An ``error_cb`` keeping the last authentication or TLS failure librdkafka reported (a
+    wrong password, an unknown mechanism, an untrusted certificate): with librdkafka's logging
+    off, the request that could not connect fails only with "Broker transport failure"."""
+
+    _CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.code() in self._CODES:
+            self.last = err.str()
+
+    def why(self, client: Any, failure: str) -> str:
+        """Why ``client`` (made with this callback) failed: the security failure it reported
+        meanwhile (served now), else ``failure``."""
+        client.poll(0)
+        return self.last or failure
+
+
+def admin_config(bootstrap: str) -> dict[str, Any]:
+    """An AdminClient's settings: :func:`client_properties`, librdkafka's own logging off (its
+    callers report failures in one line)."""
+    return {**client_properties(bootstrap, "producer"), "log_level": 0}
+
+
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:
     """Consumer settings: manual commits, committed reads only, and an offset the broker does not
     hold is an error (:meth:`BatchConsumer.poll_batch` says so and goes on at the earliest
     retained message) rather than a silent jump. librdkafka's lines go to
     :data:`~sparsewatch.logs.RDKAFKA_LOGGER`, each connection failure once
-    (:class:`ConnectionFailures`)."""
+    (:class:`ConnectionFailures`). The connection's client properties
+    (:func:`client_properties`) replace these defaults, and ``overrides`` both."""
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -115,15 +329,15 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
         "log_level": 3,
         "logger": ConnectionFailures(),
     }
+    config.update(client_properties(bootstrap, "consumer"))
     config.update(overrides)
     return config
 
 
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     """Producer settings: idempotent (no duplicates on retry), acks from all replicas, batched;
-    librdkafka's lines as a consumer's (:func:`consumer_config`)."""
+    librdkafka's lines and the client properties as a consumer's (:func:`consumer_config`)."""
     config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
@@ -132,6 +346,7 @@ def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "log_level": 3,
         "logger": ConnectionFailures(),
     }
+    config.update(client_properties(bootstrap, "producer"))
     config.update(overrides)
     return config
 

@@ -213,7 +213,7 @@ def forget_group(
     models afresh, from the first retained messages (with --no-kafka: from the offsets the
     group committed on the broker)."""
     config = command_config(ctx)
-    bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
+    bootstrap = config.kafka.connection(bootstrap_servers)
     report: dict[str, dict[str, int | str]] = {}
     if dry_run:
         _refuse_an_older_schema(ctx, database_url)

@@ -217,7 +217,7 @@ def ingest(
             if reads_topic(source, topic):
                 raise click.UsageError(f"--from-topic {source} matches {topic}, {what}")
     route = IngestRoute(
-        bootstrap=bootstrap_servers or config.kafka.bootstrap_servers,
+        bootstrap=config.kafka.connection(bootstrap_servers),
         group_id=group or f"{config.kafka.group_id}.ingest",
         source_topics=source_topics,
         docs_topic=docs_topic,

@@ -152,7 +152,7 @@ def replay(
         )
     config = command_config(ctx)
     topic = topic or config.kafka.topic("docs")
-    bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
+    bootstrap = config.kafka.connection(bootstrap_servers)
     errors_file = Path(errors_path) if errors_path else config.data_path() / "replay-errors.jsonl"
     inputs = [Path(p) for p in paths]
     _refuse_input_as_errors_file(errors_file, inputs)

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparsewatch.cli_types import command_config
+from sparsewatch.consumers.kafka_client import SecurityErrors, admin_config, client_properties
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
@@ -41,12 +42,14 @@ def watermarks(
     rest."""
     from confluent_kafka import Consumer, TopicPartition
 
+    errors = SecurityErrors()
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_properties(bootstrap, "consumer"),
             "group.id": f"sparsewatch-status-{uuid.uuid4().hex}",  # never joins: no subscribe
             "enable.auto.commit": False,
             "log_level": 0,
+            "error_cb": errors,
         }
     )
     marks: Watermarks = {}
@@ -62,7 +65,8 @@ def watermarks(
                 low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
                 marks[(topic, partition)] = (int(low), int(high))
     except KafkaException as exc:
-        return marks, missing, f"Kafka at {bootstrap} did not answer: {first_line(exc)}"
+        why = errors.why(consumer, first_line(exc))
+        return marks, missing, f"Kafka at {bootstrap} did not answer: {why}"
     finally:
         consumer.close()
     return marks, missing, None
@@ -87,7 +91,7 @@ def count_committed(
     counts = {tp: 0 for tp in ranges}
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_properties(bootstrap, "consumer"),
             "group.id": f"sparsewatch-status-{uuid.uuid4().hex}",  # never joins: assign only
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -184,7 +188,7 @@ def ingest_rows(bootstrap: str, group: str, timeout: float) -> list[dict[str, An
     from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap))
     request = [ConsumerGroupTopicPartitions(group)]
     answer = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group]
     committed = {
@@ -304,7 +308,7 @@ def status(
     result["ingest"] = []
     if not no_kafka:
         config = command_config(ctx)
-        bootstrap = bootstrap_servers or config.kafka.bootstrap_servers
+        bootstrap = config.kafka.connection(bootstrap_servers)
         kafka = config.kafka
         groups = {f"{kafka.group_id}.detector": kafka.topic("docs")}
         groups[f"{kafka.group_id}.anomaly"] = kafka.topic("scores")

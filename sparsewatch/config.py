@@ -9,6 +9,12 @@ environment variables. A key ``key`` of section ``[section]`` is overridden by
     [kafka]
     bootstrap_servers = "127.0.0.1:9092"        # SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS
     topic_prefix = "sparsewatch"                # SPARSEWATCH_KAFKA_TOPIC_PREFIX
+    [kafka.client]
+    "sasl.password" = "..."                     # SPARSEWATCH_KAFKA_CLIENT_SASL_PASSWORD
+
+``[kafka.client]`` is a table of librdkafka properties given to every Kafka client (see
+:class:`KafkaConfig`); its variables follow the Confluent images' convention: after
+``SPARSEWATCH_KAFKA_CLIENT_``, ``_`` is a period and ``__`` an underscore, lowercased.
 
 Every option, its default and its meaning is listed in the README's configuration table, which
 is generated from :func:`describe`.
@@ -25,10 +31,13 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from sparsewatch.consumers.windowing import IDLE_CLOSE
 from sparsewatch.errors import SparsewatchError
+
+if TYPE_CHECKING:
+    from sparsewatch.consumers.kafka_client import KafkaConnection
 
 # Kafka's rule for topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters,
 # not '.' or '..'
@@ -52,6 +61,8 @@ def topic_name_problem(name: str) -> str | None:
 
 
 ENV_PREFIX = "SPARSEWATCH_"
+# SPARSEWATCH_KAFKA_CLIENT_<NAME>: the client property <NAME> (see _client_env)
+CLIENT_ENV_PREFIX = ENV_PREFIX + "KAFKA_CLIENT_"
 _UTF8_BOM = b"\xef\xbb\xbf"
 # SPARSEWATCH_* variables that are not options: the configuration file, the CLI's --debug, the
 # broker launcher's jar cache and the test suite's PostgreSQL server.
@@ -67,16 +78,27 @@ UNSEGMENTED_MODES = ("bigrams", "words")
 
 @dataclass
 class KafkaConfig:
-    """Where the broker is and how topics are named."""
+    """Where the broker is, how topics are named, and the librdkafka properties of every client
+    (``client``: security and tuning; strings, a TOML integer or boolean taken as its text; those
+    sparsewatch sets itself, :data:`~sparsewatch.consumers.kafka_client.OWNED_PROPERTIES`, and
+    unknown ones are refused at load; never shown, as their values hold secrets)."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = "sparsewatch"
     group_id: str = "sparsewatch"
     partitions: int = 4
+    client: dict[str, str] = field(default_factory=dict, repr=False)
 
     def topic(self, suffix: str) -> str:
         """``<prefix>.<suffix>``, e.g. ``sparsewatch.docs``."""
         return f"{self.topic_prefix}.{suffix}"
+
+    def connection(self, bootstrap: str | None = None) -> KafkaConnection:
+        """The broker at ``bootstrap`` (default: ``bootstrap_servers``) with the client
+        properties: what every Kafka client is made for (the properties were checked at load)."""
+        from sparsewatch.consumers.kafka_client import KafkaConnection
+
+        return KafkaConnection.of(bootstrap or self.bootstrap_servers, self.client)
 
 
 @dataclass
@@ -245,6 +267,9 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
                 raise SparsewatchError(f"'{where}{key}' must be a table")
             _apply(current, value, f"{where}{key}.")
             continue
+        if isinstance(current, dict):
+            setattr(obj, key, _client_table(value, f"{where}{key}"))
+            continue
         typ = hints[key]
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -265,6 +290,38 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
         setattr(obj, key, value)
 
 
+def _client_table(value: Any, key: str) -> dict[str, str]:
+    """The client properties of the file's table ``key``: strings, an integer or boolean taken
+    as librdkafka spells it (``5000``, ``true``); another type is refused (a float, an array)."""
+    if not isinstance(value, dict):
+        raise SparsewatchError(f"'{key}' must be a table of librdkafka properties")
+    table = {}
+    for name, item in value.items():
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif isinstance(item, int):
+            item = str(item)
+        if not isinstance(item, str):
+            raise SparsewatchError(
+                f"'{key}' property {name!r} must be a string, an integer or a boolean, got "
+                f"{type(item).__name__}"
+            )
+        table[name] = item
+    return table
+
+
+def _client_env(env: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Client property -> (value, variable) of the ``SPARSEWATCH_KAFKA_CLIENT_<NAME>`` variables,
+    the Confluent images' convention: ``_`` is a period, ``__`` an underscore, lowercased
+    (``SPARSEWATCH_KAFKA_CLIENT_SASL_PASSWORD`` is ``sasl.password``)."""
+    found = {}
+    for var, value in env.items():
+        if var.startswith(CLIENT_ENV_PREFIX):
+            parts = var[len(CLIENT_ENV_PREFIX) :].lower().split("__")
+            found["_".join(part.replace("_", ".") for part in parts)] = (value, var)
+    return found
+
+
 def _apply_env(obj: Any, env: dict[str, str], prefix: str, where: str = "") -> None:
     hints = get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
@@ -272,6 +329,8 @@ def _apply_env(obj: Any, env: dict[str, str], prefix: str, where: str = "") -> N
         name = f"{prefix}{f.name.upper()}"
         if dataclasses.is_dataclass(current):
             _apply_env(current, env, f"{name}_", f"{where}{f.name}.")
+        elif isinstance(current, dict):  # (env wins, property by property)
+            current.update({k: v for k, (v, _) in _client_env(env).items()})
         elif name in env:
             setattr(obj, f.name, _coerce(env[name], hints[f.name], where + f.name))
 
@@ -280,8 +339,10 @@ def _check_env_names(env: dict[str, str]) -> None:
     """Refuse a ``SPARSEWATCH_*`` variable that names no option, as an unknown key of the file
     is refused, naming the closest option when one is close (a misspelt variable used to be
     ignored: the worker ran with the default the user meant to change)."""
-    known = {name for _, name, _ in describe()} | OTHER_ENV_NAMES
+    known = {name for _, name, _ in describe()} - {CLIENT_ENV_PREFIX[:-1]} | OTHER_ENV_NAMES
     for name in sorted(env):
+        if name.startswith(CLIENT_ENV_PREFIX) and len(name) > len(CLIENT_ENV_PREFIX):
+            continue  # a client property: librdkafka knows its names (_check_client)
         if name.startswith(ENV_PREFIX) and name not in known:
             close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
             hint = f" (did you mean {close[0]}?)" if close else ""
@@ -337,7 +398,29 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
     _check_ranges(config)
     _check_maxima(config)
     _check_combinations(config)
+    _check_client(config, path, env)
     return config
+
+
+def _check_client(config: Config, path: str | Path | None, env: dict[str, str]) -> None:
+    """Refuse, in one line naming the property and its variable or file, a client property that
+    librdkafka does not know or refuses, or that sparsewatch sets itself (never its value when
+    a secret)."""
+    if not config.kafka.client:
+        return
+    from sparsewatch.consumers.kafka_client import ClientPropertyError
+
+    try:
+        config.kafka.connection()
+    except ClientPropertyError as exc:
+        from_env = _client_env(env)
+        if exc.name in from_env:
+            where = f"environment variable {from_env[exc.name][1]}"
+        elif exc.name is not None:
+            where = f"configuration file {path}: [kafka.client]"
+        else:
+            where = "kafka.client (file and SPARSEWATCH_KAFKA_CLIENT_* variables)"
+        raise SparsewatchError(f"{where}: client {exc}") from None
 
 
 # (section, option) -> (predicate, what the value must be); checked once the file and the
@@ -517,5 +600,16 @@ def _values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:
-    """(TOML key, environment variable, default) for every option, for the README's table."""
-    return [(key, _env_name(key), repr(value)) for key, value in _values(config or Config())]
+    """(TOML key, environment variable, default) for every option, for the README's table (the
+    client properties' values redacted when secrets)."""
+    return [(key, _env_name(key), _shown(value)) for key, value in _values(config or Config())]
+
+
+def _shown(value: Any) -> str:
+    """An option's value as :func:`describe` shows it: its ``repr``, but for the secrets of the
+    client properties."""
+    if isinstance(value, dict) and value:
+        from sparsewatch.consumers.kafka_client import redacted
+
+        value = redacted(value)
+    return repr(value)

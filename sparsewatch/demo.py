@@ -213,6 +213,7 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
             bootstrap = stack.enter_context(_local_broker(data_dir / "kafka", bootstrap))
         prefix = demo_prefix()
         config.kafka.bootstrap_servers = bootstrap
+        config.kafka.client = {}  # plaintext, as the probe above and the local broker
         config.kafka.topic_prefix = prefix
         config.kafka.group_id = prefix
         db_path = out / "demo.db"

@@ -15,6 +15,7 @@ from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import topic_name_problem
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_client import SecurityErrors, admin_config
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 
@@ -57,11 +58,15 @@ def broker_topics(bootstrap: str, timeout: float) -> set[str]:
     runs with librdkafka's own logging off, so nothing else reaches stderr)."""
     from confluent_kafka.admin import AdminClient
 
+    errors = SecurityErrors()
+    config: dict[str, Any] = {**admin_config(bootstrap), "error_cb": errors}
+    admin = AdminClient(config)
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         return set(admin.list_topics(timeout=timeout).topics)
     except Exception as exc:  # confluent-kafka raises several types here: report them in one line
-        raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+        raise SparsewatchError(
+            f"cannot reach Kafka at {bootstrap}: {errors.why(admin, str(exc))}"
+        ) from None
 
 
 def create_missing_topics(bootstrap: str, partitions: dict[str, int], timeout: float) -> None:

@@ -20,14 +20,18 @@ from sparsewatch.consumers.retry import RetryAbandonedError
 from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import WriterError
 from sparsewatch.errors import SparsewatchError, first_line
+from sparsewatch.kafka_options import broker_topics
 from sparsewatch.runtime import worker_process
 from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
 
-# A database or broker that stayed unavailable longer than the retries (consumers/retry.py).
+# A database or broker that stayed unavailable longer than the retries (consumers/retry.py),
+# or a refusal that says what to change (a topic too small for dead letters): the environment's,
+# logged in one line.
 _OPERATIONAL_ERRORS = (
+    SparsewatchError,
     WriterError,
     RetryAbandonedError,
     sa.exc.OperationalError,
@@ -62,7 +66,7 @@ def fit_checkpoints_to_retention(loop: WorkerLoop, config: Config) -> None:
     spec = window_spec(config)
     if spec.size_ms is None:  # count windows: no span in time
         return
-    retention_ms = topic_retention_ms(config.kafka.bootstrap_servers, loop.input_topic)
+    retention_ms = topic_retention_ms(loop.bootstrap, loop.input_topic)
     if retention_ms is None or retention_ms < 0:  # unknown, or kept for ever
         return
     limit_s = checkpoint_age_limit_s(retention_ms, spec.size_ms, spec.allowed_lateness_ms)
@@ -102,7 +106,7 @@ def build_worker(
     loop = WorkerLoop(
         processor,
         store,
-        k.bootstrap_servers,
+        k.connection(),
         f"{k.group_id}.{role}",
         input_topic,
         output_topic,
@@ -292,6 +296,10 @@ def open_results_store(config: Config) -> Store:
         raise SparsewatchError(f"cannot open database {mask_url(url)}: {first_line(exc)}") from None
 
 
+_CONNECT_TIMEOUT_S = 30.0
+"""How long ``run`` waits for the broker to answer at start (as long as creating the topics)."""
+
+
 def _start_workers(
     config: Config, roles: list[str], stops: _StopSignals
 ) -> tuple[Store, list[WorkerLoop]]:
@@ -302,6 +310,9 @@ def _start_workers(
         if missing := store.missing_write_privilege():
             url = mask_url(config.resolved_database_url)
             raise SparsewatchError(f"cannot write results to {url}: {missing}")
+        # one line, within the topics' creation timeout, for a broker that refuses the client
+        # (a wrong password: creating the topics only said "Broker transport failure")
+        broker_topics(config.kafka.connection(), _CONNECT_TIMEOUT_S)
         try:
             workers = [build_worker(role, config, store) for role in roles]
         except KafkaException as exc:  # creating the topics is the first contact with the broker

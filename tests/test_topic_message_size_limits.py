@@ -40,6 +40,7 @@ from sparsewatch.replay.producer import replay_documents
 from sparsewatch.storage.store import Store
 
 from sparsewatch.errors import SparsewatchError
+from tests.support.cli import run_process
 from tests.support.ingest_kafka import (
     TWEETS,
     bridge_in_a_thread,
@@ -427,3 +428,25 @@ def test_default_topics_keep_the_producers_own_settings(
     assert limits.producer_settings() == {}
     assert limits.message_limit(topic_name).max_bytes == 1_000_000
     assert "batch.size" not in producer_config(kafka_bootstrap, **limits.producer_settings())
+
+
+def test_run_with_a_dead_letter_topic_too_small_is_one_error_without_a_traceback(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """``sparsewatch run detector`` refused such a topic, but logged the refusal with a
+    traceback first (a SparsewatchError was not one of the runner's one-line errors)."""
+    ensure_topics(kafka_bootstrap, {f"{topic_name}.dlq": 1}, **{"max.message.bytes": "2000"})
+    proc = run_process(
+        "run",
+        "detector",
+        "--until-idle",
+        "5",
+        timeout=180,
+        SPARSEWATCH_DATA_DIR=str(tmp_path),
+        SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
+        SPARSEWATCH_KAFKA_TOPIC_PREFIX=topic_name,
+        SPARSEWATCH_ANOMALY_ENABLED="false",
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "at least 4096" in proc.stderr.strip().splitlines()[-1]
