@@ -39,7 +39,9 @@ fit the dead-letter topic (a ``truncated_from_bytes`` header gives the record's 
 database keeps it whole, and the source topic holds it at the coordinates the dead letter
 names). A batch the broker still refuses as too large (a limit lowered while the bridge runs)
 makes the bridge read the limits again and go on with them; the same limits again are a
-one-line error, not a loop.
+one-line error, not a loop. So is any other refusal the same records would get again (a topic's
+timestamp bounds, a record the broker cannot validate, a policy, a missing write permission:
+``_REFUSALS``): nothing of the batch is committed, and it is read again at the next start.
 """
 
 from __future__ import annotations
@@ -440,8 +442,29 @@ def _transfer(
         consumer.rewind_to_committed()
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             raise _TooLargeError(error.str()) from None
+        if error.code() in _REFUSALS:
+            raise SparsewatchError(
+                f"ingest stopped: the broker refuses the batch's messages ({error.str()}), and "
+                "would refuse them again if it were read again; change the topic's settings or "
+                "the records, the batch is read again at the next start"
+            ) from None
         return None
     return len(documents), reasons
+
+
+# The broker's answers to a produce that the same records get again when their batch is read
+# again (a topic's timestamp bounds, a record it cannot validate, a policy, a missing write
+# permission): the bridge stops in one line instead of aborting and re-reading them for ever.
+_REFUSALS = frozenset(
+    {
+        KafkaError.INVALID_TIMESTAMP,
+        KafkaError.INVALID_RECORD,
+        KafkaError.POLICY_VIOLATION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
 
 
 class _TakeOverError(Exception):
