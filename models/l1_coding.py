@@ -274,10 +274,59 @@ def l1_sparse_code(
         scores (``score_samples``) learn it this way.
     """
     w = float(over_weight)
+    _check_penalties(w, over_weight, lam)
+    A, dt = _dictionary(A, dtype)
+    Pc = _documents(P, dt)
+    m, n = Pc.shape
+    k = A.shape[1]
+    _check_shapes(A, x0, m, n, k)
+    pnorm = _document_loss(Pc, w)
+    if n == 0 or k == 0 or Pc.nnz == 0:
+        return _uncoded(n, k, dt, pnorm, np.zeros(n))
+    colnorm, margin, active = _screen(Pc, A, lam, w, pnorm)
+    n_act = np.diff(active.indptr)
+    if n_act.sum() == 0:
+        return _uncoded(n, k, dt, pnorm, margin)
+
+    blocks = _reduced_blocks(Pc, A, active, colnorm, pnorm, lam, w)
+    solve_docs = np.flatnonzero(n_act > 0)
+    converged = np.ones(n, dtype=bool)
+    converged[solve_docs] = False
+    gap = np.zeros(n)
+    gap[solve_docs] = np.inf  # no bound until a convergence check (or the polish) gives one
+    x = _warm_start(x0, blocks, dt)
+    steps = _step_sizes(blocks, phi, phi_scale, dt)
+    stop = max_iter if polish_after is None else min(max_iter, polish_after)
+    options = _AdmmOptions(gamma, w, tol, tol_residual, check_every, stop, polish_after is None)
+    it, working, xw = _admm(blocks, steps, options, x, gap, converged)
+    n_polished = 0
+    if working.rsel.size and polish_after is not None:
+        n_polished = _polish_unconverged(blocks, working, xw, w, x, gap, converged)
+
+    objective, rec = _exact_objective(blocks, x, lam, w)
+    codes = sp.csr_matrix((x, blocks.var_atom, active.indptr), shape=(n, k), dtype=dt)
+    codes.eliminate_zeros()
+    _warn_unconverged(converged, stop)
+    return L1CodingResult(
+        codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin, n_polished
+    )
+
+
+def _check_penalties(w: float, over_weight: float, lam: float) -> None:
+    """``ValueError`` unless ``0 < w <= 1`` (``w``: ``over_weight`` as a float) and ``lam`` is
+    finite and ``>= 0``."""
     if not 0.0 < w <= 1.0:
         raise ValueError(f"over_weight must be in (0, 1], got {over_weight}")
     if not 0.0 <= lam < np.inf:  # NaN fails too
         raise ValueError(f"lam must be finite and >= 0, got {lam}")
+
+
+def _dictionary(
+    A: np.ndarray | sp.spmatrix, dtype: type | None
+) -> tuple[np.ndarray | sp.csc_matrix, np.dtype]:
+    """``(A, dt)``: the dictionary in the float type of the iterations ``dt`` (``dtype``, else
+    ``A``'s float type, else float64), as a dense array or CSC; ``ValueError`` unless it is
+    finite and non-negative."""
     A = A if sp.issparse(A) else np.asarray(A)
     dt = (
         np.dtype(dtype)
@@ -289,6 +338,12 @@ def l1_sparse_code(
     # min and max propagate NaN (which fails ``>= 0``): two reductions, no temporaries
     if values.size and not (values.min() >= 0 and np.isfinite(values.max())):
         raise ValueError("the dictionary must be finite and non-negative")
+    return A, dt
+
+
+def _documents(P: sp.spmatrix | np.ndarray, dt: np.dtype) -> sp.csc_matrix:
+    """The documents as a CSC copy of type ``dt`` in canonical form without explicit zeros;
+    ``ValueError`` for a NaN or infinite entry."""
     Pc = sp.csc_matrix(P, dtype=dt, copy=True)  # the clean-up below works in place
     if not np.isfinite(Pc.data).all():
         raise ValueError("P contains NaN or infinite values")
@@ -296,57 +351,100 @@ def l1_sparse_code(
         Pc.sum_duplicates()
     Pc.eliminate_zeros()
     Pc.sort_indices()
-    m, n = Pc.shape
-    k = A.shape[1]
+    return Pc
+
+
+def _check_shapes(
+    A: np.ndarray | sp.csc_matrix, x0: sp.spmatrix | np.ndarray | None, m: int, n: int, k: int
+) -> None:
+    """``ValueError`` unless ``A`` has the ``m`` rows of the documents and ``x0`` (if given) is
+    a finite ``(n, k)``."""
     if A.shape[0] != m:
         raise ValueError(f"P has {m} rows but A has {A.shape[0]}")
     if x0 is not None and np.shape(x0) != (n, k):
         raise ValueError(f"x0 must have shape (n, k) = {(n, k)}, got {np.shape(x0)}")
     if x0 is not None and not np.isfinite(sp.csr_matrix(x0).data).all():
         raise ValueError("x0 contains NaN or infinite values")  # they reached the codes
+
+
+def _document_loss(Pc: sp.csc_matrix, w: float) -> np.ndarray:
+    """The loss of each document at ``x = 0`` (its weighted l1 mass), float64."""
+    n = Pc.shape[1]
     # float64 even without entries (a weighted bincount of nothing is int64)
-    pnorm = np.bincount(
+    return np.bincount(
         np.repeat(np.arange(n), np.diff(Pc.indptr)),
         weights=weighted_l1_loss(Pc.data.astype(np.float64), w),
         minlength=n,
     ).astype(np.float64, copy=False)
-    objective = pnorm.copy()
-    gap = np.zeros(n)
-    converged = np.ones(n, dtype=bool)
-    if n == 0 or k == 0 or Pc.nnz == 0:
-        return L1CodingResult(
-            sp.csr_matrix((n, k), dtype=dt),
-            objective,
-            pnorm.copy(),
-            gap,
-            converged,
-            0,
-            n,
-            np.zeros(n),
-        )
 
-    # --- screening: atom j may be used for document d only if (1 + w) m_dj > w ||a_j||_1 + lam --
+
+def _uncoded(n: int, k: int, dt: np.dtype, pnorm: np.ndarray, margin: np.ndarray) -> L1CodingResult:
+    """The result when no document uses an atom: ``x = 0``, each score the document's loss."""
+    return L1CodingResult(
+        sp.csr_matrix((n, k), dtype=dt),
+        pnorm.copy(),
+        pnorm.copy(),
+        np.zeros(n),
+        np.ones(n, dtype=bool),
+        0,
+        n,
+        margin,
+    )
+
+
+def _screen(
+    Pc: sp.csc_matrix, A: np.ndarray | sp.csc_matrix, lam: float, w: float, pnorm: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+    """The screening rule: atom ``j`` may be used for document ``d`` only if
+    ``(1 + w) m_dj > w ||a_j||_1 + lam``. Returns ``(colnorm, margin, active)``: the atoms' l1
+    norms (float64), each document's screening margin (see :class:`L1CodingResult`) and the
+    ``(n, k)`` pattern of the (document, atom) pairs that pass, indices sorted."""
+    m, n = Pc.shape
     colnorm = np.asarray(A.sum(axis=0, dtype=np.float64)).ravel()
-    Pb = sp.csc_matrix((np.ones(Pc.nnz, dtype=dt), Pc.indices, Pc.indptr), shape=(m, n))
+    Pb = sp.csc_matrix((np.ones(Pc.nnz, dtype=Pc.dtype), Pc.indices, Pc.indptr), shape=(m, n))
     mass = _support_mass(Pb, A)  # (n, k)
     reduced_cost = w * colnorm + lam - (1.0 + w) * mass
     margin = np.where(pnorm > 0, np.maximum(reduced_cost.min(axis=1), 0.0), 0.0)
     active = sp.csr_matrix(reduced_cost < 0)
     active.sort_indices()
-    n_act = np.diff(active.indptr)
-    if n_act.sum() == 0:
-        return L1CodingResult(
-            sp.csr_matrix((n, k), dtype=dt), objective, pnorm.copy(), gap, converged, 0, n, margin
-        )
+    return colnorm, margin, active
 
-    # --- build the block-diagonal system: entries (row = nnz position of P, var = active pair) --
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The reduced problems of a window stacked into one block-diagonal system: row ``i`` is a
+    term of document ``doc_of_row[i]`` that a surviving atom uses, variable ``j`` the pair of
+    document ``doc_of_var[j]`` and atom ``var_atom[j]`` (in ``active``'s order)."""
+
+    B: sp.csr_matrix  # (n_rows, n_vars), the iterations' float type
+    q: np.ndarray  # (n_rows,) the documents' entries on their rows
+    c: np.ndarray  # (n_vars,) linear cost ``lam + w (||a_j||_1 - m_j)``
+    off_mass: np.ndarray  # (n_vars,) ``||a_j||_1 - m_j`` (float64, >= 0)
+    const: np.ndarray  # (n,) loss of each document's rows outside its block (float64)
+    pnorm: np.ndarray  # (n,) loss of each whole document at x = 0 (float64)
+    doc_of_row: np.ndarray
+    doc_of_var: np.ndarray
+    var_atom: np.ndarray
+
+
+def _reduced_blocks(
+    Pc: sp.csc_matrix,
+    A: np.ndarray | sp.csc_matrix,
+    active: sp.csr_matrix,
+    colnorm: np.ndarray,
+    pnorm: np.ndarray,
+    lam: float,
+    w: float,
+) -> _Blocks:
+    """The block-diagonal system: entries (row = nnz position of ``Pc``, var = active pair)."""
+    n = Pc.shape[1]
     doc_of_nnz = np.repeat(np.arange(n), np.diff(Pc.indptr))
     var_atom = active.indices
     ent_row, ent_var, ent_val = _block_entries(Pc, A, active, doc_of_nnz)
     rows_used, ent_row = np.unique(ent_row, return_inverse=True)
     n_rows, n_vars = rows_used.size, var_atom.size
     doc_of_row = doc_of_nnz[rows_used]
-    doc_of_var = np.repeat(np.arange(n), n_act)
+    doc_of_var = np.repeat(np.arange(n), np.diff(active.indptr))
     q = Pc.data[rows_used]
     const = pnorm - np.bincount(doc_of_row, weights=weighted_l1_loss(q, w), minlength=n)
     # c_j = lam + w (||a_j||_1 - m_j) >= lam: m_j summed in float64 from the block's own entries
@@ -357,53 +455,204 @@ def l1_sparse_code(
     off_mass = np.maximum(
         colnorm[var_atom] - np.bincount(ent_var, weights=ent_val, minlength=var_atom.size), 0.0
     )
-    c = (lam + w * off_mass).astype(dt)
-    B = sp.csr_matrix((ent_val, (ent_row, ent_var)), shape=(n_rows, n_vars), dtype=dt)
+    c = (lam + w * off_mass).astype(Pc.dtype)
+    B = sp.csr_matrix((ent_val, (ent_row, ent_var)), shape=(n_rows, n_vars), dtype=Pc.dtype)
+    return _Blocks(B, q, c, off_mass, const, pnorm, doc_of_row, doc_of_var, var_atom)
 
-    solve_docs = np.flatnonzero(n_act > 0)
-    converged[solve_docs] = False
-    gap[solve_docs] = np.inf  # no bound until a convergence check (or the polish) gives one
-    x = np.zeros(n_vars, dtype=dt)
-    if x0 is not None:
-        X0 = sp.csr_matrix(x0)
-        x = np.maximum(np.asarray(X0[doc_of_var, var_atom], dtype=dt).ravel(), 0)
 
-    # --- per-block step sizes: Collatz-Wielandt upper bound on Psi_max(B_d) ------------------
-    v = np.ones(n_vars, dtype=np.float64)
-    Bt = B.T.tocsr()
+def _warm_start(x0: sp.spmatrix | np.ndarray | None, blocks: _Blocks, dt: np.dtype) -> np.ndarray:
+    """The starting values of the variables: ``x0``'s entries, clipped at 0, or zeros."""
+    if x0 is None:
+        return np.zeros(blocks.var_atom.size, dtype=dt)
+    X0 = sp.csr_matrix(x0)
+    return np.maximum(np.asarray(X0[blocks.doc_of_var, blocks.var_atom], dtype=dt).ravel(), 0)
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Per-block step sizes of Algorithm 5 and the scales of the stall stop."""
+
+    Bt: sp.csr_matrix  # ``B^T``
+    kappa_var: np.ndarray  # (n_vars,) ``1 / Psi_max(B_d)`` of each variable's block
+    phi_row: np.ndarray  # (n_rows,) ``phi_d`` of each row's block
+    phi_var: np.ndarray  # (n_vars,) ``phi_d`` of each variable's block
+    qnorm: np.ndarray  # (n,) ``||q_d||_1``
+    dual_scale: np.ndarray  # (n,) the unit of the stall stop's dual residual
+
+
+def _step_sizes(blocks: _Blocks, phi: float, phi_scale: bool, dt: np.dtype) -> _Steps:
+    """``kappa = 1 / Psi_max(B_d)`` per block (Collatz-Wielandt upper bound) and ``phi_d``
+    (scaled by the block's size and mass with ``phi_scale``)."""
+    n = blocks.pnorm.size
+    Bt = blocks.B.T.tocsr()
+    psi = _psi_max_bound(blocks.B, Bt, blocks.doc_of_var, n)
+    rows_per_doc = np.bincount(blocks.doc_of_row, minlength=n)
+    qnorm = np.bincount(blocks.doc_of_row, weights=np.abs(blocks.q), minlength=n)
+    phi_doc = phi * rows_per_doc / np.maximum(qnorm, 1e-300) if phi_scale else np.full(n, phi)
+    # the stall stop's bound on the dual residual ``phi_d ||B_d^T (e - e_old)||``, in its units:
+    # those of q without phi_scale, none with it (phi_d then divides by ||q_d||_1), so the
+    # bound is ``||q_d||_1`` relative to the document's mass, as it is at unit mass. Against
+    # ``||q_d||_1`` itself documents of mass 1e8 stopped at objectives 3 % above the optimum.
+    dual_scale = qnorm / np.maximum(blocks.pnorm, 1e-300) if phi_scale else qnorm
+    return _Steps(
+        Bt,
+        (1.0 / psi[blocks.doc_of_var]).astype(dt),
+        phi_doc[blocks.doc_of_row].astype(dt),
+        phi_doc[blocks.doc_of_var].astype(dt),
+        qnorm,
+        dual_scale,
+    )
+
+
+def _psi_max_bound(
+    B: sp.csr_matrix, Bt: sp.csr_matrix, doc_of_var: np.ndarray, n: int
+) -> np.ndarray:
+    """An upper bound on the largest eigenvalue of each block's ``B_d^T B_d >= 0`` (``n,``): the
+    Collatz-Wielandt ratio after 15 power iterations from the ones vector."""
+    v = np.ones(B.shape[1], dtype=np.float64)
     for _ in range(15):
         v = Bt @ (B @ v)
         v /= np.sqrt(np.bincount(doc_of_var, weights=v * v, minlength=n))[doc_of_var]
     ratio = (Bt @ (B @ v)) / v
     psi = np.zeros(n)
     np.maximum.at(psi, doc_of_var, ratio)
-    rows_per_doc = np.bincount(doc_of_row, minlength=n)
-    qnorm = np.bincount(doc_of_row, weights=np.abs(q), minlength=n)
-    phi_doc = phi * rows_per_doc / np.maximum(qnorm, 1e-300) if phi_scale else np.full(n, phi)
-    # the stall stop's bound on the dual residual ``phi_d ||B_d^T (e - e_old)||``, in its units:
-    # those of q without phi_scale, none with it (phi_d then divides by ||q_d||_1), so the
-    # bound is ``||q_d||_1`` relative to the document's mass, as it is at unit mass. Against
-    # ``||q_d||_1`` itself documents of mass 1e8 stopped at objectives 3 % above the optimum.
-    dual_scale = qnorm / np.maximum(pnorm, 1e-300) if phi_scale else qnorm
-    kappa_var = (1.0 / psi[doc_of_var]).astype(dt)
-    phi_row = phi_doc[doc_of_row].astype(dt)
-    phi_var = phi_doc[doc_of_var].astype(dt)
+    return psi
 
-    # --- ADMM (Algorithm 5) on the rows/vars of unconverged blocks -------------------------------
-    rsel = np.arange(n_rows)  # global ids of the rows / vars still iterating
-    vsel = np.arange(n_vars)
-    Bw, Bwt = B, Bt
-    qw, cw, kw, pr, pv = q, c, kappa_var, phi_row, phi_var
-    ipr, gpr, ckp = 1 / pr, gamma * pr, kw * cw / pv
-    dr, dv = doc_of_row, doc_of_var
+
+@dataclass(frozen=True)
+class _AdmmOptions:
+    """The parameters of the iterations (see :func:`l1_sparse_code`)."""
+
+    gamma: float
+    w: float
+    tol: float
+    tol_residual: float
+    check_every: int
+    stop: int  # the iteration cap: ``max_iter``, or ``polish_after`` when lower
+    stall_stop: bool  # stalled residuals stop a block (ADMM only, no polish)
+
+
+@dataclass(frozen=True)
+class _WorkingSet:
+    """The blocks still iterating: the global ids of their rows and variables (``rsel``,
+    ``vsel``), their part of the system and of the step sizes."""
+
+    rsel: np.ndarray
+    vsel: np.ndarray
+    B: sp.csr_matrix | np.ndarray  # dense once few blocks are left
+    Bt: sp.csr_matrix | np.ndarray
+    q: np.ndarray
+    c: np.ndarray
+    kappa: np.ndarray
+    phi_var: np.ndarray
+    inv_phi: np.ndarray  # ``1 / phi`` per row
+    gamma_phi: np.ndarray  # ``gamma phi`` per row
+    cost_step: np.ndarray  # ``kappa c / phi`` per variable
+    doc_of_row: np.ndarray
+    doc_of_var: np.ndarray
+
+
+def _working_set(
+    blocks: _Blocks,
+    steps: _Steps,
+    gamma: float,
+    B: sp.csr_matrix | np.ndarray,
+    Bt: sp.csr_matrix | np.ndarray,
+    rsel: np.ndarray | None = None,
+    vsel: np.ndarray | None = None,
+) -> _WorkingSet:
+    """The working set of rows ``rsel`` and variables ``vsel`` (``None``: all of them, the arrays
+    as they are); ``B`` is their part of the system, ``Bt`` its transpose."""
+    rows = slice(None) if rsel is None else rsel
+    cols = slice(None) if vsel is None else vsel
+    qw, cw, kw = blocks.q[rows], blocks.c[cols], steps.kappa_var[cols]
+    pr, pv = steps.phi_row[rows], steps.phi_var[cols]
+    dr, dv = blocks.doc_of_row[rows], blocks.doc_of_var[cols]
+    return _WorkingSet(
+        np.arange(qw.size) if rsel is None else rsel,
+        np.arange(cw.size) if vsel is None else vsel,
+        B,
+        Bt,
+        qw,
+        cw,
+        kw,
+        pv,
+        1 / pr,
+        gamma * pr,
+        kw * cw / pv,
+        dr,
+        dv,
+    )
+
+
+def _blocks_left(
+    blocks: _Blocks, steps: _Steps, gamma: float, rsel: np.ndarray, vsel: np.ndarray
+) -> _WorkingSet:
+    """The working set of rows ``rsel`` and variables ``vsel``, dense once few blocks are left
+    (cheaper per iteration)."""
+    Bw = blocks.B[rsel][:, vsel]
+    if rsel.size * vsel.size <= 1 << 16:
+        Bw = Bw.toarray()
+        return _working_set(blocks, steps, gamma, Bw, np.ascontiguousarray(Bw.T), rsel, vsel)
+    return _working_set(blocks, steps, gamma, Bw, Bw.T.tocsr(), rsel, vsel)
+
+
+@dataclass
+class _Iterates:
+    """The iterates of the working set: codes ``x``, dual ``theta``, ``e`` and ``B x``."""
+
+    x: np.ndarray
+    theta: np.ndarray
+    e: np.ndarray
+    Bx: np.ndarray
+
+
+def _admm(
+    blocks: _Blocks,
+    steps: _Steps,
+    options: _AdmmOptions,
+    x: np.ndarray,
+    gap: np.ndarray,
+    converged: np.ndarray,
+) -> tuple[int, _WorkingSet, np.ndarray]:
+    """Algorithm 5 on every block from ``x`` until each is converged (removed at the check that
+    finds it) or ``options.stop`` iterations. Writes the codes of every checked block into ``x``,
+    their certified gaps into ``gap`` and marks ``converged``; returns the iterations run, the
+    blocks still iterating and their codes."""
+    working = _working_set(blocks, steps, options.gamma, blocks.B, steps.Bt)  # every block
     xw = x.copy()
-    theta = np.zeros(n_rows, dtype=dt)
-    Bx = Bw @ xw
-    e = np.zeros(n_rows, dtype=dt)
+    n_rows, dt = blocks.q.size, x.dtype
+    state = _Iterates(xw, np.zeros(n_rows, dtype=dt), np.zeros(n_rows, dtype=dt), working.B @ xw)
     it = 0
-    next_check, step = check_every, check_every
-    stop = max_iter if polish_after is None else min(max_iter, polish_after)
-    while it < stop and rsel.size:
+    next_check, step = options.check_every, options.check_every
+    while it < options.stop and working.rsel.size:
+        it, e_old, res = _iterate(working, state, options.w, it, next_check, options.stop)
+        done = _check(blocks, steps, options, working, state, e_old, res, x, gap)
+        # checks cost more than iterations once few blocks are left: back off while none converge
+        step = options.check_every if done.size else min(2 * step, 20 * options.check_every)
+        next_check = it + step
+        if done.size == 0:
+            continue
+        converged[done] = True
+        rkeep, vkeep = ~converged[working.doc_of_row], ~converged[working.doc_of_var]
+        working = _blocks_left(
+            blocks, steps, options.gamma, working.rsel[rkeep], working.vsel[vkeep]
+        )
+        state = _Iterates(state.x[vkeep], state.theta[rkeep], state.e[rkeep], state.Bx[rkeep])
+    return it, working, state.x
+
+
+def _iterate(
+    working: _WorkingSet, state: _Iterates, w: float, it: int, until: int, stop: int
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Iterations of Algorithm 5 on the working set after iteration ``it``, up to iteration
+    ``until`` (the next convergence check) or ``stop``, whichever comes first (at least one):
+    the iteration reached, ``e`` before the last iteration and the last primal residual
+    ``q - B x - e``."""
+    qw, Bw, Bwt, kw = working.q, working.B, working.Bt, working.kappa
+    ipr, gpr, ckp = working.inv_phi, working.gamma_phi, working.cost_step
+    xw, theta, e, Bx = state.x, state.theta, state.e, state.Bx
+    while True:
         it += 1
         tp = theta * ipr
         z = qw - Bx
@@ -418,84 +667,116 @@ def l1_sparse_code(
         res = qw - Bx
         res -= e
         theta += gpr * res
-        if it < next_check and it < stop:
-            continue
-        # convergence check per block: duality gap and residuals
-        fit = weighted_l1_loss(qw - Bx, w)
-        f_blk = np.bincount(dr, weights=fit, minlength=n) + np.bincount(
-            dv, weights=cw * xw, minlength=n
-        )
-        th = np.clip(theta, -w, 1).astype(np.float64)
-        s_var = Bwt @ th
-        # dual feasibility B^T theta <= c: scale theta by alpha = min(1, min_j c_j / s_j) over
-        # s_j > 0; an atom with c_j = 0 (lam = 0) and s_j > 0 forces alpha = 0 (theta = 0 is
-        # feasible since c >= 0), so the bound stays valid and no 0 / 0 arises
-        ratio = np.divide(s_var, cw, out=np.where(s_var > 0, np.inf, 0.0), where=cw > 0)
-        over = np.zeros(n)
-        np.maximum.at(over, dv, ratio)
-        alpha = np.where(over > 1, 1 / np.maximum(over, 1e-300), 1.0)
-        dual_blk = alpha * np.bincount(dr, weights=qw * th, minlength=n)
-        g_blk = np.maximum(f_blk - dual_blk, 0)
-        r_pri = np.sqrt(np.bincount(dr, weights=res.astype(np.float64) ** 2, minlength=n))
-        r_dual = np.sqrt(np.bincount(dv, weights=(pv * (Bwt @ (e - e_old))) ** 2, minlength=n))
-        docs_here = np.unique(dr)
-        # relative to the document's own size (an absolute floor of 1e-12 certified documents
-        # of mass below it at the first check, up to 8x above their optimum)
-        scale = np.maximum(const + f_blk, 1e-12 * pnorm)
-        ok = g_blk <= tol * scale
-        if polish_after is None:
-            # ADMM only: a block whose residuals have stalled (float32 rounding, or steps too
-            # small to move) stops too, uncertified. With the polish it is left to the exact LP
-            # instead: stalled blocks were seen with relative gaps of 0.2 and objectives 4 %
-            # above the optimum.
-            ok |= (r_pri <= tol_residual * qnorm) & (r_dual <= tol_residual * dual_scale)
-        ok_docs = docs_here[ok[docs_here]]
-        x[vsel] = xw
-        objective[docs_here] = const[docs_here] + f_blk[docs_here]
-        gap[docs_here] = g_blk[docs_here]
-        # checks cost more than iterations once few blocks are left: back off while none converge
-        step = check_every if ok_docs.size else min(2 * step, 20 * check_every)
-        next_check = it + step
-        if ok_docs.size == 0:
-            continue
-        converged[ok_docs] = True
-        rkeep = ~converged[dr]
-        vkeep = ~converged[dv]
-        rsel, vsel = rsel[rkeep], vsel[vkeep]
-        Bw = B[rsel][:, vsel]
-        if rsel.size * vsel.size <= 1 << 16:  # few blocks left: dense is cheaper per iteration
-            Bw = Bw.toarray()
-            Bwt = np.ascontiguousarray(Bw.T)
-        else:
-            Bwt = Bw.T.tocsr()
-        qw, cw, kw, pr, pv = q[rsel], c[vsel], kappa_var[vsel], phi_row[rsel], phi_var[vsel]
-        ipr, gpr, ckp = 1 / pr, gamma * pr, kw * cw / pv
-        dr, dv = doc_of_row[rsel], doc_of_var[vsel]
-        xw, theta, e, Bx = xw[vkeep], theta[rkeep], e[rkeep], Bx[rkeep]
+        if not (it < until and it < stop):
+            break
+    state.x, state.e, state.Bx = xw, e, Bx  # (theta in place)
+    return it, e_old, res
 
-    n_polished = 0
-    if rsel.size and polish_after is not None:
-        x_lp, solved = _polish(
-            B[rsel][:, vsel], q[rsel], c[vsel], w, doc_of_row[rsel], doc_of_var[vsel]
-        )
-        x[vsel] = np.where(solved, x_lp, xw)  # a group HiGHS failed on keeps the ADMM iterates
-        left = np.unique(doc_of_var[vsel[solved]])
-        converged[left] = True
-        gap[left] = 0.0
-        n_polished = int(left.size)
 
-    # exact objective of the returned codes
-    fit = weighted_l1_loss((q - B @ x).astype(np.float64), w)
-    lx = np.bincount(doc_of_var, weights=x, minlength=n)
-    rec = const + np.bincount(doc_of_row, weights=fit, minlength=n)
-    rec += np.bincount(doc_of_var, weights=w * off_mass * x, minlength=n)
-    objective = rec + lam * lx
-    codes = sp.csr_matrix((x, var_atom, active.indptr), shape=(n, k), dtype=dt)
-    codes.eliminate_zeros()
-    _warn_unconverged(converged, stop)
-    return L1CodingResult(
-        codes, objective, rec, gap, converged, it, int(n - solve_docs.size), margin, n_polished
+def _check(
+    blocks: _Blocks,
+    steps: _Steps,
+    options: _AdmmOptions,
+    working: _WorkingSet,
+    state: _Iterates,
+    e_old: np.ndarray,
+    res: np.ndarray,
+    x: np.ndarray,
+    gap: np.ndarray,
+) -> np.ndarray:
+    """The convergence check of every block of the working set: its duality gap certifies the
+    relative accuracy ``tol`` (or, with ``stall_stop``, its residuals have stalled). Writes the
+    blocks' codes into ``x`` and their gaps into ``gap``; returns the documents converged."""
+    w, n = options.w, gap.size
+    f_blk, g_blk = _objective_and_gap(working, state, w, n)
+    r_pri = np.sqrt(
+        np.bincount(working.doc_of_row, weights=res.astype(np.float64) ** 2, minlength=n)
     )
+    r_dual = np.sqrt(
+        np.bincount(
+            working.doc_of_var,
+            weights=(working.phi_var * (working.Bt @ (state.e - e_old))) ** 2,
+            minlength=n,
+        )
+    )
+    docs_here = np.unique(working.doc_of_row)
+    # relative to the document's own size (an absolute floor of 1e-12 certified documents
+    # of mass below it at the first check, up to 8x above their optimum)
+    scale = np.maximum(blocks.const + f_blk, 1e-12 * blocks.pnorm)
+    ok = g_blk <= options.tol * scale
+    if options.stall_stop:
+        # ADMM only: a block whose residuals have stalled (float32 rounding, or steps too
+        # small to move) stops too, uncertified. With the polish it is left to the exact LP
+        # instead: stalled blocks were seen with relative gaps of 0.2 and objectives 4 %
+        # above the optimum.
+        tol_residual = options.tol_residual
+        ok |= (r_pri <= tol_residual * steps.qnorm) & (r_dual <= tol_residual * steps.dual_scale)
+    x[working.vsel] = state.x
+    gap[docs_here] = g_blk[docs_here]
+    return docs_here[ok[docs_here]]
+
+
+def _objective_and_gap(
+    working: _WorkingSet, state: _Iterates, w: float, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per block (``n,``): the reduced objective of the iterates and its duality gap against the
+    dual point ``theta`` clipped to ``[-w, 1]`` and scaled into ``{B^T theta <= c}``."""
+    dr, dv, cw, qw = working.doc_of_row, working.doc_of_var, working.c, working.q
+    fit = weighted_l1_loss(qw - state.Bx, w)
+    f_blk = np.bincount(dr, weights=fit, minlength=n) + np.bincount(
+        dv, weights=cw * state.x, minlength=n
+    )
+    th = np.clip(state.theta, -w, 1).astype(np.float64)
+    s_var = working.Bt @ th
+    # dual feasibility B^T theta <= c: scale theta by alpha = min(1, min_j c_j / s_j) over
+    # s_j > 0; an atom with c_j = 0 (lam = 0) and s_j > 0 forces alpha = 0 (theta = 0 is
+    # feasible since c >= 0), so the bound stays valid and no 0 / 0 arises
+    ratio = np.divide(s_var, cw, out=np.where(s_var > 0, np.inf, 0.0), where=cw > 0)
+    over = np.zeros(n)
+    np.maximum.at(over, dv, ratio)
+    alpha = np.where(over > 1, 1 / np.maximum(over, 1e-300), 1.0)
+    dual_blk = alpha * np.bincount(dr, weights=qw * th, minlength=n)
+    return f_blk, np.maximum(f_blk - dual_blk, 0)
+
+
+def _polish_unconverged(
+    blocks: _Blocks,
+    working: _WorkingSet,
+    xw: np.ndarray,
+    w: float,
+    x: np.ndarray,
+    gap: np.ndarray,
+    converged: np.ndarray,
+) -> int:
+    """Solve the blocks still iterating (their ADMM codes ``xw``) exactly (:func:`_polish`):
+    their codes into ``x``, and a gap of 0 and converged for each block solved; returns how
+    many were."""
+    rsel, vsel = working.rsel, working.vsel
+    x_lp, solved = _polish(
+        blocks.B[rsel][:, vsel],
+        blocks.q[rsel],
+        blocks.c[vsel],
+        w,
+        blocks.doc_of_row[rsel],
+        blocks.doc_of_var[vsel],
+    )
+    x[vsel] = np.where(solved, x_lp, xw)  # a group HiGHS failed on keeps the ADMM iterates
+    left = np.unique(blocks.doc_of_var[vsel[solved]])
+    converged[left] = True
+    gap[left] = 0.0
+    return int(left.size)
+
+
+def _exact_objective(
+    blocks: _Blocks, x: np.ndarray, lam: float, w: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact ``(objective, reconstruction_error)`` of every document for the codes ``x``."""
+    n = blocks.pnorm.size
+    fit = weighted_l1_loss((blocks.q - blocks.B @ x).astype(np.float64), w)
+    lx = np.bincount(blocks.doc_of_var, weights=x, minlength=n)
+    rec = blocks.const + np.bincount(blocks.doc_of_row, weights=fit, minlength=n)
+    rec += np.bincount(blocks.doc_of_var, weights=w * blocks.off_mass * x, minlength=n)
+    return rec + lam * lx, rec
 
 
 def _warn_unconverged(converged: np.ndarray, stop: int) -> None:

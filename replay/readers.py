@@ -223,6 +223,20 @@ def _json_array_elements(path: Path) -> list[tuple[int, bytes]] | None:
     of ``path``; ``None`` when the file's first non-blank line does not start with ``[`` (a
     JSON-lines file: read no further than that line) or the file is no JSON array (read line by
     line, which says what is wrong where)."""
+    array = _json_array_lines(path)
+    if array is None:
+        return None
+    texts, first = array
+    starts = [0]
+    for line_text in texts:
+        starts.append(starts[-1] + len(line_text))
+    return _split_json_array("".join(texts), starts, first)
+
+
+def _json_array_lines(path: Path) -> tuple[list[str], int] | None:
+    """``(lines, number)``: the lines of ``path`` from its first non-blank line on, which starts
+    with ``[``, and that line's number; ``None`` when there is no such line (read no further than
+    the first non-blank one), a line is not UTF-8 or the file cannot be read to its end."""
     texts: list[str] = []
     first = 0  # the number of the first non-blank line
     for number, line, _ in _lines(path):
@@ -240,10 +254,13 @@ def _json_array_elements(path: Path) -> list[tuple[int, bytes]] | None:
             first = number
     if not first:
         return None
-    starts = [0]
-    for line_text in texts:
-        starts.append(starts[-1] + len(line_text))
-    text = "".join(texts)
+    return texts, first
+
+
+def _split_json_array(text: str, starts: list[int], first: int) -> list[tuple[int, bytes]] | None:
+    """The elements of the JSON array ``text`` as :func:`_json_array_elements` returns them
+    (``starts``: where each line of ``text`` starts; ``first``: the number of its first line);
+    ``None`` when ``text`` is not one JSON array."""
     decoder = json.JSONDecoder()
     position = _skip_blank(text, text.index("[") + 1)
     elements: list[tuple[int, bytes]] = []
@@ -292,89 +309,116 @@ def read_csv(path: Path) -> Iterator[SourceRecord | Rejected]:
     if csv.field_size_limit() < _CSV_FIELD_CHARS:  # process-wide; only ever raised
         csv.field_size_limit(_CSV_FIELD_CHARS)
     source = str(path)
-    damage: list[Rejected] = []  # where a damaged gzip stops
-    lines: list[tuple[int, bytes]] = []  # the lines of the record being parsed
-    not_utf8: list[str] = []  # where those lines are not UTF-8
-    ended = False  # the file's lines are all read
-
-    def text_lines() -> Iterator[str]:
-        nonlocal ended
-        for number, line, error in _lines(path):
-            if line is None:
-                damage.append(Rejected(source, number, error))
-                break
-            lines.append((number, line))
-            try:
-                yield line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                not_utf8.append(f"line {number}, byte {exc.start}")
-                yield line.decode("utf-8", "surrogateescape")
-        ended = True
-
-    def what_is_wrong(error: str) -> str:
-        """What is wrong with the record just parsed (``error``: the parser's complaint), if
-        anything."""
-        problems = [error] if error else []
-        if not_utf8:
-            problems.append(f"not UTF-8 ({'; '.join(not_utf8)})")
-        if ended:  # the parser returns a record at the end of the file only inside quotes
-            problems.append("the file ends inside a quoted field (a missing closing quote?)")
-        return "; ".join(problems)
-
-    def raw() -> str:
-        """The record just parsed as it is in the file."""
-        return _raw(b"".join(line for _, line in lines))
-
-    def skip_rest_of_record() -> None:
-        """After a field over the limit (the parser dropped the rest of its line): read on to the
-        line where the record's quotes pair up, the end of its quoted field."""
-        quotes = sum(line.count(b'"') for _, line in lines)
-        while quotes % 2:
-            try:
-                next(line_source)
-            except StopIteration:
-                return
-            quotes += lines[-1][1].count(b'"')
-
-    line_source = text_lines()
-    reader = csv.reader(line_source)
+    record = _CsvRecord(source)
     header: list[str] | None = None
     header_rejected = ""
-    while True:
-        lines.clear()
-        not_utf8.clear()
-        try:
-            row, error = next(reader), ""
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            row, error = [], f"invalid CSV: {exc}"
-            if "field larger than field limit" in str(exc):
-                skip_rest_of_record()
-                reader = csv.reader(line_source)
-        number, reason = lines[0][0], what_is_wrong(error)
+    for number, row, reason in _csv_rows(path, record):
         if reason:
-            yield Rejected(source, number, reason, raw())
+            yield Rejected(source, number, reason, record.raw())
             if header is None and not header_rejected:
                 header_rejected = f"header row (line {number}) rejected: {reason}"
         elif not any(cell.strip() for cell in row):
             continue  # a blank line
         elif header_rejected:
-            yield Rejected(source, number, header_rejected, raw())
+            yield Rejected(source, number, header_rejected, record.raw())
         elif header is None:
             header = [h.strip() for h in row]
-            twice = next((h for i, h in enumerate(header) if h and h in header[:i]), None)
-            if twice is not None:  # a record would keep one of its two values, silently
-                header_rejected = f"header row (line {number}) names column '{twice}' twice"
-                yield Rejected(source, number, header_rejected, raw())
+            header_rejected = _repeated_column(header, number)
+            if header_rejected:  # a record would keep one of its two values, silently
+                yield Rejected(source, number, header_rejected, record.raw())
         elif len(row) != len(header):
             reason = f"{len(row)} fields where the header has {len(header)}"
-            yield Rejected(source, number, reason, raw())
+            yield Rejected(source, number, reason, record.raw())
         else:
             yield SourceRecord(source, number, dict(zip(header, row, strict=True)))
-    yield from damage
-    if header is None and not header_rejected and not damage:
+    yield from record.damage
+    if header is None and not header_rejected and not record.damage:
         yield Rejected(source, 1, "empty CSV file (no header row)")
+
+
+def _repeated_column(header: list[str], number: int) -> str:
+    """Why the header row (line ``number``) is rejected for naming a column twice; ``""`` when
+    it names each column once."""
+    twice = next((h for i, h in enumerate(header) if h and h in header[:i]), None)
+    return "" if twice is None else f"header row (line {number}) names column '{twice}' twice"
+
+
+class _CsvRecord:
+    """The CSV record being parsed: its lines, where they are not UTF-8 and whether the file
+    ended inside it; and where a damaged gzip stopped."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines: list[tuple[int, bytes]] = []  # the lines of the record being parsed
+        self.not_utf8: list[str] = []  # where those lines are not UTF-8
+        self.ended = False  # the file's lines are all read
+        self.damage: list[Rejected] = []  # where a damaged gzip stops
+
+    def start(self) -> None:
+        """Forget the record parsed last."""
+        self.lines.clear()
+        self.not_utf8.clear()
+
+    def what_is_wrong(self, error: str) -> str:
+        """What is wrong with the record just parsed (``error``: the parser's complaint), if
+        anything."""
+        problems = [error] if error else []
+        if self.not_utf8:
+            problems.append(f"not UTF-8 ({'; '.join(self.not_utf8)})")
+        if self.ended:  # the parser returns a record at the end of the file only inside quotes
+            problems.append("the file ends inside a quoted field (a missing closing quote?)")
+        return "; ".join(problems)
+
+    def raw(self) -> str:
+        """The record just parsed as it is in the file."""
+        return _raw(b"".join(line for _, line in self.lines))
+
+
+def _csv_text(path: Path, record: _CsvRecord) -> Iterator[str]:
+    """The lines of ``path`` as the csv parser reads them (a line that is not UTF-8 with its
+    stray bytes as surrogate escapes), each noted in ``record``."""
+    for number, line, error in _lines(path):
+        if line is None:
+            record.damage.append(Rejected(record.source, number, error))
+            break
+        record.lines.append((number, line))
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            record.not_utf8.append(f"line {number}, byte {exc.start}")
+            yield line.decode("utf-8", "surrogateescape")
+    record.ended = True
+
+
+def _skip_rest_of_record(record: _CsvRecord, text: Iterator[str]) -> None:
+    """After a field over the limit (the parser dropped the rest of its line): read on in
+    ``text`` to the line where the record's quotes pair up, the end of its quoted field."""
+    quotes = sum(line.count(b'"') for _, line in record.lines)
+    while quotes % 2:
+        try:
+            next(text)
+        except StopIteration:
+            return
+        quotes += record.lines[-1][1].count(b'"')
+
+
+def _csv_rows(path: Path, record: _CsvRecord) -> Iterator[tuple[int, list[str], str]]:
+    """(line where it starts, fields, what is wrong or ``""``) of each record of ``path``, parsed
+    one at a time: ``record`` describes the record last yielded until the next is asked for."""
+    text = _csv_text(path, record)
+    reader = csv.reader(text)
+    while True:
+        record.start()
+        try:
+            row, error = next(reader), ""
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            row, error = [], f"invalid CSV: {exc}"
+            if "field larger than field limit" in str(exc):
+                _skip_rest_of_record(record, text)
+                reader = csv.reader(text)
+        yield record.lines[0][0], row, record.what_is_wrong(error)
 
 
 # an element's content holds no other REUTERS start tag: one without its end tag stays unmatched
