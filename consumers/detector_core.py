@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -186,7 +186,12 @@ def build_models(config: DetectorConfig) -> StreamModels:
         "max_terms_per_doc": config.max_terms_per_doc or None,
     }
     features = StreamingTfidf(**feature_params)
-    detector = Detector(features=features, model=model, warmup_docs=config.warmup_documents)
+    detector = Detector(
+        features=features,
+        model=model,
+        warmup_docs=config.warmup_documents,
+        n_novel_terms=config.top_terms,
+    )
     topics = MORNMF(n_components=config.n_topics, random_state=0) if config.topics else None
     emerging = (
         DynamicNMF(
@@ -273,9 +278,14 @@ def _document_rows(
     )
 
 
-def novel_alerts(docs: DocumentColumns) -> list[dict[str, Any]]:
+def novel_alerts(
+    docs: DocumentColumns, terms: Mapping[int, list[tuple[str, float]]] | None = None
+) -> list[dict[str, Any]]:
     """A ``novel_document`` alert per document of ``docs`` flagged novel, late ones included
-    (window ``window_seq`` of the row: a late document's own window by its event time)."""
+    (window ``window_seq`` of the row: a late document's own window by its event time), with
+    its unexplained terms (``terms``, by row: :attr:`WindowResult.novel_terms`) as
+    ``[term, mass]`` pairs."""
+    terms = terms or {}
     return [
         {
             "kind": "novel_document",
@@ -285,6 +295,7 @@ def novel_alerts(docs: DocumentColumns) -> list[dict[str, Any]]:
             "window_seq": int(docs.window_seq[i]),
             "event_time": docs.event_time[i],
             "summary": _summary(docs.text[i]),
+            "terms": [[t, w] for t, w in terms.get(i, ())],
         }
         for i in np.flatnonzero(docs.novel).tolist()
     ]
@@ -389,6 +400,7 @@ def _update_topics(
                     "summary": f"emerging topic ({event.n_documents} docs, slope "
                     f"{event.slope:.3g}, trend {_trend(event.trend)}): "
                     + ", ".join(event.top_terms),
+                    "terms": [[t, float(w)] for t, w in named.items()],
                 }
             )
     return dominant, emerging, rows, alerts
@@ -566,7 +578,7 @@ def process_window(
     docs = _document_rows(
         window.stream, window.seq, window.items, result, dominant, emerging, late=False
     )
-    alerts += novel_alerts(docs)
+    alerts += novel_alerts(docs, result.novel_terms)
     models.windows_done += 1
     snapshot = None
     if models.detector.fitted and models.windows_done % max(config.snapshot_every, 1) == 0:
@@ -613,8 +625,9 @@ def process_window(
 
 def score_late(
     models: StreamModels, stream: str, items: list[Buffered], size_ms: int | None
-) -> DocumentColumns:
-    """Rows for late documents: scored against the current model, learned from by nothing."""
+) -> tuple[DocumentColumns, list[dict[str, Any]]]:
+    """Rows for late documents, scored against the current model and learned from by nothing,
+    and the ``novel_document`` alerts of those flagged novel."""
     texts = [b.doc.text for b in items]
     if models.detector.fitted:
         result = models.detector.score(texts)
@@ -636,4 +649,4 @@ def score_late(
     if size_ms:  # the window the document belongs to by its event time
         times = np.array([b.doc.timestamp_ms for b in items], dtype=np.int64)
         rows.window_seq[:] = times // size_ms
-    return rows
+    return rows, novel_alerts(rows, result.novel_terms)

@@ -16,7 +16,6 @@ import numpy as np
 from sparsewatch.consumers.detector_core import (
     WindowComputation,
     build_models,
-    novel_alerts,
     process_window,
     score_late,
 )
@@ -229,11 +228,10 @@ class DetectorStreamState:
         """Late documents since the last call, scored against the current model."""
         if not self._late:
             return []
-        rows = score_late(self.models, self.stream, self._late, self.spec.size_ms)
+        rows, alerts = score_late(self.models, self.stream, self._late, self.spec.size_ms)
         counted, self._late, self._late_counted = self._late_counted, [], 0
         self._late_first = {}
         calls: list[StoreCall] = [("insert_documents", (rows,))]
-        alerts = novel_alerts(rows)
         if alerts:
             calls.append(("insert_alerts", (alerts,)))
         return [Output(calls, is_window=False, late=counted)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 import numpy as np
@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _nonzero_columns
 from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.unexplained import top_unexplained
 
 __all__ = ["DEFAULT_FEATURES", "Detector", "WindowResult"]
 
@@ -93,6 +94,7 @@ class WindowResult:
     n_terms: int
     n_atoms: int
     features: sp.csc_matrix | None = None
+    novel_terms: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
 
 
 def _top_atoms(codes: sp.csr_matrix, n_top: int) -> np.ndarray:
@@ -122,6 +124,8 @@ class Detector:
     warmup_docs : documents collected (over one or more windows) before the dictionary is
         initialised; results are ``warmup=True`` until then, with no flags.
     n_top_atoms : how many atoms per document :class:`WindowResult` lists.
+    n_novel_terms : how many unexplained terms :class:`WindowResult` names per novel document
+        (``novel_terms``; 0: none).
 
     Not a scikit-learn estimator: it composes two (the features and the model) over windows of
     raw texts, and keeps their state between windows.
@@ -149,11 +153,13 @@ class Detector:
         model: OnlineL1NoveltyDetector | None = None,
         warmup_docs: int = 1000,
         n_top_atoms: int = 3,
+        n_novel_terms: int = 5,
     ) -> None:
         self.features = features if features is not None else StreamingTfidf(**DEFAULT_FEATURES)
         self.model = model if model is not None else OnlineL1NoveltyDetector()
         self.warmup_docs = warmup_docs
         self.n_top_atoms = n_top_atoms
+        self.n_novel_terms = n_novel_terms
         self._warmup: list[str] = []
 
     @property
@@ -226,8 +232,11 @@ class Detector:
         result, has_terms = self._result(texts, learn=True)
         novel, thr = self.model.flag_novel(result.scores, eligible=has_terms)
         assert result.features is not None  # (only warm-up results have no features)
+        terms = self._novel_terms(result, novel)  # against the dictionary before the update
         self.model.partial_fit(result.features.T, codes=result.codes, scores=result.scores)
-        return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
+        return WindowResult(
+            **{**result.__dict__, "novel": novel, "threshold": thr, "novel_terms": terms}
+        )
 
     def score(self, texts: Sequence[str]) -> WindowResult:
         """Score (late) documents against the current dictionary; learns nothing, changes no state.
@@ -240,7 +249,27 @@ class Detector:
         result, has_terms = self._result(texts, learn=False)
         thr = self.model.late_threshold()
         novel = (result.scores > thr) & has_terms
-        return WindowResult(**{**result.__dict__, "novel": novel, "threshold": thr})
+        terms = self._novel_terms(result, novel)
+        return WindowResult(
+            **{**result.__dict__, "novel": novel, "threshold": thr, "novel_terms": terms}
+        )
+
+    def _novel_terms(
+        self, result: WindowResult, novel: np.ndarray
+    ) -> dict[int, list[tuple[str, float]]]:
+        """:attr:`WindowResult.novel_terms` of the ``novel`` documents of ``result``, against
+        the current dictionary (the one they were coded with)."""
+        docs = np.flatnonzero(novel)
+        if not self.n_novel_terms or docs.size == 0 or result.features is None:
+            return {}
+        P = result.features[:, docs]
+        A = self.model.padded_components(P.shape[0])
+        rows, mass = top_unexplained(P, A, result.codes[docs], self.n_novel_terms)
+        names = self.features.terms_
+        return {
+            int(d): [(str(names[t]), float(w)) for t, w in zip(r, v, strict=True) if t >= 0]
+            for d, r, v in zip(docs.tolist(), rows.tolist(), mass.tolist(), strict=True)
+        }
 
     def top_terms(self, atom: int, n: int = 10) -> list[str]:
         """The ``n`` heaviest terms of dictionary atom ``atom``."""

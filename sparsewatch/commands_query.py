@@ -49,6 +49,7 @@ from sparsewatch.query_output import (
     show_number,
     show_terms,
     show_time,
+    term_names,
 )
 from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.alert_queries import AlertTime
@@ -59,6 +60,9 @@ from sparsewatch.storage.serialization import arrays_to_npz
 # database outage it waits out.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _FOLLOW_OUTAGE_S = 300.0
+
+# Characters of an alert's terms its table shows (names only; JSON and CSV have them with weights)
+ALERT_TERMS_WIDTH = 32
 
 
 ALERT_COLUMNS = (
@@ -71,6 +75,7 @@ ALERT_COLUMNS = (
     "event_time",
     "created_at",
     "summary",
+    "terms",
 )
 
 
@@ -166,6 +171,7 @@ def _alert_view(by: AlertTime) -> list[TableColumn]:
         ("subject", "subject_id", str),
         ("score", "score", show_number),
         ("window", "window_seq", str),
+        ("terms", "terms", term_names(ALERT_TERMS_WIDTH)),
         ("summary", "summary", shorten(70)),
     ]
 
@@ -218,7 +224,7 @@ def _alert_lines(
     """A printer of alerts one line each: JSON Lines, CSV (its header at the first call), or
     aligned columns of the table view (header likewise) with control characters shown as
     U+FFFD."""
-    widths = [19, 14, 12, 12, 8, 8, 0]
+    widths = [19, 14, 12, 12, 8, 8, ALERT_TERMS_WIDTH, 0]
     headers = {
         "csv": csv_lines([ALERT_COLUMNS]),
         "table": _columns([h for h, _, _ in view], widths),

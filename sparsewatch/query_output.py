@@ -155,6 +155,17 @@ def show_terms(value: list[list[Any]]) -> str:
     return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
 
 
+def term_names(width: int) -> Callable[[list[list[Any]] | None], str]:
+    """A formatter of ``[term, weight]`` pairs (or ``None``) as the terms' names, shortened to
+    ``width`` characters (:func:`shorten`)."""
+    cut = shorten(width)
+
+    def show(value: list[list[Any]] | None) -> str:
+        return cut(", ".join(str(term) for term, _ in value or ()))
+
+    return show
+
+
 def printable(text: str) -> str:
     """``text`` with its control characters escaped (``\\n``, ``\\x1b``): data, shown, never obeyed
     by the terminal."""

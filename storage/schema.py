@@ -83,6 +83,9 @@ alerts = sa.Table(
     sa.Column("event_time", UTCDateTime()),
     sa.Column("summary", sa.Text, nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
+    # [term, weight] pairs (revision 0007): a novel document's unexplained terms, an emerging
+    # topic's top terms; NULL for anomalies and for alerts stored before the revision
+    sa.Column("terms", JSONText()),
     sa.UniqueConstraint("kind", "stream", "subject_id"),
     sa.CheckConstraint(f"kind IN {ALERT_KINDS!r}", name="kind"),
     sa.Index(None, "created_at"),

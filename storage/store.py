@@ -260,6 +260,7 @@ class StoreTx:
                     "window_seq": int(r["window_seq"]),
                     "event_time": r["event_time"],
                     "summary": str(r["summary"]),
+                    "terms": r.get("terms"),
                     "created_at": now,
                 }
             )

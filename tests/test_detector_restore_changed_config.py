@@ -75,7 +75,7 @@ def test_late_documents_after_a_restore_are_flagged_by_the_configured_threshold(
     restored.set_state(state)
     old_cut = float(state["detector.model.threshold"])
     assert old_cut < zeta
-    rows = score_late(restored, "default", _items(docs[900:1300], 900), None)
+    rows, _ = score_late(restored, "default", _items(docs[900:1300], 900), None)
     scores = rows.novelty_score
     assert ((scores > old_cut) & (scores <= zeta)).any()  # documents the old cut flagged
     assert np.array_equal(rows.novel, scores > zeta)

@@ -157,13 +157,14 @@ def test_late_rows_carry_the_window_of_their_event_time():
     config = DetectorConfig(warmup_documents=200, initial_atoms=20)
     models = build_models(config)
     (w,) = _windows(300, 300)
-    before = score_late(models, "s", w.items[:4], size_ms=3_600_000).rows()
+    before = score_late(models, "s", w.items[:4], size_ms=3_600_000)[0].rows()
     assert all(r["novelty_score"] is None and r["late"] for r in before)  # no model yet
     process_window(models, w, config)
-    rows = score_late(models, "s", w.items[:4], size_ms=3_600_000).rows()
+    rows = score_late(models, "s", w.items[:4], size_ms=3_600_000)[0].rows()
     assert [r["window_seq"] for r in rows] == [b.doc.timestamp_ms // 3_600_000 for b in w.items[:4]]
     assert all(r["late"] and r["novelty_score"] is not None for r in rows)
-    assert [r["window_seq"] for r in score_late(models, "s", w.items[:4], None).rows()] == [-1] * 4
+    unwindowed = score_late(models, "s", w.items[:4], None)[0].rows()
+    assert [r["window_seq"] for r in unwindowed] == [-1] * 4
 
 
 def test_a_windows_results_take_a_fraction_of_per_document_dicts_and_messages():

@@ -75,7 +75,7 @@ def test_checkpoint_round_trip_continues_bit_identically():
             r["novelty_score"] for r in rb.documents.rows()
         ]
         assert ra.topics == rb.topics
-    late = score_late(b, "s", windows[0].items[:5], size_ms=None)
+    late, _ = score_late(b, "s", windows[0].items[:5], size_ms=None)
     assert all(r["late"] and r["novelty_score"] is not None for r in late.rows())
 
 

@@ -126,7 +126,8 @@ def _write_results(tx: StoreTx) -> None:
             },
         ]
     )
-    tx.insert_alerts(
+    _insert_alerts_as_stored(
+        tx,
         [
             {
                 "kind": "novel_document",
@@ -146,7 +147,7 @@ def _write_results(tx: StoreTx) -> None:
                 "event_time": None,
                 "summary": "ZÜRICH",
             },
-        ]
+        ],
     )
     tx.upsert_topics(
         [
@@ -182,6 +183,19 @@ def _write_results(tx: StoreTx) -> None:
             }
         ],
     )
+
+
+def _insert_alerts_as_stored(tx: StoreTx, rows: list[dict[str, Any]]) -> None:
+    """The alerts through the current code's write, or into an alerts table of a revision
+    before 0007 (no terms) as that version wrote them."""
+    conn = tx.connection
+    if "terms" in {c["name"] for c in sa.inspect(conn).get_columns("alerts")}:
+        tx.insert_alerts(rows)
+        return
+    columns = (sa.Column(c.name, c.type) for c in schema.alerts.c if c.name != "terms")
+    table = sa.Table("alerts", sa.MetaData(), *columns)
+    now = datetime.now(UTC)  # one time for the call's alerts, as insert_alerts writes them
+    conn.execute(sa.insert(table), [{**r, "created_at": now} for r in rows])
 
 
 def _insert_dead_letters_as_stored(tx: StoreTx, rows: list[dict[str, Any]]) -> None:
