@@ -281,10 +281,46 @@ def client_properties(bootstrap: str, kind: ClientKind) -> dict[str, Any]:
     return {"bootstrap.servers": str(bootstrap), **extra}
 
 
+# A TLS failure librdkafka reports as a transport failure: a handshake that failed (TLS to a
+# PLAINTEXT listener), an alert the broker sent (a client certificate it refused, TLS 1.3)
+_TLS_TRANSPORT_FAILURE = re.compile(r"SSL handshake failed|SSL alert number \d+")
+# librdkafka's hint for any certificate the client did not accept, also one for another name
+_UNVERIFIED_HINT = re.compile(
+    r"broker certificate could not be verified, verify that ssl\.ca\.location is correctly "
+    r"configured or root CA certificates are installed(?: \([^)]*\))?"
+)
+# the alerts a broker sends about the client's certificate: bad, unsupported, revoked, expired,
+# unknown, of an unknown CA, missing
+_CLIENT_CERTIFICATE_ALERT = re.compile(r"SSL alert number (?:4[2-6]|48|116)\b")
+_BROKER_HOST = re.compile(r"^\w+://(\[[^]]+\]|[^:/\s]+):\d+/")
+
+
+def _explained(text: str) -> str:
+    """librdkafka's error ``text`` with what its TLS failure means: its hint for a broker
+    certificate the client did not accept named only the CA, also when the certificate was for
+    another name (``ssl.endpoint.identification.algorithm``), and an alert the broker sent said
+    nothing of the client certificate it refused. Other text is returned as it is."""
+    host = _BROKER_HOST.match(text)
+    named = host.group(1) if host else "the address connected to"
+    text = _UNVERIFIED_HINT.sub(
+        f"the broker's certificate could not be verified: check that it is signed by a CA of "
+        f"ssl.ca.location (or of the system's store when that is unset), valid now, and issued "
+        f"for {named}",
+        text,
+    )
+    return _CLIENT_CERTIFICATE_ALERT.sub(
+        r"\g<0>: the broker refused the client certificate, or its absence "
+        r"(ssl.certificate.location, ssl.key.location)",
+        text,
+    )
+
+
 class SecurityErrors:
     """An ``error_cb`` keeping the last authentication or TLS failure librdkafka reported (a
-    wrong password, an unknown mechanism, an untrusted certificate): with librdkafka's logging
-    off, the request that could not connect fails only with "Broker transport failure"."""
+    wrong password, an unknown mechanism, an untrusted certificate or one for another name, a
+    client certificate the broker refused, TLS to a PLAINTEXT listener), explained
+    (:func:`_explained`): with librdkafka's logging off, the request that could not
+    connect fails only with "Broker transport failure"."""
 
     _CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL})
 
@@ -292,8 +328,10 @@ class SecurityErrors:
         self.last: str | None = None
 
     def __call__(self, err: KafkaError) -> None:
-        if err.code() in self._CODES:
-            self.last = err.str()
+        text = err.str()
+        tls = err.code() == KafkaError._TRANSPORT and _TLS_TRANSPORT_FAILURE.search(text)
+        if err.code() in self._CODES or tls:
+            self.last = _explained(text)
 
     def why(self, client: Any, failure: str) -> str:
         """Why ``client`` (made with this callback) failed: the security failure it reported
