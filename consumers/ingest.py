@@ -71,6 +71,7 @@ from sparsewatch.consumers.field_mapping import (
     parse_json_object,
     to_document,
 )
+from sparsewatch.consumers.health import ConsumerReadiness, Heartbeat
 from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import (
     BatchConsumer,
@@ -190,6 +191,7 @@ def run_ingest(
     batch_size: int = 1000,
     metrics: IngestMetrics | None = None,
     record_dead_letters: DeadLetterSink | None = None,
+    health: Heartbeat | None = None,
 ) -> IngestStats:
     """Bridge ``route.source_topics`` to ``route.docs_topic`` until ``stop`` is set or the
     sources have been drained for ``until_idle_s`` seconds; the batch in progress commits
@@ -200,7 +202,9 @@ def run_ingest(
     batch's dead letters, whole, to ``record_dead_letters`` (the results database's
     ``dead_letters`` table, keyed by source coordinates) before its transaction. Stopped while
     it waits at start for the broker's transaction coordinator, it returns having read nothing.
-    A dead-letter topic too small for dead letters is a SparsewatchError (see the module doc)."""
+    A dead-letter topic too small for dead letters is a SparsewatchError (see the module doc).
+    Each poll goes to ``health`` (:mod:`~sparsewatch.consumers.health`), with whether the bridge
+    has joined its group and reaches the broker."""
     stats = IngestStats()
     to_message = partial(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
@@ -239,6 +243,11 @@ def run_ingest(
         on_reset=metrics.skipped,
         **overrides,
     )
+    health = health or Heartbeat("ingest")
+    health.started()
+    readiness = ConsumerReadiness(
+        consumer, patterns=any(s.startswith("^") for s in route.source_topics)
+    )
     try:
         quiet_since = time.monotonic()
         warned = False
@@ -250,6 +259,7 @@ def run_ingest(
                     raise
                 raise _fatal_error(exc.args[0], tid, " of its consumer") from None
             now = time.monotonic()
+            health.beat(readiness.why_not(now))
             lag = consumer.lag()
             metrics.set_lag(lag)
             # "Idle" means drained, as for the workers: nothing read, partitions assigned and

@@ -14,18 +14,23 @@ counted again (except, after a crash, one stored late since the checkpoint, like
 
 Every family lives in prometheus_client's default registry; each endpoint serves a registry of
 its role's families only (:func:`role_registry`), so a worker's ``/metrics`` shows no ingest
-histogram and the bridge's no window latency.
+histogram and the bridge's no window latency. The same server answers the liveness and readiness
+probes ``/healthz`` and ``/readyz`` (:mod:`.health`); every other path serves the metrics, as
+prometheus_client's application does.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
-from typing import Any, Literal
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from socketserver import TCPServer, ThreadingMixIn
+from typing import TYPE_CHECKING, Any, Literal, cast
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
@@ -39,6 +44,11 @@ from prometheus_client import (
 )
 
 from sparsewatch.errors import SparsewatchError
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
+
+    from sparsewatch.consumers.health import Health
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +210,14 @@ class _MetricsServer(ThreadingMixIn, WSGIServer):
 
     daemon_threads = True
 
+    def server_bind(self) -> None:
+        """Bind, without HTTPServer's reverse lookup of the address (``socket.getfqdn``: a DNS
+        query at every start on ``0.0.0.0``, seconds where no DNS server answers)."""
+        TCPServer.server_bind(self)
+        host, port = self.socket.getsockname()[:2]
+        self.server_name, self.server_port = str(host), int(port)
+        self.setup_environ()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A connection error (the client's doing) at DEBUG, anything else with its traceback."""
         exc = sys.exc_info()[1]
@@ -209,21 +227,83 @@ class _MetricsServer(ThreadingMixIn, WSGIServer):
             log.exception("metrics request from %s failed", client_address[0])
 
 
+class _MetricsServer6(_MetricsServer):
+    """:class:`_MetricsServer` on an IPv6 address."""
+
+    address_family = socket.AF_INET6
+
+
+# errno of a bind that the address fails (not this machine's; IPv6 where the system has none)
+_ADDRESS_ERRORS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
+_PROBES = {"/healthz": "liveness", "/readyz": "readiness"}
+
+
+def _with_probes(metrics: WSGIApplication, health: Health) -> WSGIApplication:
+    """``metrics``, but for ``/healthz`` and ``/readyz``: ``health``'s liveness and readiness as
+    JSON, 200 or 503."""
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        probe = _PROBES.get(environ.get("PATH_INFO", ""))
+        if probe is None or environ["REQUEST_METHOD"] != "GET":
+            return metrics(environ, start_response)
+        ok, body = getattr(health, probe)()
+        status = "200 OK" if ok else "503 Service Unavailable"
+        headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+        start_response(status, headers)
+        return [json.dumps(body).encode()]
+
+    return app
+
+
+def _shown_address(address: str, port: int) -> str:
+    """``address:port`` (``[address]:port`` for an IPv6 address)."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def _bind(address: str, port: int, port_setting: str, address_setting: str) -> _MetricsServer:
+    """A server bound to ``address`` (an IPv4 or IPv6 address, or a host name: its first
+    address) and ``port``; a one-line SparsewatchError naming the setting at fault: the address's
+    when it does not resolve or is not this machine's, else the port's (taken, privileged)."""
+    where = _shown_address(address, port)
+    try:
+        family, _, _, _, sockaddr = socket.getaddrinfo(
+            address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:  # (an over-long label fails IDNA encoding)
+        raise SparsewatchError(
+            f"cannot serve metrics on {where} ({address_setting}): cannot resolve {address!r} "
+            f"({getattr(exc, 'strerror', None) or exc})"
+        ) from None
+    server_class = _MetricsServer6 if family == socket.AF_INET6 else _MetricsServer
+    try:  # (an IPv4 address's (host, port), an IPv6 one's (host, port, flowinfo, scope id))
+        return server_class(
+            cast("tuple[str, int] | tuple[str, int, int, int]", sockaddr), _QuietHandler
+        )
+    except OSError as exc:
+        setting = address_setting if exc.errno in _ADDRESS_ERRORS else port_setting
+        raise SparsewatchError(
+            f"cannot serve metrics on {where} ({setting}): {exc.strerror or exc}"
+        ) from None
+
+
 def serve_metrics(
-    port: int, setting: str, role: Literal["workers", "ingest"]
+    port: int,
+    setting: str,
+    role: Literal["workers", "ingest"],
+    address: str = "127.0.0.1",
+    address_setting: str = "metrics_address",
+    health: Health | None = None,
 ) -> Callable[[], None]:
-    """Expose ``role``'s /metrics (:func:`role_registry`) on 127.0.0.1:``port`` (0 = do not
-    serve) until the returned function is called; a port that cannot be bound (taken, or
-    privileged) is a one-line SparsewatchError naming ``setting``, where the port was given."""
+    """Expose ``role``'s /metrics (:func:`role_registry`) and, with ``health``, the probes
+    ``/healthz`` and ``/readyz`` on ``address``:``port`` (0 = do not serve) until the returned
+    function is called; an address that does not resolve or is not this machine's is a one-line
+    SparsewatchError naming ``address_setting``, a port that cannot be bound (taken, or
+    privileged) one naming ``setting``, where the port was given."""
     if not port:
         return lambda: None
-    try:
-        app = make_wsgi_app(role_registry(role))
-        server = make_server("127.0.0.1", port, app, _MetricsServer, _QuietHandler)
-    except OSError as exc:
-        raise SparsewatchError(
-            f"cannot serve metrics on 127.0.0.1:{port} ({setting}): {exc.strerror or exc}"
-        ) from None
+    app = make_wsgi_app(role_registry(role))
+    server = _bind(address, port, setting, address_setting)
+    server.set_app(app if health is None else _with_probes(app, health))
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
     thread.start()
 

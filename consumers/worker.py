@@ -74,9 +74,10 @@ from collections import deque
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
+from sparsewatch.consumers.health import ConsumerReadiness, Heartbeat
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.memory import FreeHeapBound, release_free_heap
@@ -88,8 +89,11 @@ from sparsewatch.consumers.writer import Destination, Pending, WriteJob, Writer,
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BROKER_GRACE_S = 30.0
+# what a worker in its ``computing`` phase does (see consumers/health.py)
+_COMPUTING = "its batch and the windows it closes, the consumer kept in its group meanwhile"
 
 
 def _kafka_ms(msg: Message) -> int | None:
@@ -152,7 +156,11 @@ class _InFlight:
 
 
 class WorkerLoop:
-    """Consume ``input_topic`` with ``processor``; write to ``store``; stop on SIGTERM/SIGINT."""
+    """Consume ``input_topic`` with ``processor``; write to ``store``; stop on SIGTERM/SIGINT.
+    Its progress goes to ``health`` (:mod:`~sparsewatch.consumers.health`: what ``/healthz`` and
+    ``/readyz`` judge): each poll, the batch worked on inside the consumer's keep-alive
+    (``computing``), the waits for its writer (``writing``) and for database calls of its own
+    (``database``, their waits between retries ``retrying``), its stop and how it ended."""
 
     def __init__(
         self,
@@ -173,8 +181,10 @@ class WorkerLoop:
         max_idle_states: int = 16,
         idle_checkpoint_s: float | None = None,
         consumer_overrides: dict[str, Any] | None = None,
+        health: Heartbeat | None = None,
     ) -> None:
         self.processor = processor
+        self.health = health or Heartbeat(processor.name)
         self.store = store
         self.bootstrap = bootstrap
         self.group_id = group_id
@@ -243,6 +253,7 @@ class WorkerLoop:
         operation waiting to be retried (the database or broker down) is abandoned instead:
         nothing of it is committed, and the next start resumes from the last commit."""
         self._stop.set()
+        self.health.stop_requested()
         if self._writer is not None:
             self._writer.abandon_retries()
 
@@ -255,6 +266,16 @@ class WorkerLoop:
         with ``upstream_running``, the input counts as drained only once that says the workers
         producing it have stopped (``sparsewatch run all``: the anomaly worker's input stays
         empty while the detector computes its first windows)."""
+        self.health.started()
+        try:
+            self._run(until_idle_s, upstream_running)
+        except BaseException as exc:
+            self.health.finished(exc)
+            raise
+        self.health.finished()
+
+    def _run(self, until_idle_s: float | None, upstream_running: Callable[[], bool] | None) -> None:
+        """The body of :meth:`run`."""
         self._writer = make_writer(
             self.writer_mode, self.store, self.destination, self.processor.name
         )
@@ -274,6 +295,7 @@ class WorkerLoop:
             raise
         quiet_since = time.monotonic()
         busy = False
+        readiness = ConsumerReadiness(self._consumer)
         try:
             while not self._stop.is_set():
                 # A writer process killed while no job was in flight stops the worker now, not
@@ -281,6 +303,7 @@ class WorkerLoop:
                 self._writer.raise_if_gone()
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
                 now = time.monotonic()
+                self.health.beat(readiness.why_not(now))
                 if batch:  # the lag while it is worked on (an empty poll sets it below)
                     self.metrics.set_lag(self._consumer.lag())
                 # "Idle" means drained: nothing read, nothing left to read, the broker reachable,
@@ -292,7 +315,7 @@ class WorkerLoop:
                     quiet_since = now
                 # (a day's window, or a database outage waited out, may outlast the broker's
                 # max.poll.interval.ms: the consumer keeps this member in its group meanwhile)
-                with self._consumer.keepalive():
+                with self.health.phase("computing", _COMPUTING), self._consumer.keepalive():
                     self._process(batch, now)
                     if self._in_flight is not None and self._in_flight.done.ready():
                         self._wait_written()  # account for it now, not at the next transaction
@@ -301,7 +324,10 @@ class WorkerLoop:
                 busy = bool(batch)
                 if until_idle_s is not None and now - quiet_since > until_idle_s:
                     break
-            with self._consumer.keepalive():
+            with (
+                self.health.phase("stopping", "checkpointing its streams"),
+                self._consumer.keepalive(),
+            ):
                 self._wait_written()
                 self._checkpoint_dirty(set(self._partitions))
         finally:
@@ -314,10 +340,9 @@ class WorkerLoop:
     def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         self._wait_written()
         self._submitted_offsets = None
-        stored = with_backoff(
+        stored = self._retried(
             lambda: self.store.partition_offsets(self.group_id, self.input_topic),
             "reading resume offsets",
-            stop=self._stop,
         )
         for _, p in partitions:
             self._partitions.setdefault(p, _Partition())
@@ -369,8 +394,15 @@ class WorkerLoop:
                 if offsets:
                     tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
 
-        with_backoff(transaction, "writing checkpoints", stop=self._stop)
+        self._retried(transaction, "writing checkpoints")
         self._mark_checkpointed(due)
+
+    def _retried(self, action: Callable[[], T], what: str) -> T:
+        """``action``, a database call of the loop's own, retried with backoff through an outage
+        (:func:`with_backoff`; abandoned on :meth:`stop`): ``database`` to its heartbeat, the
+        waits between attempts ``retrying``."""
+        with self.health.phase("database", what):
+            return with_backoff(action, what, stop=self.health.retry_stop(self._stop, what))
 
     # -- one batch -------------------------------------------------------------------------------
     def _state_for(self, stream: str, partition: int, offset: int) -> StreamState:
@@ -388,10 +420,8 @@ class WorkerLoop:
                 self._wait_written()  # a stream dropped for quiet: its checkpoint is in flight
             # Everything before this message is in the checkpoint (or precedes the stream).
             self._anchor[stream] = offset
-            checkpoint = with_backoff(
-                lambda: self.store.load_checkpoint(self.group_id, stream),
-                "reading a checkpoint",
-                stop=self._stop,
+            checkpoint = self._retried(
+                lambda: self.store.load_checkpoint(self.group_id, stream), "reading a checkpoint"
             )
             state = self.processor.new_state(stream, checkpoint)
             self._states[stream] = state
@@ -593,9 +623,9 @@ class WorkerLoop:
             checkpoints=checkpoints,
             offsets=offsets,
         )
-        self._in_flight = _InFlight(
-            self._writer.submit(job), outputs, offsets, len(dead), frozenset(checkpoints)
-        )
+        with self.health.phase("writing", "handing a transaction to its writer"):
+            pending = self._writer.submit(job)
+        self._in_flight = _InFlight(pending, outputs, offsets, len(dead), frozenset(checkpoints))
         self._submitted_offsets = offsets
         self._mark_checkpointed(due)
         self._refresh_anchors()
@@ -607,7 +637,8 @@ class WorkerLoop:
         if job is None:
             return
         try:
-            committed = job.done.result()
+            with self.health.phase("writing", "waiting for its writer's transaction"):
+                committed = job.done.result()
         except BaseException:
             # The states are ahead of the store for good: no checkpoint may be written any more
             # (not even by the revocation when the consumer closes); a restart replays.

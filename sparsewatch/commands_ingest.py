@@ -13,6 +13,8 @@ import click
 from confluent_kafka import Consumer, KafkaException
 
 from sparsewatch.cli_types import command_config
+from sparsewatch.commands_run import METRICS_ADDRESS_OPTION
+from sparsewatch.consumers.health import Health, HeartbeatStopFlag
 from sparsewatch.consumers.ingest import DeadLetterSink, IngestRoute, IngestStats, run_ingest
 from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.retry import (
@@ -41,6 +43,8 @@ from sparsewatch.storage.engine import mask_url
 from sparsewatch.storage.store import Store
 
 log = logging.getLogger(__name__)
+
+_ADDRESS_SETTING = "metrics_address, SPARSEWATCH_METRICS_ADDRESS"
 
 # The most messages the Kafka client hands over in one call (confluent-kafka's ``consume``
 # refuses more with a ValueError, which stopped the bridge as an unexpected error).
@@ -151,9 +155,11 @@ def _librdkafka_compiles(pattern: str) -> bool:
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=0,
-    help="Serve Prometheus metrics on 127.0.0.1:PORT (records forwarded and dead-lettered, "
-    "transactions, batch time, source lag; default 0: not served).",
+    help="Serve Prometheus metrics (records forwarded and dead-lettered, transactions, batch "
+    "time, source lag) and the /healthz and /readyz probes on port PORT of metrics_address "
+    "(127.0.0.1 by default; default 0: not served).",
 )
+@METRICS_ADDRESS_OPTION
 @click.option(
     "--database/--no-database",
     "to_database",
@@ -176,6 +182,7 @@ def ingest(
     kafka_timestamp: bool,
     batch_size: int,
     metrics_port: int,
+    metrics_address: str | None,
     to_database: bool,
     until_idle: float | None,
     connect_timeout: float,
@@ -225,14 +232,30 @@ def ingest(
         instance=instance,
     )
     setup_logging(config.log_level)
-    _prepare_topics(route, config.kafka.partitions, connect_timeout)
+    health = Health(config.health_stall_s)
+    heartbeat = health.heartbeat(
+        "ingest", "reaching the broker, the database and Kafka transactions"
+    )
     with ExitStack() as cleanup:
+        # (from the start: the probes answer while the bridge reaches the broker and database)
+        cleanup.callback(
+            serve_metrics(
+                metrics_port,
+                "--metrics-port",
+                "ingest",
+                metrics_address or config.metrics_address,
+                "--metrics-address" if metrics_address else _ADDRESS_SETTING,
+                health,
+            )
+        )
+        _prepare_topics(route, config.kafka.partitions, connect_timeout)
         store = None
         if to_database:
             store = open_results_store(config)
             cleanup.callback(store.dispose)
-        cleanup.callback(serve_metrics(metrics_port, "--metrics-port", "ingest"))
-        stop = StopFlag()
+        # (its waits, for the transaction coordinator and the database, are the bridge's
+        # deliberate waits: alive, not ready)
+        stop = HeartbeatStopFlag(heartbeat)
         for sig in (signal.SIGTERM, signal.SIGINT):
             cleanup.callback(signal.signal, sig, signal.signal(sig, stop.request))
         try:
@@ -245,6 +268,7 @@ def ingest(
                 until_idle_s=until_idle,
                 batch_size=batch_size,
                 record_dead_letters=None if store is None else _dead_letter_sink(store, stop),
+                health=heartbeat,
             )
         except RetryAbandonedError as exc:
             raise SparsewatchError(f"{exc}; the batch is read again at the next start") from None

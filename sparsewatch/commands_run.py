@@ -16,6 +16,16 @@ if TYPE_CHECKING:
     from sparsewatch.demo import DemoResult
 
 
+# (shared with `ingest`; a blank address is a usage error: it would mean every interface)
+METRICS_ADDRESS_OPTION = click.option(
+    "--metrics-address",
+    default=None,
+    callback=not_blank,
+    help="The address the metrics and probes are served on: an IPv4 or IPv6 address or a host "
+    "name (0.0.0.0 or :: for every interface; overrides metrics_address, default 127.0.0.1).",
+)
+
+
 @click.command()
 @click.argument("role", type=click.Choice(["detector", "anomaly", "all"]))
 @UNTIL_IDLE_OPTION
@@ -23,10 +33,18 @@ if TYPE_CHECKING:
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=None,
-    help="Serve Prometheus metrics on 127.0.0.1:PORT (overrides metrics_port).",
+    help="Serve Prometheus metrics and the /healthz and /readyz probes on port PORT of "
+    "metrics_address (127.0.0.1 by default; overrides metrics_port).",
 )
+@METRICS_ADDRESS_OPTION
 @click.pass_context
-def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: int | None) -> None:
+def run(
+    ctx: click.Context,
+    role: str,
+    until_idle: float | None,
+    metrics_port: int | None,
+    metrics_address: str | None,
+) -> None:
     """Run the detector worker, the anomaly worker, or both.
 
     With --until-idle, `all` stops the anomaly worker only once the detector has stopped and its
@@ -36,6 +54,8 @@ def run(ctx: click.Context, role: str, until_idle: float | None, metrics_port: i
     config = command_config(ctx)
     if metrics_port is not None:
         config.metrics_port = metrics_port
+    if metrics_address is not None:
+        config.metrics_address = metrics_address
     setup_logging(config.log_level)
     roles = ["detector", "anomaly"] if role == "all" else [role]
     run_workers(config, roles, until_idle)

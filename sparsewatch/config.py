@@ -174,6 +174,8 @@ class Config:
     database_url: str = ""
     log_level: str = "INFO"
     metrics_port: int = 0
+    metrics_address: str = "127.0.0.1"
+    health_stall_s: float = 600.0
     max_text_bytes: int = 100_000
     blas_threads: int = 1
     gc_threshold: int = 10_000
@@ -458,6 +460,13 @@ def _duration_ms(text: str) -> int | None:
 _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("", "log_level"): (lambda v: v.upper() in _LOG_LEVELS, f"one of {', '.join(_LOG_LEVELS)}"),
     ("", "metrics_port"): (lambda v: 0 <= v <= 65535, "in 0..65535"),
+    # (resolved when the endpoint starts: a name no resolver knows is refused then, in one line)
+    ("", "metrics_address"): (
+        lambda v: bool(v.strip()),
+        "an IP address or host name to serve on (127.0.0.1; 0.0.0.0 or :: for every interface)",
+    ),
+    # (a loop polls every 0.5 s at most: a shorter stall would be every pause between polls)
+    ("", "health_stall_s"): (lambda v: v >= 1, ">= 1"),
     ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
     # a C int: a larger count was refused by the BLAS library's ctypes call, naming no option
     ("", "blas_threads"): (

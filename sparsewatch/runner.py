@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
 from sparsewatch.config import Config
+from sparsewatch.consumers.health import Health, Heartbeat
 from sparsewatch.consumers.kafka_admin import topic_retention_ms
 from sparsewatch.consumers.metrics import serve_metrics
 from sparsewatch.consumers.processor import Processor
@@ -97,10 +98,14 @@ def fit_checkpoints_to_retention(loop: WorkerLoop, config: Config) -> None:
 
 
 def build_worker(
-    role: str, config: Config, store: Store, consumer_overrides: dict[str, Any] | None = None
+    role: str,
+    config: Config,
+    store: Store,
+    consumer_overrides: dict[str, Any] | None = None,
+    health: Heartbeat | None = None,
 ) -> WorkerLoop:
     """The detector or anomaly worker loop for ``config`` (``consumer_overrides``: librdkafka
-    settings for its consumer)."""
+    settings for its consumer; ``health``: the heartbeat it reports its progress to)."""
     k = config.kafka
     processor, input_topic, output_topic = _processor(role, config)
     loop = WorkerLoop(
@@ -119,6 +124,7 @@ def build_worker(
         heap_free_limit_mb=config.heap_free_limit_mb,
         max_idle_states=config.max_idle_streams,
         consumer_overrides=consumer_overrides,
+        health=health,
     )
     fit_checkpoints_to_retention(loop, config)  # (the topic exists now)
     return loop
@@ -301,10 +307,12 @@ _CONNECT_TIMEOUT_S = 30.0
 
 
 def _start_workers(
-    config: Config, roles: list[str], stops: _StopSignals
+    config: Config, roles: list[str], stops: _StopSignals, health: Health
 ) -> tuple[Store, list[WorkerLoop]]:
-    """The results store and the workers of ``roles``, handed to ``stops`` once all are built;
-    an interruption before that (KeyboardInterrupt) leaves nothing open."""
+    """The results store and the workers of ``roles`` (each reporting to a heartbeat of
+    ``health``), handed to ``stops`` once all are built; an interruption before that
+    (KeyboardInterrupt) leaves nothing open."""
+    beats = {role: health.heartbeat(role, "opening the database and the topics") for role in roles}
     store = open_results_store(config)
     try:
         if missing := store.missing_write_privilege():
@@ -314,7 +322,7 @@ def _start_workers(
         # (a wrong password: creating the topics only said "Broker transport failure")
         broker_topics(config.kafka.connection(), _CONNECT_TIMEOUT_S)
         try:
-            workers = [build_worker(role, config, store) for role in roles]
+            workers = [build_worker(role, config, store, health=beats[role]) for role in roles]
         except KafkaException as exc:  # creating the topics is the first contact with the broker
             bootstrap = config.kafka.bootstrap_servers
             raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
@@ -340,18 +348,23 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
                 "the anomaly worker is disabled in the configuration "
                 "(anomaly.enabled = false, SPARSEWATCH_ANOMALY_ENABLED)"
             )
-    with _stop_signals(force_on_repeat=True) as stops:
-        try:
-            store, workers = _start_workers(config, roles, stops)
-        except KeyboardInterrupt:
-            log.info("stopped while starting: no worker ran")
-            return
-        try:
-            stop_metrics = serve_metrics(
-                config.metrics_port,
-                "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port",
-                "workers",
-            )
+    health = Health(config.health_stall_s)
+    # (from the start: the probes answer while the workers open the database and the topics)
+    stop_metrics = serve_metrics(
+        config.metrics_port,
+        "metrics_port, SPARSEWATCH_METRICS_PORT, --metrics-port",
+        "workers",
+        config.metrics_address,
+        "metrics_address, SPARSEWATCH_METRICS_ADDRESS, --metrics-address",
+        health,
+    )
+    try:
+        with _stop_signals(force_on_repeat=True) as stops:
+            try:
+                store, workers = _start_workers(config, roles, stops, health)
+            except KeyboardInterrupt:
+                log.info("stopped while starting: no worker ran")
+                return
             try:
                 run_loops(
                     workers,
@@ -361,6 +374,6 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
                     gc_threshold=config.gc_threshold,
                 )
             finally:
-                stop_metrics()
-        finally:
-            store.dispose()
+                store.dispose()
+    finally:
+        stop_metrics()
