@@ -63,6 +63,7 @@ from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.dynamic_nmf import DynamicNMF
 from sparsewatch.models.nmf_online import MORNMF
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
+from sparsewatch.models.stories import similar_groups
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.models.window_detector import (
     DEFAULT_FEATURES,
@@ -278,27 +279,65 @@ def _document_rows(
     )
 
 
+# Most ids of a story's other documents its alert lists (``related_ids``; ``n_documents`` counts
+# them all).
+RELATED_IDS = 100
+
+
 def novel_alerts(
-    docs: DocumentColumns, terms: Mapping[int, list[tuple[str, float]]] | None = None
+    docs: DocumentColumns,
+    terms: Mapping[int, list[tuple[str, float]]] | None = None,
+    features: sp.spmatrix | None = None,
+    min_similarity: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """A ``novel_document`` alert per document of ``docs`` flagged novel, late ones included
-    (window ``window_seq`` of the row: a late document's own window by its event time), with
-    its unexplained terms (``terms``, by row: :attr:`WindowResult.novel_terms`) as
-    ``[term, mass]`` pairs."""
+    """The ``novel_document`` alerts of the documents of ``docs`` flagged novel, late ones
+    included (window ``window_seq`` of the row: a late document's own window by its event time):
+    one per story, the novel documents whose ``features`` (terms x documents, the columns of
+    ``docs``) are alike (:func:`~sparsewatch.models.stories.similar_groups` at
+    ``min_similarity``; 0 or no features: one per document). A story's alert is its document of
+    highest score (ties: the earlier row), with its unexplained terms (``terms``, by row:
+    :attr:`WindowResult.novel_terms`) as ``[term, mass]`` pairs, the story's document count
+    and the other documents' ids by event time (at most :data:`RELATED_IDS`)."""
     terms = terms or {}
-    return [
-        {
-            "kind": "novel_document",
-            "stream": docs.stream[i],
-            "subject_id": docs.doc_id[i],
-            "score": _finite(docs.novelty_score[i]),
-            "window_seq": int(docs.window_seq[i]),
-            "event_time": docs.event_time[i],
-            "summary": _summary(docs.text[i]),
-            "terms": [[t, w] for t, w in terms.get(i, ())],
-        }
-        for i in np.flatnonzero(docs.novel).tolist()
-    ]
+    alerts = []
+    for i, rows in _stories(docs, features, min_similarity):
+        alerts.append(
+            {
+                "kind": "novel_document",
+                "stream": docs.stream[i],
+                "subject_id": docs.doc_id[i],
+                "score": _finite(docs.novelty_score[i]),
+                "window_seq": int(docs.window_seq[i]),
+                "event_time": docs.event_time[i],
+                "summary": _summary(docs.text[i]),
+                "terms": [[t, w] for t, w in terms.get(i, ())],
+                "n_documents": len(rows),
+                "related_ids": [docs.doc_id[j] for j in rows if j != i][:RELATED_IDS],
+            }
+        )
+    return alerts
+
+
+def _stories(
+    docs: DocumentColumns, features: sp.spmatrix | None, min_similarity: float
+) -> list[tuple[int, list[int]]]:
+    """The stories of :func:`novel_alerts`, in the order of their leads: (lead row, the story's
+    rows by event time, then row)."""
+    novel = np.flatnonzero(docs.novel)
+    if novel.size == 0:
+        return []
+    if features is not None and min_similarity > 0 and novel.size > 1:
+        groups = similar_groups(sp.csc_matrix(features)[:, novel], min_similarity)
+    else:
+        groups = np.arange(novel.size)
+    scores = np.nan_to_num(np.asarray(docs.novelty_score, np.float64)[novel], nan=-np.inf)
+    times = np.array([docs.event_time[i].timestamp() for i in novel.tolist()], dtype=np.float64)
+    by_story = np.lexsort((novel, times, groups))
+    stories = []
+    for members in np.split(by_story, np.flatnonzero(np.diff(groups[by_story])) + 1):
+        lead = int(novel[members[np.lexsort((novel[members], -scores[members]))[0]]])
+        stories.append((lead, novel[members].tolist()))
+    return sorted(stories)
 
 
 def _nan_unless_finite(values: np.ndarray) -> np.ndarray:
@@ -401,6 +440,7 @@ def _update_topics(
                     f"{event.slope:.3g}, trend {_trend(event.trend)}): "
                     + ", ".join(event.top_terms),
                     "terms": [[t, float(w)] for t, w in named.items()],
+                    "n_documents": int(event.n_documents),
                 }
             )
     return dominant, emerging, rows, alerts
@@ -578,7 +618,7 @@ def process_window(
     docs = _document_rows(
         window.stream, window.seq, window.items, result, dominant, emerging, late=False
     )
-    alerts += novel_alerts(docs, result.novel_terms)
+    alerts += novel_alerts(docs, result.novel_terms, result.features, config.novel_similarity)
     models.windows_done += 1
     snapshot = None
     if models.detector.fitted and models.windows_done % max(config.snapshot_every, 1) == 0:
@@ -627,7 +667,10 @@ def score_late(
     models: StreamModels, stream: str, items: list[Buffered], size_ms: int | None
 ) -> tuple[DocumentColumns, list[dict[str, Any]]]:
     """Rows for late documents, scored against the current model and learned from by nothing,
-    and the ``novel_document`` alerts of those flagged novel."""
+    and the ``novel_document`` alerts of those flagged novel: one each, not one per story, as
+    which late documents are handed over together depends on when the worker polled (a
+    restart would group them otherwise, and its alerts would differ from an uninterrupted
+    run's)."""
     texts = [b.doc.text for b in items]
     if models.detector.fitted:
         result = models.detector.score(texts)

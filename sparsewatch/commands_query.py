@@ -35,8 +35,10 @@ from sparsewatch.query_options import (
     open_store,
 )
 from sparsewatch.query_output import (
+    WHOLE_ROW,
     TableColumn,
     cell,
+    cell_value,
     csv_cells,
     csv_lines,
     echo_data,
@@ -45,11 +47,11 @@ from sparsewatch.query_output import (
     json_value,
     printable,
     shorten,
+    show_count,
     show_flag,
     show_number,
     show_terms,
     show_time,
-    term_names,
 )
 from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.alert_queries import AlertTime
@@ -61,8 +63,8 @@ from sparsewatch.storage.serialization import arrays_to_npz
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _FOLLOW_OUTAGE_S = 300.0
 
-# Characters of an alert's terms its table shows (names only; JSON and CSV have them with weights)
-ALERT_TERMS_WIDTH = 32
+# Characters of an alert's summary its table shows (after a novel document's terms)
+SUMMARY_WIDTH = 70
 
 
 ALERT_COLUMNS = (
@@ -76,6 +78,8 @@ ALERT_COLUMNS = (
     "created_at",
     "summary",
     "terms",
+    "n_documents",
+    "related_ids",
 )
 
 
@@ -171,9 +175,18 @@ def _alert_view(by: AlertTime) -> list[TableColumn]:
         ("subject", "subject_id", str),
         ("score", "score", show_number),
         ("window", "window_seq", str),
-        ("terms", "terms", term_names(ALERT_TERMS_WIDTH)),
-        ("summary", "summary", shorten(70)),
+        ("docs", "n_documents", show_count),
+        ("summary", WHOLE_ROW, _alert_summary),
     ]
+
+
+def _alert_summary(alert: dict[str, Any]) -> str:
+    """An alert's summary in its table, shortened, after a novel document's unexplained terms
+    (``new: volcano, lava · ...``; an emerging topic's summary names its terms already)."""
+    summary = shorten(SUMMARY_WIDTH)(alert["summary"])
+    if alert["kind"] != "novel_document" or not alert["terms"]:
+        return summary
+    return f"new: {', '.join(str(t) for t, _ in alert['terms'])} · {summary}"
 
 
 def _follow_alerts(
@@ -224,7 +237,7 @@ def _alert_lines(
     """A printer of alerts one line each: JSON Lines, CSV (its header at the first call), or
     aligned columns of the table view (header likewise) with control characters shown as
     U+FFFD."""
-    widths = [19, 14, 12, 12, 8, 8, ALERT_TERMS_WIDTH, 0]
+    widths = [19, 14, 12, 12, 8, 8, 4, 0]
     headers = {
         "csv": csv_lines([ALERT_COLUMNS]),
         "table": _columns([h for h, _, _ in view], widths),
@@ -244,7 +257,7 @@ def _alert_lines(
             elif fmt == "csv":
                 line = csv_lines([csv_cells(row, ALERT_COLUMNS)])
             else:
-                line = _columns([show(row[key]) for _, key, show in view], widths)
+                line = _columns([show(cell_value(row, k)) for _, k, show in view], widths)
             echo(line)
         sys.stdout.flush()
 

@@ -132,6 +132,11 @@ def _print_demo(config: Config, result: DemoResult, top: int) -> None:
                 if kind == "emerging_topic":  # the W of the `documents --window W` hint below
                     subject = f"{subject} window {a['window_seq']}"
                 click.echo(f"  {a['score']:8.4f}  {subject:<28} {a['summary'][:90]}")
+                if kind == "novel_document" and a["terms"]:  # why, and the story's size
+                    more = a["n_documents"] - 1
+                    story = f" (and {more} more of this story in its window)" if more else ""
+                    new = ", ".join(t for t, _ in a["terms"])
+                    click.echo(f"{'':12}new: {new}{story}")
                 if kind == "emerging_topic":  # two of its documents, as --topic lists them
                     topic = int(a["subject_id"].removeprefix("topic-"))
                     for d in store.documents(

@@ -130,6 +130,7 @@ class DetectorConfig:
     novel_mode: str = "top_q"
     novel_top_q: float = 0.05
     novel_threshold: float = 0.95
+    novel_similarity: float = 0.5
     score_margin: bool = True
     initial_atoms: int = 200
     max_atoms: int = 1500
@@ -519,6 +520,7 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("detector", "novel_mode"): (lambda v: v in ("top_q", "threshold"), "'top_q' or 'threshold'"),
     ("detector", "novel_top_q"): (lambda v: 0 < v <= 1, "in (0, 1]"),
     ("detector", "novel_threshold"): (lambda v: v >= 0, ">= 0 (scores are >= 0)"),
+    ("detector", "novel_similarity"): (lambda v: 0 <= v <= 1, "in [0, 1] (0: off)"),
     ("detector", "top_terms"): (lambda v: v >= 1, ">= 1"),
     ("detector", "initial_atoms"): (lambda v: v >= 1, ">= 1"),
     ("detector", "max_atoms"): (lambda v: v >= 1, ">= 1"),

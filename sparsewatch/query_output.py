@@ -22,8 +22,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-# A table view's column: (header, row key, formatter of that key's value).
+# A table view's column: (header, row key, formatter of that key's value); the key WHOLE_ROW
+# hands the formatter the whole row.
 TableColumn = tuple[str, str, Callable[[Any], str]]
+WHOLE_ROW = "*"
+
+
+def cell_value(row: dict[str, Any], key: str) -> Any:
+    """What a table column's formatter is given: ``row[key]``, or the row for :data:`WHOLE_ROW`."""
+    return row if key == WHOLE_ROW else row[key]
 
 
 def _jsonable(value: Any) -> Any:
@@ -126,7 +133,7 @@ def emit(
             # Text, not str: a cell is data, never Rich markup ("[/b]" in a tweet raised
             # MarkupError; "[bold]" restyled the cell); nor terminal control (a tweet's
             # "\x1b]2;...\x07" retitled the analyst's terminal, "\x1b[41m" recoloured it)
-            cells = (Text(printable(show(row[key]))) for _, key, show in table_columns)
+            cells = (Text(printable(show(cell_value(row, k)))) for _, k, show in table_columns)
             table.add_row(*cells)
         Console(width=max(Console().width, 120)).print(table)
 
@@ -137,6 +144,10 @@ def show_time(value: datetime | None) -> str:
 
 def show_number(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
+
+
+def show_count(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
 def show_flag(value: bool | None) -> str:
@@ -153,17 +164,6 @@ def shorten(width: int) -> Callable[[Any], str]:
 
 def show_terms(value: list[list[Any]]) -> str:
     return ", ".join(f"{term} ({weight:.3f})" for term, weight in value)
-
-
-def term_names(width: int) -> Callable[[list[list[Any]] | None], str]:
-    """A formatter of ``[term, weight]`` pairs (or ``None``) as the terms' names, shortened to
-    ``width`` characters (:func:`shorten`)."""
-    cut = shorten(width)
-
-    def show(value: list[list[Any]] | None) -> str:
-        return cut(", ".join(str(term) for term, _ in value or ()))
-
-    return show
 
 
 def printable(text: str) -> str:

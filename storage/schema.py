@@ -83,9 +83,13 @@ alerts = sa.Table(
     sa.Column("event_time", UTCDateTime()),
     sa.Column("summary", sa.Text, nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
-    # [term, weight] pairs (revision 0007): a novel document's unexplained terms, an emerging
-    # topic's top terms; NULL for anomalies and for alerts stored before the revision
+    # revision 0007; NULL for anomalies and for alerts stored before it: [term, weight] pairs (a
+    # novel document's unexplained terms, an emerging topic's top terms), the documents the
+    # alert stands for (a novel story's, those an emerging topic dominates) and the ids of a
+    # novel story's other documents
     sa.Column("terms", JSONText()),
+    sa.Column("n_documents", sa.Integer),
+    sa.Column("related_ids", JSONText()),
     sa.UniqueConstraint("kind", "stream", "subject_id"),
     sa.CheckConstraint(f"kind IN {ALERT_KINDS!r}", name="kind"),
     sa.Index(None, "created_at"),

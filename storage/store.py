@@ -261,6 +261,8 @@ class StoreTx:
                     "event_time": r["event_time"],
                     "summary": str(r["summary"]),
                     "terms": r.get("terms"),
+                    "n_documents": r.get("n_documents"),
+                    "related_ids": r.get("related_ids"),
                     "created_at": now,
                 }
             )

@@ -215,7 +215,7 @@ def test_alerts_command_shows_the_terms(database_url, monkeypatch, capsys):
     rows = {r["subject_id"]: r for r in csv.DictReader(io.StringIO(out("--format", "csv")))}
     assert json.loads(rows["d1"]["terms"]) == terms and rows["d2"]["terms"] == ""
     table = out()
-    assert "volcano, lava, 火山" in table
+    assert "new: volcano, lava, 火山 · about" in table
     assert "0.25" not in table  # names only in the table
 
 

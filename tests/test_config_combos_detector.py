@@ -170,7 +170,10 @@ def test_seeded_configuration_combinations_keep_their_invariants(case: int) -> N
         docs = got.documents
         assert len(docs.doc_id) == len(window)
         novel_alerts = [a for a in got.alerts if a["kind"] == "novel_document"]
-        assert len(novel_alerts) == int(docs.novel.sum())
+        stories = [{a["subject_id"], *a["related_ids"]} for a in novel_alerts]
+        assert [len(s) for s in stories] == [a["n_documents"] for a in novel_alerts]
+        flagged = {d for d, n in zip(docs.doc_id, docs.novel, strict=True) if n}
+        assert set().union(*stories) == flagged and sum(map(len, stories)) == len(flagged)
         assert all(a["score"] is None or math.isfinite(a["score"]) for a in got.alerts)
         if not warm:
             assert not docs.novel.any()

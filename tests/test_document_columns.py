@@ -128,10 +128,12 @@ def test_a_window_gives_one_row_and_one_message_per_document_with_its_results():
     assert [r["event_time"] for r in rows] == [b.doc.event_time for b in w.items]
     assert all(r["labels"] == ["x"] and r["window_seq"] == 1 and not r["late"] for r in rows)
     assert sum(r["novel"] for r in rows) == 15  # the top 5 %
-    novel_alerts = {
-        a["subject_id"]: a["score"] for a in comp.alerts if a["kind"] == "novel_document"
-    }
-    assert novel_alerts == {r["doc_id"]: r["novelty_score"] for r in rows if r["novel"]}
+    novel = {r["doc_id"]: r["novelty_score"] for r in rows if r["novel"]}
+    alerts = [a for a in comp.alerts if a["kind"] == "novel_document"]
+    assert all(a["score"] == novel[a["subject_id"]] for a in alerts)  # each story's lead's score
+    stories = [[a["subject_id"], *a["related_ids"]] for a in alerts]
+    assert sorted(d for story in stories for d in story) == sorted(novel)
+    assert all(a["score"] == max(novel[d] for d in s) for a, s in zip(alerts, stories, strict=True))
 
     codes = comp.messages.codes
     assert len(comp.messages) == len(rows)

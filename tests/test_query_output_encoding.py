@@ -81,7 +81,7 @@ def test_follow_is_utf8_under_a_latin1_stdout(url, fmt):
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=latin1_env()) as proc:  # fmt: skip
         assert proc.stdout is not None
-        first = proc.stdout.readline()
+        header = first = proc.stdout.readline()
         if fmt == "csv":
             first = proc.stdout.readline()  # after the header
         proc.send_signal(signal.SIGTERM)
@@ -90,4 +90,5 @@ def test_follow_is_utf8_under_a_latin1_stdout(url, fmt):
     if fmt == "json":
         assert json.loads(first.decode("utf-8"))["summary"] == TEXT
     else:
-        assert next(csv.reader([first.decode("utf-8").rstrip("\n")]))[-1] == TEXT
+        lines = [header.decode("utf-8"), first.decode("utf-8")]
+        assert next(csv.DictReader(lines))["summary"] == TEXT

@@ -1,0 +1,201 @@
+"""One alert per story: the novel documents of a window that are alike (a retweet storm, one
+wire story in many outlets) raise one ``novel_document`` alert, led by the most novel of them,
+counting them and listing the others (models.stories, detector.novel_similarity)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sparsewatch.consumers.detector_core import (
+    RELATED_IDS,
+    build_models,
+    novel_alerts,
+    process_window,
+    score_late,
+)
+from sparsewatch.consumers.messages import Document
+from sparsewatch.consumers.windowing import Buffered, ClosedWindow
+from sparsewatch.models.stories import similar_groups
+from sparsewatch.storage.document_columns import DocumentColumns
+from sparsewatch.storage.store import Store
+
+from sparsewatch.config import DetectorConfig, load_config
+from sparsewatch.errors import SparsewatchError
+
+
+def _components_by_union_find(X: np.ndarray, threshold: float) -> list[int]:
+    """Group labels by first appearance: every pair of columns compared (cosine, dense)."""
+    norms = np.linalg.norm(X, axis=0)
+    U = X / np.where(norms > 0, norms, 1)
+    C = U.T @ U
+    n = X.shape[1]
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in range(n):
+            if C[i, j] >= threshold - 1e-9:
+                parent[find(i)] = find(j)
+    labels: dict[int, int] = {}
+    return [labels.setdefault(find(i), len(labels)) for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_similar_groups_are_the_components_of_the_pairwise_cosines(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 70))
+    X = sp.random(25, n, density=0.12, random_state=seed, format="csc")
+    threshold = float(rng.uniform(0.05, 1.0))
+    got = similar_groups(X, threshold, block=int(rng.integers(1, 16)))
+    assert got.tolist() == _components_by_union_find(X.toarray(), threshold)
+
+
+def test_exact_copies_group_at_similarity_one_and_empty_documents_stay_alone():
+    base = np.array([[0.5], [0.25], [0.25], [0.0]])
+    X = np.hstack([base, 3 * base, np.zeros((4, 1)), np.zeros((4, 1)), [[0], [0], [0.5], [0.5]]])
+    assert similar_groups(X, 1.0).tolist() == [0, 0, 1, 2, 3]
+    with pytest.raises(ValueError, match="min_similarity"):
+        similar_groups(X, 0.0)
+    with pytest.raises(ValueError, match="min_similarity"):
+        similar_groups(X, 1.5)
+
+
+KNOWN = [
+    "football match goal striker league",
+    "stocks shares market investors trading",
+    "rain storm weather forecast cold",
+]
+STORM = "volcano erupts near the capital lava ash evacuation ordered"
+OTHER = "parliament votes new budget tax reform deficit minister"
+HOUR = 3_600_000
+
+
+def _window(seq: int, texts: list[str]) -> ClosedWindow:
+    items = [
+        Buffered(Document(f"w{seq}-{i}", t, seq * HOUR + 1000 * i, "s"), 0, i)
+        for i, t in enumerate(texts)
+    ]
+    return ClosedWindow("s", seq, seq * HOUR, (seq + 1) * HOUR, items, "watermark")
+
+
+def _known(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [KNOWN[i] for i in rng.integers(0, len(KNOWN), n)]
+
+
+def _storm_window(config: DetectorConfig) -> tuple[list, object]:
+    """Two warm windows, then one with a retweet storm of 8 copies (prefixes differ) and one
+    other new story among known documents: the alerts of that window."""
+    models = build_models(config)
+    for seq in range(2):
+        process_window(models, _window(seq, _known(100, seq)), config)
+    copies = [f"RT @user{i}: {STORM}" for i in range(8)]
+    texts = _known(100, 9)
+    texts[10:10] = copies[:4]
+    texts[60:60] = [OTHER]
+    texts[80:80] = copies[4:]
+    comp = process_window(models, _window(2, texts), config)
+    return [a for a in comp.alerts if a["kind"] == "novel_document"], comp
+
+
+def test_a_retweet_storm_is_one_alert_led_by_its_most_novel_copy():
+    config = DetectorConfig(
+        warmup_documents=100, initial_atoms=6, novel_top_q=0.09, emerging_topics=False
+    )
+    alerts, comp = _storm_window(config)
+    docs = comp.documents
+    flagged = [d for d, n in zip(docs.doc_id, docs.novel, strict=True) if n]
+    text = dict(zip(docs.doc_id, docs.text, strict=True))
+    storm = [d for d in flagged if STORM in text[d]]
+    assert len(storm) == 8 and any(text[d] == OTHER for d in flagged)
+    (story,) = [a for a in alerts if STORM in text[a["subject_id"]]]
+    assert story["n_documents"] == 8
+    assert sorted([story["subject_id"], *story["related_ids"]]) == sorted(storm)
+    score = dict(zip(docs.doc_id, docs.novelty_score, strict=True))
+    assert story["score"] == max(score[d] for d in storm) == score[story["subject_id"]]
+    order = {d: i for i, d in enumerate(docs.doc_id)}  # event time follows the row here
+    assert story["related_ids"] == sorted(story["related_ids"], key=order.get)
+    assert {"volcano", "erupts", "lava"} <= {t for t, _ in story["terms"]}
+    # every flagged document is in exactly one alert
+    members = [d for a in alerts for d in (a["subject_id"], *a["related_ids"])]
+    assert sorted(members) == sorted(flagged)
+    assert sum(a["n_documents"] for a in alerts) == len(flagged)
+
+    separate, comp_off = _storm_window(DetectorConfig(**{**config.__dict__, "novel_similarity": 0}))
+    assert len(separate) == int(comp_off.documents.novel.sum()) == len(flagged)
+    assert all(a["n_documents"] == 1 and a["related_ids"] == [] for a in separate)
+
+
+def test_late_documents_of_one_story_raise_an_alert_each():
+    """Late documents are not grouped: which of them a worker hands over together depends on
+    when it polled, so a restart would group them otherwise than an uninterrupted run. (The
+    story's words joined the vocabulary with one document of the last window, which a fixed
+    dictionary, no new atoms, does not explain: the copies are novel, and alike.)"""
+    config = DetectorConfig(
+        warmup_documents=100, initial_atoms=6, emerging_topics=False, new_atoms_per_window=0
+    )
+    models = build_models(config)
+    process_window(models, _window(0, _known(100, 0)), config)
+    texts = _known(100, 1)
+    texts[5] = STORM
+    process_window(models, _window(1, texts), config)
+    late = _window(0, [f"RT @late{i}: {STORM}" for i in range(5)]).items
+    rows, alerts = score_late(models, "s", late, HOUR)
+    assert rows.novel.all() and similar_groups(
+        models.detector.score([STORM] * 2).features, 0.5
+    ).tolist() == [0, 0]
+    assert [a["subject_id"] for a in alerts] == list(rows.doc_id)
+    assert all(a["n_documents"] == 1 and a["related_ids"] == [] for a in alerts)
+
+
+def test_a_huge_story_lists_at_most_related_ids_others():
+    n = RELATED_IDS + 30
+    t0 = datetime(2024, 3, 1, tzinfo=UTC)
+    docs = DocumentColumns.from_rows(
+        [
+            {
+                "stream": "s",
+                "doc_id": f"d{i}",
+                "event_time": t0,
+                "window_seq": 0,
+                "novelty_score": 0.5 + (i == 7),
+                "novel": True,
+                "text": "copy",
+            }
+            for i in range(n)
+        ]
+    )
+    features = sp.csc_matrix(np.ones((3, n)))
+    (alert,) = novel_alerts(docs, features=features, min_similarity=0.9)
+    assert alert["subject_id"] == "d7" and alert["n_documents"] == n
+    assert alert["related_ids"] == [f"d{i}" for i in range(n) if i != 7][:RELATED_IDS]
+
+
+def test_story_fields_are_stored_and_queried(database_url):
+    config = DetectorConfig(
+        warmup_documents=100, initial_atoms=6, novel_top_q=0.09, emerging_topics=False
+    )
+    alerts, _ = _storm_window(config)
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            tx.insert_alerts(alerts)
+        stored = {a["subject_id"]: a for a in store.alerts(limit=None)}
+    for a in alerts:
+        got = stored[a["subject_id"]]
+        assert (got["n_documents"], got["related_ids"]) == (a["n_documents"], a["related_ids"])
+
+
+def test_novel_similarity_is_checked_at_load():
+    assert (
+        load_config(env={"SPARSEWATCH_DETECTOR_NOVEL_SIMILARITY": "0"}).detector.novel_similarity
+        == 0
+    )
+    with pytest.raises(SparsewatchError, match="novel_similarity"):
+        load_config(env={"SPARSEWATCH_DETECTOR_NOVEL_SIMILARITY": "1.5"})
