@@ -263,18 +263,7 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int, limit: Mes
     becomes ``null`` there, as the query commands write them: the message went out as
     ``NaN``/``Infinity``, which is not JSON for strict parsers (the detector ignores ``meta``;
     the document is kept)."""
-    try:
-        for key in ("id", "text", "stream"):
-            storable_string(document[key], key)
-        for label in document["labels"]:
-            storable_string(label, "labels")
-    except InvalidMessageError as exc:
-        raise RecordError(exc.reason) from None
-    for key, max_chars in (("id", MAX_ID_CHARS), ("stream", MAX_STREAM_CHARS)):
-        if len(document[key]) > max_chars:
-            raise RecordError(f"field '{key}' is longer than {max_chars} characters")
-    if not document["stream"].strip():
-        raise RecordError("field 'stream' is empty")
+    _check_strings(document)
     if len(document["text"].encode("utf-8")) > max_text_bytes:
         raise RecordError(f"text longer than {max_text_bytes} bytes")
     try:
@@ -299,6 +288,25 @@ def _check_deliverable(document: dict[str, Any], max_text_bytes: int, limit: Mes
     size = len(payload) + len(document["stream"].encode("utf-8")) + RECORD_OVERHEAD_BYTES
     if size > limit.max_bytes:  # the producer's: when max_text_bytes is above ~150 kB
         raise RecordError(f"message of {size} bytes exceeds {limit.name}")
+
+
+def _check_strings(document: dict[str, Any]) -> None:
+    """A RecordError for a document whose id, text, stream or a label is a string the detector
+    refuses (:func:`~sparsewatch.consumers.messages.storable_string`), whose id or stream is over
+    its length limit, or whose stream is blank: :func:`_check_deliverable`'s checks before the
+    text's size."""
+    try:
+        for key in ("id", "text", "stream"):
+            storable_string(document[key], key)
+        for label in document["labels"]:
+            storable_string(label, "labels")
+    except InvalidMessageError as exc:
+        raise RecordError(exc.reason) from None
+    for key, max_chars in (("id", MAX_ID_CHARS), ("stream", MAX_STREAM_CHARS)):
+        if len(document[key]) > max_chars:
+            raise RecordError(f"field '{key}' is longer than {max_chars} characters")
+    if not document["stream"].strip():
+        raise RecordError("field 'stream' is empty")
 
 
 def _strict_json(document: dict[str, Any]) -> str:

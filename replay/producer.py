@@ -306,6 +306,102 @@ def _too_far_ahead(
     return True
 
 
+class _Replay:
+    """What one replay's loop hands its messages over with: the ``producer`` and its ``topic``,
+    the ``summary`` and ``errors`` file that the producer's refusals and the broker's delivery
+    reports go to, and the streams that get an end-of-stream marker (of the slice and before it,
+    in order of first appearance)."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        topic: str,
+        summary: ReplaySummary,
+        errors: ErrorFile,
+        interrupts: _Interrupts,
+    ) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.summary = summary
+        self.errors = errors
+        self.interrupts = interrupts
+        self.streams: dict[str, None] = {}
+        self.message: dict[str, Any] = {}  # the document being handed over
+        self.marker = b""  # the end-of-stream marker being handed over
+
+    def on_delivery(
+        self, position: int, raw: str, marker: bool
+    ) -> Callable[[KafkaError | None, Message], None]:
+        """The delivery report of one message: counted, and a failure written to ``errors``
+        (``position`` in the ordered sequence, ``raw`` the document id or the marker)."""
+        summary, errors, topic = self.summary, self.errors, self.topic
+
+        def report(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                if marker:
+                    summary.end_markers += 1
+                else:
+                    summary.produced += 1
+                return
+            summary.failed += 1
+            if len(summary.errors) < 10:
+                summary.errors.append(err.str())
+            what = "end-of-stream marker" if marker else "document"
+            errors.write(Rejected(topic, position, f"{what} not delivered: {err.str()}", raw))
+
+        return report
+
+    def counted(self, refused: KafkaException | None) -> None:
+        """Count :attr:`message`, just handed over (or refused by the producer)."""
+        summary, message = self.summary, self.message
+        if refused is not None:
+            summary.rejected += 1
+            reason = f"cannot produce: {_refusal(refused)}"
+            self.errors.write(Rejected(self.topic, summary.read, reason, message["id"]))
+        summary.resume_skip = summary.read
+        if summary.first_timestamp_ms is None:
+            summary.first_timestamp_ms = message["timestamp"]
+        summary.last_timestamp_ms = message["timestamp"]
+        self.producer.poll(0)
+
+    def marker_counted(self, refused: KafkaException | None) -> None:
+        """Count :attr:`marker` as failed when the producer refused it (it vanished: neither
+        counted nor in ``errors``)."""
+        if refused is not None:
+            self.summary.failed += 1
+            if len(self.summary.errors) < 10:
+                self.summary.errors.append(_refusal(refused))
+            reason = f"end-of-stream marker not produced: {_refusal(refused)}"
+            self.errors.write(Rejected(self.topic, 0, reason, self.marker.decode()))
+
+    def keep_ended(self, going_on: set[str]) -> None:
+        """Keep in :attr:`streams` only those not ``going_on`` past a ``limit``: a stream with a
+        document after the slice gets no marker (that document would be late)."""
+        self.streams = {s: None for s in self.streams if s not in going_on}
+
+    def send_end_markers(self) -> None:
+        """Hand over an end-of-stream marker for each of :attr:`streams`, keyed by its stream."""
+        for stream in self.streams:
+            self.marker = marker = EndOfStream(stream).to_json()
+            report = self.on_delivery(0, marker.decode(), marker=True)
+            _hand_over(
+                self.producer,
+                self.topic,
+                stream.encode(),
+                marker,
+                report,
+                self.marker_counted,
+                self.interrupts,
+            )
+
+
+def _check_end_of_stream(end_of_stream: bool, limit: int | None, sort: bool) -> None:
+    """A ValueError for end-of-stream markers after a ``limit`` without the sorted replay: only
+    it reads the rest of the documents, which tells the streams that go on past the limit."""
+    if end_of_stream and limit is not None and not sort:
+        raise ValueError("end_of_stream with a limit needs the sorted replay (which streams go on)")
+
+
 def replay_documents(
     docs: Iterable[dict[str, Any]],
     bootstrap: str,
@@ -345,65 +441,22 @@ def replay_documents(
     errors = errors or ErrorFile(None)
     limits = TopicLimits.read(bootstrap, (topic,))
     producer = make_producer(bootstrap, **{**limits.producer_settings(), **producer_overrides})
-
-    def on_delivery(position: int, raw: str, marker: bool) -> Callable[[Any, Any], None]:
-        """The delivery report of one message: counted, and a failure written to ``errors``
-        (``position`` in the ordered sequence, ``raw`` the document id or the marker)."""
-
-        def report(err: KafkaError | None, _msg: Message) -> None:
-            if err is None:
-                if marker:
-                    summary.end_markers += 1
-                else:
-                    summary.produced += 1
-                return
-            summary.failed += 1
-            if len(summary.errors) < 10:
-                summary.errors.append(err.str())
-            what = "end-of-stream marker" if marker else "document"
-            errors.write(Rejected(topic, position, f"{what} not delivered: {err.str()}", raw))
-
-        return report
-
-    if end_of_stream and limit is not None and not sort:
-        raise ValueError("end_of_stream with a limit needs the sorted replay (which streams go on)")
+    _check_end_of_stream(end_of_stream, limit, sort)
     started = time.monotonic()
-    streams: dict[str, None] = {}  # of the slice and before it, in order of first appearance
-
-    def counted(refused: KafkaException | None) -> None:
-        """Count the loop's ``message``, just handed over (or refused by the producer)."""
-        if refused is not None:
-            summary.rejected += 1
-            reason = f"cannot produce: {_refusal(refused)}"
-            errors.write(Rejected(topic, summary.read, reason, message["id"]))
-        summary.resume_skip = summary.read
-        if summary.first_timestamp_ms is None:
-            summary.first_timestamp_ms = message["timestamp"]
-        summary.last_timestamp_ms = message["timestamp"]
-        producer.poll(0)
-
-    def marker_counted(refused: KafkaException | None) -> None:
-        """Count the loop's end-of-stream ``marker`` as failed when the producer refused it (it
-        vanished: neither counted nor in ``errors``)."""
-        if refused is not None:
-            summary.failed += 1
-            if len(summary.errors) < 10:
-                summary.errors.append(_refusal(refused))
-            reason = f"end-of-stream marker not produced: {_refusal(refused)}"
-            errors.write(Rejected(topic, 0, reason, marker.decode()))
-
     messages = _messages(docs, errors, summary, max_text_bytes, limits.message_limit(topic))
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
+    # The loop stays here, not in a helper: the documents are read and mapped (JSON parsed and
+    # written, as deep as the recursion limit allows) in generator frames above this one.
     with _Interrupts() as interrupts:
         try:
+            replay = _Replay(producer, topic, summary, errors, interrupts)
             for message in ordered:
                 if limit is not None and summary.read - summary.skipped >= limit:
                     if end_of_stream:  # sorted: everything was read, the rest costs no rejections
-                        going_on = {message["stream"], *(m["stream"] for m in ordered)}
-                        streams = {s: None for s in streams if s not in going_on}
+                        replay.keep_ended({message["stream"], *(m["stream"] for m in ordered)})
                     break
                 summary.read += 1
-                streams.setdefault(message["stream"])
+                replay.streams.setdefault(message["stream"])
                 if summary.read <= skip:
                     summary.skipped += 1
                     continue
@@ -418,18 +471,14 @@ def replay_documents(
                     summary.rejected += 1
                     summary.resume_skip = summary.read
                     continue
-                report = on_delivery(summary.read, message["id"], marker=False)
+                report = replay.on_delivery(summary.read, message["id"], marker=False)
                 key, value = message["stream"].encode(), encode(message)
-                _hand_over(producer, topic, key, value, report, counted, interrupts)
+                replay.message = message
+                _hand_over(producer, topic, key, value, report, replay.counted, interrupts)
                 if progress is not None:
                     progress(summary)
             if end_of_stream:
-                for stream in streams:
-                    marker = EndOfStream(stream).to_json()
-                    report = on_delivery(0, marker.decode(), marker=True)
-                    _hand_over(
-                        producer, topic, stream.encode(), marker, report, marker_counted, interrupts
-                    )
+                replay.send_end_markers()
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
