@@ -9,13 +9,21 @@
 * two worker processes in one consumer group share the streams across a rebalance;
 * a transaction failing on the worker's writer (process or thread) stops the worker with nothing
   of it stored or committed to Kafka, and a restart completes the stream.
+
+The streams of the end-to-end, crash-recovery and rebalance tests end with end-of-stream markers,
+as ``sparsewatch replay --end-of-stream`` sends them: a run stops as soon as its input is done, not
+after the idle timeouts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -46,7 +54,6 @@ from tests.support.pipeline_kafka import (
     offline_scores,
     pipeline_env,
     produce,
-    spawn_worker,
     stored_scores,
     streams,
 )
@@ -55,6 +62,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 # Refused for its size; its dead-letter copy would exceed the producer's message limit uncut.
 HUGE = b'{"id": "x", "text": "' + b"a" * 1_040_000 + b'", "timestamp": 1}'
+
+# How long the workers of a run wait, drained, before they stop: their input ends with
+# end-of-stream markers, which close the streams' last windows (see _end_streams).
+UNTIL_IDLE_S = 2.0
 
 
 def _ends(bootstrap: str, topic: str, partitions: int = 2) -> dict[int, int]:
@@ -69,27 +80,29 @@ def _ends(bootstrap: str, topic: str, partitions: int = 2) -> dict[int, int]:
         probe.close()
 
 
-def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
-    prefix = f"e2e-{uuid.uuid4().hex[:8]}"
-    config = load_config(env=pipeline_env(kafka_bootstrap, prefix, database_url))
-    docs = streams(1200)
+def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url, cache):
+    env = pipeline_env(kafka_bootstrap, f"e2e-{uuid.uuid4().hex[:8]}", database_url)
+    config = load_config(env=env)
+    docs = _streams(cache, 1200)
     n_bad = produce(kafka_bootstrap, config.kafka.topic("docs"), docs, bad_every=2)
     assert n_bad >= 1000
     big = make_producer(kafka_bootstrap, **{"message.max.bytes": 2_000_000})
     big.produce(config.kafka.topic("docs"), key=b"alpha", value=HUGE)
     assert big.flush(60) == 0
     n_bad += 1
+    _end_streams(kafka_bootstrap, config.kafka.topic("docs"), docs)
     store = Store.open(database_url)
     try:
         workers = [build_worker(r, config, store) for r in ("detector", "anomaly")]
-        run_loops(workers, [12.0, 25.0], install_signals=False)
+        run_loops(workers, [UNTIL_IDLE_S] * 2, install_signals=False)
         stored = stored_scores(store)
         assert len(stored) == len(docs)  # every good document, once
-        offline = offline_scores(config, docs)
+        offline = _offline_scores(cache, env, docs)
         assert_same(stored, offline)
         novel = store.alerts(kinds=["novel_document"], limit=None)
-        alerted = {(a["stream"], a["subject_id"]) for a in novel}
-        assert len(alerted) == len(novel)
+        stories = [(a["stream"], d) for a in novel for d in (a["subject_id"], *a["related_ids"])]
+        alerted = set(stories)
+        assert len(alerted) == len(stories) == sum(a["n_documents"] for a in novel)
         assert alerted == {key for key, (_, flag) in offline.items() if flag}
         scored = [r for r in store.documents(limit=None) if r["anomaly_score"] is not None]
         assert len(scored) == len(docs)  # the anomaly worker read every score (run_loops)
@@ -113,15 +126,64 @@ def test_end_to_end_with_poison_messages(kafka_bootstrap, database_url):
     assert int(dict(cut[0].headers())["truncated_from_bytes"]) == len(HUGE) > len(cut[0].value())
 
 
-def _stored_rows(db_url: str) -> int:
-    from sqlalchemy import text
+def _end_streams(bootstrap: str, topic: str, docs: list[dict]) -> None:
+    """An end-of-stream marker for each stream of ``docs``, after what was produced (same key,
+    so the same partition), as ``sparsewatch replay --end-of-stream`` ends a replay: the
+    detector closes each stream's last window at its marker instead of after the idle timeout,
+    so a run ends as soon as its input is done."""
+    producer = make_producer(bootstrap)
+    for stream in sorted({d["stream"] for d in docs}):
+        marker = json.dumps({"stream": stream, "end_of_stream": True}).encode()
+        producer.produce(topic, key=stream.encode(), value=marker)
+    assert producer.flush(60) == 0
 
-    store = Store.open(db_url)
-    try:
-        with store.reading() as conn:
-            return int(conn.execute(text("select count(*) from documents")).scalar())
-    finally:
-        store.dispose()
+
+@pytest.fixture(scope="module")
+def cache() -> dict[tuple, object]:
+    """What the tests of this module compute alike, computed once: generated streams, and the
+    results of uninterrupted runs (the sqlite and postgresql cases of a test, and the tests
+    replaying the same documents with the same settings, compare with one)."""
+    return {}
+
+
+def _streams(cache: dict, n_per_stream: int) -> list[dict]:
+    """:func:`streams` (seconds to generate 20,000 documents), once per module; the tests only
+    read the documents."""
+    key = ("streams", n_per_stream)
+    if key not in cache:
+        cache[key] = streams(n_per_stream)
+    return list(cache[key])
+
+
+def _spawn(env: dict[str, str], log: Path, role: str = "detector") -> subprocess.Popen:
+    """``sparsewatch run ROLE --until-idle 2`` with ``env`` over the environment, its output
+    appended to ``log``: the input ends with end-of-stream markers, so nothing is left to close
+    once it has been read up to its end."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparsewatch", "run", role, "--until-idle", str(UNTIL_IDLE_S)],
+        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _document_count(store: Store) -> int:
+    """The document rows ``store`` holds."""
+    with store.reading() as conn:
+        return int(conn.execute(text("select count(*) from documents")).scalar())
+
+
+def _wait_for_rows(
+    proc: subprocess.Popen, log: Path, store: Store, target: float, timeout: float = 300
+) -> int:
+    """Poll ``store`` until it holds at least ``target`` document rows while the worker ``proc``
+    runs; the count reached."""
+    deadline = time.monotonic() + timeout
+    while (rows := _document_count(store)) < target:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline, "the worker made no progress"
+        time.sleep(0.05)
+    return rows
 
 
 def _kill_repeatedly(
@@ -129,38 +191,75 @@ def _kill_repeatedly(
 ) -> None:
     """Start the worker ``kills`` times and SIGKILL it each time at a random point of its
     progress (the stored rows crossing sorted random fractions of ``total``, plus a random delay
-    of up to a second), then let a last start finish the stream."""
+    of up to a second), then let a last start finish the stream. A fraction the killed run's last
+    transaction already stored past becomes the restarted worker's first stored row, while fewer
+    than ``total`` are stored: it is killed at work (restored, caught up, storing), not while
+    Python starts with nothing to recover. A restart gets its partitions once the group has given
+    up the killed member: its consumer's session timeout is the broker's minimum (6 s,
+    ``group.min.session.timeout.ms``), not the workers' default 10 s."""
+    env = {**env, "SPARSEWATCH_KAFKA_CLIENT_SESSION_TIMEOUT_MS": "6000"}
     rng = random.Random(seed)
     targets = sorted(rng.uniform(0.05, 0.9) * total for _ in range(kills))
-    for target in targets:
-        proc = spawn_worker(env, log, role=role)
-        deadline = time.monotonic() + 300
-        while _stored_rows(env["SPARSEWATCH_DATABASE_URL"]) < target:
+    store = Store.open(env["SPARSEWATCH_DATABASE_URL"])
+    try:
+        for target in targets:
+            stored = _document_count(store)
+            proc = _spawn(env, log, role=role)
+            _wait_for_rows(proc, log, store, stored + 1 if target <= stored < total else target)
+            time.sleep(rng.uniform(0.0, 1.0))
             assert proc.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "the worker made no progress"
-            time.sleep(0.2)
-        time.sleep(rng.uniform(0.0, 1.0))
-        assert proc.poll() is None, log.read_text()[-2000:]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    final = spawn_worker(env, log, role=role)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    finally:
+        store.dispose()
+    final = _spawn(env, log, role=role)
     assert final.wait(timeout=600) == 0, log.read_text()[-2000:]
 
 
-def _reference_run(
-    kafka_bootstrap: str, docs_topic_prefix: str, tmp_path: Path, env: dict[str, str]
-) -> dict:
-    """An uninterrupted in-process run over the same topic, in its own group and database."""
-    ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
+def _result_key(what: str, env: dict[str, str], docs: list[dict]) -> tuple:
+    """What determines a run's results: ``what`` runs, every setting but where the input and
+    output live, and the documents (each stream ended by :func:`_end_streams`)."""
+    where = {
+        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS",
+        "SPARSEWATCH_KAFKA_TOPIC_PREFIX",
+        "SPARSEWATCH_KAFKA_GROUP_ID",
+        "SPARSEWATCH_DATABASE_URL",
+    }
+    settings = tuple(sorted((k, v) for k, v in env.items() if k not in where))
+    documents = hashlib.sha256(json.dumps(docs, sort_keys=True).encode()).hexdigest()
+    return what, settings, documents
+
+
+def _reference_run(cache: dict, tmp_path: Path, env: dict[str, str], docs: list[dict]) -> dict:
+    """The stored scores of an uninterrupted in-process run over ``env``'s topic (holding
+    ``docs``), in its own group and database; once per :func:`_result_key`."""
+    key = _result_key("detector", env, docs)
+    if key not in cache:
+        cache[key] = _uninterrupted_run(tmp_path / "reference.db", env)
+    return cache[key]
+
+
+def _uninterrupted_run(path: Path, env: dict[str, str]) -> dict:
+    """The detector run in-process over ``env``'s topic, in the group ``reference``, into a new
+    SQLite database at ``path``, until drained; the scores it stored."""
+    url = f"sqlite:///{path}"
     config = load_config(
-        env={**env, "SPARSEWATCH_DATABASE_URL": ref_url, "SPARSEWATCH_KAFKA_GROUP_ID": "reference"}
+        env={**env, "SPARSEWATCH_DATABASE_URL": url, "SPARSEWATCH_KAFKA_GROUP_ID": "reference"}
     )
-    store = Store.open(ref_url)
+    store = Store.open(url)
     try:
-        run_loops([build_worker("detector", config, store)], [20.0], install_signals=False)
+        run_loops([build_worker("detector", config, store)], [UNTIL_IDLE_S], install_signals=False)
         return stored_scores(store)
     finally:
         store.dispose()
+
+
+def _offline_scores(cache: dict, env: dict[str, str], docs: list[dict]) -> dict:
+    """:func:`offline_scores` under ``env``'s settings; once per :func:`_result_key`."""
+    key = _result_key("offline", env, docs)
+    if key not in cache:
+        cache[key] = offline_scores(load_config(env=env), docs)
+    return cache[key]
 
 
 def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_bootstrap, tmp_path):
@@ -191,7 +290,7 @@ def test_run_all_keeps_the_anomaly_worker_until_the_detector_has_stopped(kafka_b
     assert {p: resume.get(p, 0) for p in ends} == ends  # and the anomaly worker read them all
 
 
-def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path):
+def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_path, cache):
     prefix = f"crash-{uuid.uuid4().hex[:8]}"
     env = pipeline_env(
         kafka_bootstrap,
@@ -200,8 +299,9 @@ def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_pa
         SPARSEWATCH_ANOMALY_ENABLED="false",
         **FIXED_DICTIONARY,
     )
-    docs = streams(10_000)
+    docs = _streams(cache, 10_000)  # 10,000 per stream: 20,000 documents
     produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    _end_streams(kafka_bootstrap, f"{prefix}.docs", docs)
     _kill_repeatedly(env, tmp_path / "worker.log", len(docs), seed=5)
     store = Store.open(database_url)
     try:
@@ -209,7 +309,7 @@ def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_pa
     finally:
         store.dispose()
     assert len(crashed) == len(docs)
-    assert_same(crashed, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+    assert_same(crashed, _reference_run(cache, tmp_path, env, docs))
 
 
 def _quick_detector_config(bootstrap: str, name: str, db_url: str, **extra: str) -> Config:
@@ -436,27 +536,28 @@ def test_a_stream_split_over_two_partitions_keeps_one_and_dead_letters_the_other
     assert all("must share one partition" in reason for _, reason, _ in dead)
 
 
-def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path):
+def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path, cache):
     prefix = f"group-{uuid.uuid4().hex[:8]}"
     db_url = f"sqlite:///{tmp_path / 'shared.db'}"
     env = pipeline_env(kafka_bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false")
-    docs = streams(1500)
+    docs = _streams(cache, 1500)
     produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    _end_streams(kafka_bootstrap, f"{prefix}.docs", docs)
     log = tmp_path / "workers.log"
-    first = spawn_worker(env, log)
-    time.sleep(8.0)
-    second = spawn_worker(env, log)  # joins the group mid-stream: partitions move
-    assert first.wait(timeout=600) == 0, log.read_text()[-2000:]
-    assert second.wait(timeout=600) == 0, log.read_text()[-2000:]
     store = Store.open(db_url)
     try:
+        first = _spawn(env, log)
+        assert _wait_for_rows(first, log, store, 1) < len(docs)  # it has begun, not finished
+        second = _spawn(env, log)  # joins the group mid-stream: partitions move
+        assert first.wait(timeout=600) == 0, log.read_text()[-2000:]
+        assert second.wait(timeout=600) == 0, log.read_text()[-2000:]
         shared = stored_scores(store)
         windows = store.windows()
     finally:
         store.dispose()
     assert len(shared) == len(docs)
     assert len({(w["stream"], w["window_seq"]) for w in windows}) == len(windows)
-    assert_same(shared, _reference_run(kafka_bootstrap, prefix, tmp_path, env))
+    assert_same(shared, _reference_run(cache, tmp_path, env, docs))
     assert np.isfinite([s for s, _ in shared.values() if s is not None]).all()
 
 
@@ -468,16 +569,17 @@ def _anomaly_rows(store: Store) -> dict[tuple[str, str], tuple[float, bool]]:
     }
 
 
-def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
+def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path, cache):
     prefix = f"acrash-{uuid.uuid4().hex[:8]}"
     det_url = f"sqlite:///{tmp_path / 'detector.db'}"
     env = pipeline_env(kafka_bootstrap, prefix, det_url, **FIXED_DICTIONARY)
-    docs = streams(10_000)
+    docs = _streams(cache, 10_000)  # 10,000 per stream: 20,000 documents
     produce(kafka_bootstrap, f"{prefix}.docs", docs)
+    _end_streams(kafka_bootstrap, f"{prefix}.docs", docs)
     config = load_config(env=env)
     store = Store.open(det_url)
     try:  # fill <prefix>.scores once
-        run_loops([build_worker("detector", config, store)], [12.0], install_signals=False)
+        run_loops([build_worker("detector", config, store)], [UNTIL_IDLE_S], install_signals=False)
     finally:
         store.dispose()
     crash_url = f"sqlite:///{tmp_path / 'anomaly.db'}"
@@ -490,7 +592,7 @@ def test_anomaly_worker_survives_kill_minus_nine(kafka_bootstrap, tmp_path):
     )
     stores = [Store.open(crash_url), Store.open(ref_url)]
     try:
-        run_loops([build_worker("anomaly", ref_config, stores[1])], [12.0], install_signals=False)
+        run_loops([build_worker("anomaly", ref_config, stores[1])], [UNTIL_IDLE_S], False)
         crashed, reference = (_anomaly_rows(s) for s in stores)
     finally:
         for s in stores:
@@ -542,7 +644,7 @@ def test_anomaly_worker_takes_a_window_recomputed_after_a_detector_crash(kafka_b
     assert {dict(m.headers())["reason"].decode() for m in dlq} == {reason}
 
 
-def test_detector_survives_a_broker_restart(tmp_path):
+def test_detector_survives_a_broker_restart(tmp_path, cache):
     from sparsewatch.kafka_local import LocalKafka
 
     broker = LocalKafka(tmp_path / "broker", port=0)
@@ -554,25 +656,28 @@ def test_detector_survives_a_broker_restart(tmp_path):
         env = pipeline_env(
             bootstrap, prefix, db_url, SPARSEWATCH_ANOMALY_ENABLED="false", **FIXED_DICTIONARY
         )
-        docs = streams(10_000)
+        docs = _streams(cache, 10_000)  # 10,000 per stream: 20,000 documents
         produce(bootstrap, f"{prefix}.docs", docs)
+        _end_streams(bootstrap, f"{prefix}.docs", docs)
         log = tmp_path / "worker.log"
-        worker = spawn_worker(env, log)
-        while _stored_rows(db_url) < len(docs) // 3:
-            assert worker.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.2)
-        broker.kill()  # the broker dies mid-stream ...
-        assert _stored_rows(db_url) < len(docs)
-        time.sleep(3.0)
-        LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
-        assert worker.wait(timeout=600) == 0, log.read_text()[-2000:]
         store = Store.open(db_url)
         try:
+            worker = _spawn(env, log)
+            _wait_for_rows(worker, log, store, len(docs) // 3)
+            broker.kill()  # the broker dies mid-stream ...
+            assert _document_count(store) < len(docs)
+            time.sleep(3.0)
+            LocalKafka(tmp_path / "broker", port=port).up()  # ... and comes back on its port
+            # The worker stays up and stores the rest (it would stop by itself only once the
+            # broker has answered for 30 s: BROKER_GRACE_S), then stops cleanly on SIGTERM.
+            assert _wait_for_rows(worker, log, store, len(docs), timeout=600) == len(docs)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 0, log.read_text()[-2000:]
             restarted = stored_scores(store)
         finally:
             store.dispose()
         assert len(restarted) == len(docs)
-        assert_same(restarted, _reference_run(bootstrap, prefix, tmp_path, env))
+        assert_same(restarted, _reference_run(cache, tmp_path, env, docs))
     finally:
         LocalKafka(tmp_path / "broker", port=port).down()
 
