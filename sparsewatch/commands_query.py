@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 import sqlalchemy as sa
@@ -57,6 +57,9 @@ from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.alert_queries import AlertTime
 from sparsewatch.storage.schema import ALERT_KINDS
 from sparsewatch.storage.serialization import arrays_to_npz
+
+if TYPE_CHECKING:
+    from sparsewatch.storage.store import Store
 
 # The signals that end ``alerts --follow`` (after the database look in progress), and the longest
 # database outage it waits out.
@@ -312,6 +315,12 @@ DOCUMENT_COLUMNS = (
     callback=utf8_text,
     help="Only documents containing this (any case).",
 )
+@click.option(
+    "--story",
+    default=None,
+    callback=not_blank,
+    help="Only the documents of the novel story whose alert names this document (its subject).",
+)
 @LIMIT_OPTION
 @FORMAT_OPTION
 @DATABASE_OPTION
@@ -327,14 +336,21 @@ def documents(
     min_score: float | None,
     topic: int | None,
     text: str | None,
+    story: str | None,
     limit: int,
     fmt: str,
     database_url: str | None,
 ) -> None:
-    """Scored documents in event-time order (by window, topic, novel only, anomalies only, ...)."""
+    """Scored documents in event-time order (by window, topic, story, novel only, anomalies
+    only, ...)."""
     check_range(since, until)
     with open_store(ctx, database_url) as store:
+        ids = None
+        if story is not None:
+            stream, ids = _story(store, story, streams)
+            streams = (stream,)
         rows = store.documents(
+            ids=ids,
             streams=streams,
             window_seq=window_seq,
             novel_only=novel_only,
@@ -358,6 +374,28 @@ def documents(
         ("text", "text", shorten(60)),
     ]
     emit(rows, fmt, DOCUMENT_COLUMNS, view, "documents")
+
+
+def _story(store: Store, subject: str, streams: Sequence[str]) -> tuple[str, list[str]]:
+    """The stream and document ids of the novel story led by ``subject`` (its alert's subject
+    and ``related_ids``); a note on stderr when the alert lists fewer than the story has."""
+    found = store.story_alerts(subject, streams)
+    if not found:
+        where = f" in stream {', '.join(map(repr, streams))}" if streams else ""
+        raise SparsewatchError(f"no novel_document alert names document {subject!r}{where}")
+    if len(found) > 1:
+        names = ", ".join(repr(a["stream"]) for a in found)
+        raise SparsewatchError(
+            f"document {subject!r} leads a story in several streams ({names}): give --stream"
+        )
+    (alert,) = found
+    ids = [subject, *(alert["related_ids"] or ())]
+    if (alert["n_documents"] or 1) > len(ids):
+        click.echo(
+            f"note: the alert lists {len(ids)} of its story's {alert['n_documents']} documents",
+            err=True,
+        )
+    return alert["stream"], ids
 
 
 TOPIC_COLUMNS = ("stream", "window_seq", "topic_id", "strength", "emerging", "terms")

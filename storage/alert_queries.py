@@ -100,3 +100,20 @@ def _alert_conditions(
     if min_score is not None:
         conditions.append(alerts.c.score >= min_score)
     return conditions
+
+
+def fetch_story_alerts(
+    conn: sa.Connection, subject: str, streams: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The ``novel_document`` alerts whose subject (the story's lead document) is ``subject``,
+    one per stream at most (of ``streams``, default all), by stream."""
+    stmt = (
+        sa.select(alerts)
+        .where(
+            alerts.c.kind == "novel_document",
+            alerts.c.subject_id == subject,
+            *_in(alerts.c.stream, streams),
+        )
+        .order_by(alerts.c.stream)
+    )
+    return _rows(conn, stmt)

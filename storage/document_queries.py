@@ -25,6 +25,7 @@ def fetch_documents(
     limit: int | None = 100,
     topic: int | None = None,
     text: str | None = None,
+    ids: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Documents by event time (then stream, id; rows without an event time, which an anomaly
     worker before this version created ahead of the detector, last); filters combine with AND.
@@ -32,9 +33,10 @@ def fetch_documents(
     anomaly worker scored it) has the event time and window of its scores message, no text.
     ``topic``: documents whose dominant topic or announced emerging topic is that
     ``topics.topic_id`` (an emerging_topic alert's ``topic-<id>``); ``text``: documents whose
-    text contains it, ignoring case."""
+    text contains it, ignoring case; ``ids``: documents of these ids."""
     conditions = [
         *_in(documents.c.stream, streams),
+        *_in(documents.c.doc_id, ids),
         *_between(documents.c.event_time, since, until),
         *_contains(conn, documents.c.text, text),
     ]

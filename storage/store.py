@@ -534,6 +534,14 @@ class Store:
         with self.reading() as conn:
             return alert_queries.fetch_alerts(conn, **filters)
 
+    def story_alerts(
+        self, subject: str, streams: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The novel stories led by document ``subject``
+        (:func:`~.alert_queries.fetch_story_alerts`)."""
+        with self.reading() as conn:
+            return alert_queries.fetch_story_alerts(conn, subject, streams)
+
     def documents(self, **filters: Any) -> list[dict[str, Any]]:
         """Documents (filters: :func:`~.document_queries.fetch_documents`)."""
         with self.reading() as conn:

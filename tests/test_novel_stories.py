@@ -4,6 +4,7 @@ counting them and listing the others (models.stories, detector.novel_similarity)
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import numpy as np
@@ -24,6 +25,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import DetectorConfig, load_config
 from sparsewatch.errors import SparsewatchError
+from tests.support.cli import run_cli
 
 
 def _components_by_union_find(X: np.ndarray, threshold: float) -> list[int]:
@@ -199,3 +201,50 @@ def test_novel_similarity_is_checked_at_load():
     )
     with pytest.raises(SparsewatchError, match="novel_similarity"):
         load_config(env={"SPARSEWATCH_DETECTOR_NOVEL_SIMILARITY": "1.5"})
+
+
+def _stored_story(url: str) -> tuple[dict, dict]:
+    """The storm window's documents and alerts stored; (the storm's alert, its documents' text)."""
+    config = DetectorConfig(
+        warmup_documents=100, initial_atoms=6, novel_top_q=0.09, emerging_topics=False
+    )
+    alerts, comp = _storm_window(config)
+    with Store.open(url) as store, store.transaction() as tx:
+        tx.insert_documents(comp.documents)
+        tx.insert_alerts(alerts)
+    text = dict(zip(comp.documents.doc_id, comp.documents.text, strict=True))
+    (storm,) = [a for a in alerts if STORM in text[a["subject_id"]]]
+    return storm, text
+
+
+def test_documents_of_a_story_by_its_lead(database_url, monkeypatch, capsys):
+    storm, text = _stored_story(database_url)
+    args = ("documents", "--database-url", database_url, "--format", "json")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--story", storm["subject_id"])
+    assert code == 0, err
+    got = [r["doc_id"] for r in json.loads(out)]
+    assert sorted(got) == sorted([storm["subject_id"], *storm["related_ids"]])
+    assert all(STORM in text[d] for d in got) and err == ""
+    # other filters still apply; a document that leads no story is a one-line error
+    code, out, err = run_cli(
+        monkeypatch, capsys, *args, "--story", storm["subject_id"], "--limit", "3"
+    )
+    assert code == 0 and len(json.loads(out)) == 3
+    led = storm["related_ids"][0]
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--story", led)
+    assert code != 0 and out == ""
+    assert err.strip().splitlines() == [f"error: no novel_document alert names document {led!r}"]
+
+
+def test_a_story_the_alert_lists_in_part_says_so(database_url, monkeypatch, capsys):
+    storm, _ = _stored_story(database_url)
+    with Store.open(database_url) as store, store.transaction() as tx:
+        alert = {**storm, "subject_id": "other-lead", "n_documents": 500, "stream": "t"}
+        tx.insert_alerts([alert, {**alert, "stream": "u"}])
+    args = ("documents", "--database-url", database_url, "--format", "json")
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--story", "other-lead")
+    assert code != 0 and "several streams ('t', 'u'): give --stream" in err
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--story", "other-lead", "--stream", "t")
+    assert code == 0 and json.loads(out) == []  # (its documents were not stored in stream t)
+    listed = 1 + len(storm["related_ids"])
+    assert err.strip() == f"note: the alert lists {listed} of its story's 500 documents"
