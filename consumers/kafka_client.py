@@ -71,13 +71,14 @@ def dead_letter_message(
 
 
 RECONNECT_BACKOFF_MS = 1_000
-"""librdkafka's ``reconnect.backoff.ms`` for the consumers and producers made here (its default:
-100). With every broker down, librdkafka 2.16 re-bootstraps after each failed attempt: it replaces
-the bootstrap broker with a new one, whose backoff starts afresh (the exponential backoff never
-grows), and tries that one as soon as its pacing of such connections allows, half this value (at
-most 1 s) later. With the default a consumer tried, and logged a failure, 20 times a second; now
-twice, and the broker is still reached within half a second of its return. (A broker down while
-others answer is retried with the exponential backoff: from 1 s, up to 10 s.)"""
+"""librdkafka's ``reconnect.backoff.ms`` for the consumers, producers and AdminClients made
+here (its default: 100). With every broker down, librdkafka 2.16 re-bootstraps after each failed
+attempt: it replaces the bootstrap broker with a new one, whose backoff starts afresh (the
+exponential backoff never grows), and tries that one as soon as its pacing of such connections
+allows, half this value (at most 1 s) later. With the default a consumer tried, and logged a
+failure, 20 times a second; now twice, and the broker is still reached within half a second of
+its return. (A broker down while others answer is retried with the exponential backoff: from
+1 s, up to 10 s.)"""
 
 STATISTICS_INTERVAL_MS = 1_000
 """How often a :class:`BatchConsumer` receives librdkafka's statistics (read only after all
@@ -341,9 +342,16 @@ class SecurityErrors:
 
 
 def admin_config(bootstrap: str) -> dict[str, Any]:
-    """An AdminClient's settings: :func:`client_properties`, librdkafka's own logging off (its
-    callers report failures in one line)."""
-    return {**client_properties(bootstrap, "producer"), "log_level": 0}
+    """An AdminClient's settings: the reconnect backoff of the consumers and producers
+    (:data:`RECONNECT_BACKOFF_MS`: with librdkafka's default an AdminClient waiting for a broker
+    that refuses connections tried 20 times a second), which the client properties
+    (:func:`client_properties`) replace, and librdkafka's own logging off (its callers report
+    failures in one line)."""
+    return {
+        "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
+        **client_properties(bootstrap, "producer"),
+        "log_level": 0,
+    }
 
 
 def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str, Any]:

@@ -423,7 +423,8 @@ def _check_client(config: Config, path: str | Path | None, env: dict[str, str]) 
             where = f"configuration file {path}: [kafka.client]"
         else:
             where = "kafka.client (file and SPARSEWATCH_KAFKA_CLIENT_* variables)"
-        raise SparsewatchError(f"{where}: client {exc}") from None
+        said = f"client {exc}" if exc.name else str(exc)  # "librdkafka refused them: ..."
+        raise SparsewatchError(f"{where}: {said}") from None
 
 
 # (section, option) -> (predicate, what the value must be); checked once the file and the

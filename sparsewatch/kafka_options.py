@@ -6,10 +6,12 @@ checked topic names, and which input fields make a document
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
 import click
+from confluent_kafka import KafkaError, KafkaException
 
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import topic_name_problem
@@ -52,21 +54,45 @@ SUMMARY_JSON_OPTION = click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as JSON."
 )
 
+_FIRST_SLICE_S = 0.25
+"""The first slice of :func:`broker_topics`'s wait: a wrong password is refused within 0.3 s
+of connecting to a local broker (then at the end of the second slice, 0.75 s in)."""
+# what list_topics raises when no broker answered within its timeout: none usable, or no reply
+_UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT})
+
 
 def broker_topics(bootstrap: str, timeout: float) -> set[str]:
-    """The topics the broker has; a broker that does not answer is a one-line error (the probe
-    runs with librdkafka's own logging off, so nothing else reaches stderr)."""
+    """The topics the broker has; a broker that does not answer within ``timeout``, or that
+    refuses the client (a wrong password, an untrusted certificate: :class:`SecurityErrors`), is
+    a one-line error (the probe runs with librdkafka's own logging off, so nothing else reaches
+    stderr).
+
+    librdkafka reports a refusal only to the error callback, which a request waiting for its
+    whole timeout left unserved (``run`` said so after 30 s): the request is made in slices, from
+    :data:`_FIRST_SLICE_S`, each twice as long as the last (a slow answer, a large or distant
+    cluster's, still comes in), and a refusal reported meanwhile ends the wait at the end of its
+    slice."""
     from confluent_kafka.admin import AdminClient
 
     errors = SecurityErrors()
     config: dict[str, Any] = {**admin_config(bootstrap), "error_cb": errors}
     admin = AdminClient(config)
-    try:
-        return set(admin.list_topics(timeout=timeout).topics)
-    except Exception as exc:  # confluent-kafka raises several types here: report them in one line
-        raise SparsewatchError(
-            f"cannot reach Kafka at {bootstrap}: {errors.why(admin, str(exc))}"
-        ) from None
+    deadline = time.monotonic() + timeout
+    wait = _FIRST_SLICE_S
+    while True:
+        left = max(deadline - time.monotonic(), 0.0)
+        try:
+            return set(admin.list_topics(timeout=min(wait, left)).topics)
+        except Exception as exc:  # confluent-kafka raises several types: all said in one line
+            why = errors.why(admin, str(exc))
+            if errors.last or left <= wait or not _unanswered(exc):
+                raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {why}") from None
+        wait *= 2
+
+
+def _unanswered(exc: Exception) -> bool:
+    """Whether ``exc``, raised by ``list_topics``, says only that no broker answered in time."""
+    return isinstance(exc, KafkaException) and exc.args[0].code() in _UNANSWERED
 
 
 def create_missing_topics(bootstrap: str, partitions: dict[str, int], timeout: float) -> None:

@@ -24,6 +24,7 @@ from sparsewatch.config import describe, load_config
 from sparsewatch.errors import SparsewatchError
 from tests.support.cli import run_process
 from tests.support.sasl_broker import USERS, SaslKafka, client_properties
+from tests.support.secured_runs import run_settings
 
 PASSWORD = USERS["alice"]
 WRONG = "not-the-password-91c2"
@@ -47,20 +48,8 @@ def sasl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _settings(bootstrap: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A run of its own: prefix, data folder (SQLite), small models, windows closing quickly."""
-    return {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"sec-{uuid.uuid4().hex[:8]}",
-        "SPARSEWATCH_KAFKA_PARTITIONS": "2",
-        "SPARSEWATCH_DATA_DIR": str(tmp_path / "data"),
-        "SPARSEWATCH_DATABASE_URL": "",
-        "SPARSEWATCH_LOG_LEVEL": "INFO",
-        "SPARSEWATCH_WINDOWS_SIZE": "3h",
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "2",
-        "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "50",
-        "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "20",
-        **extra,
-    }
+    """:func:`run_settings` of this module's runs."""
+    return run_settings(bootstrap, tmp_path, "sec", **extra)
 
 
 def _env_properties(password: str = PASSWORD) -> dict[str, str]:

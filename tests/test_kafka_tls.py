@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +23,10 @@ from sparsewatch.storage.store import Store
 from sparsewatch.config import load_config
 from tests.support.cli import run_process
 from tests.support.sasl_broker import USERS
+from tests.support.secured_runs import client_variables, run_settings
 from tests.support.tls_broker import CLIENT_KEY_PASSWORD, TlsKafka
 
 PASSWORD = USERS["alice"]
-_PREFIX = "SPARSEWATCH_KAFKA_CLIENT_"
 
 
 @pytest.fixture(scope="module")
@@ -42,26 +41,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsKafka]:
 
 
 def _settings(bootstrap: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A run of its own: prefix, data folder (SQLite), small models, windows closing quickly."""
-    return {
-        "SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "SPARSEWATCH_KAFKA_TOPIC_PREFIX": f"tls-{uuid.uuid4().hex[:8]}",
-        "SPARSEWATCH_KAFKA_PARTITIONS": "2",
-        "SPARSEWATCH_DATA_DIR": str(tmp_path / "data"),
-        "SPARSEWATCH_DATABASE_URL": "",
-        "SPARSEWATCH_LOG_LEVEL": "INFO",
-        "SPARSEWATCH_WINDOWS_SIZE": "3h",
-        "SPARSEWATCH_WINDOWS_IDLE_TIMEOUT_S": "2",
-        "SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "50",
-        "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "20",
-        **extra,
-    }
-
-
-def _variables(**properties: str | Path) -> dict[str, str]:
-    """``properties`` (``ssl_ca_location=...``: periods as underscores) as
-    ``SPARSEWATCH_KAFKA_CLIENT_*`` variables."""
-    return {_PREFIX + name.upper(): str(value) for name, value in properties.items()}
+    """:func:`run_settings` of this module's runs."""
+    return run_settings(bootstrap, tmp_path, "tls", **extra)
 
 
 def _config_file(tmp_path: Path, **properties: str | Path) -> dict[str, str]:
@@ -101,12 +82,12 @@ def test_replay_and_the_workers_store_every_document_over_tls(
     README's Confluent Cloud example."""
     secured = {"security_protocol": protocol, "ssl_ca_location": broker.pki.ca}
     if protocol == "SSL":
-        client = _variables(**secured)
+        client = client_variables(**secured)
     else:
         login = {"sasl_mechanisms": "PLAIN", "sasl_username": "alice"}
         client = {
             **_config_file(tmp_path, **secured, **login),
-            **_variables(sasl_password=PASSWORD),
+            **client_variables(sasl_password=PASSWORD),
         }
     settings = _settings(broker.bootstrap(protocol), tmp_path, **client)
     replay = run_process("replay", str(_corpus(tmp_path, 120)), timeout=120, **settings)
@@ -135,7 +116,7 @@ def test_mutual_tls_with_an_encrypted_client_key(broker: TlsKafka, tmp_path: Pat
         broker.bootstrap("MTLS"),
         tmp_path,
         **_config_file(tmp_path, **paths),
-        **_variables(ssl_key_password=CLIENT_KEY_PASSWORD),
+        **client_variables(ssl_key_password=CLIENT_KEY_PASSWORD),
     )
     replay = run_process("replay", str(_corpus(tmp_path, 30)), timeout=120, **settings)
     assert "produced 30" in _ok(replay)
@@ -147,7 +128,7 @@ def test_mutual_tls_with_an_encrypted_client_key(broker: TlsKafka, tmp_path: Pat
     assert sum(row["end_offset"] for row in shown["offsets"] if row["topic"] == docs) == 30
     wrong = "wrong-keypw-0c4d"
     refused = run_process(
-        "status", timeout=60, **{**settings, **_variables(ssl_key_password=wrong)}
+        "status", timeout=60, **{**settings, **client_variables(ssl_key_password=wrong)}
     )  # fmt: skip
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 2 and len(lines) == 1, refused.stderr[-3000:]
@@ -193,7 +174,7 @@ def _failing(broker: TlsKafka, tmp_path: Path, scenario: str) -> tuple[dict[str,
     listener, properties, says = _FAILURES[scenario]
     bootstrap = broker.status().bootstrap if listener == "PLAINTEXT" else broker.bootstrap(listener)
     files = {name: getattr(broker.pki, value) for name, value in properties.items()}
-    client = _variables(security_protocol="SSL", **files)
+    client = client_variables(security_protocol="SSL", **files)
     return _settings(bootstrap, tmp_path, **client), says
 
 
@@ -244,6 +225,6 @@ def test_the_other_name_is_reached_without_endpoint_identification(
     """What refused the WRONGNAME listener is the check of the name alone: with
     ``ssl.endpoint.identification.algorithm = none`` the same CA's certificate is accepted."""
     settings, _ = _failing(broker, tmp_path, "another-name")
-    settings |= _variables(ssl_endpoint_identification_algorithm="none")
+    settings |= client_variables(ssl_endpoint_identification_algorithm="none")
     replay = run_process("replay", str(_corpus(tmp_path, 10)), timeout=120, **settings)
     assert "produced 10" in _ok(replay)
