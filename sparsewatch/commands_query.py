@@ -102,6 +102,12 @@ ALERT_COLUMNS = (
     "--min-score", type=FiniteFloat(), default=None, help="Only alerts scoring at least this."
 )
 @click.option(
+    "--min-documents",
+    type=click.IntRange(1, 2**31 - 1),
+    default=None,
+    help="Only alerts standing for at least N documents (a novel story's, an emerging topic's).",
+)
+@click.option(
     "--grep",
     "text",
     default=None,
@@ -132,6 +138,7 @@ def alerts(
     kinds: tuple[str, ...],
     streams: tuple[str, ...],
     min_score: float | None,
+    min_documents: int | None,
     text: str | None,
     limit: int,
     fmt: str,
@@ -147,7 +154,13 @@ def alerts(
         if until is not None:
             raise click.BadParameter("--follow takes no --until", param_hint="--until")
         follower = AlertFollower(
-            kinds=kinds, streams=streams, min_score=min_score, since=since, time_field=by, text=text
+            kinds=kinds,
+            streams=streams,
+            min_score=min_score,
+            since=since,
+            time_field=by,
+            text=text,
+            min_documents=min_documents,
         )
         _follow_alerts(ctx, database_url, follower, limit, fmt, view, interval or 2.0)
         return
@@ -163,6 +176,7 @@ def alerts(
             limit=limit,
             time_field=by,
             text=text,
+            min_documents=min_documents,
         )
     emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
 

@@ -38,6 +38,7 @@ class AlertFollower:
     since: datetime | None = None
     time_field: AlertTime = "created"
     text: str | None = None
+    min_documents: int | None = None
     grace_s: float = 60.0
     _max_id: int | None = field(default=None, init=False)
     _newest: datetime | None = field(default=None, init=False)
@@ -59,6 +60,7 @@ class AlertFollower:
             limit=backlog,
             time_field=self.time_field,
             text=self.text,
+            min_documents=self.min_documents,
         )
         self._remember(rows)
         return sorted(rows, key=lambda r: (r["created_at"], r["id"]))
@@ -94,6 +96,7 @@ class AlertFollower:
             self.min_score,
             self.time_field,
             self.text,
+            self.min_documents,
         )
 
     def _remember(

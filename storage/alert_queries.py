@@ -25,10 +25,15 @@ def fetch_alerts(
     limit: int | None = 100,
     time_field: AlertTime = "created",
     text: str | None = None,
+    min_documents: int | None = None,
 ) -> list[dict[str, Any]]:
     """Alerts in ``[since, until)`` of creation (or event) time, newest first (by event time:
-    alerts without one last); ``text``: those whose summary contains it, ignoring case."""
-    conditions = _alert_conditions(conn, since, until, kinds, streams, min_score, time_field, text)
+    alerts without one last); ``text``: those whose summary contains it, ignoring case;
+    ``min_documents``: those standing for at least this many documents (``n_documents``; an
+    alert without a count stands for one)."""
+    conditions = _alert_conditions(
+        conn, since, until, kinds, streams, min_score, time_field, text, min_documents
+    )
     grep = bool(text)
     if time_field == "created":
         return _newest_alerts(conn, alerts.c.created_at, conditions, limit, grep)
@@ -89,6 +94,7 @@ def _alert_conditions(
     min_score: float | None,
     time_field: AlertTime,
     text: str | None = None,
+    min_documents: int | None = None,
 ) -> list[Any]:
     time_column = alerts.c.created_at if time_field == "created" else alerts.c.event_time
     conditions = [
@@ -99,6 +105,8 @@ def _alert_conditions(
     ]
     if min_score is not None:
         conditions.append(alerts.c.score >= min_score)
+    if min_documents is not None:
+        conditions.append(sa.func.coalesce(alerts.c.n_documents, 1) >= min_documents)
     return conditions
 
 

@@ -20,6 +20,7 @@ from sparsewatch.consumers.detector_core import (
 from sparsewatch.consumers.messages import Document
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.models.stories import similar_groups
+from sparsewatch.storage.alert_follower import AlertFollower
 from sparsewatch.storage.document_columns import DocumentColumns
 from sparsewatch.storage.store import Store
 
@@ -248,3 +249,28 @@ def test_a_story_the_alert_lists_in_part_says_so(database_url, monkeypatch, caps
     assert code == 0 and json.loads(out) == []  # (its documents were not stored in stream t)
     listed = 1 + len(storm["related_ids"])
     assert err.strip() == f"note: the alert lists {listed} of its story's 500 documents"
+
+
+def test_alerts_of_big_stories_only(database_url, monkeypatch, capsys):
+    """--min-documents keeps the alerts standing for that many documents (one without a count,
+    an anomaly's or one stored before revision 0007, stands for one), also when following."""
+    storm, _ = _stored_story(database_url)
+    with Store.open(database_url) as store, store.transaction() as tx:
+        anomaly = {**storm, "kind": "anomaly", "n_documents": None, "related_ids": None}
+        tx.insert_alerts([{**anomaly, "terms": None}])
+    args = ("alerts", "--database-url", database_url, "--format", "json", "--limit", "100")
+    code, out, err = run_cli(monkeypatch, capsys, *args)
+    everything = json.loads(out)
+    assert code == 0 and {a["kind"] for a in everything} == {"novel_document", "anomaly"}
+    largest = max(a["n_documents"] or 1 for a in everything)
+    for n in (1, 2, 8, largest, largest + 1):
+        code, out, err = run_cli(monkeypatch, capsys, *args, "--min-documents", str(n))
+        assert code == 0, err
+        want = [a for a in everything if (a["n_documents"] or 1) >= n]
+        assert json.loads(out) == want
+    assert want == [] and largest > 8  # (the identical known texts tie at the top-q cut)
+    with Store.open(database_url) as store, store.reading() as conn:
+        follower = AlertFollower(min_documents=8)
+        got = {a["subject_id"] for a in follower.start(conn, 10)}
+    assert storm["subject_id"] in got
+    assert got == {a["subject_id"] for a in everything if (a["n_documents"] or 1) >= 8}
