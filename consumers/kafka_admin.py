@@ -118,6 +118,12 @@ class TopicLimits:
                 f"record; give it at least {MIN_DEAD_LETTER_TOPIC_BYTES}"
             )
 
+    def value_room(self, topic: str, key: bytes, headers: list[tuple[str, bytes]]) -> int:
+        """The most value bytes a message of ``topic`` with ``key`` and ``headers`` may carry:
+        :meth:`message_limit` less the rest of the message (negative when even an empty value
+        does not fit)."""
+        return self.message_limit(topic).max_bytes - _framed_bytes(key, b"", headers)
+
     def fit(
         self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]
     ) -> tuple[bytes, list[tuple[str, bytes]]]:
@@ -126,12 +132,11 @@ class TopicLimits:
         header (unless one already gives the original size); a ``reason`` header is cut too when
         even an empty value leaves no room (a dead-letter topic of
         :data:`MIN_DEAD_LETTER_TOPIC_BYTES` leaves room for reasons of about 3,300 bytes)."""
-        max_bytes = self.message_limit(topic).max_bytes
-        if _framed_bytes(key, value, headers) <= max_bytes:
+        if len(value) <= self.value_room(topic, key, headers):
             return value, headers
         if all(name != "truncated_from_bytes" for name, _ in headers):
             headers = [*headers, ("truncated_from_bytes", str(len(value)).encode())]
-        room = max_bytes - _framed_bytes(key, b"", headers)
+        room = self.value_room(topic, key, headers)
         if room < 0:
             headers = [(n, v[: max(len(v) + room, 0)] if n == "reason" else v) for n, v in headers]
         return value[: max(room, 0)], headers

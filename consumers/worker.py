@@ -160,7 +160,9 @@ class WorkerLoop:
     Its progress goes to ``health`` (:mod:`~sparsewatch.consumers.health`: what ``/healthz`` and
     ``/readyz`` judge): each poll, the batch worked on inside the consumer's keep-alive
     (``computing``), the waits for its writer (``writing``) and for database calls of its own
-    (``database``, their waits between retries ``retrying``), its stop and how it ended."""
+    (``database``, their waits between retries ``retrying``), its stop and how it ended. With
+    ``alerts_topic`` (created with ``partitions``), every alert it stores is also published there,
+    before its transaction (:func:`~sparsewatch.consumers.writer.alert_message`)."""
 
     def __init__(
         self,
@@ -182,6 +184,7 @@ class WorkerLoop:
         idle_checkpoint_s: float | None = None,
         consumer_overrides: dict[str, Any] | None = None,
         health: Heartbeat | None = None,
+        alerts_topic: str | None = None,
     ) -> None:
         self.processor = processor
         self.health = health or Heartbeat(processor.name)
@@ -210,10 +213,13 @@ class WorkerLoop:
         )
         # librdkafka settings over :func:`~sparsewatch.consumers.kafka_client.consumer_config`'s
         self.consumer_overrides = dict(consumer_overrides or {})
-        self.destination = Destination(bootstrap, group_id, input_topic, output_topic, dlq_topic)
+        self.destination = Destination(
+            bootstrap, group_id, input_topic, output_topic, dlq_topic, alerts_topic
+        )
         topics = {input_topic: partitions, dlq_topic: 1}
-        if output_topic:
-            topics[output_topic] = partitions
+        for topic in (output_topic, alerts_topic):
+            if topic:
+                topics[topic] = partitions
         ensure_topics(bootstrap, topics)
         self.window_latencies: deque[float] = deque(maxlen=10_000)
         self.last_commit_at = 0.0

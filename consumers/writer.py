@@ -4,8 +4,9 @@ A :class:`WriteJob` is everything one transaction stores, as plain data (result 
 :class:`StoreTx` method calls, the detector's documents as columns; messages, the detector's not
 yet encoded; dead letters, checkpoints as arrays, resume offsets), so it can cross a process
 boundary. :class:`ResultWriter` performs a job: it produces the messages (encoding them as it
-goes) and waits for their delivery, then runs the transaction (retried with backoff on transient
-database errors). Two places to run it, at most one job in flight either way:
+goes; with an alerts topic, one per alert of the job's ``insert_alerts`` calls too:
+:func:`alert_message`) and waits for their delivery, then runs the transaction (retried with
+backoff on transient database errors). Two places to run it, at most one job in flight either way:
 
 * :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
   database connection and Kafka producer. Binding tens of thousands of result rows, encoding their
@@ -25,16 +26,19 @@ database errors). Two places to run it, at most one job in flight either way:
 The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
 and its own child only; nothing read from Kafka or the database is ever unpickled.
 
-The output and dead-letter topics may take smaller messages than the producer's 1,000,000 bytes
-(their ``max.message.bytes``): the broker refuses a record batch over that limit whole, and the
-job failed, and with it the worker, at every restart again (a window's few hundred score
-messages of 450 bytes are one batch; a dead letter carries up to 512 KiB of the refused
-message). :func:`make_writer` reads their limits
+The output, dead-letter and alerts topics may take smaller messages than the producer's
+1,000,000 bytes (their ``max.message.bytes``): the broker refuses a record batch over that limit
+whole, and the job failed, and with it the worker, at every restart again (a window's few
+hundred score messages of 450 bytes are one batch; a dead letter carries up to 512 KiB of the
+refused message). :func:`make_writer` reads their limits
 (:class:`~sparsewatch.consumers.kafka_admin.TopicLimits`; a dead-letter topic below
 :data:`~sparsewatch.consumers.kafka_admin.MIN_DEAD_LETTER_TOPIC_BYTES` is a one-line error): the
-producer batches at most the smaller one, and a dead letter's copy of the refused message is cut
+producer batches at most the smallest one, and a dead letter's copy of the refused message is cut
 to fit the dead-letter topic, a ``truncated_from_bytes`` header giving its size (the database
-keeps it whole).
+keeps it whole). An alert too large for the alerts topic (a story's ``related_ids``: up to 100 ids
+of up to 512 characters) loses its related ids, then as much of its summary as needed, then its
+terms, a ``truncated`` header naming what it lost; one that does not fit even then (a topic
+smaller than its stream and subject) is logged and not published: no window fails for it.
 
 Between two jobs, after one's commit (and, in the process, after its answer) and never inside its
 transaction, the writer gathers SQLite's planner statistics when the documents have grown enough
@@ -47,7 +51,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -57,9 +63,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -80,6 +87,7 @@ from sparsewatch.storage.engine import is_in_memory_sqlite
 from sparsewatch.storage.retention import StatisticsPolicy, StatisticsRefresh
 from sparsewatch.storage.serialization import arrays_to_npz
 from sparsewatch.storage.store import Store, StoreTx
+from sparsewatch.storage.values import opt_int
 
 from sparsewatch.config import WRITER_MODES
 from sparsewatch.errors import first_line
@@ -121,16 +129,33 @@ _STORE_CALLS = frozenset(
 )
 
 
+ALERT_KEY_HEADER = "alert_key"
+"""The header of an alert message giving its natural key, ``kind/stream/subject_id``: the alerts
+table's unique key, the same on a message sent again."""
+
+TRUNCATED_HEADER = "truncated"
+"""The header of an alert message cut to fit its topic: what it lost (``related_ids,summary``)."""
+
+# What an alert too large for its topic loses, in this order (_cut_alert).
+_ALERT_CUTS = ("related_ids", "summary", "terms")
+
+_ALERT_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
 @dataclass(frozen=True)
 class Destination:
-    """Where a worker's jobs go: its broker and topics (with the message size limits of those it
-    writes to, as :func:`make_writer` reads them), and its consumer group in the store."""
+    """Where a worker's jobs go: its broker and topics (the alerts topic ``None`` when alerts are
+    not published; with the message size limits of those it writes to, as :func:`make_writer`
+    reads them), and its consumer group in the store."""
 
     bootstrap: str
     group_id: str
     input_topic: str
     output_topic: str | None
     dlq_topic: str
+    alerts_topic: str | None = None
     limits: TopicLimits = field(default_factory=TopicLimits)
 
 
@@ -195,7 +220,7 @@ class ResultWriter:
     def write(self, job: WriteJob) -> float:
         """Downstream messages first, then the SQL transaction. If we crash after the messages,
         the window is redone and its messages re-sent (consumers deduplicate by stream and
-        window); never the other way round."""
+        window, alerts by their ``alert_key`` header); never the other way round."""
         # Serialised once, outside the transaction (which may be retried).
         blobs = {s: (arrays_to_npz(state), meta) for s, (state, meta) in job.checkpoints.items()}
         self._publish(job)
@@ -248,10 +273,34 @@ class ResultWriter:
             for batch in job.messages:
                 for key, value in batch:
                     self._produce(d.output_topic, key.encode(), value)
+        if d.alerts_topic:
+            self._publish_alerts(job.calls, d.alerts_topic)
         self._flush()
         if self._delivery_errors:
             errors, self._delivery_errors = self._delivery_errors, []
             raise RuntimeError(f"{len(errors)} messages could not be delivered: {errors[0]}")
+
+    def _publish_alerts(self, calls: list[StoreCall], topic: str) -> None:
+        """Each alert of the ``insert_alerts`` calls to ``topic`` (:func:`alert_message`); one
+        that cannot fit the topic is logged and left out."""
+        for name, args in calls:
+            if name != "insert_alerts":
+                continue
+            for row in args[0]:
+                message = alert_message(row, topic, self.destination.limits)
+                if message is None:
+                    log.warning(
+                        "%s alert %r of stream %r not published to %s: larger than %s even "
+                        "without its related ids, summary and terms (it is stored)",
+                        row["kind"],
+                        row["subject_id"],
+                        row["stream"],
+                        topic,
+                        self.destination.limits.message_limit(topic).name,
+                    )
+                    continue
+                key, value, headers = message
+                self._produce(topic, key, value, headers=headers)
 
     def _flush(self) -> None:
         """Wait for the delivery of every message produced (the idempotent producer retries by
@@ -313,6 +362,104 @@ def _store_method(tx: StoreTx, name: str) -> Any:
     if name not in _STORE_CALLS:
         raise ValueError(f"{name!r} is not a result write of StoreTx")
     return getattr(tx, name)
+
+
+def alert_object(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON object of an ``insert_alerts`` row: the fields the alerts table stores, as it
+    stores them (``event_time`` in ISO 8601 UTC ending in ``Z``), a NaN or infinite number as
+    null, and null for what an alert lacks (an anomaly has no terms, document count or related
+    ids; an alert without an event time)."""
+    terms, related = row.get("terms"), row.get("related_ids")
+    return {
+        "kind": str(row["kind"]),
+        "stream": str(row["stream"]),
+        "subject_id": str(row["subject_id"]),
+        "score": _json_number(row["score"]),
+        "window_seq": int(row["window_seq"]),
+        "event_time": _iso_utc(row["event_time"]),
+        "summary": str(row["summary"]),
+        "terms": None if terms is None else [[str(t), _json_number(w)] for t, w in terms],
+        "n_documents": opt_int(row.get("n_documents")),
+        "related_ids": None if related is None else [str(i) for i in related],
+    }
+
+
+def alert_message(
+    row: Mapping[str, Any], topic: str, limits: TopicLimits
+) -> tuple[bytes, bytes, list[tuple[str, bytes]]] | None:
+    """The message of an ``insert_alerts`` row for ``topic``: key the stream (a stream's alerts
+    stay in order on one partition), value :func:`alert_object` as UTF-8 JSON with sorted keys,
+    header :data:`ALERT_KEY_HEADER`; cut to fit ``limits`` (:func:`_cut_alert`), ``None`` when
+    it cannot."""
+    alert = alert_object(row)
+    key = alert["stream"].encode()
+    natural = f"{alert['kind']}/{alert['stream']}/{alert['subject_id']}"
+    headers = [(ALERT_KEY_HEADER, natural.encode())]
+    value = _encode_alert(alert)
+    if len(value) <= limits.value_room(topic, key, headers):
+        return key, value, headers
+    cut = _cut_alert(alert, headers, lambda h: limits.value_room(topic, key, h))
+    return None if cut is None else (key, *cut)
+
+
+def _cut_alert(
+    alert: dict[str, Any],
+    headers: list[tuple[str, bytes]],
+    room: Callable[[list[tuple[str, bytes]]], int],
+) -> tuple[bytes, list[tuple[str, bytes]]] | None:
+    """``alert`` (changed in place) as small as its message must be, with ``room(headers)``
+    value bytes: without its related ids (its ``n_documents`` still counts them), then with its
+    summary shortened as much as needed, then without its terms, until it fits; a
+    :data:`TRUNCATED_HEADER` names what it lost. ``None`` when nothing of that makes it fit."""
+    lost: list[str] = []
+    for name in _ALERT_CUTS:
+        if not alert[name]:
+            continue  # nothing to cut
+        lost.append(name)
+        cut_headers = [*headers, (TRUNCATED_HEADER, ",".join(lost).encode())]
+        limit = room(cut_headers)
+        alert[name] = _shortened_summary(alert, limit) if name == "summary" else None
+        value = _encode_alert(alert)
+        if len(value) <= limit:
+            return value, cut_headers
+    return None
+
+
+def _shortened_summary(alert: dict[str, Any], limit: int) -> str:
+    """The longest start of ``alert``'s summary, ended by "…", with which the alert encodes in
+    ``limit`` bytes; ``""`` when none does (a binary search: the encoded size grows with it)."""
+    summary = alert["summary"]
+
+    def start(n: int) -> str:
+        return summary[:n] + "…" if n else ""
+
+    def fits(n: int) -> bool:
+        return len(_encode_alert({**alert, "summary": start(n)})) <= limit
+
+    low, high = 0, len(summary) - 1  # the longest fitting start is in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return start(low)
+
+
+def _encode_alert(alert: dict[str, Any]) -> bytes:
+    return _ALERT_ENCODER.encode(alert).encode()
+
+
+def _json_number(value: Any) -> float | None:
+    """``value`` as a JSON number: ``None`` for a missing, NaN or infinite one."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _iso_utc(value: datetime | None) -> str | None:
+    """An aware datetime in ISO 8601 UTC with microseconds, ending in ``Z``."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class ThreadWriter:
@@ -595,11 +742,12 @@ def make_writer(
     """A :class:`ProcessWriter` or :class:`ThreadWriter` for ``mode``; an in-memory SQLite
     database always gets the thread (another process cannot open it). ``statistics``: when it
     gathers SQLite's planner statistics (default: :class:`StatisticsPolicy`'s). Its messages fit
-    the output and dead-letter topics' limits, read here (see the module doc): a dead-letter topic
-    too small for dead letters is a SparsewatchError."""
+    the output, dead-letter and alerts topics' limits, read here (see the module doc): a
+    dead-letter topic too small for dead letters is a SparsewatchError."""
     if mode not in WRITER_MODES:
         raise ValueError(f"writer must be one of {', '.join(WRITER_MODES)}, not {mode!r}")
-    written = [t for t in (destination.output_topic, destination.dlq_topic) if t]
+    topics = (destination.output_topic, destination.dlq_topic, destination.alerts_topic)
+    written = [t for t in topics if t]
     limits = TopicLimits.read(destination.bootstrap, written)
     limits.check_dead_letter_topic(destination.dlq_topic)
     destination = dataclasses.replace(destination, limits=limits)

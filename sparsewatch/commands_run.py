@@ -163,5 +163,5 @@ def _print_demo(config: Config, result: DemoResult, top: int) -> None:
     )
     click.echo(f"refused messages: sparsewatch dead-letters --database-url {result.database_url}")
     click.echo(f"overview: sparsewatch status --database-url {result.database_url} --no-kafka")
-    click.echo(f"topics:   {result.topic_prefix}.docs / .scores / .dlq")
+    click.echo(f"topics:   {result.topic_prefix}.docs / .scores / .alerts / .dlq")
     click.echo(f"plot:     {result.plot}")

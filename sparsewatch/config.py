@@ -87,6 +87,8 @@ class KafkaConfig:
     topic_prefix: str = "sparsewatch"
     group_id: str = "sparsewatch"
     partitions: int = 4
+    # every alert the workers store also goes to <prefix>.alerts (consumers/writer.py)
+    publish_alerts: bool = True
     client: dict[str, str] = field(default_factory=dict, repr=False)
 
     def topic(self, suffix: str) -> str:

@@ -2,10 +2,10 @@
 
 1. uses the configured Kafka broker when one answers, else the local KRaft broker (started if
    need be; demos running at once share it, and the last to end stops it if a demo started it);
-2. creates fresh topics (``demo-<time>-<random>.docs`` / ``.scores`` / ``.dlq``), read by fresh
-   consumer groups (``demo-<time>-<random>.detector`` / ``.anomaly``, never the configured
-   ``group_id``'s: on a shared broker those would rebalance a running deployment), and a fresh
-   SQLite database;
+2. creates fresh topics (``demo-<time>-<random>.docs`` / ``.scores`` / ``.alerts`` / ``.dlq``),
+   read by fresh consumer groups (``demo-<time>-<random>.detector`` / ``.anomaly``, never the
+   configured ``group_id``'s: on a shared broker those would rebalance a running deployment),
+   and a fresh SQLite database;
 3. replays a seeded synthetic tweet stream with stories emerging over time (no network, no licence)
    with the replay tool, then a few malformed messages that must land in the dead-letter topic;
 4. runs the detector and anomaly workers until the stream is drained (the detector alone when

@@ -125,6 +125,7 @@ def build_worker(
         max_idle_states=config.max_idle_streams,
         consumer_overrides=consumer_overrides,
         health=health,
+        alerts_topic=k.topic("alerts") if k.publish_alerts else None,
     )
     fit_checkpoints_to_retention(loop, config)  # (the topic exists now)
     return loop
