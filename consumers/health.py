@@ -172,24 +172,17 @@ class ConsumerReadiness:
 
     def why_not(self, now: float) -> str | None:
         """The reason, or None when consuming (``now``: the poll's monotonic time)."""
-        self._joined = self._joined or self._member_id() is not None
+        # (the id comes with the group's first answer, which a broker can hold for
+        # group.initial.rebalance.delay.ms before the assignment: only the first member of an
+        # empty group counts as joined that much before its partitions are; a member given none,
+        # more members than partitions, is joined with the id, never assigned anything)
+        self._joined = self._joined or self._consumer.member_id() is not None
         if not self._joined and not self._subscribes_no_topic(now):
             return "joining its consumer group"
-        # (BatchConsumer has no accessor for when all its brokers went down, if they are)
-        down_since: float | None = self._consumer._down_since
+        down_since = self._consumer.brokers_down_since()
         if down_since is not None:
             return f"the broker is unreachable (every broker down for {now - down_since:.0f} s)"
         return None
-
-    def _member_id(self) -> str | None:
-        """The id the group gave this member, None before it joined (BatchConsumer has no
-        accessor for its client's either). It comes with the group's first answer, which a
-        broker can hold for ``group.initial.rebalance.delay.ms`` before the assignment (3 s by
-        default, for the first member of an empty group): only that member can count as joined
-        that much before its partitions are; a member given none (more members than
-        partitions) is joined with the id, never assigned anything."""
-        client: Any = self._consumer._consumer
-        return client.memberid()
 
     def _subscribes_no_topic(self, now: float) -> bool:
         if self._patterns and now - self._no_topic_checked_at >= _NO_TOPIC_CHECK_S:

@@ -96,7 +96,7 @@ DeadLetterSink = Callable[[list[dict[str, Any]]], None]
 _TXN_TIMEOUT_S = 60.0  # one call's wait on the transaction coordinator
 _HUNG_AFTER_S = 5.0  # past a call's timeout, when it counts as hung
 _PATTERN_REFRESH_MS = 10_000  # how soon a new topic that a ^pattern source matches is read
-_STATIC_SESSION_TIMEOUT_MS = 45_000  # librdkafka's default since 2.0: see run_ingest
+_STATIC_SESSION_TIMEOUT_MS = 45_000  # librdkafka's default since 2.0: see _bridge_consumer
 _START_RETRY_S = 120.0  # how long a start waits for the transaction coordinator
 _RETRY_FIRST_DELAY_S = 0.5  # the wait before init_transactions is retried, doubled each time ...
 _RETRY_MAX_DELAY_S = 5.0  # ... up to this
@@ -210,74 +210,30 @@ def run_ingest(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
     )
     tid = transactional_id(route.group_id, route.instance)
-    producer: Producer | None = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
     replaced: list[Producer] = []  # kept alive: a call may never return from one
-    limits = TopicLimits()  # those the producer was made for: the producer's own
-    if producer is not None:  # (None: stopped while the transaction coordinator was loading)
-        producer, limits = _limited(route, tid, stop, producer, limits, replaced)
+    producer, limits = _started_producer(route, tid, stop, replaced)
     if producer is None:
         return stats
-    # Static membership under the same id (for the same sources: static_member_id): a restarted
-    # bridge takes its partitions back at once instead of after its killed predecessor's
-    # session timeout. Its session must outlast a coordinator outage (a broker restart): a
-    # static member whose session timed out on its own side rejoins under a new member id
-    # while the coordinator still holds the old one, and may fence ITSELF ("Static consumer
-    # fenced by other consumer with same group.instance.id", fatal; librdkafka issue 3437),
-    # which the workers' 10 s session did under load. The longer session costs only the
-    # failover of a bridge that is gone for good (killed, or stopped: a static member does not
-    # leave its group on close) to the OTHER bridges of its group, and to a bridge restarted
-    # with other sources; one restarted with its instance and sources takes its partitions back
-    # at once anyway.
-    overrides: dict[str, Any] = {
-        "group.instance.id": static_member_id(route.group_id, route.instance, route.source_topics),
-        "session.timeout.ms": _STATIC_SESSION_TIMEOUT_MS,
-    }
-    if any(source.startswith("^") for source in route.source_topics):
-        # a topic created later is seen at the next metadata refresh (5 minutes by default)
-        overrides["topic.metadata.refresh.interval.ms"] = _PATTERN_REFRESH_MS
     metrics = metrics or IngestMetrics()
-    consumer = BatchConsumer(
-        route.bootstrap,
-        route.group_id,
-        route.source_topics,
-        on_reset=metrics.skipped,
-        **overrides,
-    )
+    consumer = _bridge_consumer(route, metrics)
     health = health or Heartbeat("ingest")
     health.started()
     readiness = ConsumerReadiness(
         consumer, patterns=any(s.startswith("^") for s in route.source_topics)
     )
+    # (the records are mapped in _transfer, called from this frame: a frame more or less between
+    # them and the caller moves the nesting depth at which a record's JSON is refused)
     try:
-        quiet_since = time.monotonic()
-        warned = False
+        idleness = _Idleness(route, consumer, until_idle_s)
         while not stop.is_set():
-            try:
-                batch = consumer.poll_batch(batch_size, timeout=0.5)
-            except KafkaException as exc:  # (fenced by a bridge of the same instance)
-                if not exc.args[0].fatal():
-                    raise
-                raise _fatal_error(exc.args[0], tid, " of its consumer") from None
+            batch = _poll(consumer, batch_size, tid)
             now = time.monotonic()
             health.beat(readiness.why_not(now))
             lag = consumer.lag()
             metrics.set_lag(lag)
-            # "Idle" means drained, as for the workers: nothing read, partitions assigned and
-            # none of them behind (an unknown lag is not "caught up"), so a bridge still joining
-            # its group or waiting for its first fetch does not stop before it read anything;
-            # nothing assigned because no topic is a source is drained too.
-            if batch or any(n != 0 for n in lag.values()):
-                quiet_since = now
-            elif not lag:
-                if until_idle_s is None or not consumer.matches_no_topic():
-                    quiet_since = now
-                elif not warned:
-                    log.warning(
-                        "no topic matches %s: nothing to read", ", ".join(route.source_topics)
-                    )
-                    warned = True
+            idleness.observe(batch, lag, now)
             if not batch:
-                if until_idle_s is not None and now - quiet_since >= until_idle_s:
+                if idleness.drained(now):
                     break
                 continue
             mapper = partial(to_message, limit=limits.message_limit(route.docs_topic))
@@ -286,10 +242,7 @@ def run_ingest(
                     batch, route, mapper, producer, consumer, record_dead_letters, limits
                 )
             except _TakeOverError as exc:
-                log.warning("%s; a new producer takes over, the batch is read again", exc.reason)
-                replacement = _replacement_producer(
-                    route.bootstrap, tid, stop, limits.producer_settings()
-                )
+                replacement = _taking_over(exc, route, tid, stop, limits)
                 if replacement is None:  # stopped while the broker was still down
                     break
                 replaced.append(producer)
@@ -297,31 +250,154 @@ def run_ingest(
                 consumer.rewind_to_committed()
                 outcome = None
             except _TooLargeError as exc:  # (aborted, and sent back to the committed offsets)
-                fitted, fresh = _limited(route, tid, stop, producer, limits, replaced)
-                if fresh == limits:
-                    raise _too_large_error(exc, route, limits) from None
+                fitted, fresh = _refitted(exc, route, tid, stop, producer, limits, replaced)
                 if fitted is None:  # stopped while the broker was down
                     break
                 producer, limits, outcome = fitted, fresh, None
-            busy = time.monotonic() - now
-            stats.busy_s += busy
-            if outcome is None:
-                stats.aborted += 1
-                metrics.aborted()
-                continue
-            stats.add(len(batch), *outcome)
-            metrics.committed(outcome[0], sum(outcome[1].values()), busy)
+            _count(stats, metrics, len(batch), outcome, time.monotonic() - now)
     except BaseException:
-        for failure in _close(consumer, producer):  # the error that ended the bridge comes first
-            log.warning("closing the Kafka clients after an error: %s", failure)
+        _close_after_error(consumer, producer)
         raise
-    failures = _close(consumer, producer)
-    if failures:
-        raise SparsewatchError(
-            f"ingest stopped by a Kafka error while closing its {failures[0]}"
-            " (what was not committed is read again at the next start)"
-        )
+    _close_at_end(consumer, producer)
     return stats
+
+
+def _started_producer(
+    route: IngestRoute, tid: str, stop: StopFlag, replaced: list[Producer]
+) -> tuple[Producer | None, TopicLimits]:
+    """The bridge's transactional producer (waiting at start for the broker's transaction
+    coordinator: :func:`_transactional_producer`) made for the documents and dead-letter topics'
+    limits (:func:`_limited`), and those limits; None when stopped while it waited."""
+    producer = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
+    if producer is None:  # stopped while the transaction coordinator was loading
+        return None, TopicLimits()
+    # (a new producer's limits are the producer's own)
+    return _limited(route, tid, stop, producer, TopicLimits(), replaced)
+
+
+def _bridge_consumer(route: IngestRoute, metrics: IngestMetrics) -> BatchConsumer:
+    """The consumer of ``route``'s sources, a static member of its group (a skipped range of
+    records counted in ``metrics``).
+
+    Static membership under the same id (for the same sources: static_member_id): a restarted
+    bridge takes its partitions back at once instead of after its killed predecessor's session
+    timeout. Its session must outlast a coordinator outage (a broker restart): a static member
+    whose session timed out on its own side rejoins under a new member id while the coordinator
+    still holds the old one, and may fence ITSELF ("Static consumer fenced by other consumer
+    with same group.instance.id", fatal; librdkafka issue 3437), which the workers' 10 s session
+    did under load. The longer session costs only the failover of a bridge that is gone for good
+    (killed, or stopped: a static member does not leave its group on close) to the OTHER bridges
+    of its group, and to a bridge restarted with other sources; one restarted with its instance
+    and sources takes its partitions back at once anyway."""
+    overrides: dict[str, Any] = {
+        "group.instance.id": static_member_id(route.group_id, route.instance, route.source_topics),
+        "session.timeout.ms": _STATIC_SESSION_TIMEOUT_MS,
+    }
+    if any(source.startswith("^") for source in route.source_topics):
+        # a topic created later is seen at the next metadata refresh (5 minutes by default)
+        overrides["topic.metadata.refresh.interval.ms"] = _PATTERN_REFRESH_MS
+    return BatchConsumer(
+        route.bootstrap,
+        route.group_id,
+        route.source_topics,
+        on_reset=metrics.skipped,
+        **overrides,
+    )
+
+
+def _poll(consumer: BatchConsumer, batch_size: int, tid: str) -> list[Message]:
+    """The next batch (what arrived within half a second, at most ``batch_size`` records); a
+    fatal error of the consumer (fenced by a bridge of the same instance ``tid``) is a
+    SparsewatchError."""
+    try:
+        return consumer.poll_batch(batch_size, timeout=0.5)
+    except KafkaException as exc:
+        if not exc.args[0].fatal():
+            raise
+        raise _fatal_error(exc.args[0], tid, " of its consumer") from None
+
+
+class _Idleness:
+    """Since when the bridge's sources have been drained, for ``until_idle_s``.
+
+    "Idle" means drained, as for the workers: nothing read, partitions assigned and none of
+    them behind (an unknown lag is not "caught up"), so a bridge still joining its group or
+    waiting for its first fetch does not stop before it read anything; nothing assigned because
+    no topic is a source is drained too."""
+
+    def __init__(
+        self, route: IngestRoute, consumer: BatchConsumer, until_idle_s: float | None
+    ) -> None:
+        self._sources = route.source_topics
+        self._consumer = consumer
+        self._until_idle_s = until_idle_s
+        self._quiet_since = time.monotonic()
+        self._warned = False
+
+    def observe(
+        self, batch: list[Message], lag: dict[tuple[str, int], int | None], now: float
+    ) -> None:
+        """One poll's ``batch`` and the source ``lag`` after it, at ``now``."""
+        if batch or any(n != 0 for n in lag.values()):
+            self._quiet_since = now
+        elif not lag:
+            if self._until_idle_s is None or not self._consumer.matches_no_topic():
+                self._quiet_since = now
+            elif not self._warned:
+                log.warning("no topic matches %s: nothing to read", ", ".join(self._sources))
+                self._warned = True
+
+    def drained(self, now: float) -> bool:
+        """Whether the sources have been drained for ``until_idle_s`` (never without it)."""
+        return self._until_idle_s is not None and now - self._quiet_since >= self._until_idle_s
+
+
+def _taking_over(
+    exc: _TakeOverError, route: IngestRoute, tid: str, stop: StopFlag, limits: TopicLimits
+) -> Producer | None:
+    """A new producer, made for ``limits``, to take over from one that cannot end its
+    transaction (``exc`` says why): it fences the old one, aborting its transaction. None when
+    stopped while the broker was still down."""
+    log.warning("%s; a new producer takes over, the batch is read again", exc.reason)
+    return _replacement_producer(route.bootstrap, tid, stop, limits.producer_settings())
+
+
+def _refitted(
+    exc: _TooLargeError,
+    route: IngestRoute,
+    tid: str,
+    stop: StopFlag,
+    producer: Producer,
+    limits: TopicLimits,
+    replaced: list[Producer],
+) -> tuple[Producer | None, TopicLimits]:
+    """After the broker refused a batch as too large (``exc``): the topics' limits read again,
+    and a producer whose batches fit them (:func:`_limited`; None when stopped while the broker
+    was down). The same limits as ``limits`` again are a one-line error (:func:`_too_large_error`),
+    not a loop."""
+    fitted, fresh = _limited(route, tid, stop, producer, limits, replaced)
+    if fresh == limits:
+        raise _too_large_error(exc, route, limits) from None
+    return fitted, fresh
+
+
+def _count(
+    stats: IngestStats,
+    metrics: IngestMetrics,
+    read: int,
+    outcome: tuple[int, dict[str, int]] | None,
+    busy: float,
+) -> None:
+    """Count a batch of ``read`` records that took ``busy`` seconds in ``stats`` and
+    ``metrics``: committed (``outcome``: the documents forwarded, the dead letters per reason)
+    or aborted (None)."""
+    stats.busy_s += busy
+    if outcome is None:
+        stats.aborted += 1
+        metrics.aborted()
+        return
+    stats.add(read, *outcome)
+    metrics.committed(outcome[0], sum(outcome[1].values()), busy)
 
 
 def _fatal_error(error: KafkaError, tid: str, client: str = "") -> SparsewatchError:
@@ -383,6 +459,23 @@ def _close(consumer: BatchConsumer, producer: Producer) -> list[str]:
         except KafkaException as exc:
             failures.append(f"{client}: {exc.args[0].str()}")
     return failures
+
+
+def _close_after_error(consumer: BatchConsumer, producer: Producer) -> None:
+    """Close the Kafka clients after the error that ends the bridge, which comes first: their
+    own failures are only logged."""
+    for failure in _close(consumer, producer):
+        log.warning("closing the Kafka clients after an error: %s", failure)
+
+
+def _close_at_end(consumer: BatchConsumer, producer: Producer) -> None:
+    """Close the Kafka clients when the bridge stops; a failure is a SparsewatchError."""
+    failures = _close(consumer, producer)
+    if failures:
+        raise SparsewatchError(
+            f"ingest stopped by a Kafka error while closing its {failures[0]}"
+            " (what was not committed is read again at the next start)"
+        )
 
 
 def _transfer(

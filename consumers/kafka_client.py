@@ -837,6 +837,18 @@ class BatchConsumer:
         """The (topic, partition) pairs this consumer owns now."""
         return [(p.topic, p.partition) for p in self._consumer.assignment()]
 
+    def member_id(self) -> str | None:
+        """The id the group gave this member, None before it joined. It comes with the group's
+        first answer, which a broker can hold for ``group.initial.rebalance.delay.ms`` before
+        the assignment (3 s by default, for the first member of an empty group); a member given
+        no partition (more members than partitions) has one too."""
+        return self._consumer.memberid()
+
+    def brokers_down_since(self) -> float | None:
+        """When (``time.monotonic()``) the client reported every broker down, if none has been
+        seen up again since (its statistics, every :data:`STATISTICS_INTERVAL_MS`); else None."""
+        return self._down_since
+
     def matches_no_topic(self, timeout: float = 5.0) -> bool:
         """Whether no topic of the cluster is subscribed: none of the subscribed names exists
         and no ``^pattern`` matches one (topics named ``__...`` are the broker's own). Such a

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaException
 
 from sparsewatch.cli_types import command_config
 from sparsewatch.commands_run import METRICS_ADDRESS_OPTION
+from sparsewatch.config import KafkaConfig
 from sparsewatch.consumers.health import Health, HeartbeatStopFlag
 from sparsewatch.consumers.ingest import DeadLetterSink, IngestRoute, IngestStats, run_ingest
 from sparsewatch.consumers.metrics import serve_metrics
@@ -204,25 +205,8 @@ def ingest(
     if kafka_timestamp and mapping.timestamp is not None:
         raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")
     docs_topic = to_topic or config.kafka.topic("docs")
-    if docs_topic in _INTERNAL_TOPICS:
-        raise click.UsageError(f"--to-topic {docs_topic} is Kafka's internal topic")
-    for role in ("scores", "dlq"):  # documents there would be read as results or as refusals
-        if docs_topic == config.kafka.topic(role):
-            raise click.UsageError(
-                f"--to-topic {docs_topic} is the {'scores' if role == 'scores' else 'dead-letter'} "
-                "topic, not a documents topic"
-            )
-    # A source must not read the bridge's own output (a loop) nor Kafka's own bookkeeping.
-    forbidden = {
-        docs_topic: "the topic the documents go to",
-        config.kafka.topic("dlq"): "the topic the dead letters go to",
-    } | dict.fromkeys(_INTERNAL_TOPICS, "Kafka's internal topic")
-    for source in source_topics:
-        for topic, what in forbidden.items():
-            if source == topic:
-                raise click.UsageError(f"--from-topic {source} is {what}")
-            if reads_topic(source, topic):
-                raise click.UsageError(f"--from-topic {source} matches {topic}, {what}")
+    _check_docs_topic(docs_topic, config.kafka)
+    _check_sources(source_topics, docs_topic, config.kafka.topic("dlq"))
     route = IngestRoute(
         bootstrap=config.kafka.connection(bootstrap_servers),
         group_id=group or f"{config.kafka.group_id}.ingest",
@@ -278,6 +262,35 @@ def ingest(
                 f"(retried for 2 minutes): {first_line(exc)}"
             ) from None
     _report(stats, route, as_json)
+
+
+def _check_docs_topic(docs_topic: str, kafka: KafkaConfig) -> None:
+    """A usage error for a documents topic (``--to-topic``) that is Kafka's own bookkeeping, or
+    ``kafka``'s scores or dead-letter topic, where documents would be read as results or as
+    refusals."""
+    if docs_topic in _INTERNAL_TOPICS:
+        raise click.UsageError(f"--to-topic {docs_topic} is Kafka's internal topic")
+    for role in ("scores", "dlq"):
+        if docs_topic == kafka.topic(role):
+            raise click.UsageError(
+                f"--to-topic {docs_topic} is the {'scores' if role == 'scores' else 'dead-letter'} "
+                "topic, not a documents topic"
+            )
+
+
+def _check_sources(source_topics: tuple[str, ...], docs_topic: str, dlq_topic: str) -> None:
+    """A usage error for a source (``--from-topic``, a name or a ^pattern) that is or matches
+    the bridge's own output (a loop: ``docs_topic``, ``dlq_topic``) or Kafka's own bookkeeping."""
+    forbidden = {
+        docs_topic: "the topic the documents go to",
+        dlq_topic: "the topic the dead letters go to",
+    } | dict.fromkeys(_INTERNAL_TOPICS, "Kafka's internal topic")
+    for source in source_topics:
+        for topic, what in forbidden.items():
+            if source == topic:
+                raise click.UsageError(f"--from-topic {source} is {what}")
+            if reads_topic(source, topic):
+                raise click.UsageError(f"--from-topic {source} matches {topic}, {what}")
 
 
 def _dead_letter_sink(store: Store, stop: StopFlag) -> DeadLetterSink:
