@@ -130,8 +130,10 @@ _STORE_CALLS = frozenset(
 
 
 ALERT_KEY_HEADER = "alert_key"
-"""The header of an alert message giving its natural key, ``kind/stream/subject_id``: the alerts
-table's unique key, the same on a message sent again."""
+"""The header of an alert message giving its natural key, the alerts table's unique key, the same
+on a message sent again: the JSON array ``["kind","stream","subject_id"]`` (:func:`alert_key`;
+a text joined with a separator would be ambiguous, as stream names and ids may hold any
+character)."""
 
 TRUNCATED_HEADER = "truncated"
 """The header of an alert message cut to fit its topic: what it lost (``related_ids,summary``)."""
@@ -393,13 +395,18 @@ def alert_message(
     it cannot."""
     alert = alert_object(row)
     key = alert["stream"].encode()
-    natural = f"{alert['kind']}/{alert['stream']}/{alert['subject_id']}"
-    headers = [(ALERT_KEY_HEADER, natural.encode())]
+    headers = [(ALERT_KEY_HEADER, alert_key(alert))]
     value = _encode_alert(alert)
     if len(value) <= limits.value_room(topic, key, headers):
         return key, value, headers
     cut = _cut_alert(alert, headers, lambda h: limits.value_room(topic, key, h))
     return None if cut is None else (key, *cut)
+
+
+def alert_key(alert: Mapping[str, Any]) -> bytes:
+    """The :data:`ALERT_KEY_HEADER` of ``alert``: ``["kind","stream","subject_id"]``, compact
+    UTF-8 JSON."""
+    return _ALERT_ENCODER.encode([alert["kind"], alert["stream"], alert["subject_id"]]).encode()
 
 
 def _cut_alert(

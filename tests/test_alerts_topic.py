@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from confluent_kafka import Message
 from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.writer import Destination, WriteJob, make_writer
+from sparsewatch.consumers.writer import Destination, WriteJob, alert_key, make_writer
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.storage.schema import alerts
 from sparsewatch.storage.store import Store
@@ -62,7 +62,7 @@ def _run(bootstrap: str, config: Config, docs: list[dict], roles: tuple[str, ...
 
 
 def _natural_key(row: dict[str, Any]) -> str:
-    return f"{row['kind']}/{row['stream']}/{row['subject_id']}"
+    return json.dumps([row["kind"], row["stream"], row["subject_id"]], separators=(",", ":"))
 
 
 def _by_key(messages: list[Message]) -> dict[str, tuple[Message, dict[str, Any]]]:
@@ -236,9 +236,17 @@ def test_the_writer_cuts_alerts_to_the_topic_and_never_fails_the_job(
         value = json.loads(message.value())
         row = stored[subject]
         _assert_cut_as_said(value, row, _lost(message))
-        assert dict(message.headers())["alert_key"] == f"{row['kind']}/s/{subject}".encode()
+        assert json.loads(dict(message.headers())["alert_key"]) == [row["kind"], "s", subject]
     assert stored["fits"]["score"] == math.inf
     assert json.loads(sent["fits"].value())["score"] is None
     assert json.loads(sent["long"].value())["summary"].startswith("word word")
     assert json.loads(sent["story-long"].value())["n_documents"] == 101
     assert "not published" in caplog.text and topic in caplog.text
+
+
+def test_alert_keys_of_distinct_alerts_differ_whatever_their_characters():
+    """A key joined with "/" made ("anomaly", "a/b", "c") and ("anomaly", "a", "b/c") one key."""
+    first = {"kind": "anomaly", "stream": "a/b", "subject_id": "c"}
+    second = {"kind": "anomaly", "stream": "a", "subject_id": "b/c"}
+    assert alert_key(first) != alert_key(second)
+    assert json.loads(alert_key({**first, "stream": 'ü"\n'})) == ["anomaly", 'ü"\n', "c"]
