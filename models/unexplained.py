@@ -27,6 +27,7 @@ def top_unexplained(
     codes: sp.spmatrix | np.ndarray,
     n_top: int,
     block: int = 128,
+    min_share: float = 1e-3,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per document (column of ``P``) the ``n_top`` terms of largest unexplained mass.
 
@@ -37,11 +38,14 @@ def top_unexplained(
     codes : (n, k) non-negative codes, one row a document (:attr:`L1CodingResult.codes`).
     n_top : how many terms per document.
     block : documents whose ``A x`` is formed at once (memory ``m * block`` floats).
+    min_share : a term counts as unexplained only when its mass exceeds this share of the
+        document's weight ``||p||_1``: the coding stops within a tolerance, and a term explained
+        up to a few 1e-9 is explained.
 
     Returns
     -------
     rows : (n, n_top) int64 term indices by decreasing mass ``max(0, p_i - (A x)_i)`` (ties: the
-        lower index), only terms of positive mass, ``-1`` padded.
+        lower index), only terms of mass above ``min_share * ||p||_1``, ``-1`` padded.
     mass : (n, n_top) float64, the masses of ``rows`` (0 where padded).
     """
     P = sp.csc_matrix(P)
@@ -52,8 +56,11 @@ def top_unexplained(
             f"shapes do not match: P {P.shape}, A {A.shape}, codes {C.shape} (expected "
             f"({n}, {A.shape[1]}))"
         )
-    if n_top < 0 or block < 1:
-        raise ValueError(f"n_top must be >= 0 and block >= 1, got {n_top} and {block}")
+    if n_top < 0 or block < 1 or not min_share >= 0:
+        raise ValueError(
+            f"n_top and min_share must be >= 0 and block >= 1, got {n_top}, {min_share} and {block}"
+        )
+    floor = min_share * np.asarray(abs(P).sum(axis=0), dtype=np.float64).ravel()
     rows = np.full((n, n_top), -1, dtype=np.int64)
     mass = np.zeros((n, n_top), dtype=np.float64)
     if n_top == 0:
@@ -66,6 +73,7 @@ def top_unexplained(
             explained = explained.toarray()
         doc = np.repeat(np.arange(stop - start), np.diff(Pb.indptr))
         left = Pb.data.astype(np.float64) - np.asarray(explained, np.float64)[Pb.indices, doc]
+        left[left <= floor[doc + start]] = 0.0
         _keep_largest(doc + start, Pb.indices, left, rows, mass)
     return rows, mass
 

@@ -31,14 +31,18 @@ from tests.support.cli import run_cli
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def _brute_force(P: np.ndarray, A: np.ndarray, X: np.ndarray, n_top: int) -> list[list[int]]:
-    """Per column of ``P`` the rows of the ``n_top`` largest positive ``P - A X^T``, by
-    decreasing value, ties by lower row: every entry of the dense residual sorted."""
+def _brute_force(
+    P: np.ndarray, A: np.ndarray, X: np.ndarray, n_top: int, min_share: float = 1e-3
+) -> list[list[int]]:
+    """Per column of ``P`` the rows of the ``n_top`` largest ``P - A X^T`` above ``min_share``
+    of the column's sum, by decreasing value, ties by lower row: every entry of the dense
+    residual sorted."""
     R = P - A @ X.T
     out = []
     for j in range(P.shape[1]):
+        floor = min_share * P[:, j].sum()
         order = sorted(range(P.shape[0]), key=lambda i: (-R[i, j], i))
-        out.append([i for i in order[:n_top] if R[i, j] > 0])
+        out.append([i for i in order if R[i, j] > floor][:n_top])
     return out
 
 
@@ -64,6 +68,22 @@ def test_top_unexplained_matches_the_dense_residual(sparse_dictionary, block):
         assert (rows[j][len(want) :] == -1).all() and (mass[j][len(want) :] == 0).all()
     assert rows[5].tolist() == [-1] * n_top
     assert any(len(w) == n_top for w in expected) and any(0 < len(w) < n_top for w in expected)
+
+
+def test_a_term_explained_within_the_codings_tolerance_is_not_named():
+    """A residual of a few 1e-9 (the coding stops within a tolerance) is no reason; a term
+    unexplained by more than ``min_share`` of the document's weight is."""
+    P = sp.csc_matrix(np.array([[0.5], [0.3], [0.2]]))
+    A = np.array([[1.0], [0.0], [0.0]])
+    X = sp.csr_matrix(np.array([[0.5 - 4e-9]]))  # term 0 explained but for 4e-9
+    rows, mass = top_unexplained(P, A, X, 3)
+    assert rows[0].tolist() == [1, 2, -1] and mass[0].tolist() == [0.3, 0.2, 0.0]
+    rows, _ = top_unexplained(P, A, X, 3, min_share=0.0)
+    assert rows[0].tolist() == [1, 2, 0]
+    rows, _ = top_unexplained(P, A, X, 3, min_share=0.25)  # 0.2 is below a quarter of 1.0
+    assert rows[0].tolist() == [1, -1, -1]
+    with pytest.raises(ValueError, match="min_share"):
+        top_unexplained(P, A, X, 3, min_share=float("nan"))
 
 
 def test_top_unexplained_refuses_mismatched_shapes():
@@ -127,7 +147,8 @@ def test_novel_terms_come_from_the_dictionary_before_the_windows_update():
     changed = False
     for d, named in result.novel_terms.items():
         R = P[:, [d]].toarray().ravel() - np.asarray(A @ codes[d].T.toarray()).ravel()
-        want = sorted(np.flatnonzero(R > 0).tolist(), key=lambda i: (-R[i], i))[:6]
+        least = 1e-3 * P[:, [d]].sum()  # (min_share of the document's weight)
+        want = sorted(np.flatnonzero(least < R).tolist(), key=lambda i: (-R[i], i))[:6]
         assert [t for t, _ in named] == [str(detector.features.terms_[i]) for i in want]
         np.testing.assert_allclose([w for _, w in named], R[want], rtol=1e-5, atol=1e-9)
         R_after = P[:, [d]].toarray().ravel() - np.asarray(A_after @ codes[d].T.toarray()).ravel()
