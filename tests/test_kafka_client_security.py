@@ -24,7 +24,7 @@ from sparsewatch.config import describe, load_config
 from sparsewatch.errors import SparsewatchError
 from tests.support.cli import run_process
 from tests.support.sasl_broker import USERS, SaslKafka, client_properties
-from tests.support.secured_runs import run_settings
+from tests.support.secured_runs import client_config_file, run_settings, succeeded, write_corpus
 
 PASSWORD = USERS["alice"]
 WRONG = "not-the-password-91c2"
@@ -60,28 +60,11 @@ def _env_properties(password: str = PASSWORD) -> dict[str, str]:
 
 def _config_file(tmp_path: Path, password: str = PASSWORD) -> dict[str, str]:
     """The SASL properties in a TOML file's ``[kafka.client]``, as SPARSEWATCH_CONFIG."""
-    lines = [
-        f'"{name}" = "{value}"' for name, value in client_properties(password=password).items()
-    ]
-    path = tmp_path / "sparsewatch.toml"
-    path.write_text("[kafka.client]\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return {"SPARSEWATCH_CONFIG": str(path)}
-
-
-def _corpus(tmp_path: Path, n: int = 240) -> Path:
-    path = tmp_path / "corpus.jsonl"
-    docs = generate_stream(n, kind="tweet", stream="alpha", seed=5)
-    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    return path
-
-
-def _ok(proc) -> str:
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return client_config_file(tmp_path, client_properties(password=password))
 
 
 def _status(settings: dict[str, str]) -> dict:
-    return json.loads(_ok(run_process("status", "--format", "json", timeout=60, **settings)))
+    return json.loads(succeeded(run_process("status", "--format", "json", timeout=60, **settings)))
 
 
 def _log_lines(stderr: str) -> list[dict]:
@@ -103,11 +86,11 @@ def test_replay_workers_and_status_log_in_with_the_environments_properties(
         SPARSEWATCH_KAFKA_CLIENT_SESSION_TIMEOUT_MS="20000",  # consumer only
         SPARSEWATCH_KAFKA_CLIENT_LINGER_MS="10",  # producer only
     )
-    corpus = _corpus(tmp_path)
+    corpus = write_corpus(tmp_path, 240)
     replay = run_process("replay", str(corpus), timeout=120, **settings)
-    assert "produced 240" in _ok(replay)
+    assert "produced 240" in succeeded(replay)
     run = run_process("run", "all", "--until-idle", "8", timeout=300, **settings)
-    _ok(run)
+    succeeded(run)
     output = run.stdout + run.stderr + replay.stdout + replay.stderr
     assert PASSWORD not in output
     assert "property and will be ignored" not in output
@@ -142,7 +125,7 @@ def test_the_ingest_bridge_and_topic_creation_log_in_with_the_files_properties(
     ingest = run_process(
         "ingest", "--from-topic", source, "--until-idle", "3", timeout=120, **settings
     )  # fmt: skip
-    _ok(ingest)
+    succeeded(ingest)
     assert PASSWORD not in ingest.stdout + ingest.stderr
     status = _status(settings)
     assert status["kafka"] == "ok"
@@ -171,7 +154,7 @@ def test_a_wrong_password_is_one_line_in_bounded_time(
     useful at all."""
     secrets = _env_properties(WRONG) if source == "env" else _config_file(tmp_path, WRONG)
     settings = _settings(sasl_bootstrap, tmp_path, **secrets)
-    argv = [a.format(corpus=_corpus(tmp_path, 10)) for a in args]
+    argv = [a.format(corpus=write_corpus(tmp_path, 10)) for a in args]
     started = time.monotonic()
     proc = run_process(*argv, timeout=120, **settings)
     assert time.monotonic() - started < 60
@@ -188,11 +171,11 @@ def test_status_with_a_wrong_password_says_why_in_its_note(
     """status shows the database's side and a note when Kafka does not answer, as for a broker
     down: the note names the failed login."""
     settings = _settings(sasl_bootstrap, tmp_path, **_env_properties(WRONG))
-    _ok(run_process("db", "upgrade", timeout=60, **settings))
+    succeeded(run_process("db", "upgrade", timeout=60, **settings))
     started = time.monotonic()
     proc = run_process("status", "--format", "json", "--kafka-timeout", "5", timeout=60, **settings)
     assert time.monotonic() - started < 30
-    assert "SASL authentication error" in json.loads(_ok(proc))["kafka"]
+    assert "SASL authentication error" in json.loads(succeeded(proc))["kafka"]
     assert WRONG not in proc.stderr + proc.stdout
 
 

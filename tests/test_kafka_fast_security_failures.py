@@ -11,7 +11,6 @@ and producers do.
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -23,14 +22,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_client import KafkaConnection, admin_config
-from sparsewatch.replay.synthetic import generate_stream
 
 from sparsewatch.config import load_config
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import broker_topics
 from tests.support.cli import run_process
 from tests.support.ports import free_port
-from tests.support.secured_runs import client_variables
+from tests.support.secured_runs import client_variables, write_corpus
 from tests.support.tls_broker import TlsKafka
 
 WRONG = "not-the-password-4e0b"
@@ -85,13 +83,6 @@ def _refused(broker: TlsKafka, tmp_path: Path, scenario: str) -> tuple[dict[str,
     return settings, says
 
 
-def _corpus(tmp_path: Path) -> Path:
-    path = tmp_path / "corpus.jsonl"
-    docs = generate_stream(10, kind="tweet", stream="alpha", seed=5)
-    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    return path
-
-
 @pytest.mark.parametrize("scenario", list(_REFUSALS))
 @pytest.mark.parametrize(
     "args",
@@ -104,7 +95,7 @@ def test_a_refused_client_stops_the_command_at_once(
     """With their default timeouts (replay 15 s, run 30 s), the one line of a refusal comes
     within seconds: the commands waited for their whole timeout first."""
     settings, says = _refused(broker, tmp_path, scenario)
-    argv = [a.format(corpus=_corpus(tmp_path)) for a in args]
+    argv = [a.format(corpus=write_corpus(tmp_path, 10)) for a in args]
     started = time.monotonic()
     proc = run_process(*argv, timeout=120, **settings)
     elapsed = time.monotonic() - started
@@ -123,7 +114,7 @@ def test_a_broker_that_does_not_answer_is_waited_for_its_whole_timeout(tmp_path:
     bootstrap = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     proc = run_process(
-        "replay", str(_corpus(tmp_path)), "--connect-timeout", "4",
+        "replay", str(write_corpus(tmp_path, 10)), "--connect-timeout", "4",
         timeout=60, SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS=bootstrap,
         SPARSEWATCH_DATA_DIR=str(tmp_path / "data"),
     )  # fmt: skip

@@ -17,13 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
 from sparsewatch.config import load_config
 from tests.support.cli import run_process
 from tests.support.sasl_broker import USERS
-from tests.support.secured_runs import client_variables, run_settings
+from tests.support.secured_runs import (
+    client_config_file,
+    client_variables,
+    run_settings,
+    succeeded,
+    write_corpus,
+)
 from tests.support.tls_broker import CLIENT_KEY_PASSWORD, TlsKafka
 
 PASSWORD = USERS["alice"]
@@ -46,24 +51,10 @@ def _settings(bootstrap: str, tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _config_file(tmp_path: Path, **properties: str | Path) -> dict[str, str]:
-    """``properties`` (as for :func:`_variables`) in a TOML file's ``[kafka.client]``, as
+    """``properties`` (as for :func:`client_variables`) in a TOML file's ``[kafka.client]``, as
     SPARSEWATCH_CONFIG."""
-    lines = [f'"{name.replace("_", ".")}" = "{value}"' for name, value in properties.items()]
-    path = tmp_path / "sparsewatch.toml"
-    path.write_text("[kafka.client]\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return {"SPARSEWATCH_CONFIG": str(path)}
-
-
-def _corpus(tmp_path: Path, n: int) -> Path:
-    path = tmp_path / "corpus.jsonl"
-    docs = generate_stream(n, kind="tweet", stream="alpha", seed=5)
-    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    return path
-
-
-def _ok(proc) -> str:
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    named = {name.replace("_", "."): str(value) for name, value in properties.items()}
+    return client_config_file(tmp_path, named)
 
 
 def _stored_documents(settings: dict[str, str]) -> int:
@@ -90,12 +81,12 @@ def test_replay_and_the_workers_store_every_document_over_tls(
             **client_variables(sasl_password=PASSWORD),
         }
     settings = _settings(broker.bootstrap(protocol), tmp_path, **client)
-    replay = run_process("replay", str(_corpus(tmp_path, 120)), timeout=120, **settings)
-    assert "produced 120" in _ok(replay)
+    replay = run_process("replay", str(write_corpus(tmp_path, 120)), timeout=120, **settings)
+    assert "produced 120" in succeeded(replay)
     run = run_process("run", "all", "--until-idle", "6", timeout=300, **settings)
-    _ok(run)
+    succeeded(run)
     status = run_process("status", "--format", "json", timeout=60, **settings)
-    assert json.loads(_ok(status))["kafka"] == "ok"
+    assert json.loads(succeeded(status))["kafka"] == "ok"
     assert _stored_documents(settings) == 120
     for proc in (replay, run, status):
         assert PASSWORD not in proc.stdout + proc.stderr
@@ -118,11 +109,11 @@ def test_mutual_tls_with_an_encrypted_client_key(broker: TlsKafka, tmp_path: Pat
         **_config_file(tmp_path, **paths),
         **client_variables(ssl_key_password=CLIENT_KEY_PASSWORD),
     )
-    replay = run_process("replay", str(_corpus(tmp_path, 30)), timeout=120, **settings)
-    assert "produced 30" in _ok(replay)
-    _ok(run_process("db", "upgrade", timeout=60, **settings))
+    replay = run_process("replay", str(write_corpus(tmp_path, 30)), timeout=120, **settings)
+    assert "produced 30" in succeeded(replay)
+    succeeded(run_process("db", "upgrade", timeout=60, **settings))
     status = run_process("status", "--format", "json", timeout=60, **settings)
-    shown = json.loads(_ok(status))
+    shown = json.loads(succeeded(status))
     assert shown["kafka"] == "ok"
     docs = settings["SPARSEWATCH_KAFKA_TOPIC_PREFIX"] + ".docs"
     assert sum(row["end_offset"] for row in shown["offsets"] if row["topic"] == docs) == 30
@@ -194,7 +185,7 @@ def test_a_tls_failure_is_one_line_naming_it_in_bounded_time(
     or TLS to a PLAINTEXT listener as a transport failure, which the commands reported as
     "Broker transport failure" alone."""
     settings, says = _failing(broker, tmp_path, scenario)
-    argv = [a.format(corpus=_corpus(tmp_path, 10)) for a in args]
+    argv = [a.format(corpus=write_corpus(tmp_path, 10)) for a in args]
     started = time.monotonic()
     proc = run_process(*argv, timeout=120, **settings)
     assert time.monotonic() - started < 60
@@ -212,11 +203,11 @@ def test_status_with_a_tls_failure_says_why_in_its_note(
     """status shows the database's side and a note when Kafka does not answer, as for a broker
     down: the note names the TLS failure."""
     settings, says = _failing(broker, tmp_path, scenario)
-    _ok(run_process("db", "upgrade", timeout=60, **settings))
+    succeeded(run_process("db", "upgrade", timeout=60, **settings))
     started = time.monotonic()
     proc = run_process("status", "--format", "json", "--kafka-timeout", "5", timeout=60, **settings)
     assert time.monotonic() - started < 30
-    assert says in json.loads(_ok(proc))["kafka"]
+    assert says in json.loads(succeeded(proc))["kafka"]
 
 
 def test_the_other_name_is_reached_without_endpoint_identification(
@@ -226,5 +217,5 @@ def test_the_other_name_is_reached_without_endpoint_identification(
     ``ssl.endpoint.identification.algorithm = none`` the same CA's certificate is accepted."""
     settings, _ = _failing(broker, tmp_path, "another-name")
     settings |= client_variables(ssl_endpoint_identification_algorithm="none")
-    replay = run_process("replay", str(_corpus(tmp_path, 10)), timeout=120, **settings)
-    assert "produced 10" in _ok(replay)
+    replay = run_process("replay", str(write_corpus(tmp_path, 10)), timeout=120, **settings)
+    assert "produced 10" in succeeded(replay)

@@ -1,10 +1,15 @@
 """What the tests against secured test brokers (SASL, TLS) share: the settings of a run of its
-own, and client properties as ``SPARSEWATCH_KAFKA_CLIENT_*`` variables."""
+own, client properties as ``SPARSEWATCH_KAFKA_CLIENT_*`` variables or in a configuration file,
+a corpus to replay, and a command's output once it succeeded."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from pathlib import Path
+
+from sparsewatch.replay.synthetic import generate_stream
 
 CLIENT_VARIABLE = "SPARSEWATCH_KAFKA_CLIENT_"
 
@@ -31,3 +36,26 @@ def client_variables(**properties: str | Path) -> dict[str, str]:
     """``properties`` (``ssl_ca_location=...``: periods as underscores) as
     ``SPARSEWATCH_KAFKA_CLIENT_*`` variables."""
     return {CLIENT_VARIABLE + name.upper(): str(value) for name, value in properties.items()}
+
+
+def client_config_file(tmp_path: Path, properties: dict[str, str]) -> dict[str, str]:
+    """``properties`` (librdkafka names) in a TOML file's ``[kafka.client]``, as
+    ``SPARSEWATCH_CONFIG``."""
+    lines = [f'"{name}" = "{value}"' for name, value in properties.items()]
+    path = tmp_path / "sparsewatch.toml"
+    path.write_text("[kafka.client]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return {"SPARSEWATCH_CONFIG": str(path)}
+
+
+def write_corpus(tmp_path: Path, n: int) -> Path:
+    """``n`` generated tweets of stream ``alpha`` as a JSONL file to replay."""
+    path = tmp_path / "corpus.jsonl"
+    docs = generate_stream(n, kind="tweet", stream="alpha", seed=5)
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+def succeeded(proc: subprocess.CompletedProcess[str]) -> str:
+    """The standard output of a command that must have succeeded (else its stderr's end)."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
