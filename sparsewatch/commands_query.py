@@ -66,8 +66,10 @@ if TYPE_CHECKING:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _FOLLOW_OUTAGE_S = 300.0
 
-# Characters of an alert's summary its table shows (after a novel document's terms)
+# Characters of an alert's summary its table shows, a novel document's terms included, and how
+# many of those terms (JSON and CSV have them all, with their weights)
 SUMMARY_WIDTH = 70
+TABLE_TERMS = 4
 
 
 ALERT_COLUMNS = (
@@ -198,12 +200,13 @@ def _alert_view(by: AlertTime) -> list[TableColumn]:
 
 
 def _alert_summary(alert: dict[str, Any]) -> str:
-    """An alert's summary in its table, shortened, after a novel document's unexplained terms
-    (``new: volcano, lava · ...``; an emerging topic's summary names its terms already)."""
-    summary = shorten(SUMMARY_WIDTH)(alert["summary"])
+    """An alert's summary in its table after a novel document's first :data:`TABLE_TERMS`
+    unexplained terms (``new: volcano, lava · ...``; an emerging topic's summary names its terms
+    already), shortened to :data:`SUMMARY_WIDTH` characters in all, as the summary alone was."""
     if alert["kind"] != "novel_document" or not alert["terms"]:
-        return summary
-    return f"new: {', '.join(str(t) for t, _ in alert['terms'])} · {summary}"
+        return shorten(SUMMARY_WIDTH)(alert["summary"])
+    terms = ", ".join(str(t) for t, _ in alert["terms"][:TABLE_TERMS])
+    return shorten(SUMMARY_WIDTH)(f"new: {terms} · {alert['summary']}")
 
 
 def _follow_alerts(
