@@ -42,10 +42,10 @@ def ran() -> tuple[dict[str, Any], str]:
 
 @pytest.mark.slow
 def test_the_example_prints_scores_and_a_flag_count(ran: tuple[dict[str, Any], str]) -> None:
-    """It prints the last window's first five scores and its number of novel flags."""
+    """It prints the last window's first five scores and its number of novel flags first."""
     namespace, printed = ran
     result = namespace["result"]
-    line = printed.strip()
+    line = printed.strip().splitlines()[0]
     assert line.startswith("[") and line.endswith(f"] {int(result.novel.sum())}"), printed
     assert result.scores.shape == (1000,) and not result.warmup
     assert np.isfinite(result.scores).all() and (result.scores >= 0).all()
@@ -65,3 +65,22 @@ def test_the_workers_flag_the_top_5_percent(ran: tuple[dict[str, Any], str]) -> 
     """The comment's contrast: the plain Detector flags 10%, the workers' configuration 5%."""
     assert ran[0]["detector"].model.top_q == 0.1
     assert DetectorConfig().novel_top_q == 0.05
+
+
+@pytest.mark.slow
+def test_the_example_names_why_and_groups_the_flagged_documents(
+    ran: tuple[dict[str, Any], str],
+) -> None:
+    """Its comments: ``novel_terms`` maps each flagged document to (term, mass) pairs, and
+    ``similar_groups`` gives one story label per flagged document."""
+    namespace, printed = ran
+    result = namespace["result"]
+    flagged = np.flatnonzero(result.novel)
+    assert sorted(result.novel_terms) == flagged.tolist()
+    assert all(
+        pairs and all(isinstance(t, str) and w > 0 for t, w in pairs)
+        for pairs in result.novel_terms.values()
+    )
+    assert printed.strip().splitlines()[1] == str(result.novel_terms)
+    labels = namespace["similar_groups"](result.features[:, flagged], 0.5)
+    assert labels.shape == flagged.shape and labels.max() < flagged.size
