@@ -192,7 +192,15 @@ class ReplaySummary:
     interrupted: bool = False
     end_markers: int = 0
     resume_skip: int = 0
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the first distinct failure reasons
+
+    def failure(self, reason: str) -> None:
+        """A message the broker did not acknowledge, for ``reason``: counted, and the reason
+        kept while fewer than 10 distinct ones are (300 refusals of one topic gave one reason
+        three times over)."""
+        self.failed += 1
+        if len(self.errors) < 10 and reason not in self.errors:
+            self.errors.append(reason)
 
     @property
     def rate(self) -> float:
@@ -343,9 +351,7 @@ class _Replay:
                 else:
                     summary.produced += 1
                 return
-            summary.failed += 1
-            if len(summary.errors) < 10:
-                summary.errors.append(err.str())
+            summary.failure(err.str())
             what = "end-of-stream marker" if marker else "document"
             errors.write(Rejected(topic, position, f"{what} not delivered: {err.str()}", raw))
 
@@ -368,9 +374,7 @@ class _Replay:
         """Count :attr:`marker` as failed when the producer refused it (it vanished: neither
         counted nor in ``errors``)."""
         if refused is not None:
-            self.summary.failed += 1
-            if len(self.summary.errors) < 10:
-                self.summary.errors.append(_refusal(refused))
+            self.summary.failure(_refusal(refused))
             reason = f"end-of-stream marker not produced: {_refusal(refused)}"
             self.errors.write(Rejected(self.topic, 0, reason, self.marker.decode()))
 

@@ -47,6 +47,7 @@ def test_broker_refusals_are_counted_and_every_lost_message_listed(
     # 6 documents and 2 end-of-stream markers, none acknowledged
     assert (summary.produced, summary.failed, summary.end_markers) == (0, 8, 0)
     assert "failed to validate record" in summary.errors[0]
+    assert len(summary.errors) == 1, summary.errors  # one reason for all 8, said once
     entries = _entries(errors_path)
     documents = [e for e in entries if e["reason"].startswith("document not delivered")]
     markers = [e for e in entries if e["reason"].startswith("end-of-stream marker not delivered")]
