@@ -26,7 +26,12 @@ from sparsewatch.cli_types import command_config
 from sparsewatch.consumers.kafka_client import SecurityErrors, admin_config, client_properties
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
-from sparsewatch.kafka_options import BOOTSTRAP_OPTION, KAFKA_TIMEOUT_OPTION
+from sparsewatch.kafka_options import (
+    BOOTSTRAP_OPTION,
+    KAFKA_TIMEOUT_OPTION,
+    KafkaUnreachableError,
+    broker_topics,
+)
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
 from sparsewatch.query_output import echo_data, json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
@@ -39,9 +44,14 @@ def watermarks(
 ) -> tuple[Watermarks, list[str], str | None]:
     """Every partition's (low, high) watermark of those ``topics`` the broker has, the topics it
     does not have, and ``None``; or what is known so far and why the broker did not tell the
-    rest."""
+    rest. A client the broker refuses (a wrong password) is told within about a second, not
+    after ``timeout`` (:func:`broker_topics`)."""
     from confluent_kafka import Consumer, TopicPartition
 
+    try:
+        broker_topics(bootstrap, timeout)
+    except KafkaUnreachableError as exc:
+        return {}, [], f"Kafka at {bootstrap} did not answer: {exc.why}"
     errors = SecurityErrors()
     consumer = Consumer(
         {

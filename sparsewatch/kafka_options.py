@@ -61,11 +61,19 @@ of connecting to a local broker (then at the end of the second slice, 0.75 s in)
 _UNANSWERED = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT})
 
 
+class KafkaUnreachableError(SparsewatchError):
+    """The broker at ``bootstrap`` did not answer, or refused the client: ``why``."""
+
+    def __init__(self, bootstrap: str, why: str) -> None:
+        super().__init__(f"cannot reach Kafka at {bootstrap}: {why}")
+        self.why = why
+
+
 def broker_topics(bootstrap: str, timeout: float) -> set[str]:
     """The topics the broker has; a broker that does not answer within ``timeout``, or that
     refuses the client (a wrong password, an untrusted certificate: :class:`SecurityErrors`), is
-    a one-line error (the probe runs with librdkafka's own logging off, so nothing else reaches
-    stderr).
+    a one-line :class:`KafkaUnreachableError` (the probe runs with librdkafka's own logging off,
+    so nothing else reaches stderr).
 
     librdkafka reports a refusal only to the error callback, which a request waiting for its
     whole timeout left unserved (``run`` said so after 30 s): the request is made in slices, from
@@ -86,7 +94,7 @@ def broker_topics(bootstrap: str, timeout: float) -> set[str]:
         except Exception as exc:  # confluent-kafka raises several types: all said in one line
             why = errors.why(admin, str(exc))
             if errors.last or left <= wait or not _unanswered(exc):
-                raise SparsewatchError(f"cannot reach Kafka at {bootstrap}: {why}") from None
+                raise KafkaUnreachableError(bootstrap, why) from None
         wait *= 2
 
 
