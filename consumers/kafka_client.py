@@ -34,6 +34,8 @@ from confluent_kafka import (
 from sparsewatch.consumers.kafka_connection_failures import ConnectionFailures, failure_key
 from sparsewatch.consumers.retry import RetryAbandonedError, Stop
 
+from sparsewatch.errors import SparsewatchError
+
 log = logging.getLogger(__name__)
 
 TopicOffsets = dict[tuple[str, int], int]
@@ -92,6 +94,13 @@ _CONNECTION_ERRORS = frozenset(
         KafkaError._RESOLVE,
         KafkaError._TIMED_OUT,
     }
+)
+
+# A consumer the broker does not allow to read its topics or to join its group (ACLs): librdkafka
+# reports it, once, and then waits for ever, fetching nothing (a worker sat idle without end, also
+# with --until-idle). Raised by :meth:`BatchConsumer.poll_batch` as a one-line error.
+_READ_REFUSALS = frozenset(
+    {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
 )
 
 
@@ -477,6 +486,8 @@ class BatchConsumer:
     ) -> None:
         self.last_error_at = float("-inf")
         self._fatal: KafkaError | None = None
+        self._refused: KafkaError | None = None  # see _READ_REFUSALS
+        self._group_id = group_id
         self._failures = ConnectionFailures()
         self._down_since: float | None = None  # all brokers reported down, none up again since
         self._on_reset = on_reset
@@ -522,6 +533,8 @@ class BatchConsumer:
         # (the callback's error is _FATAL with its fatal() flag not set: kept with the flag)
         if fatal and self._fatal is None:
             self._fatal = KafkaError(err.code(), err.str(), fatal=True)
+        if err.code() in _READ_REFUSALS and self._refused is None:
+            self._refused = err
         if err.code() == KafkaError._ALL_BROKERS_DOWN and self._down_since is None:
             self._down_since = self.last_error_at
         suffix: str | None = ""
@@ -692,7 +705,8 @@ class BatchConsumer:
     def poll_batch(self, max_messages: int = 500, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages: those already fetched at once, else those arriving
         within ``timeout`` seconds (fewer when it passes); partition-EOF events are dropped,
-        a fatal error (also one reported by the error callback) raised as a KafkaException.
+        a fatal error (also one reported by the error callback) raised as a KafkaException, a
+        refusal to read (``_READ_REFUSALS``) as a SparsewatchError.
 
         librdkafka's ``consume(n, timeout)`` waits until ``n`` messages have arrived or the
         timeout passed, even when some are already there: the last messages of a backlog (its
@@ -705,6 +719,12 @@ class BatchConsumer:
         good = self._messages(batch)
         if self._fatal is not None:  # (the batch is dropped: it is not consumed, not committed)
             raise KafkaException(self._fatal)
+        if self._refused is not None:
+            raise SparsewatchError(
+                f"the broker does not allow this client to read ({self._refused.str()}): its "
+                f"principal needs READ on the consumer group {self._group_id} and on the "
+                f"topics {', '.join(self._topics)}"
+            )
         self._apply_resets()
         return good
 

@@ -280,7 +280,9 @@ class ResultWriter:
         self._flush()
         if self._delivery_errors:
             errors, self._delivery_errors = self._delivery_errors, []
-            raise RuntimeError(f"{len(errors)} messages could not be delivered: {errors[0]}")
+            raise RuntimeError(
+                f"{len(errors)} messages could not be delivered, the first {errors[0]}"
+            )
 
     def _publish_alerts(self, calls: list[StoreCall], topic: str) -> None:
         """Each alert of the ``insert_alerts`` calls to ``topic`` (:func:`alert_message`); one
@@ -354,7 +356,7 @@ class ResultWriter:
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
-            self._delivery_errors.append(str(err))
+            self._delivery_errors.append(f"to {msg.topic()}: {err.str()}")
 
     def close(self) -> None:
         self.producer.flush(30)

@@ -58,3 +58,21 @@ def client_properties(user: str = "alice", password: str | None = None) -> dict[
         "sasl.username": user,
         "sasl.password": USERS[user] if password is None else password,
     }
+
+
+class AclKafka(SaslKafka):
+    """:class:`SaslKafka` with Kafka's StandardAuthorizer: the PLAINTEXT listener's principal
+    (the broker's own traffic, the controller, a test's administration) is a super user and a
+    resource without ACLs stays open to everyone, so a DENY ACL takes one right from one SASL
+    user while everything else works as on an open broker."""
+
+    def _write_config(self, port: int, controller_port: int) -> Path:
+        path = super()._write_config(port, controller_port)
+        acl = [
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found=true",
+        ]
+        with path.open("a", encoding="ascii") as config:
+            config.write("\n".join(acl) + "\n")
+        return path
