@@ -519,12 +519,6 @@ def _transfer(
             ]
         )
     reasons: dict[str, int] = {}
-    failed: list[KafkaError] = []  # the deliveries' own errors, behind a commit's summary
-
-    def delivered(err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            failed.append(err)
-
     try:
         producer.begin_transaction()
         for msg, reason in dead:
@@ -533,11 +527,9 @@ def _transfer(
                 *source_of(msg), reason, msg.value() or b""
             )
             payload, headers = limits.fit(route.dlq_topic, dkey, payload, headers)
-            produce(
-                producer, route.dlq_topic, dkey, payload, headers=headers, on_delivery=delivered
-            )
+            produce(producer, route.dlq_topic, dkey, payload, headers=headers)
         for key, value in documents:
-            produce(producer, route.docs_topic, key, value, on_delivery=delivered)
+            produce(producer, route.docs_topic, key, value)
         _send_offsets(
             producer, consumer.positions_for(next_offsets(batch)), consumer.group_metadata()
         )
@@ -546,17 +538,17 @@ def _transfer(
         error: KafkaError = exc.args[0]
         if error.fatal():
             raise _fatal_error(error, transactional_id(route.group_id, route.instance)) from None
-        refusal = next((e for e in (error, *failed) if e.code() in _REFUSALS), None)
-        if refusal is None and not error.txn_requires_abort():
+        refused = error.code() in _REFUSALS
+        if not refused and not error.txn_requires_abort():
             raise
         log.warning("transaction aborted, the batch is read again: %s", error.str())
         _abort(producer)
         consumer.rewind_to_committed()
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             raise _TooLargeError(error.str()) from None
-        if refusal is not None:
+        if refused:
             raise SparsewatchError(
-                f"ingest stopped: the broker refuses the batch's messages ({refusal.str()}), and "
+                f"ingest stopped: the broker refuses the batch's messages ({error.str()}), and "
                 "would refuse them again if it were read again; change the topic's settings or "
                 "the records, the batch is read again at the next start"
             ) from None
@@ -567,9 +559,12 @@ def _transfer(
 # The broker's answers to a produce that the same records get again when their batch is read
 # again (a topic's timestamp bounds, a record it cannot validate, a policy, a missing write
 # permission): the bridge stops in one line instead of aborting and re-reading them for ever.
-# The answer comes as the commit's error, as a delivery's error behind a commit failing with
-# "N message(s) failed delivery" (a missing write permission), or from producing itself (the
-# client has learnt that the topic refuses this producer).
+# The answer comes as the commit's error, or from producing itself once the client has learnt
+# that the topic refuses this producer: a missing write permission fails the first commit with
+# "N message(s) failed delivery" only (the batch is read again), the next produce() with
+# TOPIC_AUTHORIZATION_FAILED. (The deliveries' own errors would say it at once, but a delivery
+# callback that confluent-kafka runs from the flush raising a fatal error, as after the producer
+# was fenced, turns that error into a SystemError.)
 _REFUSALS = frozenset(
     {
         KafkaError.INVALID_TIMESTAMP,
@@ -627,9 +622,7 @@ def _transactional_producer(
     waits end at once, a call in progress within ``_TXN_TIMEOUT_S``) or, unless it is None,
     ``give_up_after_s`` has passed; such an error then, and any other error, is a one-line
     SparsewatchError."""
-    # (delivery reports of failures only: the bridge reads them for a commit's cause, _transfer)
-    own = {"transactional.id": tid, "delivery.report.only.error": True}
-    producer = make_producer(bootstrap, **{**own, **(settings or {})})
+    producer = make_producer(bootstrap, **{"transactional.id": tid, **(settings or {})})
     started, delay = time.monotonic(), _RETRY_FIRST_DELAY_S
     while True:
         try:
