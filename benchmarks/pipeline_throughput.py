@@ -345,6 +345,12 @@ def main() -> None:
         "windows); each is its own path. Default: the configured value only",
     )
     parser.add_argument(
+        "--publish-alerts",
+        default="",
+        help="comma-separated kafka.publish_alerts values to compare (true, false); each is its "
+        "own path. Default: the configured value only",
+    )
+    parser.add_argument(
         "--idle-close",
         action="store_true",
         help="no end-of-stream markers: the last windows close after the 0.5 s idle timeout",
@@ -353,23 +359,27 @@ def main() -> None:
     env = FIXED_DICTIONARY if args.fixed_dictionary else {}
     writers = [w.strip() for w in args.writers.split(",") if w.strip()]
     limits = [x.strip() for x in args.heap_free_limits.split(",") if x.strip()]
+    alerts = [x.strip() for x in args.publish_alerts.split(",") if x.strip()]
     docs = _documents(args.documents)
     tmp = Path(tempfile.mkdtemp(prefix="sw-bench-"))
     databases = run_databases(tmp, args.postgres_url)
     paths = {
         f"kafka+{db}"
         + (f"/{writer}-writer" if len(writers) > 1 else "")
-        + (f"/heap-free-limit-{limit}mb" if limit else ""): (
+        + (f"/heap-free-limit-{limit}mb" if limit else "")
+        + (f"/publish-alerts-{alert}" if alert else ""): (
             database,
             {
                 **env,
                 "SPARSEWATCH_WRITER": writer,
                 **({"SPARSEWATCH_HEAP_FREE_LIMIT_MB": limit} if limit else {}),
+                **({"SPARSEWATCH_KAFKA_PUBLISH_ALERTS": alert} if alert else {}),
             },
         )
         for db, database in databases.items()
         for writer in writers
         for limit in limits or [""]
+        for alert in alerts or [""]
     }
     runs: dict[str, list[dict]] = {"core": [], **{k: [] for k in paths}}
     with broker_bootstrap(tmp / "kafka") as bootstrap:
@@ -404,6 +414,7 @@ def main() -> None:
         "repeats": args.repeats,
         "writers": writers,
         "heap_free_limits_mb": limits or [Config().heap_free_limit_mb],
+        "publish_alerts": alerts or [Config().kafka.publish_alerts],
         "last_windows_closed_by": "idle timeout 0.5 s" if args.idle_close else "end-of-stream",
         **{key: _median_run(r) for key, r in runs.items()},
     }
@@ -423,6 +434,7 @@ def main() -> None:
     label += "_idleclose" if args.idle_close else ""
     label += f"_{'-'.join(writers)}" if len(writers) > 1 else ""
     label += f"_heap{'_'.join(limits)}" if limits else ""
+    label += f"_alerts{'-'.join(alerts)}" if alerts else ""
     out = RESULTS / f"pipeline_throughput_{label}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
