@@ -26,20 +26,21 @@ probe asks:
   again), while it waits to retry, once a stop was asked for (SIGTERM), once it
   ended, nor while not alive.
 
-The writer's own retries (a transaction retried through a database outage in the writer process
-or thread) are not seen here: the loop shows ``writing`` for as long as the job takes, alive
-within ``health_stall_s``, whose default outlasts them (see the README's row).
+A worker's writer (process or thread) reports its own waits before retrying a transaction
+(a database outage) to its loop's heartbeat as the loop's waits (``retrying: writing results``):
+they arrive while the loop waits for the job or polls whether it is done. Every deliberate wait
+is also counted (:meth:`Heartbeat.count_waits`: ``sparsewatch_retries_total``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sparsewatch.consumers.retry import Stop, StopFlag
+from sparsewatch.consumers.retry import ReportedStop, Stop, StopFlag
 
 from sparsewatch.errors import first_line
 
@@ -67,6 +68,7 @@ class Heartbeat:
         self.failure: str | None = None
         self.ended = False
         self.thread: str | None = None  # the loop's thread, whose keep-alive helper counts
+        self._on_wait: Callable[[], None] | None = None
 
     def started(self) -> None:
         """The loop runs on the calling thread from now on."""
@@ -93,17 +95,23 @@ class Heartbeat:
         finally:
             self._set(*previous)
 
+    def count_waits(self, on_wait: Callable[[], None]) -> None:
+        """Call ``on_wait`` at every deliberate wait from now on (a retry's metric)."""
+        self._on_wait = on_wait
+
     def waiting(self, detail: str, seconds: float) -> None:
-        """The loop waits ``seconds`` on purpose before retrying (an outage): progress until the
-        wait ends; not ready."""
+        """The loop (or its writer) waits ``seconds`` on purpose before retrying (an outage):
+        progress until the wait ends; not ready."""
         self.state = "retrying"
         self.detail = detail
         self.at = time.monotonic() + seconds
+        if self._on_wait is not None:
+            self._on_wait()
 
     def retry_stop(self, stop: Stop, what: str) -> Stop:
         """``stop`` for :func:`~sparsewatch.consumers.retry.with_backoff` retrying ``what``: its
         waits between attempts are this loop's deliberate waits."""
-        return _WaitsBeat(stop, self, what)
+        return ReportedStop(stop, what, self.waiting)
 
     def stop_requested(self) -> None:
         """A stop was asked for (signal-safe): not ready from now on."""
@@ -120,22 +128,6 @@ class Heartbeat:
         self.state = state
         self.detail = detail
         self.at = time.monotonic()
-
-
-class _WaitsBeat:
-    """A :class:`~sparsewatch.consumers.retry.Stop` whose waits are a loop's deliberate waits."""
-
-    def __init__(self, stop: Stop, heartbeat: Heartbeat, what: str) -> None:
-        self._stop = stop
-        self._heartbeat = heartbeat
-        self._what = what
-
-    def is_set(self) -> bool:
-        return self._stop.is_set()
-
-    def wait(self, timeout: float) -> bool:
-        self._heartbeat.waiting(self._what, timeout)
-        return self._stop.wait(timeout)
 
 
 class HeartbeatStopFlag(StopFlag):

@@ -204,19 +204,21 @@ def run_ingest(
     it waits at start for the broker's transaction coordinator, it returns having read nothing.
     A dead-letter topic too small for dead letters is a SparsewatchError (see the module doc).
     Each poll goes to ``health`` (:mod:`~sparsewatch.consumers.health`), with whether the bridge
-    has joined its group and reaches the broker."""
+    has joined its group and reaches the broker; its waits before retrying are counted in
+    ``metrics``."""
     stats = IngestStats()
     to_message = partial(
         map_record, mapping=mapping, max_text_bytes=max_text_bytes, kafka_time=kafka_time
     )
     tid = transactional_id(route.group_id, route.instance)
+    metrics = metrics or IngestMetrics()
+    health = health or Heartbeat("ingest")
+    health.count_waits(metrics.retried)
     replaced: list[Producer] = []  # kept alive: a call may never return from one
     producer, limits = _started_producer(route, tid, stop, replaced)
     if producer is None:
         return stats
-    metrics = metrics or IngestMetrics()
     consumer = _bridge_consumer(route, metrics)
-    health = health or Heartbeat("ingest")
     health.started()
     readiness = ConsumerReadiness(
         consumer, patterns=any(s.startswith("^") for s in route.source_topics)

@@ -4,7 +4,9 @@ ingest bridge (``sparsewatch ingest --metrics-port``).
 documents/s is ``rate(sparsewatch_documents_total[1m])``; the novelty rate is
 ``rate(sparsewatch_novel_total[5m]) / rate(sparsewatch_documents_total[5m])``. The bridge's
 records/s is ``rate(sparsewatch_ingest_records_total[1m])`` (by ``outcome``: forwarded or
-dead_lettered), its lag ``sparsewatch_consumer_lag{worker="ingest"}``.
+dead_lettered), its lag ``sparsewatch_consumer_lag{worker="ingest"}``. An outage of the database
+(or, for the bridge, the broker) waited out shows as ``increase(sparsewatch_retries_total[5m]) >
+0``.
 
 The counters count what this process committed. A restart re-reads its input from the stored
 resume offsets: the windows closed since a stream's last checkpoint are recomputed (only after a
@@ -70,6 +72,12 @@ SKIPPED = Counter(
     "Input messages the broker deleted (the topic's retention) before they were read",
     ["worker"],
 )
+RETRIES = Counter(
+    "sparsewatch_retries",
+    "Waits before retrying an operation after a transient failure (the database or the broker "
+    "unavailable), by the loop or its writer; the log says what failed and why",
+    ["worker"],
+)
 WINDOW_LATENCY = Histogram(
     "sparsewatch_window_latency_seconds",
     "From window close to committed results",
@@ -94,7 +102,7 @@ INGEST_BATCH_SECONDS = Histogram(
 )
 
 
-_SHARED = (DEAD_LETTERS, LAG, SKIPPED)
+_SHARED = (DEAD_LETTERS, LAG, SKIPPED, RETRIES)
 _FAMILIES = {
     "workers": (DOCUMENTS, NOVEL, WINDOWS, LATE, WINDOW_LATENCY, *_SHARED),
     "ingest": (INGEST_RECORDS, INGEST_TRANSACTIONS, INGEST_BATCH_SECONDS, *_SHARED),
@@ -123,6 +131,11 @@ class _RoleMetrics:
         ``on_reset`` of :class:`~sparsewatch.consumers.kafka_client.BatchConsumer`)."""
         SKIPPED.labels(self.worker).inc(n)
 
+    def retried(self) -> None:
+        """Count one wait before a retry (the loop's heartbeat calls it:
+        :meth:`~sparsewatch.consumers.health.Heartbeat.count_waits`)."""
+        RETRIES.labels(self.worker).inc()
+
 
 class WorkerMetrics(_RoleMetrics):
     """The metric children of one worker."""
@@ -133,7 +146,7 @@ class WorkerMetrics(_RoleMetrics):
         self._lag: dict[tuple[str, int], int] = {}
         # Every series exists, at 0, from the start: a series born at its first increment hides
         # that increment from increase() and rate(), and "no data" is not "0 documents/s".
-        for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, DEAD_LETTERS, WINDOW_LATENCY, LAG, SKIPPED):
+        for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, WINDOW_LATENCY, *_SHARED):
             family.labels(worker)
 
     def observe(self, outputs: Iterable[Any], latencies: Iterable[float], n_dead: int) -> None:
@@ -175,9 +188,8 @@ class IngestMetrics(_RoleMetrics):
             INGEST_RECORDS.labels(outcome)
         for result in ("committed", "aborted"):
             INGEST_TRANSACTIONS.labels(result)
-        DEAD_LETTERS.labels(self.worker)
-        LAG.labels(self.worker)
-        SKIPPED.labels(self.worker)
+        for family in _SHARED:
+            family.labels(self.worker)
 
     def committed(self, forwarded: int, dead_lettered: int, seconds: float) -> None:
         """Count one committed transaction: records forwarded and dead-lettered, its duration."""

@@ -52,6 +52,24 @@ class StopFlag:
         return self.requested
 
 
+class ReportedStop:
+    """``stop`` whose waits are reported first: ``report(what, seconds)`` before each (a wait
+    of :func:`with_backoff` is one retry of ``what``): to a loop's heartbeat, or from a writer
+    process to its loop."""
+
+    def __init__(self, stop: Stop, what: str, report: Callable[[str, float], None]) -> None:
+        self._stop = stop
+        self._what = what
+        self._report = report
+
+    def is_set(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        self._report(self._what, timeout)
+        return self._stop.wait(timeout)
+
+
 class RetryAbandonedError(RuntimeError):
     """A stop was requested while an operation waited to be retried: nothing of it happened."""
 

@@ -160,7 +160,8 @@ class WorkerLoop:
     Its progress goes to ``health`` (:mod:`~sparsewatch.consumers.health`: what ``/healthz`` and
     ``/readyz`` judge): each poll, the batch worked on inside the consumer's keep-alive
     (``computing``), the waits for its writer (``writing``) and for database calls of its own
-    (``database``, their waits between retries ``retrying``), its stop and how it ended. With
+    (``database``), the waits between retries of either (``retrying``, each counted in
+    ``metrics``), its stop and how it ended. With
     ``alerts_topic`` (created with ``partitions``), every alert it stores is also published there,
     before its transaction (:func:`~sparsewatch.consumers.writer.alert_message`)."""
 
@@ -203,6 +204,7 @@ class WorkerLoop:
         # How long a poll waits for messages: also how late an idle window may close.
         self.poll_timeout_s = poll_timeout_s
         self.metrics = metrics or WorkerMetrics(processor.name)
+        self.health.count_waits(self.metrics.retried)
         self.writer_mode = writer
         # Free heap memory kept for reuse between windows of a backlog (see consumers/memory.py).
         self.heap_bound = FreeHeapBound(int(heap_free_limit_mb * (1 << 20)))
@@ -283,7 +285,11 @@ class WorkerLoop:
     def _run(self, until_idle_s: float | None, upstream_running: Callable[[], bool] | None) -> None:
         """The body of :meth:`run`."""
         self._writer = make_writer(
-            self.writer_mode, self.store, self.destination, self.processor.name
+            self.writer_mode,
+            self.store,
+            self.destination,
+            self.processor.name,
+            on_retry=self.health.waiting,
         )
         try:
             self._consumer = BatchConsumer(

@@ -6,7 +6,9 @@ yet encoded; dead letters, checkpoints as arrays, resume offsets), so it can cro
 boundary. :class:`ResultWriter` performs a job: it produces the messages (encoding them as it
 goes; with an alerts topic, one per alert of the job's ``insert_alerts`` calls too:
 :func:`alert_message`) and waits for their delivery, then runs the transaction (retried with
-backoff on transient database errors). Two places to run it, at most one job in flight either way:
+backoff on transient database errors; each wait before a retry is reported to the loop,
+``on_retry(what, seconds)``, which makes it its heartbeat's: :mod:`~sparsewatch.consumers.health`).
+Two places to run it, at most one job in flight either way:
 
 * :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
   database connection and Kafka producer. Binding tens of thousands of result rows, encoding their
@@ -24,7 +26,10 @@ backoff on transient database errors). Two places to run it, at most one job in 
   :class:`~sparsewatch.storage.engine.OneAtATimePool`.)
 
 The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
-and its own child only; nothing read from Kafka or the database is ever unpickled.
+and its own child only; nothing read from Kafka or the database is ever unpickled. The child
+answers a job with ``("ok", committed_at)`` or ``("error", ...)``, after a ``("retrying", what,
+seconds)`` for every wait before a retry, which the parent reads as it waits for the answer or
+polls for it.
 
 The output, dead-letter and alerts topics may take smaller messages than the producer's
 1,000,000 bytes (their ``max.message.bytes``): the broker refuses a record batch over that limit
@@ -78,6 +83,7 @@ from sparsewatch.consumers.kafka_client import dead_letter_message, make_produce
 from sparsewatch.consumers.memory import map_large_allocations
 from sparsewatch.consumers.retry import (
     TRANSIENT_DB_ERRORS,
+    ReportedStop,
     RetryAbandonedError,
     Stop,
     StopFlag,
@@ -201,8 +207,13 @@ class WriterError(RuntimeError):
     """A job failed (nothing of it was committed), or the writer process died."""
 
 
+OnRetry = Callable[[str, float], None]
+"""``on_retry(what, seconds)``: a writer waits ``seconds`` before retrying ``what``."""
+
+
 class ResultWriter:
-    """Performs jobs against one store and one producer."""
+    """Performs jobs against one store and one producer; ``on_retry`` hears of every wait
+    before a retried transaction."""
 
     def __init__(
         self,
@@ -211,11 +222,13 @@ class ResultWriter:
         destination: Destination,
         stop: Stop,
         statistics: StatisticsPolicy | None = None,
+        on_retry: OnRetry | None = None,
     ) -> None:
         self.store = store
         self.producer = producer
         self.destination = destination
         self.stop = stop  # set: a transaction waiting to be retried is abandoned
+        self.on_retry = on_retry
         self._delivery_errors: list[str] = []
         self._statistics = StatisticsRefresh(store.engine, statistics)
 
@@ -226,7 +239,9 @@ class ResultWriter:
         # Serialised once, outside the transaction (which may be retried).
         blobs = {s: (arrays_to_npz(state), meta) for s, (state, meta) in job.checkpoints.items()}
         self._publish(job)
-        with_backoff(lambda: self._transaction(job, blobs), "writing results", stop=self.stop)
+        what = "writing results"
+        stop = self.stop if self.on_retry is None else ReportedStop(self.stop, what, self.on_retry)
+        with_backoff(lambda: self._transaction(job, blobs), what, stop=stop)
         return time.perf_counter()
 
     def refresh_statistics(self) -> None:
@@ -472,7 +487,8 @@ def _iso_utc(value: datetime | None) -> str | None:
 
 
 class ThreadWriter:
-    """Runs jobs on one thread of this process (the loop's store, a producer of its own)."""
+    """Runs jobs on one thread of this process (the loop's store, a producer of its own);
+    ``on_retry`` is called on that thread."""
 
     def __init__(
         self,
@@ -480,10 +496,11 @@ class ThreadWriter:
         destination: Destination,
         name: str,
         statistics: StatisticsPolicy | None = None,
+        on_retry: OnRetry | None = None,
     ) -> None:
         self._stop = threading.Event()
         producer = make_producer(destination.bootstrap, **destination.limits.producer_settings())
-        self._writer = ResultWriter(store, producer, destination, self._stop, statistics)
+        self._writer = ResultWriter(store, producer, destination, self._stop, statistics, on_retry)
         self._pool = ThreadPoolExecutor(1, initializer=_name_thread, initargs=(f"{name}-writer",))
 
     def submit(self, job: WriteJob) -> Pending:
@@ -562,6 +579,7 @@ class ProcessWriter:
         destination: Destination,
         name: str,
         statistics: StatisticsPolicy | None = None,
+        on_retry: OnRetry | None = None,
     ) -> None:
         parent_sock, child_sock = socket.socketpair()
         fd = child_sock.fileno()
@@ -583,7 +601,9 @@ class ProcessWriter:
         self._conn = Connection(parent_sock.detach())
         level = logging.getLogger().level
         self._conn.send((database_url, destination, os.getpid(), level, statistics, name))
+        self._on_retry = on_retry
         self._pending: _ProcessPending | None = None
+        self._answer: tuple[str, Any] | None = None  # the job in flight's, read by _answered
         self._in_flight = False  # a job sent and not answered yet (also while being waited for)
         self._abandoning = False  # abandon_retries was called: it holds for every later job
 
@@ -632,19 +652,33 @@ class ProcessWriter:
                 os.kill(self._process.pid, signal.SIGUSR1)
 
     def _answered(self) -> bool:
-        """Whether the child answered the job in flight, or died (nothing to wait for then)."""
+        """Whether the child answered the job in flight, or died (nothing to wait for then);
+        its retry reports read so far go to ``on_retry``."""
         try:
-            return self._conn.poll(0) or self._process.poll() is not None
-        except OSError:  # the socket is closed: result() raises at once
+            while self._answer is None and self._conn.poll(0):
+                self._take(self._conn.recv())
+        except (EOFError, OSError):  # the socket is closed: result() raises at once
             return True
+        return self._answer is not None or self._process.poll() is not None
+
+    def _take(self, message: tuple[Any, ...]) -> None:
+        """A message of the child: a retry report (to ``on_retry``) or the job's answer."""
+        if message[0] == "retrying":
+            if self._on_retry is not None:
+                self._on_retry(message[1], message[2])
+        else:
+            self._answer = (message[0], message[1])
 
     def _receive(self) -> tuple[str, Any]:
         self._pending = None
         try:
-            while not self._conn.poll(1.0):
-                if self._process.poll() is not None:
+            while self._answer is None:
+                if self._conn.poll(1.0):
+                    self._take(self._conn.recv())
+                elif self._process.poll() is not None:
                     raise self._died()
-            return self._conn.recv()
+            answer, self._answer = self._answer, None
+            return answer
         except (EOFError, OSError) as exc:
             raise WriterError(f"the writer process of {self.name} is gone ({exc})") from None
         finally:
@@ -701,7 +735,8 @@ def _failure(exc: Exception) -> tuple[str, str]:
 def serve(fd: int) -> None:
     """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
     jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
-    ``("error", (message, traceback))``; after a job's answer, the planner statistics' refresh
+    ``("error", (message, traceback))``, after a ``("retrying", what, seconds)`` for each wait
+    before a retry of its transaction; after a job's answer, the planner statistics' refresh
     (:meth:`ResultWriter.refresh_statistics`), while the loop computes the next window. Its log
     lines' ``thread`` is ``<worker>-writer``."""
     # Checkpoints (arrays and their npz, megabytes, growing with the model) go back to the
@@ -720,7 +755,12 @@ def serve(fd: int) -> None:
     setup_logging(log_level)
     store = Store.open(database_url, upgrade=False)
     producer = make_producer(destination.bootstrap, **destination.limits.producer_settings())
-    writer = ResultWriter(store, producer, destination, stop, statistics)
+
+    def report(what: str, seconds: float) -> None:
+        with contextlib.suppress(OSError):  # (a parent gone: this process dies with it)
+            conn.send(("retrying", what, seconds))
+
+    writer = ResultWriter(store, producer, destination, stop, statistics, report)
     try:
         while True:
             try:
@@ -747,10 +787,13 @@ def make_writer(
     destination: Destination,
     name: str,
     statistics: StatisticsPolicy | None = None,
+    on_retry: OnRetry | None = None,
 ) -> Writer:
     """A :class:`ProcessWriter` or :class:`ThreadWriter` for ``mode``; an in-memory SQLite
     database always gets the thread (another process cannot open it). ``statistics``: when it
-    gathers SQLite's planner statistics (default: :class:`StatisticsPolicy`'s). Its messages fit
+    gathers SQLite's planner statistics (default: :class:`StatisticsPolicy`'s); ``on_retry``:
+    told of each wait before a retried transaction, on the thread that waits for or polls the
+    job (process) or on the writer's thread. Its messages fit
     the output, dead-letter and alerts topics' limits, read here (see the module doc): a
     dead-letter topic too small for dead letters is a SparsewatchError."""
     if mode not in WRITER_MODES:
@@ -761,6 +804,6 @@ def make_writer(
     limits.check_dead_letter_topic(destination.dlq_topic)
     destination = dataclasses.replace(destination, limits=limits)
     if mode == "thread" or is_in_memory_sqlite(store.engine.url):
-        return ThreadWriter(store, destination, name, statistics)
+        return ThreadWriter(store, destination, name, statistics, on_retry)
     url = store.engine.url.render_as_string(hide_password=False)
-    return ProcessWriter(url, destination, name, statistics)
+    return ProcessWriter(url, destination, name, statistics, on_retry)

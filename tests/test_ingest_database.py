@@ -2,14 +2,17 @@
 broker, real PostgreSQL): the bridge waits for the database before it begins a batch's Kafka
 transaction, so nothing of the batch is forwarded or committed meanwhile, and every dead letter
 ends up once in the table and once on the dead-letter topic; stopped during the outage it says so
-in one line and the next start records what it could not."""
+in one line and the next start records what it could not. Its waits for the database count in
+sparsewatch_retries_total."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 from sparsewatch.consumers.ingest import IngestRoute
@@ -27,6 +30,7 @@ from tests.support.ingest_kafka import (
     reap_bridges,  # noqa: F401 (autouse: kills what spawn started)
     spawn,
 )
+from tests.support.ports import free_port
 
 
 def _batch(start: int, n_good: int, n_bad: int) -> list[tuple[bytes | None, bytes | None]]:
@@ -44,6 +48,16 @@ def _wait_committed(route: IngestRoute, proc: subprocess.Popen, log: Path, expec
         time.sleep(0.1)
 
 
+def _retries(port: int) -> float:
+    """``sparsewatch_retries_total`` of the bridge, as its endpoint serves it."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body = response.read()
+    found = re.search(rb'^sparsewatch_retries_total\{worker="ingest"\} (\S+)$', body, re.M)
+    assert found, body.decode()[-2000:]
+    return float(found.group(1))
+
+
 def test_dead_letters_reach_the_database_through_an_outage(
     kafka_bootstrap: str,
     topic_name: str,
@@ -57,8 +71,10 @@ def test_dead_letters_reach_the_database_through_an_outage(
     source = route.source_topics[0]
     log = tmp_path / "ingest.log"
     produce(kafka_bootstrap, source, _batch(0, 200, 5))
-    proc = spawn(route, log, until_idle=None, database_url=url)
+    port = free_port()
+    proc = spawn(route, log, None, ("--metrics-port", str(port)), database_url=url)
     _wait_committed(route, proc, log, 205)
+    assert _retries(port) == 0
 
     postgres_outage.begin()
     produce(kafka_bootstrap, source, _batch(1000, 200, 5))
@@ -66,6 +82,7 @@ def test_dead_letters_reach_the_database_through_an_outage(
     assert committed(kafka_bootstrap, route.group_id, source, 3) == 205
     assert len(read_all(kafka_bootstrap, route.docs_topic, 200)) == 200
     assert "recording dead letters failed" in log.read_text()
+    assert _retries(port) >= 2  # (0.2 s, 0.4 s, ... within the 4 s: each wait counted)
     postgres_outage.end()
     _wait_committed(route, proc, log, 410)
 

@@ -1,0 +1,137 @@
+"""A writer's retries through a database outage reach its loop: its heartbeat (``/readyz`` says
+``retrying: writing results``) and ``sparsewatch_retries_total``. Real broker, real PostgreSQL made
+unavailable (ALTER DATABASE ... ALLOW_CONNECTIONS false).
+
+The writer (a process or a thread) retried a window's transaction with backoff for up to two
+minutes while its worker showed ``writing`` and stayed ready: a database outage was invisible to
+the probes and the metrics unless the loop's own database calls hit it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.writer import make_writer
+from sparsewatch.replay.producer import replay_documents
+from sparsewatch.replay.synthetic import generate_stream
+from sparsewatch.storage.store import Store
+
+from tests.support.ports import free_port
+from tests.support.writer_jobs import destination, write_job
+from tests.test_health_probes import _get, _probe, _start_detector, _stop, _wait_for
+
+pytestmark = [pytest.mark.kafka]
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_a_writer_reports_each_wait_before_a_retry(
+    kafka_bootstrap: str, postgres_database, postgres_outage, kind: str
+) -> None:
+    """Each wait of the job's backoff is reported, in order, with its length: a process
+    writer's reports as the loop polls whether the job is done (on the loop's thread), a thread
+    writer's on its own thread; the job commits once the outage ends."""
+    url, _ = postgres_database
+    store = Store.open(url)
+    reports: list[tuple[str, float, str]] = []
+
+    def on_retry(what: str, seconds: float) -> None:
+        reports.append((what, seconds, threading.current_thread().name))
+
+    writer = make_writer(kind, store, destination(kafka_bootstrap), "w", on_retry=on_retry)
+    try:
+        postgres_outage.begin()
+        pending = writer.submit(write_job())
+        end = time.monotonic() + 30
+        while len(reports) < 3:
+            assert time.monotonic() < end, reports
+            assert not pending.ready()
+            time.sleep(0.05)
+        postgres_outage.end()
+        pending.result()
+    finally:
+        writer.close()
+    assert [(what, s) for what, s, _ in reports[:3]] == [
+        ("writing results", 0.2),
+        ("writing results", 0.4),
+        ("writing results", 0.8),
+    ]
+    expected_thread = "MainThread" if kind == "process" else "w-writer"
+    assert {thread for _, _, thread in reports} == {expected_thread}
+    assert len(store.documents(limit=None)) == 50
+    store.dispose()
+
+
+def _retries(base: str) -> float:
+    """``sparsewatch_retries_total`` of the detector, as its endpoint serves it."""
+    status, body = _get(base + "/metrics")
+    assert status == 200
+    found = re.search(rb'^sparsewatch_retries_total\{worker="detector"\} (\S+)$', body, re.M)
+    assert found, body.decode()[-2000:]
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_a_database_outage_met_by_the_writer_makes_the_worker_retrying_and_counts(
+    kafka_bootstrap: str, postgres_database, postgres_outage, tmp_path: Path, writer: str
+) -> None:
+    """The detector's windows meet a database outage in its writer: ``/readyz`` is 503 with
+    ``retrying: writing results``, ``/healthz`` stays 200 (a restart would not bring the
+    database back), ``sparsewatch_retries_total`` (0 before) counts the waits; once the
+    database is back the worker is ready again and every document is stored once (the stream's
+    end-of-stream marker closes its last window)."""
+    url, _ = postgres_database
+    prefix = f"retryreports-{writer}-{time.monotonic_ns()}"
+    ensure_topics(kafka_bootstrap, {f"{prefix}.docs": 2})
+    port = free_port()
+    proc, log = _start_detector(
+        kafka_bootstrap,
+        prefix,
+        tmp_path,
+        "--metrics-port",
+        str(port),
+        SPARSEWATCH_DATABASE_URL=url,
+        SPARSEWATCH_WRITER=writer,
+    )
+    base = f"http://127.0.0.1:{port}"
+    docs = generate_stream(1200, kind="tweet", seed=5)  # one stream, hours of event time
+    store = Store.open(url)
+    try:
+        _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
+        assert replay_documents(docs[:600], kafka_bootstrap, f"{prefix}.docs").produced == 600
+        # (the stream's checkpoint read, its first windows committed: what follows is the
+        # writer's, not the loop's own database calls)
+        _wait_for(lambda: len(store.windows()) >= 2, "the first windows", proc, log)
+        assert _retries(base) == 0
+        postgres_outage.begin()
+        store.engine.dispose()
+        sent = replay_documents(docs[600:], kafka_bootstrap, f"{prefix}.docs", end_of_stream=True)
+        assert sent.produced == 600
+        seen: list[tuple[int, dict]] = []
+
+        def retrying() -> bool:
+            status, body = _probe(base, "/readyz")
+            seen.append((status, body))
+            return status == 503 and body["workers"]["detector"]["reason"] == (
+                "retrying: writing results"
+            )
+
+        _wait_for(retrying, "/readyz: retrying: writing results", proc, log)
+        status, body = _probe(base, "/healthz")
+        assert status == 200 and body["workers"]["detector"]["alive"], body
+        assert _retries(base) >= 1
+        postgres_outage.end()
+        _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200 again", proc, log)
+        _wait_for(lambda: len(store.documents(limit=None)) == 1200, "every document", proc, log)
+        _stop(proc, log)
+    finally:
+        proc.kill()
+        postgres_outage.end()
+    ids = [d["doc_id"] for d in store.documents(limit=None)]
+    store.dispose()
+    assert sorted(ids) == sorted(d["id"] for d in docs)
+    assert "writing results failed (OperationalError" in log.read_text()
