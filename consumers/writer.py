@@ -6,8 +6,9 @@ yet encoded; dead letters, checkpoints as arrays, resume offsets), so it can cro
 boundary. :class:`ResultWriter` performs a job: it produces the messages (encoding them as it
 goes; with an alerts topic, one per alert of the job's ``insert_alerts`` calls too:
 :func:`alert_message`) and waits for their delivery, then runs the transaction (retried with
-backoff on transient database errors; each wait before a retry is reported to the loop,
-``on_retry(what, seconds)``, which makes it its heartbeat's: :mod:`~sparsewatch.consumers.health`).
+backoff on transient database errors; each wait before a retry, and every 10 s of a wait for the
+broker to take the messages, is reported to the loop, ``on_retry(what, seconds)``, which makes it
+its heartbeat's: :mod:`~sparsewatch.consumers.health`).
 Two places to run it, at most one job in flight either way:
 
 * :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
@@ -122,6 +123,8 @@ _ENVIRONMENT_ERRORS = (RetryAbandonedError, KafkaException, *TRANSIENT_DB_ERRORS
 # A stop request abandons the delivery of a job's messages once none was delivered for this long
 # (the broker is down; a broker that answers is waited for).
 _STALLED_S = 2.0
+# How often a wait for the delivery of a job's messages is logged and reported to the loop.
+_FLUSH_REPORT_S = 10.0
 
 _STORE_CALLS = frozenset(
     {
@@ -323,7 +326,8 @@ class ResultWriter:
 
     def _flush(self) -> None:
         """Wait for the delivery of every message produced (the idempotent producer retries by
-        itself until ``message.timeout.ms``, 5 minutes), saying every 10 s how many are left.
+        itself until ``message.timeout.ms``, 5 minutes), saying every 10 s how many are left (in
+        the log, and to ``on_retry``: a wait for the broker, as ``publishing results``).
 
         A stop request ends the wait once the broker has delivered nothing for
         ``_STALLED_S`` (it is down: a worker told to stop then waited out the whole
@@ -342,9 +346,11 @@ class ResultWriter:
                     f"publishing results abandoned on shutdown ({remaining} messages not "
                     "delivered to Kafka)"
                 )
-            if now - warned >= 10.0:
+            if now - warned >= _FLUSH_REPORT_S:
                 log.warning("%d messages not yet delivered to Kafka; waiting", remaining)
                 warned = now
+                if self.on_retry is not None:
+                    self.on_retry("publishing results", _FLUSH_REPORT_S)
 
     def _purge(self) -> None:
         """Drop the messages not delivered yet (abandoned: the producer's close would otherwise

@@ -1,6 +1,7 @@
-"""A writer's retries through a database outage reach its loop: its heartbeat (``/readyz`` says
-``retrying: writing results``) and ``sparsewatch_retries_total``. Real broker, real PostgreSQL made
-unavailable (ALTER DATABASE ... ALLOW_CONNECTIONS false).
+"""A writer's retries through a database outage, and its waits for a broker that takes nothing,
+reach its loop: its heartbeat (``/readyz`` says ``retrying: writing results``) and
+``sparsewatch_retries_total``. Real broker, real PostgreSQL made unavailable (ALTER DATABASE ...
+ALLOW_CONNECTIONS false).
 
 The writer (a process or a thread) retried a window's transaction with backoff for up to two
 minutes while its worker showed ``writing`` and stayed ready: a database outage was invisible to
@@ -16,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.writer import make_writer
+from sparsewatch.consumers.writer import Destination, WriterError, make_writer
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
 from tests.support.ports import free_port
-from tests.support.writer_jobs import destination, write_job
+from tests.support.writer_jobs import destination, stored_nothing, write_job
 from tests.test_health_probes import _get, _probe, _start_detector, _stop, _wait_for
 
 pytestmark = [pytest.mark.kafka]
@@ -64,6 +65,33 @@ def test_a_writer_reports_each_wait_before_a_retry(
     assert {thread for _, _, thread in reports} == {expected_thread}
     assert len(store.documents(limit=None)) == 50
     store.dispose()
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_a_writer_reports_every_10_s_of_waiting_for_the_broker(tmp_path: Path, kind: str) -> None:
+    """Messages the broker does not take (nothing listens at its address): every 10 s of the
+    wait is reported as ``publishing results``, as the log says it; a stop then abandons the
+    job, nothing committed."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    store = Store.open(url)
+    reports: list[tuple[str, float]] = []
+    gone = Destination(f"127.0.0.1:{free_port()}", "g", "t.docs", "t.scores", "t.dlq")
+    writer = make_writer(kind, store, gone, "w", on_retry=lambda *report: reports.append(report))
+    try:
+        pending = writer.submit(write_job())
+        end = time.monotonic() + 30
+        while not reports:
+            assert time.monotonic() < end
+            assert not pending.ready()
+            time.sleep(0.1)
+        assert reports == [("publishing results", 10.0)]
+        writer.abandon_retries()
+        with pytest.raises(WriterError, match="publishing results abandoned on shutdown"):
+            pending.result()
+    finally:
+        writer.close()
+        store.dispose()
+    assert stored_nothing(url)
 
 
 def _retries(base: str) -> float:
