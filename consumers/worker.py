@@ -289,7 +289,7 @@ class WorkerLoop:
             self.store,
             self.destination,
             self.processor.name,
-            on_retry=self.health.waiting,
+            on_retry=self._writer_waits,
         )
         try:
             self._consumer = BatchConsumer(
@@ -408,6 +408,16 @@ class WorkerLoop:
 
         self._retried(transaction, "writing checkpoints")
         self._mark_checkpointed(due)
+
+    def _writer_waits(self, what: str, seconds: float) -> None:
+        """The writer waits ``seconds`` before retrying ``what`` (its ``on_retry``): the loop's
+        wait too while the loop waits for it (``writing``); counted only otherwise, when the
+        report is read as the loop polls or computes (a wait shown then would stand for the
+        rest of a window computed for longer than ``health_stall_s``: not alive)."""
+        if self.health.state in ("writing", "retrying"):
+            self.health.waiting(what, seconds)
+        else:
+            self.metrics.retried()
 
     def _retried(self, action: Callable[[], T], what: str) -> T:
         """``action``, a database call of the loop's own, retried with backoff through an outage

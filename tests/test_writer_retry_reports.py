@@ -16,13 +16,17 @@ import time
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
+from sparsewatch.consumers.health import Health
 from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.worker import WorkerLoop
 from sparsewatch.consumers.writer import Destination, WriterError, make_writer
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
 from tests.support.ports import free_port
+from tests.support.worker_stubs import OneStreamProcessor
 from tests.support.writer_jobs import destination, stored_nothing, write_job
 from tests.test_health_probes import _get, _probe, _start_detector, _stop, _wait_for
 
@@ -163,3 +167,46 @@ def test_a_database_outage_met_by_the_writer_makes_the_worker_retrying_and_count
     store.dispose()
     assert sorted(ids) == sorted(d["id"] for d in docs)
     assert "writing results failed (OperationalError" in log.read_text()
+
+
+class _Processor(OneStreamProcessor):
+    name = "retry-reports"
+
+
+def test_a_writer_report_while_the_loop_computes_is_counted_not_shown(
+    kafka_bootstrap: str, topic_name: str, tmp_path: Path
+) -> None:
+    """A report read while the loop computes (a process writer's, read as the loop polls
+    whether the job is done; a thread writer's, at any time) would stand for the rest of the
+    computation: a window computed for longer than ``health_stall_s`` after it read "no
+    progress while retrying", not alive. It is counted only; while the loop waits for its
+    writer (``writing``) it is the loop's wait: not ready, alive for its length."""
+    health = Health(stall_s=0.5)
+    beat = health.heartbeat("w")
+    store = Store.open(f"sqlite:///{tmp_path / 'w.db'}")
+    t = topic_name
+    loop = WorkerLoop(
+        _Processor(), store, kafka_bootstrap, t, f"{t}.in", None, f"{t}.dlq", health=beat
+    )
+    retries = REGISTRY.get_sample_value("sparsewatch_retries_total", {"worker": _Processor.name})
+    beat.started()
+    keepalive = threading.Event()
+    helper = threading.Thread(target=keepalive.wait, name=f"{beat.thread}-keepalive")
+    helper.start()
+    try:
+        with beat.phase("computing", "a long window"):
+            loop._writer_waits("writing results", 0.2)
+            time.sleep(1.0)  # past health_stall_s, and past the wait
+            assert beat.state == "computing"
+            assert health.liveness()[0], health.liveness()
+        with beat.phase("writing", "waiting for its writer's transaction"):
+            loop._writer_waits("writing results", 5.0)
+            ready, body = health.readiness()
+            assert not ready and body["workers"]["w"]["reason"] == "retrying: writing results"
+            assert health.liveness()[0], health.liveness()
+    finally:
+        keepalive.set()
+        helper.join()
+        store.dispose()
+    counted = REGISTRY.get_sample_value("sparsewatch_retries_total", {"worker": _Processor.name})
+    assert counted == (retries or 0.0) + 2
