@@ -127,7 +127,9 @@ def roc_auc(y_true: np.ndarray, scores: np.ndarray) -> float | None:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    ranks = rankdata(np.asarray(scores, dtype=np.float32))
+    # (summed in float64: SciPy 1.18 ranks float32 scores in float32, whose sum of thousands of
+    # ranks is off by whole ranks)
+    ranks = rankdata(np.asarray(scores, dtype=np.float32)).astype(np.float64, copy=False)
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
