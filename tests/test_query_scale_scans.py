@@ -80,7 +80,9 @@ def _insert_without_pattern(engine: sa.Engine, rows: list[dict[str, Any]], at: d
         'INSERT INTO dead_letters (topic, partition, "offset", reason, payload, created_at) '
         "VALUES (:topic, :partition, :offset, :reason, :payload, :created_at)"
     )
-    stamp = at.replace(tzinfo=None) if engine.dialect.name == "sqlite" else at
+    # (on SQLite as SQLAlchemy's DateTime stores it: sqlite3's own datetime adapter is
+    # deprecated from Python 3.12)
+    stamp = at.strftime("%Y-%m-%d %H:%M:%S.%f") if engine.dialect.name == "sqlite" else at
     with engine.begin() as conn:
         conn.execute(stmt, [{**r, "created_at": stamp} for r in rows])
 
