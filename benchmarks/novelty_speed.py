@@ -206,8 +206,36 @@ def dictionary_learning_peer(window: int) -> MiniBatchDictionaryLearning:
     )
 
 
-def part_b(quick: bool) -> dict:
+def _timed_windows(model, step, inputs: list, docs_per_window: int) -> dict:
+    """Median seconds of ``step(model, x)`` over ``inputs`` (one window each), as documents/s."""
+    seconds = []
+    for x in inputs:
+        t0 = time.perf_counter()
+        step(model, x)
+        seconds.append(time.perf_counter() - t0)
+    median = float(np.median(seconds))
+    return {"docs_per_s": docs_per_window / median, "median_window_s": median}
 
+
+def _naive_dense_l1(Xs: list, slice_n: int, dtype: type) -> dict:
+    """Dense Algorithm 5 coding of a ``slice_n``-document slice of one window (300 iterations),
+    then one OIADMM step: the issue's naive peer."""
+    model = OnlineL1NoveltyDetector(**INSTANCE_MODEL, dtype=dtype).fit(Xs[0])
+
+    def step(est, X):
+        P = X[:slice_n].T
+        codes = l1_sparse_code_dense(
+            P, est.components_, est.lam, max_iter=300, tol=1e-6, dtype=dtype
+        )
+        est.oiadmm_.partial_fit(sp.csc_matrix(P, dtype=dtype), sp.csr_matrix(codes))
+
+    out = _timed_windows(model, step, Xs[1:2], slice_n)
+    return {**out, "note": f"{slice_n}-document slice per window, 300 iterations"}
+
+
+def part_b(quick: bool) -> dict:
+    """Tweet-length documents at k = 100, m = 6,000: ours (matrices and the Detector end to end)
+    against MiniBatchDictionaryLearning, MiniBatchNMF and a naive dense l1 ADMM, same windows."""
     n_win = 4 if quick else 8
     win = 1000
     texts = tweet_stream(win * (n_win + 1), seed=2)
@@ -219,91 +247,43 @@ def part_b(quick: bool) -> dict:
     m = Xs[0].shape[1]
     res: dict[str, dict] = {}
 
-    def run(name: str, setup, step) -> None:
-        model = setup()
-        t = []
-        for X in Xs[1:]:
-            t0 = time.perf_counter()
-            step(model, X)
-            t.append(time.perf_counter() - t0)
-        res[name] = {
-            "docs_per_s": win / float(np.median(t)),
-            "median_window_s": float(np.median(t)),
-        }
-        print(name, res[name], flush=True)
-
-    def ours_setup():
-        return OnlineL1NoveltyDetector(**INSTANCE_MODEL).fit(Xs[0])
-
     def ours_step(est, X):
         r = est.code(X)
         est.flag_novel(r.objective)
         est.partial_fit(X, codes=r.codes, scores=r.objective)
 
-    run("online_l1 (matrices)", ours_setup, ours_step)
+    ours = OnlineL1NoveltyDetector(**INSTANCE_MODEL).fit(Xs[0])
+    res["online_l1 (matrices)"] = _timed_windows(ours, ours_step, Xs[1:], win)
 
-    def det_setup():
-        d = Detector(StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000}), warmup_docs=win)
-        d.process_window(windows[0])
-        return d
-
-    model = det_setup()
-    t = []
-    for w in windows[1:]:
-        t0 = time.perf_counter()
-        model.process_window(w)
-        t.append(time.perf_counter() - t0)
-    res["online_l1 Detector (raw text, end to end)"] = {
-        "docs_per_s": win / float(np.median(t)),
-        "median_window_s": float(np.median(t)),
-    }
-
-    def mbdl_setup():
-        return dictionary_learning_peer(win).partial_fit(Xs[0].toarray())
+    detector = Detector(
+        StreamingTfidf(**{**DEFAULT_FEATURES, "max_features": 6000}), warmup_docs=win
+    )
+    detector.process_window(windows[0])
+    res["online_l1 Detector (raw text, end to end)"] = _timed_windows(
+        detector, lambda d, w: d.process_window(w), windows[1:], win
+    )
 
     def mbdl_step(mb, X):
         D = X.toarray()
         mb.transform(D)
         mb.partial_fit(D)
 
-    run("MiniBatchDictionaryLearning", mbdl_setup, mbdl_step)
-
-    def nmf_setup():
-        return MiniBatchNMF(
-            n_components=100, batch_size=win, random_state=0, max_iter=1
-        ).partial_fit(Xs[0])
+    mbdl = dictionary_learning_peer(win).partial_fit(Xs[0].toarray())
+    res["MiniBatchDictionaryLearning"] = _timed_windows(mbdl, mbdl_step, Xs[1:], win)
 
     def nmf_step(nmf, X):
         nmf.transform(X)
         nmf.partial_fit(X)
 
-    run("MiniBatchNMF", nmf_setup, nmf_step)
+    nmf = MiniBatchNMF(n_components=100, batch_size=win, random_state=0, max_iter=1)
+    res["MiniBatchNMF"] = _timed_windows(nmf.partial_fit(Xs[0]), nmf_step, Xs[1:], win)
 
-    slice_n = 50 if quick else 100
     for dt in (np.float64, np.float32):
-
-        def dense_setup(dt=dt):
-            return OnlineL1NoveltyDetector(**INSTANCE_MODEL, dtype=dt).fit(Xs[0])
-
-        def dense_step(est, X, dt=dt):
-            P = X[:slice_n].T
-            codes = l1_sparse_code_dense(
-                P, est.components_, est.lam, max_iter=300, tol=1e-6, dtype=dt
-            )
-            est.oiadmm_.partial_fit(sp.csc_matrix(P, dtype=dt), sp.csr_matrix(codes))
-
-        model = dense_setup()
-        t = []
-        for X in Xs[1:2]:
-            t0 = time.perf_counter()
-            dense_step(model, X)
-            t.append(time.perf_counter() - t0)
-        res[f"naive dense l1 ADMM {np.dtype(dt).name}"] = {
-            "docs_per_s": slice_n / float(np.median(t)),
-            "median_window_s": float(np.median(t)),
-            "note": f"{slice_n}-document slice per window, 300 iterations",
-        }
-        print(res, flush=True)
+        res[f"naive dense l1 ADMM {np.dtype(dt).name}"] = _naive_dense_l1(
+            Xs, 50 if quick else 100, dt
+        )
+    for name, row in res.items():
+        print(name, row, flush=True)
     ref = res["MiniBatchDictionaryLearning"]["docs_per_s"]
     for v in res.values():
         v["ratio_vs_MiniBatchDictionaryLearning"] = v["docs_per_s"] / ref

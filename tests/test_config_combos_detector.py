@@ -15,7 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sparsewatch.consumers.detector_core import StreamModels, build_models, process_window
+from sparsewatch.consumers.detector_core import (
+    StreamModels,
+    WindowComputation,
+    build_models,
+    process_window,
+)
 from sparsewatch.consumers.messages import Document
 from sparsewatch.consumers.windowing import Buffered, ClosedWindow
 from sparsewatch.storage.serialization import arrays_to_npz, npz_to_arrays
@@ -167,41 +172,55 @@ def test_seeded_configuration_combinations_keep_their_invariants(case: int) -> N
             again.documents.rows(), default=str
         )
         assert got.alerts == again.alerts and got.topics == again.topics
-        docs = got.documents
-        assert len(docs.doc_id) == len(window)
-        novel_alerts = [a for a in got.alerts if a["kind"] == "novel_document"]
-        stories = [{a["subject_id"], *a["related_ids"]} for a in novel_alerts]
-        assert [len(s) for s in stories] == [a["n_documents"] for a in novel_alerts]
-        flagged = {d for d, n in zip(docs.doc_id, docs.novel, strict=True) if n}
-        assert set().union(*stories) == flagged and sum(map(len, stories)) == len(flagged)
-        assert all(a["score"] is None or math.isfinite(a["score"]) for a in got.alerts)
+        assert len(got.documents.doc_id) == len(window)
+        _assert_one_story_per_flagged_document(got)
         if not warm:
-            assert not docs.novel.any()
-        if not models.detector.fitted:
-            continue
-        scores = docs.novelty_score
-        assert np.isfinite(scores).all()
-        novel = docs.novel
-        if novel.any() and not novel.all():  # every flagged document outranks every other
-            assert scores[novel].min() > scores[~novel].max()
-        if warm and config.novel_mode == "threshold":
-            assert np.array_equal(novel, scores > config.novel_threshold)
-        elif warm:  # at least the top q of the documents with a term (a score above 0 has one)
-            q_n = Fraction(repr(config.novel_top_q)) * int((scores > 0).sum())
-            if q_n >= 1:
-                assert novel.sum() >= math.ceil(q_n)
-        m = models.detector.features.n_features_
-        assert m <= config.max_vocabulary
-        assert models.detector.model.components_.shape[0] == m
-        assert models.detector.model.components_.shape[1] <= config.max_atoms
-        for model in (models.topics, models.emerging):
-            if model is not None and hasattr(model, "components_"):
-                assert model.components_.shape[1] == m
-        for row in got.topics:
-            assert math.isfinite(row["strength"])
-            assert all(math.isfinite(w) for _, w in row["terms"])
-        if got.messages is not None:
-            assert len(got.messages) == len(window)
-        if got.snapshot is not None:
-            arrays = got.snapshot["arrays"]
-            assert arrays["dictionary_shape"][0] == arrays["terms"].size == m
+            assert not got.documents.novel.any()
+        if models.detector.fitted:
+            _assert_flags_follow_the_rule(got, config, warm)
+            _assert_shapes_agree(models, got, config, len(window))
+
+
+def _assert_one_story_per_flagged_document(got: WindowComputation) -> None:
+    docs = got.documents
+    novel_alerts = [a for a in got.alerts if a["kind"] == "novel_document"]
+    stories = [{a["subject_id"], *a["related_ids"]} for a in novel_alerts]
+    assert [len(s) for s in stories] == [a["n_documents"] for a in novel_alerts]
+    flagged = {d for d, n in zip(docs.doc_id, docs.novel, strict=True) if n}
+    assert set().union(*stories) == flagged and sum(map(len, stories)) == len(flagged)
+    assert all(a["score"] is None or math.isfinite(a["score"]) for a in got.alerts)
+
+
+def _assert_flags_follow_the_rule(
+    got: WindowComputation, config: DetectorConfig, warm: bool
+) -> None:
+    scores, novel = got.documents.novelty_score, got.documents.novel
+    assert np.isfinite(scores).all()
+    if novel.any() and not novel.all():  # every flagged document outranks every other
+        assert scores[novel].min() > scores[~novel].max()
+    if warm and config.novel_mode == "threshold":
+        assert np.array_equal(novel, scores > config.novel_threshold)
+    elif warm:  # at least the top q of the documents with a term (a score above 0 has one)
+        q_n = Fraction(repr(config.novel_top_q)) * int((scores > 0).sum())
+        if q_n >= 1:
+            assert novel.sum() >= math.ceil(q_n)
+
+
+def _assert_shapes_agree(
+    models: StreamModels, got: WindowComputation, config: DetectorConfig, n_docs: int
+) -> None:
+    m = models.detector.features.n_features_
+    assert m <= config.max_vocabulary
+    assert models.detector.model.components_.shape[0] == m
+    assert models.detector.model.components_.shape[1] <= config.max_atoms
+    for model in (models.topics, models.emerging):
+        if model is not None and hasattr(model, "components_"):
+            assert model.components_.shape[1] == m
+    for row in got.topics:
+        assert math.isfinite(row["strength"])
+        assert all(math.isfinite(w) for _, w in row["terms"])
+    if got.messages is not None:
+        assert len(got.messages) == n_docs
+    if got.snapshot is not None:
+        arrays = got.snapshot["arrays"]
+        assert arrays["dictionary_shape"][0] == arrays["terms"].size == m
