@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,61 +36,10 @@ from tests.support.ingest_kafka import (
     spawn,
 )
 from tests.support.ports import free_port
+from tests.support.probed_detector import get, probe, start_probed_detector, stop, wait_for
 from tests.support.worker_stubs import OneStreamProcessor, QuietState, running_on_backlog
 
 pytestmark = [pytest.mark.kafka]
-
-# (no proxy from the environment: the endpoint is this machine's, also on its own address)
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _get(url: str) -> tuple[int, bytes]:
-    """The status and body of a GET of ``url``; status 0 while nothing answers."""
-    try:
-        with _OPENER.open(url, timeout=5) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-    except OSError:
-        return 0, b""
-
-
-def _probe(base: str, path: str) -> tuple[int, dict[str, Any]]:
-    status, body = _get(base + path)
-    return status, json.loads(body) if status else {}
-
-
-def _wait_for(condition: Callable[[], bool], what: str, proc: subprocess.Popen, log: Path) -> None:
-    end = time.monotonic() + 60
-    while not condition():
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < end, f"timed out waiting for {what}: {log.read_text()[-3000:]}"
-        time.sleep(0.05)
-
-
-def _start_detector(
-    bootstrap: str, prefix: str, tmp_path: Path, *args: str, **settings: str
-) -> tuple[subprocess.Popen[bytes], Path]:
-    """``sparsewatch run detector ARGS`` on ``prefix``'s topics (1-hour windows), SQLite in
-    ``tmp_path``; its log is the returned file."""
-    env = clean_environ(
-        SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS=bootstrap,
-        SPARSEWATCH_KAFKA_TOPIC_PREFIX=prefix,
-        SPARSEWATCH_KAFKA_GROUP_ID=prefix,
-        SPARSEWATCH_KAFKA_PARTITIONS="2",
-        SPARSEWATCH_DATA_DIR=str(tmp_path),
-        SPARSEWATCH_WINDOWS_SIZE="1h",
-        **settings,
-    )
-    log = tmp_path / "run.log"
-    with log.open("ab") as err:
-        cmd = [sys.executable, "-m", "sparsewatch", "run", "detector", *args]
-        return subprocess.Popen(cmd, env=env, stderr=err), log
-
-
-def _stop(proc: subprocess.Popen[bytes], log: Path) -> None:
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
 
 
 def test_readyz_turns_200_once_the_detector_consumes_on_ipv6(
@@ -102,36 +47,26 @@ def test_readyz_turns_200_once_the_detector_consumes_on_ipv6(
 ) -> None:
     """Served on ``::1`` (an IPv6 server): /readyz says 503 while the worker starts and joins its
     group, then 200; /healthz says 200 throughout; /metrics is the workers' exposition."""
-    port = free_port()
-    proc, log = _start_detector(
-        kafka_bootstrap,
-        topic_name,
-        tmp_path,
-        "--metrics-port",
-        str(port),
-        "--metrics-address",
-        "::1",
-    )
-    base = f"http://[::1]:{port}"
+    proc, log, base = start_probed_detector(kafka_bootstrap, topic_name, tmp_path, "::1")
     seen: list[tuple[int, str | None]] = []
     try:
 
         def ready() -> bool:
-            status, body = _probe(base, "/readyz")
+            status, body = probe(base, "/readyz")
             if status:
                 seen.append((status, body["workers"].get("detector", {}).get("reason")))
-                assert _probe(base, "/healthz")[0] == 200
+                assert probe(base, "/healthz")[0] == 200
             return status == 200
 
-        _wait_for(ready, "/readyz 200", proc, log)
+        wait_for(ready, "/readyz 200", proc, log)
         assert seen[0][0] == 503, seen
         assert any(reason and reason.startswith("starting") for _, reason in seen), seen
-        status, body = _probe(base, "/healthz")
+        status, body = probe(base, "/healthz")
         assert status == 200 and body["workers"]["detector"]["alive"], body
-        _wait_for(lambda: " assigned [" in log.read_text(), "its partitions", proc, log)
-        status, metrics = _get(f"{base}/metrics")
+        wait_for(lambda: " assigned [" in log.read_text(), "its partitions", proc, log)
+        status, metrics = get(f"{base}/metrics")
         assert status == 200 and b'sparsewatch_documents_total{worker="detector"}' in metrics
-        _stop(proc, log)
+        stop(proc, log)
     finally:
         proc.kill()
 
@@ -152,36 +87,32 @@ def test_a_worker_waiting_on_a_stopped_writer_is_not_alive_until_it_goes_on(
     for the transaction for ever: after ``health_stall_s`` /healthz says 503 naming it and what
     it waits for, and /readyz 503 too; once the writer goes on (SIGCONT), both are 200 again."""
     ensure_topics(kafka_bootstrap, {f"{topic_name}.docs": 2})
-    port = free_port()
-    proc, log = _start_detector(
+    proc, log, base = start_probed_detector(
         kafka_bootstrap,
         topic_name,
         tmp_path,
-        "--metrics-port",
-        str(port),
         SPARSEWATCH_HEALTH_STALL_S="2",
         SPARSEWATCH_WRITER="process",
     )
-    base = f"http://127.0.0.1:{port}"
     writer = None
     try:
-        _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
+        wait_for(lambda: probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
         writer = _writer_process(proc.pid)
         os.kill(writer, signal.SIGSTOP)
         docs = generate_stream(600, kind="tweet", seed=3)  # (several hours: windows close)
         assert replay_documents(docs, kafka_bootstrap, f"{topic_name}.docs").produced == 600
-        _wait_for(lambda: _probe(base, "/healthz")[0] == 503, "/healthz 503", proc, log)
-        status, body = _probe(base, "/healthz")
+        wait_for(lambda: probe(base, "/healthz")[0] == 503, "/healthz 503", proc, log)
+        status, body = probe(base, "/healthz")
         detector = body["workers"]["detector"]
         assert status == 503 and body["status"] == "not alive", body
         assert detector["state"] == "writing" and not detector["alive"], body
         assert detector["seconds_since_progress"] > 2 and "no progress" in detector["problem"]
-        status, body = _probe(base, "/readyz")
+        status, body = probe(base, "/readyz")
         assert status == 503 and "no progress" in body["workers"]["detector"]["reason"], body
         os.kill(writer, signal.SIGCONT)
-        _wait_for(lambda: _probe(base, "/healthz")[0] == 200, "/healthz 200 again", proc, log)
-        _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200 again", proc, log)
-        _stop(proc, log)
+        wait_for(lambda: probe(base, "/healthz")[0] == 200, "/healthz 200 again", proc, log)
+        wait_for(lambda: probe(base, "/readyz")[0] == 200, "/readyz 200 again", proc, log)
+        stop(proc, log)
     finally:
         if writer is not None:
             with contextlib.suppress(ProcessLookupError):  # (gone with the worker)
@@ -254,17 +185,17 @@ def test_an_outage_waited_out_with_backoff_is_alive_but_not_ready(tmp_path: Path
         with engine.connect() as conn:
             return int(conn.execute(sa.text("SELECT 1")).scalar_one())
 
-    def probe() -> None:
+    def sample() -> None:
         while not done.is_set():
             probes.append((health.liveness(), health.readiness()))
             time.sleep(0.1)
 
-    prober = threading.Thread(target=probe)
+    prober = threading.Thread(target=sample)
     prober.start()
     try:
         with beat.phase("database", "reading resume offsets"):
-            stop = beat.retry_stop(threading.Event(), "reading resume offsets")
-            assert with_backoff(read, "reading resume offsets", first_delay_s=1.5, stop=stop) == 1
+            waits = beat.retry_stop(threading.Event(), "reading resume offsets")
+            assert with_backoff(read, "reading resume offsets", first_delay_s=1.5, stop=waits) == 1
     finally:
         done.set()
         prober.join()
@@ -301,10 +232,10 @@ def test_the_bridge_serves_metrics_and_probes_on_every_interface(
     log = tmp_path / "ingest.log"
     proc = spawn(route, log, until_idle=None, extra=("--metrics-port", str(port)))
     base = f"http://{_non_loopback_ipv4()}:{port}"
-    _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
-    status, body = _probe(base, "/healthz")
+    wait_for(lambda: probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
+    status, body = probe(base, "/healthz")
     assert status == 200 and body["workers"]["ingest"]["alive"], body
-    status, metrics = _get(f"{base}/metrics")
+    status, metrics = get(f"{base}/metrics")
     assert status == 200 and b'sparsewatch_consumer_lag{worker="ingest"}' in metrics
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]

@@ -26,9 +26,9 @@ from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.store import Store
 
 from tests.support.ports import free_port
+from tests.support.probed_detector import get, probe, start_probed_detector, stop, wait_for
 from tests.support.worker_stubs import OneStreamProcessor
 from tests.support.writer_jobs import destination, stored_nothing, write_job
-from tests.test_health_probes import _get, _probe, _start_detector, _stop, _wait_for
 
 pytestmark = [pytest.mark.kafka]
 
@@ -100,7 +100,7 @@ def test_a_writer_reports_every_10_s_of_waiting_for_the_broker(tmp_path: Path, k
 
 def _retries(base: str) -> float:
     """``sparsewatch_retries_total`` of the detector, as its endpoint serves it."""
-    status, body = _get(base + "/metrics")
+    status, body = get(base + "/metrics")
     assert status == 200
     found = re.search(rb'^sparsewatch_retries_total\{worker="detector"\} (\S+)$', body, re.M)
     assert found, body.decode()[-2000:]
@@ -119,25 +119,17 @@ def test_a_database_outage_met_by_the_writer_makes_the_worker_retrying_and_count
     url, _ = postgres_database
     prefix = f"retryreports-{writer}-{time.monotonic_ns()}"
     ensure_topics(kafka_bootstrap, {f"{prefix}.docs": 2})
-    port = free_port()
-    proc, log = _start_detector(
-        kafka_bootstrap,
-        prefix,
-        tmp_path,
-        "--metrics-port",
-        str(port),
-        SPARSEWATCH_DATABASE_URL=url,
-        SPARSEWATCH_WRITER=writer,
+    proc, log, base = start_probed_detector(
+        kafka_bootstrap, prefix, tmp_path, SPARSEWATCH_DATABASE_URL=url, SPARSEWATCH_WRITER=writer
     )
-    base = f"http://127.0.0.1:{port}"
     docs = generate_stream(1200, kind="tweet", seed=5)  # one stream, hours of event time
     store = Store.open(url)
     try:
-        _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
+        wait_for(lambda: probe(base, "/readyz")[0] == 200, "/readyz 200", proc, log)
         assert replay_documents(docs[:600], kafka_bootstrap, f"{prefix}.docs").produced == 600
         # (the stream's checkpoint read, its first windows committed: what follows is the
         # writer's, not the loop's own database calls)
-        _wait_for(lambda: len(store.windows()) >= 2, "the first windows", proc, log)
+        wait_for(lambda: len(store.windows()) >= 2, "the first windows", proc, log)
         assert _retries(base) == 0
         postgres_outage.begin()
         store.engine.dispose()
@@ -146,20 +138,20 @@ def test_a_database_outage_met_by_the_writer_makes_the_worker_retrying_and_count
         seen: list[tuple[int, dict]] = []
 
         def retrying() -> bool:
-            status, body = _probe(base, "/readyz")
+            status, body = probe(base, "/readyz")
             seen.append((status, body))
             return status == 503 and body["workers"]["detector"]["reason"] == (
                 "retrying: writing results"
             )
 
-        _wait_for(retrying, "/readyz: retrying: writing results", proc, log)
-        status, body = _probe(base, "/healthz")
+        wait_for(retrying, "/readyz: retrying: writing results", proc, log)
+        status, body = probe(base, "/healthz")
         assert status == 200 and body["workers"]["detector"]["alive"], body
         assert _retries(base) >= 1
         postgres_outage.end()
-        _wait_for(lambda: _probe(base, "/readyz")[0] == 200, "/readyz 200 again", proc, log)
-        _wait_for(lambda: len(store.documents(limit=None)) == 1200, "every document", proc, log)
-        _stop(proc, log)
+        wait_for(lambda: probe(base, "/readyz")[0] == 200, "/readyz 200 again", proc, log)
+        wait_for(lambda: len(store.documents(limit=None)) == 1200, "every document", proc, log)
+        stop(proc, log)
     finally:
         proc.kill()
         postgres_outage.end()
