@@ -436,9 +436,10 @@ def _update_topics(
                     "score": float(event.slope),
                     "window_seq": seq,
                     "event_time": None,
-                    "summary": f"emerging topic ({event.n_documents} docs, slope "
-                    f"{event.slope:.3g}, trend {_trend(event.trend)}): "
-                    + ", ".join(event.top_terms),
+                    # its terms first: what the topic is about survives a cut summary
+                    "summary": f"emerging topic: {', '.join(event.top_terms)} "
+                    f"({event.n_documents} docs, slope {event.slope:.3g}, "
+                    f"trend {_trend(event.trend)})",
                     "terms": [[t, float(w)] for t, w in named.items()],
                     "n_documents": int(event.n_documents),
                 }

@@ -198,6 +198,9 @@ def test_window_alerts_carry_the_terms_and_the_store_returns_them(database_url):
         topics = {f"topic-{t['topic_id']}": t["terms"] for t in c.topics}
         for a in (a for a in c.alerts if a["kind"] == "emerging_topic"):
             assert a["terms"] == topics[a["subject_id"]]
+            # the terms lead its summary: a table's cut cell still says what the topic is
+            named = ", ".join(t for t, _ in a["terms"])
+            assert a["summary"].startswith(f"emerging topic: {named} ({a['n_documents']} docs")
     late_rows, late_alerts = score_late(models, "s", _items(docs[:200], 0), hour)
     assert [a["subject_id"] for a in late_alerts] == [
         d for d, n in zip(late_rows.doc_id, late_rows.novel, strict=True) if n

@@ -148,7 +148,7 @@ def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
             if row["emerging_topic"] is not None:
                 marked[row["emerging_topic"]] = marked.get(row["emerging_topic"], 0) + 1
         alerts = {
-            int(a["subject_id"].removeprefix("topic-")): int(a["summary"].split("(")[1].split()[0])
+            int(a["subject_id"].removeprefix("topic-")): a["n_documents"]
             for a in comp.alerts
             if a["kind"] == "emerging_topic"
         }
