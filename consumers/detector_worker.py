@@ -112,11 +112,13 @@ class DetectorStreamState:
         self._late: list[Buffered] = []
         # the smallest offset of ``_late`` per partition (asked for at every commit)
         self._late_first: dict[int, int] = {}
-        # How many of ``_late`` are counted (sparsewatch_late_documents_total): not those read
-        # again after a restore, whose first reading was counted, except the ones still waiting
-        # here when the checkpoint was taken (from the first such offset per partition on).
+        # A late document read again (after a restore: another stream on the partition held its
+        # resume offset back) was stored at its first reading, in its window or as late, unless
+        # it was still waiting here when the checkpoint was taken (from the first such offset per
+        # partition on): only those are scored and counted (sparsewatch_late_documents_total)
+        # again. A checkpoint written before this was recorded (None) has every one scored.
         self._late_counted = 0
-        self._count_late_from: dict[int, int] = {}
+        self._pending_late_from: dict[int, int] | None = {}
         self._warned_seconds = False
         self._warned_closed_early = False
         self._warned_ahead = False
@@ -124,8 +126,12 @@ class DetectorStreamState:
             state = checkpoint.state
             self.windows.set_state({k[8:]: v for k, v in state.items() if k.startswith("windows.")})
             self.models.set_state({k[7:]: v for k, v in state.items() if k.startswith("models.")})
-            pending = np.asarray(state.get("late.pending_from", np.zeros((0, 2), np.int64)))
-            self._count_late_from = {p: o for p, o in pending.reshape(-1, 2).tolist()}
+            pending = state.get("late.pending_from")
+            self._pending_late_from = (
+                None
+                if pending is None
+                else {p: o for p, o in np.asarray(pending).reshape(-1, 2).tolist()}
+            )
 
     def _output(self, window: ClosedWindow, closed_at: float) -> Output:
         comp = process_window(self.models, window, self.config.detector)
@@ -159,11 +165,9 @@ class DetectorStreamState:
             )
         again = self.windows.read_before(partition, offset)
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
-        if status == "late":
+        if status == "late" and self._unstored_late(again, partition, offset):
             self._late.append(Buffered(item, partition, offset))
             self._late_first[partition] = min(offset, self._late_first.get(partition, offset))
-            if not again or offset >= self._count_late_from.get(partition, offset + 1):
-                self._late_counted += 1
             if not self._warned_closed_early and self.windows.closed_early(item.timestamp_ms):
                 self._warned_closed_early = True  # once per stream (and worker start)
                 log.warning(
@@ -192,6 +196,16 @@ class DetectorStreamState:
                 f"({where})"
             )
         return self._outputs(closed)
+
+    def _unstored_late(self, again: bool, partition: int, offset: int) -> bool:
+        """Whether a late document is to be scored and stored (counting it): not one read again
+        that its first reading stored (scoring it again against a later model raised alerts the
+        uninterrupted run never raised, for documents that were only part of a story)."""
+        pending = self._pending_late_from
+        if not again or (pending is not None and offset >= pending.get(partition, offset + 1)):
+            self._late_counted += 1
+            return True
+        return pending is None
 
     def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         """The late documents waiting, and the windows of a stream silent for the idle timeout

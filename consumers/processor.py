@@ -21,8 +21,9 @@ class Output:
     (they run on the writer while the next window is computed, possibly in another process).
     ``dead`` are dead letters the state found only now (messages it had accepted and can no longer
     use), as rows with ``partition``, ``offset``, ``reason`` and ``payload``; the loop adds the
-    input topic. ``late`` counts the late documents it stores (scored, not learnt from) that
-    were not counted before (a document read again after a restore is stored again, a no-op).
+    input topic. ``late`` counts the late documents it stores (scored, not learnt from); a late
+    document read again after a restore that its first reading stored is neither scored nor
+    stored again.
     ``summary`` says which window it was and what it found, for the log line written when its
     transaction has committed.
     """
