@@ -23,6 +23,10 @@ _REUTERS_DATE = re.compile(
 _MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
 _EPOCH_MS_TEXT = re.compile(r"\s*(-?\d+)(?:\.\d*)?\s*")
+# ISO-8601's basic date (``20260101``, as CSV exports such as GDELT's write dates): as epoch
+# milliseconds it would be a moment of 1970-01-01 or -02, and the detector's message format
+# reads the same text as the date
+_BASIC_DATE = re.compile(r"\s*(\d{4})(\d{2})(\d{2})\s*")
 # A zone after a date: a name for UTC, an offset (``+HHMM``, ``+HH:MM``, ``+HH``, ``+H``), or
 # both (``GMT+0100``, JavaScript's ``Date`` text; ``UTC-05``; ``GMT+1``: one hour east, as mail
 # and web pages mean it, not POSIX's ``Etc/GMT+1``), or an offset then its name (``-0500 EST``)
@@ -70,6 +74,13 @@ def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     1539202764000
     >>> parse_timestamp_ms(1767225600.25, unit_ms=1000), parse_timestamp_ms("1767225600", 1000)
     (1767225600250, 1767225600000)
+
+    Eight digits of text starting with a year of 1970..2199 are a date (ISO-8601's basic form,
+    as the message format reads it; a RecordError if it is none), not epoch milliseconds of
+    1970-01-01; a number stays one:
+
+    >>> parse_timestamp_ms("20260101"), parse_timestamp_ms(20260101)
+    (1767225600000, 20260101)
     >>> parse_timestamp_ms("yesterday")
     Traceback (most recent call last):
     ...
@@ -78,6 +89,8 @@ def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     """
     if isinstance(value, bool) or value is None:
         raise RecordError(f"bad timestamp {value!r}")
+    if isinstance(value, str) and unit_ms == 1 and (day := _basic_date_ms(value)) is not None:
+        return day
     if isinstance(value, str) and (number := _EPOCH_MS_TEXT.fullmatch(value)):
         whole = number.group(1)
         if len(whole.lstrip("-").lstrip("0")) > len(str(MAX_EPOCH_MS)):
@@ -102,6 +115,19 @@ def parse_timestamp_ms(value: Any, unit_ms: int = 1) -> int:
     if not MIN_EPOCH_MS <= ms < MAX_EPOCH_MS:
         raise RecordError(f"timestamp {_shown(value)} is outside 1970..2200")
     return ms
+
+
+def _basic_date_ms(text: str) -> int | None:
+    """Epoch ms of ``text`` as an ISO-8601 basic date (``YYYYMMDD``) of 1970..2199, else None;
+    a RecordError for eight such digits that are no calendar date."""
+    match = _BASIC_DATE.fullmatch(text)
+    if match is None or not 1970 <= int(match.group(1)) < 2200:
+        return None
+    try:
+        day = datetime(*(int(part) for part in match.groups()), tzinfo=UTC)
+    except ValueError as exc:  # 20260229: as epoch milliseconds, a moment of 1970 again
+        raise RecordError(f"bad timestamp {text.strip()!r} (a YYYYMMDD date? {exc})") from None
+    return _epoch_ms(day)
 
 
 def _shown(value: Any) -> str:
