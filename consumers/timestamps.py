@@ -124,7 +124,8 @@ def _basic_date_ms(text: str) -> int | None:
     if match is None or not 1970 <= int(match.group(1)) < 2200:
         return None
     try:
-        day = datetime(*(int(part) for part in match.groups()), tzinfo=UTC)
+        year, month, day_of_month = (int(part) for part in match.groups())
+        day = datetime(year, month, day_of_month, tzinfo=UTC)
     except ValueError as exc:  # 20260229: as epoch milliseconds, a moment of 1970 again
         raise RecordError(f"bad timestamp {text.strip()!r} (a YYYYMMDD date? {exc})") from None
     return _epoch_ms(day)
