@@ -24,7 +24,9 @@ from sparsewatch.query_options import (
     LIMIT_OPTION,
     TIME,
     check_range,
+    one_more,
     open_store,
+    within_limit,
 )
 from sparsewatch.query_output import TableColumn, emit, printable, shorten, show_time
 
@@ -105,13 +107,14 @@ def dead_letters(
         "until": until,
         "source_topics": source_topics,
         "reason": reason,
-        "limit": limit,
+        "limit": one_more(limit),
     }
     with open_store(ctx, database_url) as store:
         if summary:
-            rows = store.dead_letter_reasons(**filters)
+            rows = within_limit(store.dead_letter_reasons(**filters), limit, "reasons")
         else:
-            rows = [_with_payload_views(r) for r in store.dead_letters(**filters)]
+            found = within_limit(store.dead_letters(**filters), limit, "dead letters")
+            rows = [_with_payload_views(r) for r in found]
     if summary:
         view: list[TableColumn] = [
             ("count", "count", str),

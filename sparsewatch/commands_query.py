@@ -32,7 +32,9 @@ from sparsewatch.query_options import (
     TIME,
     WINDOW,
     check_range,
+    one_more,
     open_store,
+    within_limit,
 )
 from sparsewatch.query_output import (
     WHOLE_ROW,
@@ -175,12 +177,12 @@ def alerts(
             kinds=kinds,
             streams=streams,
             min_score=min_score,
-            limit=limit,
+            limit=one_more(limit),
             time_field=by,
             text=text,
             min_documents=min_documents,
         )
-    emit(rows, fmt, ALERT_COLUMNS, view, "alerts")
+    emit(within_limit(rows, limit, "alerts"), fmt, ALERT_COLUMNS, view, "alerts")
 
 
 def _alert_view(by: AlertTime) -> list[TableColumn]:
@@ -375,10 +377,11 @@ def documents(
             since=since,
             until=until,
             min_score=min_score,
-            limit=limit,
+            limit=one_more(limit),
             topic=topic,
             text=text,
         )
+    rows = within_limit(rows, limit, "documents")
     view: list[TableColumn] = [
         ("event time", "event_time", show_time),
         ("stream", "stream", str),
@@ -469,8 +472,9 @@ def topics(
             last_window=to_window,
             emerging_only=emerging_only,
             n_terms=n_terms,
-            limit=limit,
+            limit=one_more(limit),
         )
+    rows = within_limit(rows, limit, "topics")
     view: list[TableColumn] = [
         ("stream", "stream", str),
         ("window", "window_seq", str),
@@ -522,7 +526,8 @@ def list_snapshots(
 ) -> None:
     """Snapshots with their array shapes and sizes, newest window first."""
     with open_store(ctx, database_url) as store:
-        rows = store.snapshots(streams=streams, model_kinds=model_kinds, limit=limit)
+        rows = store.snapshots(streams=streams, model_kinds=model_kinds, limit=one_more(limit))
+    rows = within_limit(rows, limit, "snapshots")
 
     def shapes(value: dict[str, dict[str, Any]]) -> str:
         return ", ".join(

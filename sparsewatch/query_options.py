@@ -121,8 +121,25 @@ LIMIT_OPTION = click.option(
     type=click.IntRange(0, MAX_INT64),
     default=50,
     show_default=True,
-    help="At most N rows.",
+    help="At most N rows (a note on stderr says when more match).",
 )
+
+
+def one_more(limit: int) -> int:
+    """The rows to ask for to tell whether ``limit`` cuts a listing: one more (within int64)."""
+    return min(limit + 1, MAX_INT64)
+
+
+def within_limit(rows: list[dict[str, Any]], limit: int, what: str) -> list[dict[str, Any]]:
+    """The first ``limit`` of ``rows`` (asked for with :func:`one_more`), and a note on stderr
+    when there were more: a listing cut by the default limit looked complete (the 72 documents
+    of a story listed as 50, the newest missing)."""
+    if len(rows) <= limit:
+        return rows
+    click.echo(f"note: {limit} {what} shown, more match: raise --limit", err=True)
+    return rows[:limit]
+
+
 STREAMS_OPTION = click.option(
     "--stream", "streams", multiple=True, callback=utf8_text, help="Only this stream (repeatable)."
 )

@@ -12,7 +12,7 @@ import time
 import pytest
 from sparsewatch.storage.store import Store
 
-from tests.support.cli import run_cli
+from tests.support.cli import limit_note, run_cli
 
 DOCS, SCORES = "sw.docs", "sw.scores"
 # Three transactions (three stored times), oldest first.
@@ -48,10 +48,12 @@ def populated(database_url: str) -> str:
     return database_url
 
 
-def as_json(monkeypatch, capsys, url: str, *args: str) -> list[dict]:
+def as_json(monkeypatch, capsys, url: str, *args: str, cut: str | None = None) -> list[dict]:
+    """The rows in JSON; ``cut``: what they are, when ``--limit`` cuts them (a note)."""
     code, out, err = run_cli(monkeypatch, capsys, "dead-letters", *args, "--format", "json",
                              "--database-url", url)  # fmt: skip
-    assert code == 0 and err == "", err
+    limit = int(args[args.index("--limit") + 1]) if "--limit" in args else 50
+    assert code == 0 and err == ("" if cut is None else limit_note(limit, cut)), err
     return json.loads(out)
 
 
@@ -77,9 +79,9 @@ def test_every_dead_letter_newest_first_with_its_exact_bytes(populated, monkeypa
 
 
 def test_filters(populated, monkeypatch, capsys):
-    def offsets(*args: str) -> list[tuple[str, int, int]]:
+    def offsets(*args: str, cut: str | None = None) -> list[tuple[str, int, int]]:
         return [(r["topic"], r["partition"], r["offset"])
-                for r in as_json(monkeypatch, capsys, populated, *args)]  # fmt: skip
+                for r in as_json(monkeypatch, capsys, populated, *args, cut=cut)]  # fmt: skip
 
     assert offsets("--topic", SCORES) == [(SCORES, 2, 5)]
     assert len(offsets("--topic", SCORES, "--topic", DOCS)) == 7
@@ -88,8 +90,9 @@ def test_filters(populated, monkeypatch, capsys):
     assert offsets("--reason", "100% of_it") == [(DOCS, 1, 11)]
     assert offsets("--reason", "1_0") == []  # as a LIKE pattern it matched "100"
     assert offsets("--reason", "%of") == []  # ... and this every reason with "of"
-    assert offsets("--limit", "2") == [(DOCS, 1, 11), (DOCS, 0, 12)]
-    newest = as_json(monkeypatch, capsys, populated, "--limit", "1")[0]["created_at"]
+    assert offsets("--limit", "2", cut="dead letters") == [(DOCS, 1, 11), (DOCS, 0, 12)]
+    newest = as_json(monkeypatch, capsys, populated, "--limit", "1", cut="dead letters")
+    newest = newest[0]["created_at"]
     assert offsets("--since", newest) == [(DOCS, 1, 11)]
     assert len(offsets("--until", newest)) == 6
     assert offsets("--since", "1h", "--until", "now") == offsets()
@@ -125,7 +128,10 @@ def test_summary_counts_by_reason_with_numbers_as_n(populated, monkeypatch, caps
         by_reason["missing field 'text'"]["first_at"]
         < by_reason["missing field 'scores'"]["first_at"]
     )
-    assert len(as_json(monkeypatch, capsys, populated, "--summary", "--limit", "2")) == 2
+    assert (
+        len(as_json(monkeypatch, capsys, populated, "--summary", "--limit", "2", cut="reasons"))
+        == 2
+    )
     assert [r["count"] for r in as_json(monkeypatch, capsys, populated, "--summary",
                                         "--reason", "duplicate")] == [2]  # fmt: skip
 

@@ -26,7 +26,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import DetectorConfig, load_config
 from sparsewatch.errors import SparsewatchError
-from tests.support.cli import run_cli
+from tests.support.cli import limit_note, run_cli
 
 
 def _components_by_union_find(X: np.ndarray, threshold: float) -> list[int]:
@@ -226,11 +226,18 @@ def test_documents_of_a_story_by_its_lead(database_url, monkeypatch, capsys):
     got = [r["doc_id"] for r in json.loads(out)]
     assert sorted(got) == sorted([storm["subject_id"], *storm["related_ids"]])
     assert all(STORM in text[d] for d in got) and err == ""
-    # other filters still apply; a document that leads no story is a one-line error
+    # other filters still apply, and a story cut by --limit says so (its listing looked whole:
+    # the default 50 of a 72-document story, the newest missing); a document that leads no
+    # story is a one-line error
     code, out, err = run_cli(
         monkeypatch, capsys, *args, "--story", storm["subject_id"], "--limit", "3"
     )
-    assert code == 0 and len(json.loads(out)) == 3
+    assert code == 0 and len(json.loads(out)) == 3 and err == limit_note(3, "documents")
+    n = len(got)
+    code, out, err = run_cli(
+        monkeypatch, capsys, *args, "--story", storm["subject_id"], "--limit", str(n)
+    )
+    assert code == 0 and len(json.loads(out)) == n and err == ""
     led = storm["related_ids"][0]
     code, out, err = run_cli(monkeypatch, capsys, *args, "--story", led)
     assert code != 0 and out == ""

@@ -16,7 +16,7 @@ from sparsewatch.storage.store import _MISSING_HINT as MISSING_HINT
 from sparsewatch.storage.store import Store
 
 from sparsewatch.query_options import parse_time
-from tests.support.cli import run_cli
+from tests.support.cli import limit_note, run_cli
 from tests.support.storage import novel_document_alerts
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
@@ -117,13 +117,15 @@ def populated(database_url):
     return database_url, arrays
 
 
-def query(monkeypatch, capsys, url: str, *args: str) -> dict[str, object]:
-    """The command's output in every format: parsed JSON, parsed CSV, table text."""
+def query(monkeypatch, capsys, url: str, *args: str, cut: str | None = None) -> dict[str, object]:
+    """The command's output in every format: parsed JSON, parsed CSV, table text; ``cut``: the
+    rows it lists (``alerts``, ...), when ``--limit`` cuts the listing (a note on stderr)."""
     results: dict[str, object] = {}
     for fmt in ("json", "csv", "table"):
         code, out, err = run_cli(monkeypatch, capsys, *args, "--format", fmt, "--database-url", url)
         assert code == 0, err
-        assert err == ""
+        limit = int(args[args.index("--limit") + 1]) if "--limit" in args else 50
+        assert err == ("" if cut is None else limit_note(limit, cut))
         results[fmt] = out
     results["json"] = json.loads(results["json"])
     results["csv"] = list(csv.DictReader(io.StringIO(results["csv"])))
@@ -187,7 +189,8 @@ def test_alerts_in_every_format_and_filter(populated, monkeypatch, capsys):
     assert sorted(r["id"] for r in kinds_two) == sorted(
         r["id"] for r in rows if r["kind"] in ("anomaly", "emerging_topic")
     )
-    assert query(monkeypatch, capsys, url, "alerts", "--limit", "3")["json"] == rows[:3]
+    cut = query(monkeypatch, capsys, url, "alerts", "--limit", "3", cut="alerts")
+    assert cut["json"] == rows[:3]
 
     recent = query(monkeypatch, capsys, url, "alerts", "--since", "1h", "--limit", "1000")["json"]
     assert len(recent) == len(rows)  # all were created just now
@@ -267,6 +270,14 @@ def test_topics_in_every_format_and_filter(populated, monkeypatch, capsys):
     assert len(first) == len(STREAMS) * 3 and {r["window_seq"] for r in first} == {0}
     strengths = [(r["stream"], r["strength"]) for r in first]  # strongest topic first
     assert strengths == [(s, float(k)) for s in STREAMS for k in (3, 2, 1)]
+    cut = query(
+        monkeypatch, capsys, url, "topics", "--to-window", "0", "--limit", "5", cut="topics"
+    )
+    assert cut["json"] == first[:5]
+    whole = query(
+        monkeypatch, capsys, url, "topics", "--to-window", "0", "--limit", str(len(first))
+    )
+    assert whole["json"] == first  # all of them, no note
 
 
 def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
@@ -274,6 +285,19 @@ def test_snapshots_list_and_export(populated, monkeypatch, capsys, tmp_path):
     listed = query(monkeypatch, capsys, url, "snapshots", "list", "--stream", "news")
     rows = listed["json"]
     assert [r["window_seq"] for r in rows] == [2, 1, 0]
+    newest = query(
+        monkeypatch,
+        capsys,
+        url,
+        "snapshots",
+        "list",
+        "--stream",
+        "news",
+        "--limit",
+        "2",
+        cut="snapshots",
+    )
+    assert newest["json"] == rows[:2]
     assert rows[0]["shapes"]["D"] == {"dtype": "<f4", "shape": [12, 4]}
     assert rows[0]["size_bytes"] > 12 * 4 * 4
     assert "D 12x4 <f4" in listed["table"]

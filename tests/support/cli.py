@@ -46,3 +46,8 @@ def run_process(
 def clean_environ(**settings: str) -> dict[str, str]:
     """This process's environment without any ``SPARSEWATCH_*`` setting, and ``settings``."""
     return {k: v for k, v in os.environ.items() if not k.startswith("SPARSEWATCH_")} | settings
+
+
+def limit_note(n: int, what: str) -> str:
+    """What a listing cut by ``--limit n`` says on stderr."""
+    return f"note: {n} {what} shown, more match: raise --limit\n"
