@@ -34,6 +34,24 @@ class FiniteFloatRange(_Finite, click.FloatRange):
     name = "finite float range"
 
 
+class TopicNumber(click.IntRange):
+    """A topic number, also as an alert names it (``topic-113``, the subject of an
+    ``emerging_topic`` alert): copying the subject was refused as no integer."""
+
+    name = "topic number"
+
+    def __init__(self) -> None:
+        super().__init__(0, 2**31 - 1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not (isinstance(value, str) and value.strip().lower().startswith("topic-")):
+            return super().convert(value, param, ctx)
+        number = value.strip()[len("topic-") :]
+        if not number.isdigit():
+            self.fail(f"{value!r} is not a topic number (ID or topic-ID).", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def utf8_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """A text option (one value, several, or none) the database can be asked for; a usage error
     for bytes that are not UTF-8 (a Latin-1 terminal's: click keeps them as surrogate escapes,

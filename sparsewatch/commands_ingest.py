@@ -68,6 +68,14 @@ _INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # Kafka's own 
 _NOT_AS_IN_PYTHON = re.compile(r"\\[A-Za-z](?<![wWsSbB])|\[:[A-Za-z]+:\]")
 
 
+def _posix_reading(found: str) -> str:
+    """How librdkafka reads ``found`` (a match of :data:`_NOT_AS_IN_PYTHON`), and what to write."""
+    if found.startswith("\\"):
+        instead = {"d": "[0-9]", "D": "[^0-9]"}.get(found[1])
+        return f"a plain {found[1]} there" + (f": write {instead}" if instead else "")
+    return "a class there, in Python a set of its letters: spell it out, e.g. [0-9] for [[:digit:]]"
+
+
 def _sources(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """``--from-topic``: topic names and ``^`` patterns (:func:`source_topics`), a pattern being
     one that librdkafka, which subscribes with it as a POSIX extended regular expression, reads
@@ -81,7 +89,8 @@ def _sources(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
         if differs := _NOT_AS_IN_PYTHON.search(pattern):
             raise click.BadParameter(
                 f"{pattern!r}: librdkafka reads a ^ source as a POSIX extended regular "
-                f"expression, where {differs.group()} is not what it is in Python (a digit: [0-9])"
+                f"expression, where {differs.group()} is not what it is in Python "
+                f"({_posix_reading(differs.group())})"
             )
     source_topics(ctx, param, value)
     for pattern in patterns:

@@ -20,7 +20,13 @@ import click
 import sqlalchemy as sa
 from rich.cells import cell_len
 
-from sparsewatch.cli_types import FiniteFloat, FiniteFloatRange, not_blank, utf8_text
+from sparsewatch.cli_types import (
+    FiniteFloat,
+    FiniteFloatRange,
+    TopicNumber,
+    not_blank,
+    utf8_text,
+)
 from sparsewatch.config import MAX_INT64
 from sparsewatch.consumers.retry import RetryAbandonedError, StopFlag, with_backoff
 from sparsewatch.errors import SparsewatchError
@@ -323,9 +329,10 @@ DOCUMENT_COLUMNS = (
 @click.option("--min-score", type=FiniteFloat(), default=None, help="Novelty score at least this.")
 @click.option(
     "--topic",
-    type=click.IntRange(0, 2**31 - 1),
+    type=TopicNumber(),
     default=None,
-    help="Only documents of this topic (dominant, or the emerging topic of an alert topic-ID).",
+    help="Only documents of this topic (dominant, or the emerging topic of an alert topic-ID; "
+    "ID or topic-ID).",
 )
 @click.option(
     "--grep",

@@ -13,6 +13,7 @@ from sparsewatch.storage import migrate
 from sparsewatch.storage.store import Store
 
 from sparsewatch.cli import main
+from tests.support.cli import run_cli
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -70,3 +71,18 @@ def test_a_database_at_revision_0001_is_upgraded_with_its_documents(database_url
         [row] = store.documents(limit=None)
     assert (row["doc_id"], row["window_seq"], row["dominant_topic"]) == ("old", 3, 2)
     assert row["text"] == "an old story" and row["emerging_topic"] is None
+
+
+@pytest.mark.parametrize("given", ["topic-12", " Topic-12 "])
+def test_a_topic_is_also_taken_as_its_alert_names_it(
+    database_url, monkeypatch, capsys, given: str
+) -> None:
+    """``--topic topic-12``, the subject of the emerging_topic alert copied, was refused as no
+    integer; it is topic 12. ``topic-x`` is refused naming what was given."""
+    with Store.open(database_url) as store, store.transaction() as tx:
+        tx.insert_documents([_doc(0, 3, 12), _doc(1, 4, None)])
+    args = ("documents", "--format", "json", "--database-url", database_url)
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--topic", given)
+    assert code == 0 and [r["doc_id"] for r in json.loads(out)] == ["doc-0"], err
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--topic", "topic-x")
+    assert code == 2 and "'topic-x' is not a topic number (ID or topic-ID)" in err

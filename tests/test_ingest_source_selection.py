@@ -75,9 +75,11 @@ def test_a_pattern_librdkafka_reads_otherwise_is_a_one_line_usage_error(
     create(kafka_bootstrap, f"{topic_name}-7", 1)
     at = ["--bootstrap-servers", kafka_bootstrap, "--no-database", "--until-idle", "1"]
     for pattern, message in (
-        (f"^{topic_name}-\\d+", "\\d"),
+        (f"^{topic_name}-\\d+", "\\d is not what it is in Python (a plain d there: write [0-9])"),
         (f"^{topic_name}-[\\d]", "\\d"),
-        (f"^{topic_name}-[[:digit:]]+", "[:digit:]"),
+        (f"^{topic_name}-\\t", "\\t is not what it is in Python (a plain t there)"),
+        (f"^{topic_name}-[[:digit:]]+", "[:digit:] is not what it is in Python (a class there"),
+        (f"^[[:alpha:]]{topic_name}", "[:alpha:] is not what it is in Python (a class there"),
         (f"^(?:{topic_name})-7", "POSIX extended"),
         (f"^{topic_name}-7(?!0)", "POSIX extended"),
     ):
