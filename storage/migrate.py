@@ -22,6 +22,14 @@ from sparsewatch.errors import SparsewatchError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _LOCK_ID = 0x5BA45E
+# The table holding the schema revision: sparsewatch's own, so that a database shared with another
+# Alembic application keeps that application's ``alembic_version`` (sparsewatch stamped its
+# revision there until 2026-11-30, and took another application's revision for a newer
+# sparsewatch's). A database of those versions has its revision moved on its next upgrade.
+VERSION_TABLE = "sparsewatch_alembic_version"
+LEGACY_VERSION_TABLE = "alembic_version"
+# a table every revision has: with it, a legacy version table is sparsewatch's
+_OWN_TABLE = "windows"
 
 
 def alembic_config() -> Config:
@@ -54,26 +62,72 @@ def is_older_revision(revision: str | None) -> bool:
 
 
 def current_revision(engine: sa.Engine) -> str | None:
-    """The revision the database is at (``None`` for an empty database)."""
+    """The revision the database is at (``None`` for a database without sparsewatch's tables),
+    also from the version table of sparsewatch before 2026-11-30 (:func:`has_legacy_version`)."""
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        return _stored_revision(conn) or _legacy_revision(conn)
+
+
+def has_legacy_version(engine: sa.Engine) -> bool:
+    """Whether the database's revision is still in ``alembic_version`` (sparsewatch before
+    2026-11-30): :func:`upgrade` moves it to :data:`VERSION_TABLE`."""
+    with engine.connect() as conn:
+        return _stored_revision(conn) is None and _legacy_revision(conn) is not None
+
+
+def _stored_revision(conn: sa.Connection) -> str | None:
+    return MigrationContext.configure(
+        conn, opts={"version_table": VERSION_TABLE}
+    ).get_current_revision()
+
+
+def _legacy_revision(conn: sa.Connection) -> str | None:
+    """sparsewatch's revision in ``alembic_version``: only beside sparsewatch's tables (another
+    application's version table is not sparsewatch's business)."""
+    if not sa.inspect(conn).has_table(_OWN_TABLE):
+        return None
+    return MigrationContext.configure(conn).get_current_revision()
 
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    """Apply the missing migrations up to ``revision`` atomically."""
+    """Apply the missing migrations up to ``revision`` atomically (a legacy version table moved
+    first, in the same transaction)."""
     config = alembic_config()
     with write_connection(engine) as conn, conn.begin():
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_LOCK_ID})")
+        _move_legacy_version(conn)
         _refuse_unknown_revision(conn, config)
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 
 
+def _move_legacy_version(conn: sa.Connection) -> None:
+    """sparsewatch's revision from ``alembic_version`` into :data:`VERSION_TABLE`, and the legacy
+    table dropped (it held nothing else: Alembic keeps one row per branch head)."""
+    legacy = None if _stored_revision(conn) is not None else _legacy_revision(conn)
+    if legacy is None:
+        return
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        script.get_revision(legacy)
+    except CommandError:
+        return  # not a revision of these migrations: refused as such (_refuse_unknown_revision)
+    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    context.stamp(script, legacy)
+    conn.execute(sa.text(f"DROP TABLE {LEGACY_VERSION_TABLE}"))
+
+
 def _refuse_unknown_revision(conn: sa.Connection, config: Config) -> None:
     """A one-line error when the database is at a revision the packaged migrations do not have
-    (a newer sparsewatch wrote it): Alembic's own message named only the revision."""
-    current = MigrationContext.configure(conn).get_current_revision()
+    (a newer sparsewatch wrote it, or, in the legacy table, another application): Alembic's own
+    message named only the revision."""
+    current = _stored_revision(conn)
+    writer = "a newer sparsewatch"
+    if current is None:
+        current = _legacy_revision(conn)
+        # (beside a table named like one of sparsewatch's: both may be another application's)
+        writer = f"another application (in {LEGACY_VERSION_TABLE!r}) or {writer}"
     if current is None:
         return
     script = ScriptDirectory.from_config(config)
@@ -84,5 +138,5 @@ def _refuse_unknown_revision(conn: sa.Connection, config: Config) -> None:
         raise SparsewatchError(
             f"the database {url} has schema revision {current!r}, which this version of "
             f"sparsewatch does not know (its newest is {script.get_current_head()!r}): it was "
-            "written by a newer sparsewatch; use that version or another database"
+            f"written by {writer}; use that version or another database"
         ) from None

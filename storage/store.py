@@ -431,7 +431,11 @@ class Store:
                     raise MissingDatabaseError(
                         f"the database {mask_url(url)} has no sparsewatch tables: {_MISSING_HINT}"
                     )
-                if current != _migrate().head_revision():
+                # (a query reads a database whose revision is still in the legacy table as it
+                # is: its role may not have the right to move it; the workers do)
+                if current != _migrate().head_revision() or (
+                    create and current is not None and _migrate().has_legacy_version(store.engine)
+                ):
                     store.upgrade()
             except BaseException:
                 store.dispose()

@@ -17,7 +17,7 @@ def _stamp_future_revision(url: str) -> None:
     Store.open(url).dispose()
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
+        conn.execute(sa.text("UPDATE sparsewatch_alembic_version SET version_num = '9999_future'"))
     engine.dispose()
 
 

@@ -27,7 +27,10 @@ def test_migrations_from_empty_match_the_schema(database_url):
         assert store.revision() == migrate.head_revision()
         with store.engine.connect() as conn:
             diff = compare_metadata(
-                MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+                MigrationContext.configure(
+                    conn, opts={"compare_type": True, "version_table": migrate.VERSION_TABLE}
+                ),
+                metadata,
             )
         assert diff == []
         store.upgrade()  # a second upgrade is a no-op

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from alembic import context
+from sparsewatch.storage.migrate import VERSION_TABLE
 from sparsewatch.storage.schema import metadata
 
 connection = context.config.attributes["connection"]
@@ -12,6 +13,7 @@ context.configure(
     target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
+    version_table=VERSION_TABLE,
 )
 with context.begin_transaction():
     context.run_migrations()
