@@ -51,9 +51,11 @@ from tests.support.kafka_topics import read_at_least
 from tests.support.pipeline_kafka import (
     FIXED_DICTIONARY,
     assert_same,
+    assert_same_results,
     offline_scores,
     pipeline_env,
     produce,
+    stored_results,
     stored_scores,
     streams,
 )
@@ -230,18 +232,20 @@ def _result_key(what: str, env: dict[str, str], docs: list[dict]) -> tuple:
     return what, settings, documents
 
 
-def _reference_run(cache: dict, tmp_path: Path, env: dict[str, str], docs: list[dict]) -> dict:
-    """The stored scores of an uninterrupted in-process run over ``env``'s topic (holding
-    ``docs``), in its own group and database; once per :func:`_result_key`."""
+def _reference_run(
+    cache: dict, tmp_path: Path, env: dict[str, str], docs: list[dict]
+) -> tuple[dict, dict]:
+    """The stored scores and alerts of an uninterrupted in-process run over ``env``'s topic
+    (holding ``docs``), in its own group and database; once per :func:`_result_key`."""
     key = _result_key("detector", env, docs)
     if key not in cache:
         cache[key] = _uninterrupted_run(tmp_path / "reference.db", env)
     return cache[key]
 
 
-def _uninterrupted_run(path: Path, env: dict[str, str]) -> dict:
+def _uninterrupted_run(path: Path, env: dict[str, str]) -> tuple[dict, dict]:
     """The detector run in-process over ``env``'s topic, in the group ``reference``, into a new
-    SQLite database at ``path``, until drained; the scores it stored."""
+    SQLite database at ``path``, until drained; the scores and alerts it stored."""
     url = f"sqlite:///{path}"
     config = load_config(
         env={**env, "SPARSEWATCH_DATABASE_URL": url, "SPARSEWATCH_KAFKA_GROUP_ID": "reference"}
@@ -249,7 +253,7 @@ def _uninterrupted_run(path: Path, env: dict[str, str]) -> dict:
     store = Store.open(url)
     try:
         run_loops([build_worker("detector", config, store)], [UNTIL_IDLE_S], install_signals=False)
-        return stored_scores(store)
+        return stored_results(store)
     finally:
         store.dispose()
 
@@ -305,11 +309,11 @@ def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_pa
     _kill_repeatedly(env, tmp_path / "worker.log", len(docs), seed=5)
     store = Store.open(database_url)
     try:
-        crashed = stored_scores(store)
+        crashed = stored_results(store)
     finally:
         store.dispose()
-    assert len(crashed) == len(docs)
-    assert_same(crashed, _reference_run(cache, tmp_path, env, docs))
+    assert len(crashed[0]) == len(docs)
+    assert_same_results(crashed, _reference_run(cache, tmp_path, env, docs))
 
 
 def _quick_detector_config(bootstrap: str, name: str, db_url: str, **extra: str) -> Config:
@@ -551,14 +555,14 @@ def test_two_workers_share_streams_across_a_rebalance(kafka_bootstrap, tmp_path,
         second = _spawn(env, log)  # joins the group mid-stream: partitions move
         assert first.wait(timeout=600) == 0, log.read_text()[-2000:]
         assert second.wait(timeout=600) == 0, log.read_text()[-2000:]
-        shared = stored_scores(store)
+        shared = stored_results(store)
         windows = store.windows()
     finally:
         store.dispose()
-    assert len(shared) == len(docs)
+    assert len(shared[0]) == len(docs)
     assert len({(w["stream"], w["window_seq"]) for w in windows}) == len(windows)
-    assert_same(shared, _reference_run(cache, tmp_path, env, docs))
-    assert np.isfinite([s for s, _ in shared.values() if s is not None]).all()
+    assert_same_results(shared, _reference_run(cache, tmp_path, env, docs))
+    assert np.isfinite([s for s, _ in shared[0].values() if s is not None]).all()
 
 
 def _anomaly_rows(store: Store) -> dict[tuple[str, str], tuple[float, bool]]:
@@ -673,11 +677,11 @@ def test_detector_survives_a_broker_restart(tmp_path, cache):
             assert _wait_for_rows(worker, log, store, len(docs), timeout=600) == len(docs)
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=60) == 0, log.read_text()[-2000:]
-            restarted = stored_scores(store)
+            restarted = stored_results(store)
         finally:
             store.dispose()
-        assert len(restarted) == len(docs)
-        assert_same(restarted, _reference_run(cache, tmp_path, env, docs))
+        assert len(restarted[0]) == len(docs)
+        assert_same_results(restarted, _reference_run(cache, tmp_path, env, docs))
     finally:
         LocalKafka(tmp_path / "broker", port=port).down()
 

@@ -122,6 +122,31 @@ def stored_scores(store: Store) -> dict[tuple[str, str], tuple[float | None, boo
     }
 
 
+def stored_results(store: Store) -> tuple[dict, dict]:
+    """:func:`stored_scores` and the alerts: ``(kind, stream, subject)`` to ``(score,
+    n_documents, related_ids)``."""
+    alerts = {
+        (a["kind"], a["stream"], a["subject_id"]): (
+            a["score"],
+            a["n_documents"],
+            tuple(a["related_ids"] or ()),
+        )
+        for a in store.alerts(limit=None)
+    }
+    return stored_scores(store), alerts
+
+
+def assert_same_results(a: tuple[dict, dict], b: tuple[dict, dict]) -> None:
+    """Same documents, flags and scores (within 1e-6), and the same alerts: a restart may
+    neither lose nor add one (documents read again once raised alerts of their own)."""
+    assert_same(a[0], b[0])
+    assert a[1].keys() == b[1].keys(), set(a[1]) ^ set(b[1])
+    for key, (score, n_documents, related) in a[1].items():
+        other = b[1][key]
+        assert (n_documents, related) == other[1:], key
+        assert abs(score - other[0]) <= 1e-6, (key, score, other[0])
+
+
 def assert_same(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for key in a:
