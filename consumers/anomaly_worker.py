@@ -235,7 +235,12 @@ class AnomalyStreamState:
         version[item.index] = (item, partition, offset)
         if len(version) < item.n:
             return []
-        outputs, dead = [], []
+        return self._process_complete([])
+
+    def _process_complete(self, dead: list[dict[str, Any]]) -> list[Output]:
+        """Process the pending windows that are complete, in order, dropping those that can no
+        longer complete; ``dead``: dead letters found before, handed over first."""
+        outputs: list[Output] = []
         while self._pending:  # windows in order, from the oldest pending
             head = min(self._pending)
             n = self._complete_size(head)
@@ -490,7 +495,8 @@ class AnomalyStreamState:
     def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         """Drop the incomplete windows of a stream quiet from its last message until
         ``silent_until`` for ``INCOMPLETE_IDLE_S`` (or the idle timeout, if longer): no message
-        of theirs can come any more. Nothing else drops the last incomplete window of a stream
+        of theirs can come any more; the complete windows that waited behind them are processed.
+        Nothing else drops the last incomplete window of a stream
         that sends no later one (a stray message, as of a misspelt stream): it held its
         partition's resume offset back for ever, so every restart read the partition again
         from there, and the stream never left memory."""
@@ -498,8 +504,11 @@ class AnomalyStreamState:
         if not self._pending or silent_until - self._last_add < quiet_s:
             return []
         why = f"incomplete when its stream had been quiet for {quiet_s:g} s"
-        dead = [row for seq in sorted(self._pending) for row in self._drop(seq, why)]
-        return [Output(dead=dead, is_window=False)]
+        incomplete = [s for s in sorted(self._pending) if self._complete_size(s) is None]
+        dead = [row for seq in incomplete for row in self._drop(seq, why)]
+        # a complete window that waited behind one of them (a stray message of an earlier
+        # window amid its messages, at the stream's end) is processed now, not dropped with it
+        return self._process_complete(dead)
 
     def min_buffered_offset(self, partition: int) -> int | None:
         received = [

@@ -68,6 +68,25 @@ def test_a_stray_message_of_an_earlier_window_amid_a_window_does_not_hold_the_st
     ]
 
 
+def test_a_complete_last_window_behind_a_stray_is_processed_when_the_stream_goes_quiet():
+    """The stray amid the stream's LAST window: no later window completes to release it, and
+    when the stream had been quiet for INCOMPLETE_IDLE_S every pending window was dropped, the
+    complete one too (its documents never scored, its dead letters saying "incomplete"). Now
+    only the stray is dropped, and the window it held back is processed."""
+    stray = window_message(0, 0, 5)
+    sent = [window_message(seq, i, 10) for seq in range(100, 104) for i in range(10)]
+    sent = [*sent[:35], stray, *sent[35:]]  # amid window 103's messages
+    state = AnomalyStreamState("s", _config(), None)
+    outputs = _feed(state, sent)
+    assert [out.n_documents for out in outputs if out.is_window] == [10] * 3
+    assert state.close_idle(INCOMPLETE_IDLE_S - 1, 0.0) == []  # (the stream's last add at 0)
+    dead, last = state.close_idle(INCOMPLETE_IDLE_S, 0.0)
+    assert [(row["offset"], row["payload"]) for row in dead.dead] == [(35, stray)]
+    assert "window 0 (5 documents) not used: incomplete when its stream" in dead.dead[0]["reason"]
+    assert last.is_window and last.n_documents == 10 and state.last_seq == 103
+    assert state.min_buffered_offset(0) is None and state.close_idle(10**6, 0.0) == []
+
+
 def test_a_window_interleaved_with_an_incomplete_one_still_waits_for_it():
     """Window 1 interleaved with window 0, which may still complete: nothing is dropped while
     no later window sent after all of window 0's messages has completed."""
