@@ -17,6 +17,7 @@ depend on the setting, only the alerts do. Writes ``benchmarks/results/novel_sto
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import platform
@@ -114,6 +115,10 @@ def corpus_report(corpus: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
 
 
 def main() -> None:
+    # (no options: --help prints this docstring instead of running the benchmark)
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     corpora = {
         "synthetic-tweets": _synthetic("tweet"),
         "synthetic-news": _synthetic("news"),

@@ -21,6 +21,7 @@ the table.
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import re
@@ -135,6 +136,10 @@ def run() -> dict[str, Any]:
 
 
 def main() -> None:
+    # (no options: --help prints this docstring instead of running the benchmark)
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     t0 = time.perf_counter()
     out = run()
     out["wall_time_s"] = time.perf_counter() - t0

@@ -344,7 +344,8 @@ def _check_env_names(env: dict[str, str]) -> None:
     """Refuse a ``SPARSEWATCH_*`` variable that names no option, as an unknown key of the file
     is refused, naming the closest option when one is close (a misspelt variable used to be
     ignored: the worker ran with the default the user meant to change)."""
-    known = {name for _, name, _ in describe()} - {CLIENT_ENV_PREFIX[:-1]} | OTHER_ENV_NAMES
+    known = {name for _, name, _ in describe() if not name.startswith(CLIENT_ENV_PREFIX)}
+    known |= OTHER_ENV_NAMES
     for name in sorted(env):
         if name.startswith(CLIENT_ENV_PREFIX) and len(name) > len(CLIENT_ENV_PREFIX):
             continue  # a client property: librdkafka knows its names (_check_client)
@@ -615,8 +616,15 @@ def _values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def describe(config: Config | None = None) -> list[tuple[str, str, str]]:
     """(TOML key, environment variable, default) for every option, for the README's table (the
-    client properties' values redacted when secrets)."""
-    return [(key, _env_name(key), _shown(value)) for key, value in _values(config or Config())]
+    client properties' values redacted when secrets, their variables one per property)."""
+    return [
+        (
+            key,
+            CLIENT_ENV_PREFIX + "<NAME>" if key == "kafka.client" else _env_name(key),
+            _shown(value),
+        )
+        for key, value in _values(config or Config())
+    ]
 
 
 def _shown(value: Any) -> str:

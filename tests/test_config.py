@@ -27,6 +27,8 @@ def test_defaults_load_and_every_option_is_described() -> None:
     for section in _SECTIONS:
         fields |= {f"{section}.{f.name}" for f in dataclasses.fields(getattr(config, section))}
     assert set(rows) == fields
+    # (the client properties: one variable each, SPARSEWATCH_KAFKA_CLIENT alone is refused)
+    assert rows.pop("kafka.client") == "SPARSEWATCH_KAFKA_CLIENT_<NAME>"
     assert all(env == "SPARSEWATCH_" + key.replace(".", "_").upper() for key, env in rows.items())
 
 
