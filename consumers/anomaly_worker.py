@@ -496,10 +496,10 @@ class AnomalyStreamState:
         """Drop the incomplete windows of a stream quiet from its last message until
         ``silent_until`` for ``INCOMPLETE_IDLE_S`` (or the idle timeout, if longer): no message
         of theirs can come any more; the complete windows that waited behind them are processed.
-        Nothing else drops the last incomplete window of a stream
-        that sends no later one (a stray message, as of a misspelt stream): it held its
-        partition's resume offset back for ever, so every restart read the partition again
-        from there, and the stream never left memory."""
+        Nothing else drops the last incomplete window of a stream that sends no later one (a
+        stray message, as of a misspelt stream): it held its partition's resume offset back for
+        ever, so every restart read the partition again from there, and the stream never left
+        memory."""
         quiet_s = max(self._idle_timeout_s, INCOMPLETE_IDLE_S)
         if not self._pending or silent_until - self._last_add < quiet_s:
             return []
