@@ -47,9 +47,9 @@ class TopicNumber(click.IntRange):
         if not (isinstance(value, str) and value.strip().lower().startswith("topic-")):
             return super().convert(value, param, ctx)
         number = value.strip()[len("topic-") :]
-        if not number.isdigit():
+        if not number.isdecimal():
             self.fail(f"{value!r} is not a topic number (ID or topic-ID).", param, ctx)
-        return super().convert(number, param, ctx)
+        return super().convert(int(number), param, ctx)
 
 
 def utf8_text(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
