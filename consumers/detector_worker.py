@@ -165,7 +165,9 @@ class DetectorStreamState:
             )
         again = self.windows.read_before(partition, offset)
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
-        if status == "late" and self._unstored_late(again, partition, offset):
+        first_reading = status == "late" and self._first_late_reading(again, partition, offset)
+        self._late_counted += first_reading
+        if status == "late" and (first_reading or self._pending_late_from is None):
             self._late.append(Buffered(item, partition, offset))
             self._late_first[partition] = min(offset, self._late_first.get(partition, offset))
             if not self._warned_closed_early and self.windows.closed_early(item.timestamp_ms):
@@ -197,15 +199,14 @@ class DetectorStreamState:
             )
         return self._outputs(closed)
 
-    def _unstored_late(self, again: bool, partition: int, offset: int) -> bool:
-        """Whether a late document is to be scored and stored (counting it): not one read again
-        that its first reading stored (scoring it again against a later model raised alerts the
-        uninterrupted run never raised, for documents that were only part of a story)."""
+    def _first_late_reading(self, again: bool, partition: int, offset: int) -> bool:
+        """Whether a late document's results were never stored: read for the first time, or read
+        again from where the late documents still waiting at the checkpoint began. Only those are
+        scored, stored and counted (scoring one again against a later model raised alerts the
+        uninterrupted run never raised, for documents that were only part of a story); after a
+        checkpoint without that record every late document is scored, none counted twice."""
         pending = self._pending_late_from
-        if not again or (pending is not None and offset >= pending.get(partition, offset + 1)):
-            self._late_counted += 1
-            return True
-        return pending is None
+        return not again or (pending is not None and offset >= pending.get(partition, offset + 1))
 
     def close_idle(self, silent_until: float, wall_ms: float) -> list[Output]:
         """The late documents waiting, and the windows of a stream silent for the idle timeout

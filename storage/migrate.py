@@ -54,25 +54,33 @@ def is_older_revision(revision: str | None) -> bool:
     if revision is None:
         return False
     script = ScriptDirectory.from_config(alembic_config())
+    return _is_known(script, revision) and revision != script.get_current_head()
+
+
+def _is_known(script: ScriptDirectory, revision: str) -> bool:
+    """Whether ``revision`` is one of the packaged migrations'."""
     try:
         script.get_revision(revision)
     except CommandError:
         return False
-    return revision != script.get_current_head()
+    return True
+
+
+def revision_state(engine: sa.Engine) -> tuple[str | None, bool]:
+    """The revision the database is at (``None`` for a database without sparsewatch's tables)
+    and whether it is still in ``alembic_version`` (sparsewatch before 2026-11-30;
+    :func:`upgrade` moves it to :data:`VERSION_TABLE`), read on one connection."""
+    with engine.connect() as conn:
+        stored = _stored_revision(conn)
+        if stored is not None:
+            return stored, False
+        legacy = _legacy_revision(conn)
+        return legacy, legacy is not None
 
 
 def current_revision(engine: sa.Engine) -> str | None:
-    """The revision the database is at (``None`` for a database without sparsewatch's tables),
-    also from the version table of sparsewatch before 2026-11-30 (:func:`has_legacy_version`)."""
-    with engine.connect() as conn:
-        return _stored_revision(conn) or _legacy_revision(conn)
-
-
-def has_legacy_version(engine: sa.Engine) -> bool:
-    """Whether the database's revision is still in ``alembic_version`` (sparsewatch before
-    2026-11-30): :func:`upgrade` moves it to :data:`VERSION_TABLE`."""
-    with engine.connect() as conn:
-        return _stored_revision(conn) is None and _legacy_revision(conn) is not None
+    """The revision the database is at, wherever it is kept (:func:`revision_state`)."""
+    return revision_state(engine)[0]
 
 
 def _stored_revision(conn: sa.Connection) -> str | None:
@@ -109,9 +117,7 @@ def _move_legacy_version(conn: sa.Connection) -> None:
     if legacy is None:
         return
     script = ScriptDirectory.from_config(alembic_config())
-    try:
-        script.get_revision(legacy)
-    except CommandError:
+    if not _is_known(script, legacy):
         return  # not a revision of these migrations: refused as such (_refuse_unknown_revision)
     context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
     context.stamp(script, legacy)
@@ -131,9 +137,7 @@ def _refuse_unknown_revision(conn: sa.Connection, config: Config) -> None:
     if current is None:
         return
     script = ScriptDirectory.from_config(config)
-    try:
-        script.get_revision(current)
-    except CommandError:
+    if not _is_known(script, current):
         url = conn.engine.url.render_as_string(hide_password=True)
         raise SparsewatchError(
             f"the database {url} has schema revision {current!r}, which this version of "

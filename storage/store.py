@@ -426,16 +426,14 @@ class Store:
         store = cls(create_engine(url))
         if upgrade:
             try:
-                current = _migrate().current_revision(store.engine)
+                current, legacy = _migrate().revision_state(store.engine)
                 if current is None and not create:
                     raise MissingDatabaseError(
                         f"the database {mask_url(url)} has no sparsewatch tables: {_MISSING_HINT}"
                     )
                 # (a query reads a database whose revision is still in the legacy table as it
                 # is: its role may not have the right to move it; the workers do)
-                if current != _migrate().head_revision() or (
-                    create and current is not None and _migrate().has_legacy_version(store.engine)
-                ):
+                if current != _migrate().head_revision() or (create and legacy):
                     store.upgrade()
             except BaseException:
                 store.dispose()

@@ -94,7 +94,7 @@ def test_a_database_of_earlier_versions_has_its_revision_moved(
     _legacy_database(database_url, monkeypatch, revision)
     engine = sa.create_engine(database_url)
     expected = migrate.head_revision() if revision == "head" else revision
-    assert migrate.current_revision(engine) == expected and migrate.has_legacy_version(engine)
+    assert migrate.revision_state(engine) == (expected, True)
     engine.dispose()
     # a query reads it as it is (its role may not have the right to move the revision) ...
     # (an older revision is upgraded by a query, as always, and moved with it)
@@ -113,7 +113,7 @@ def test_a_database_of_earlier_versions_has_its_revision_moved(
     )
     assert _scalar(database_url, "SELECT n_documents FROM windows WHERE window_seq = 7") == 3
     engine = sa.create_engine(database_url)
-    assert not migrate.has_legacy_version(engine)
+    assert migrate.revision_state(engine) == (migrate.head_revision(), False)
     engine.dispose()
     Store.open(database_url).dispose()  # and opens again as any database
 
