@@ -368,6 +368,13 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
             value = getattr(self, name)
             if not _is_int(value) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.n_emerging >= self.max_topics:
+            # (pruning keeps emerging topics first: every evolving one went at every time point,
+            # and beyond max_topics emerging ones were dropped at birth, without an event)
+            raise ValueError(
+                f"n_emerging ({self.n_emerging}) must be below max_topics ({self.max_topics}): "
+                "no topic would be tracked from one time point to the next"
+            )
         for name in ("delta", "mu", "margin", "hp_lambda", "tol"):
             value = getattr(self, name)
             # (not value < inf: NaN fails it too)

@@ -590,6 +590,12 @@ def _check_combinations(config: Config) -> None:
             f"{_named('detector.n_topics')} ({detector.n_topics}): the emerging-topic model "
             "would drop its initial topics"
         )
+    if detector.emerging_topics and detector.emerging_per_window >= detector.max_topics:
+        raise SparsewatchError(
+            f"{_named('detector.emerging_per_window')} ({detector.emerging_per_window}) must be "
+            f"below {_named('detector.max_topics')} ({detector.max_topics}): the emerging-topic "
+            "model would track no topic from one window to the next"
+        )
     needed = max(3, anomaly.sparsity + 1)
     if anomaly.reference_documents < needed:
         raise SparsewatchError(

@@ -258,6 +258,11 @@ def test_out_of_range_values_are_refused_naming_the_option(
             "'detector.n_topics' (SPARSEWATCH_DETECTOR_N_TOPICS) (10)",
         ),
         (
+            {"SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW": "30"},
+            "'detector.emerging_per_window' (SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW) (30) must "
+            "be below 'detector.max_topics' (SPARSEWATCH_DETECTOR_MAX_TOPICS) (30)",
+        ),
+        (
             {"SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "2"},
             "'anomaly.reference_documents' (SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS) (2) must be "
             "at least 3: DL-OCSVM with 'anomaly.sparsity' (SPARSEWATCH_ANOMALY_SPARSITY) 2 needs",

@@ -368,6 +368,8 @@ def test_errors_name_the_model_used() -> None:
         ({"mu": -1.0}, "mu must be a finite number >= 0"),
         ({"hp_lambda": float("inf")}, "hp_lambda must be a finite number >= 0"),
         ({"n_initial_topics": 0}, "n_initial_topics must be an integer >= 1"),
+        # every evolving topic dropped at every time point, emerging ones at birth without event
+        ({"n_emerging": 5, "max_topics": 5}, r"n_emerging \(5\) must be below max_topics \(5\)"),
     ],
 )
 def test_dynamic_nmf_parameters_are_checked(params, message) -> None:
