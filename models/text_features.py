@@ -15,8 +15,9 @@ Tokenizer (deliberate choices for tweets and news):
   whole; a word starts at a ``\\w`` character and ends at no joiner, so the variation selector of
   ``⚠️BREAKING`` or a joiner glued to an emoji is no part of a word or tag; text is
   NFC-normalised, so a word typed precomposed or decomposed is one token, the dot of a
-  lower-cased Turkish ``İ`` is dropped, and so are soft hyphens; tokens must contain a letter and
-  have at least two characters; pure numbers are dropped, they are mostly noise in news wires);
+  lower-cased Turkish ``İ`` is dropped, and so are soft hyphens and variation selectors; tokens
+  must contain a letter and have at least two characters; pure numbers are dropped, they are
+  mostly noise in news wires);
 * URLs become one token ``url:<domain>`` (``urls="domain"``; the host only: no user, port, query
   or the sentence's punctuation after it), or ``"drop"``;
 * ``#hashtags`` become the bare word (``hashtags="word"``, so ``#quake`` and ``quake`` match, and a
@@ -141,6 +142,8 @@ _WCHAR = rf"[\w{_MARK[1:-1]}]"
 # Word characters after a word's first, not ending with a joiner (a class repeated, then a
 # lookbehind: several times faster than a group repeated character by character).
 _WNEXT = rf"{_WCHAR}+(?<![{_JOINERS}])"
+# the variation selectors (VS1-VS16 and the ideographic variation selectors VS17-VS256)
+_VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 _URL = r"(?:https?://|www\.)[^\s<>\"'\x00]+"
 # a run of word characters with a letter, from its first \w (the marks and joiners before it
 # are not the word's: ``⚠️BREAKING`` is U+26A0, the variation selector U+FE0F, a mark, then
@@ -269,12 +272,16 @@ def _special(
 
 
 def _normalized(text: str) -> str:
-    """``text`` as the tokenizer reads it: lower case, NFC after lower-casing (which decomposes
-    ``İ`` into ``i`` + a combining dot, dropped: the dot of a lower-case ``i``), ``’`` as ``'``,
-    and without soft hyphens (invisible line-break hints inside words: ``news\u00adpaper`` is
-    ``newspaper``)."""
-    text = unicodedata.normalize("NFC", text.lower().replace("i\u0307", "i"))
-    return text.replace("’", "'").replace("\u00ad", "")
+    """``text`` as the tokenizer reads it: lower case, ``’`` as ``'``, without soft hyphens
+    (invisible line-break hints inside words: ``news\u00adpaper`` is ``newspaper``) and
+    variation selectors (they choose a glyph: ``辻󠄀本``, written with a Japanese ideographic
+    variant, is ``辻本``), then NFC (after lower-casing, which decomposes ``İ`` into ``i`` + a
+    combining dot, dropped: the dot of a lower-case ``i``; after the removals, so that a mark
+    behind a soft hyphen composes with its letter)."""
+    text = text.lower().replace("i\u0307", "i").replace("’", "'").replace("\u00ad", "")
+    if not text.isascii():
+        text = _VARIATION_SELECTORS.sub("", text)
+    return unicodedata.normalize("NFC", text)
 
 
 def tokenize(texts: Sequence[str], **options: Any) -> list[list[str]]:
@@ -474,7 +481,7 @@ class _Tokens:
         return np.bincount(pairs[first] % n_terms, minlength=len(self.terms))
 
 
-def _checked_texts(texts: Sequence[str]) -> list[str]:
+def checked_texts(texts: Sequence[str]) -> list[str]:
     """``texts`` as a list; ``ValueError`` for a single string (a sequence of texts is expected:
     its characters were taken for documents), ``TypeError`` for a document that is not a str."""
     if isinstance(texts, str | bytes):
@@ -640,7 +647,7 @@ class StreamingTfidf(BaseEstimator):
 
         ``ValueError`` for a single string (a sequence of texts is expected: its characters were
         taken for documents) and ``TypeError`` for a document that is not a string."""
-        return tokenize(_checked_texts(texts), **self._tokenizer_options())
+        return tokenize(checked_texts(texts), **self._tokenizer_options())
 
     def _tokenizer_options(self) -> dict[str, Any]:
         return {
@@ -656,7 +663,7 @@ class StreamingTfidf(BaseEstimator):
     def _numbered_tokens(self, texts: Sequence[str]) -> _Tokens:
         """The tokens of ``texts``, tokenized :data:`TOKEN_BLOCK` texts at a time and numbered
         as they come (invalid input raises as :meth:`tokenize` does)."""
-        texts = _checked_texts(texts)
+        texts = checked_texts(texts)
         options = self._tokenizer_options()
         index: dict[str, int] = {}
         ids, lens = [], []

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector, _nonzero_columns
-from sparsewatch.models.text_features import StreamingTfidf
+from sparsewatch.models.text_features import StreamingTfidf, checked_texts
 from sparsewatch.models.unexplained import top_unexplained
 
 __all__ = ["DEFAULT_FEATURES", "Detector", "WindowResult"]
@@ -210,8 +210,12 @@ class Detector:
         ), np.asarray(P.sum(axis=0)).ravel() + oov > 0
 
     def process_window(self, texts: Sequence[str]) -> WindowResult:
-        """Score, flag and learn from one closed window (Algorithm 3, one time step)."""
-        texts = list(texts)
+        """Score, flag and learn from one closed window (Algorithm 3, one time step).
+
+        ``ValueError`` for a single string, ``TypeError`` for a document that is not a str,
+        before anything changes (the warm-up buffer kept them, then lost every document it held
+        when the warm-up's fit refused them)."""
+        texts = checked_texts(texts)
         if not self.fitted:
             self._warmup.extend(texts)
             if len(self._warmup) < self.warmup_docs:
@@ -242,8 +246,9 @@ class Detector:
         """Score (late) documents against the current dictionary; learns nothing, changes no state.
 
         Flags use the threshold of the last processed window, or the fixed one in ``"threshold"``
-        mode (:meth:`OnlineL1NoveltyDetector.late_threshold`); never a document without terms."""
-        texts = list(texts)
+        mode (:meth:`OnlineL1NoveltyDetector.late_threshold`); never a document without terms.
+        Texts are checked as by :meth:`process_window`."""
+        texts = checked_texts(texts)
         if not self.fitted:
             raise RuntimeError("the detector has not finished its warm-up")
         result, has_terms = self._result(texts, learn=False)

@@ -67,3 +67,22 @@ def test_streaming_tfidf_gives_one_row_to_a_word_after_an_emoji() -> None:
     assert f.terms_.tolist() == ["breaking", "quake", "news"]
     P = f.transform(["⚠️Breaking"])
     np.testing.assert_allclose(P.toarray().ravel(), [1.0, 0.0, 0.0])
+
+
+def test_variation_selectors_choose_a_glyph_not_a_term() -> None:
+    """An ideographic variation selector (U+E0100, used in Japanese names) cut ``辻本`` into
+    ``辻`` and ``本さ``; an in-plane one (U+FE00) made ``辻\\ufe00本``: neither matched the plain
+    spelling."""
+    plain = tokenize(["辻本さん"])
+    assert plain == [["辻本", "本さ", "さん"]]
+    assert tokenize(["辻\U000e0100本さん", "辻\ufe00本さん"]) == plain * 2
+    assert tokenize(["caf\ufe0fé"]) == tokenize(["café"])
+
+
+def test_a_mark_behind_a_soft_hyphen_composes_whatever_the_other_texts() -> None:
+    """Soft hyphens were removed after NFC: ``cafe\\u00ad\\u0301`` stayed decomposed, another term
+    than ``café``, unless a full-width character elsewhere in the block made it be normalised
+    again: a document's tokens depended on its neighbours."""
+    alone = tokenize(["cafe\u00ad\u0301 open"])
+    beside = tokenize(["cafe\u00ad\u0301 open", "ＮＨＫ"])[:1]
+    assert alone == beside == tokenize(["café open"])

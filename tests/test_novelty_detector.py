@@ -609,3 +609,26 @@ def test_scoring_before_fit_raises_not_fitted() -> None:
     for call in (est.score_samples, est.transform, est.code):
         with pytest.raises(NotFittedError):
             call(X)
+
+
+@pytest.mark.parametrize("bad", ["one text", b"one text", [None], [b"bytes"]])
+def test_texts_are_checked_before_the_warmup_buffer_or_model_changes(bad: object) -> None:
+    """A single string was taken as one document per character, and a document that is not a
+    str sat in the warm-up buffer (its checkpoint failed) until the window completing the warm-up
+    refused it, losing every buffered document."""
+    rng = np.random.default_rng(16)
+    d = make_detector()
+    good = mix(rng, range(2), 75)
+    d.process_window(good)
+    before = d.get_state()
+    error = ValueError if isinstance(bad, str | bytes) else TypeError
+    completing = bad if isinstance(bad, str | bytes) else good[:49] + bad  # type: ignore[operator]
+    with pytest.raises(error):
+        d.process_window(completing)
+    after = d.get_state()
+    assert not d.fitted and before.keys() == after.keys()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    d.process_window(mix(rng, range(2, 4), 25))  # 150 + 50: the warm-up completes
+    assert d.fitted
+    with pytest.raises(error):
+        d.score(completing)
