@@ -85,10 +85,11 @@ log = logging.getLogger(__name__)
 class StreamModels:
     """The models of one stream. ``windows_done`` counts processed windows (empty ones too).
 
-    Topic ids: MOR-NMF's topics are ``0 .. n_topics - 1``; the dynamic NMF's topic ``i`` is
-    ``emerging_id_base + i``; ``next_topic_id`` is the smallest id this stream has not used. A
-    dynamic NMF started afresh (enabled again, ``n_topics`` changed) is based there, so an id
-    never names two topics of one stream.
+    Topic ids: MOR-NMF's topic ``t`` is ``topics_id_base + t`` (``0 .. n_topics - 1`` until
+    ``n_topics`` changes); the dynamic NMF's topic ``i`` is ``emerging_id_base + i``;
+    ``next_topic_id`` is the smallest id this stream has not used. A topic model started afresh
+    over earlier topics (``n_topics`` changed; the dynamic NMF also when enabled again) is based
+    there, so an id never names two topics of one stream.
     """
 
     detector: Detector
@@ -96,7 +97,8 @@ class StreamModels:
     emerging: DynamicNMF | None
     n_topics: int
     windows_done: int = 0
-    emerging_id_base: int = -1  # -1: n_topics
+    topics_id_base: int = 0
+    emerging_id_base: int = -1  # -1: after the MOR-NMF's ids
     next_topic_id: int = 0
     # emerging topics announced lately: topic id -> (window, {term: weight}) of their alert (the
     # dynamic NMF may drop a topic while its story goes on: see :func:`_repeats_an_alert`)
@@ -104,8 +106,8 @@ class StreamModels:
 
     def __post_init__(self) -> None:
         if self.emerging_id_base < 0:
-            self.emerging_id_base = self.n_topics
-        self.next_topic_id = max(self.next_topic_id, self.n_topics)
+            self.emerging_id_base = self.topics_id_base + self.n_topics
+        self.next_topic_id = max(self.next_topic_id, self.topics_id_base + self.n_topics)
 
     def get_state(self) -> dict[str, np.ndarray]:
         """All model state, prefixed per model (npz-safe)."""
@@ -115,6 +117,7 @@ class StreamModels:
                 state.update({f"{name}.{k}": v for k, v in model.get_state().items()})
         state["windows_done"] = np.asarray(self.windows_done, np.int64)
         state["n_topics"] = np.asarray(self.n_topics, np.int64)
+        state["topics_id_base"] = np.asarray(self.topics_id_base, np.int64)
         state["emerging_id_base"] = np.asarray(self.emerging_id_base, np.int64)
         state["next_topic_id"] = np.asarray(self.next_topic_id, np.int64)
         state.update(_announced_state(self.announced))
@@ -124,9 +127,9 @@ class StreamModels:
         """Restore :meth:`get_state`. A topic model the checkpoint has no state for starts
         afresh (as it was when the checkpoint was taken), and so do both topic models when the
         checkpoint was taken with another ``n_topics`` (the configuration changed: its MOR-NMF
-        had the old rank), with a warning; a dynamic NMF started afresh gets ids no earlier
-        topic of the stream had. Checkpoints from before topic ids were kept: the ids as the
-        configuration gives them, as then."""
+        had the old rank), with a warning; a topic model started afresh over earlier topics
+        gets ids no earlier topic of the stream had. Checkpoints from before topic ids were
+        kept: the ids as the configuration gives them, as then."""
 
         def part(prefix: str) -> dict[str, np.ndarray]:
             return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
@@ -148,7 +151,10 @@ class StreamModels:
         emerging_state = part("emerging.")
         if "next_topic_id" not in state and "next_topic_id_" in emerging_state:
             next_id = base + int(emerging_state["next_topic_id_"])  # (an older checkpoint)
-        self.next_topic_id = max(next_id, self.n_topics)
+        self.topics_id_base = int(state.get("topics_id_base", 0))
+        if changed:  # the MOR-NMF's ids: from the stream's first unused one
+            self.topics_id_base = max(next_id, saved_n_topics, self.topics_id_base)
+        self.next_topic_id = max(next_id, self.topics_id_base + self.n_topics)
         self.announced = _announced_from(state)
         if self.topics is not None:
             sub = part("topics.")
@@ -387,7 +393,7 @@ def _update_topics(
         H = models.topics.transform(X)
         if reseed_topics(models.topics, X, H, config.topic_reseeds_per_window):
             H = models.topics.transform(X)
-        dominant = np.where(H.max(axis=1) > 0, H.argmax(axis=1), -1)
+        dominant = np.where(H.max(axis=1) > 0, models.topics_id_base + H.argmax(axis=1), -1)
         strength = H.sum(axis=0) / max(H.sum(), 1e-12)
         for t, w in enumerate(models.topics.components_):
             idx = np.argsort(-w, kind="stable")[: config.top_terms]
@@ -395,7 +401,7 @@ def _update_topics(
                 {
                     "stream": stream,
                     "window_seq": seq,
-                    "topic_id": t,
+                    "topic_id": models.topics_id_base + t,
                     "terms": [[str(terms[j]), float(w[j])] for j in idx if w[j] > 0],
                     "strength": float(strength[t]),
                     "emerging": False,

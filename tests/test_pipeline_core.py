@@ -200,10 +200,13 @@ def _emerging_ids(comps) -> set[int]:
     return {r["topic_id"] for c in comps for r in c.topics if r["emerging"]}
 
 
-def test_changed_topic_settings_restart_the_topic_models_and_never_reuse_an_id(caplog):
+@pytest.mark.parametrize("n_topics", [5, 20])
+def test_changed_topic_settings_restart_the_topic_models_and_never_reuse_an_id(caplog, n_topics):
     """A checkpoint taken with 10 topics restored under ``n_topics = 5``: MOR-NMF kept its 10
     topics silently, and the emerging topics' ids (``n_topics + i``) moved down, so one id named
-    two topics of the stream; turning the emerging topics off and on again reused ids too."""
+    two topics of the stream; turning the emerging topics off and on again reused ids too.
+    Restarted MOR-NMF topics took ``0 .. n_topics - 1`` again: raised to 20, ids the emerging
+    topics had been announced under (``documents --topic topic-N`` then listed both)."""
     docs = generate_stream(3000, kind="tweet", seed=21)
     docs.sort(key=lambda d: d["timestamp"])
     windows = _windows(docs, 300)
@@ -212,23 +215,25 @@ def test_changed_topic_settings_restart_the_topic_models_and_never_reuse_an_id(c
     used = _emerging_ids(first) | set(range(config.detector.n_topics))
     assert _emerging_ids(first) and models.next_topic_id > max(used)
 
+    env = {"SPARSEWATCH_DETECTOR_N_TOPICS": str(n_topics)}
     with caplog.at_level("WARNING", logger="sparsewatch.consumers.detector_core"):
-        config5, fewer = _restored(models.get_state(), {"SPARSEWATCH_DETECTOR_N_TOPICS": "5"})
-    assert "have 10 topics, the configuration 5: they start afresh" in caplog.text
+        config5, fewer = _restored(models.get_state(), env)
+    assert f"have 10 topics, the configuration {n_topics}: they start afresh" in caplog.text
     later = [process_window(fewer, w, config5.detector) for w in windows[4:]]
-    assert fewer.topics.components_.shape[0] == 5
-    assert {r["topic_id"] for c in later for r in c.topics if not r["emerging"]} == set(range(5))
-    assert _emerging_ids(later) and not _emerging_ids(later) & used
+    assert fewer.topics.components_.shape[0] == n_topics
+    topic_ids = {r["topic_id"] for c in later for r in c.topics if not r["emerging"]}
+    assert len(topic_ids) == n_topics and not topic_ids & used
+    tagged = {int(t) for c in later for t in c.documents.dominant_topic if t >= 0}
+    assert tagged and tagged <= topic_ids
+    assert _emerging_ids(later) and not _emerging_ids(later) & (used | topic_ids)
     assert fewer.detector.fitted and fewer.windows_done == len(windows)
+    used |= topic_ids
 
     # emerging topics off for a while, then on again: new ids again
-    _, off = _restored(
-        fewer.get_state(),
-        {"SPARSEWATCH_DETECTOR_N_TOPICS": "5", "SPARSEWATCH_DETECTOR_EMERGING_TOPICS": "false"},
-    )
+    _, off = _restored(fewer.get_state(), {**env, "SPARSEWATCH_DETECTOR_EMERGING_TOPICS": "false"})
     assert off.emerging is None
     used |= _emerging_ids(later)
-    config_on, on = _restored(off.get_state(), {"SPARSEWATCH_DETECTOR_N_TOPICS": "5"})
+    config_on, on = _restored(off.get_state(), env)
     again = [process_window(on, w, config_on.detector) for w in windows[:6]]
     assert _emerging_ids(again) and not _emerging_ids(again) & used
 
@@ -241,7 +246,8 @@ def test_an_unchanged_configuration_keeps_the_emerging_ids_across_a_restore():
     for w in windows[:4]:
         process_window(a, w, config.detector)
     _, b = _restored(a.get_state(), {})
-    assert (b.emerging_id_base, b.next_topic_id) == (a.emerging_id_base, a.next_topic_id)
+    ids = ("topics_id_base", "emerging_id_base", "next_topic_id")
+    assert [getattr(b, k) for k in ids] == [getattr(a, k) for k in ids]
     assert a.announced and b.announced == a.announced  # the recent alerts' terms too
     for w in windows[4:]:
         assert (
