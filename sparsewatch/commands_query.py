@@ -239,7 +239,7 @@ def _follow_alerts(
 
             def look(read: Callable[[sa.Connection], list[dict[str, Any]]]) -> None:
                 def attempt() -> list[dict[str, Any]]:
-                    with store.reading() as conn:
+                    with follower.attempt(), store.reading() as conn:
                         return read(conn)
 
                 what = "reading the alerts"

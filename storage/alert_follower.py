@@ -3,7 +3,8 @@ committed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,6 +45,19 @@ class AlertFollower:
     _newest: datetime | None = field(default=None, init=False)
     _seen: dict[int, datetime] = field(default_factory=dict, init=False)
     _started: bool = field(default=False, init=False)
+
+    @contextmanager
+    def attempt(self) -> Iterator[None]:
+        """A look (:meth:`start` or :meth:`poll` in the block) that counts only if the whole
+        block succeeds: when it fails, what the look found counts as unseen again (its read
+        transaction's COMMIT can fail after the rows came back, when the server restarts: the
+        alerts a retry then read were taken for returned and never printed)."""
+        saved = (self._max_id, self._newest, dict(self._seen), self._started)
+        try:
+            yield
+        except BaseException:
+            self._max_id, self._newest, self._seen, self._started = saved
+            raise
 
     def start(self, conn: sa.Connection, backlog: int) -> list[dict[str, Any]]:
         """The ``backlog`` newest matching alerts, oldest first; everything visible now counts as

@@ -72,6 +72,37 @@ def test_a_backlog_of_zero_prints_only_what_comes_after(database_url: str) -> No
             assert _subjects(follower.poll(conn)) == ["doc-1"]
 
 
+def test_a_look_whose_transaction_fails_after_the_rows_counts_for_nothing(
+    postgres_database,
+) -> None:
+    """The server ends the follower's connection after a poll's rows came back, before its
+    COMMIT (a restart, a failover): the retry found the alert already marked returned, and
+    ``alerts --follow`` never printed it."""
+    url, admin_url = postgres_database
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with Store.open(url) as store:
+            _insert(store, _alert(0))
+            follower = AlertFollower()
+            with follower.attempt(), store.reading() as conn:
+                assert _subjects(follower.start(conn, 5)) == ["doc-0"]
+            _insert(store, _alert(1))
+            with (
+                pytest.raises(sa.exc.OperationalError),
+                follower.attempt(),
+                store.reading() as conn,
+            ):
+                assert _subjects(follower.poll(conn)) == ["doc-1"]
+                pid = conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+                with admin.connect() as other:
+                    other.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+            with follower.attempt(), store.reading() as conn:
+                assert _subjects(follower.poll(conn)) == ["doc-1"]  # read again, returned once
+                assert follower.poll(conn) == []
+    finally:
+        admin.dispose()
+
+
 def test_an_alert_committed_after_a_later_one_is_not_missed(postgres_database) -> None:
     """Two writers: the first takes the smaller id and commits last. A reader that only asked
     for ids above the largest it had seen skipped it for good."""
