@@ -458,7 +458,8 @@ def topics(
     fmt: str,
     database_url: str | None,
 ) -> None:
-    """Topics per window with their top terms, newest window and strongest topic first.
+    """Topics per window with their top terms, newest window (by event time) and strongest
+    topic first.
 
     Strength is the topic's share of its window: a MOR-NMF topic's of the documents' topic
     weight, an emerging topic's of the documents it dominates."""
@@ -531,7 +532,8 @@ def list_snapshots(
     fmt: str,
     database_url: str | None,
 ) -> None:
-    """Snapshots with their array shapes and sizes, newest window first."""
+    """Snapshots with their array shapes and sizes, the last written first (what 'snapshots
+    export' exports without --window)."""
     with open_store(ctx, database_url) as store:
         rows = store.snapshots(streams=streams, model_kinds=model_kinds, limit=one_more(limit))
     rows = within_limit(rows, limit, "snapshots")

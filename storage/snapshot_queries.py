@@ -34,15 +34,19 @@ def fetch_snapshots(
     model_kinds: Sequence[str] | None = None,
     limit: int | None = 100,
 ) -> list[dict[str, Any]]:
-    """Snapshot descriptions (array shapes, sizes, metadata; no blob), newest window first."""
+    """Snapshot descriptions (array shapes, sizes, metadata; no blob), the last written first,
+    as :func:`load_snapshot` takes the newest (window numbers go down when ``windows.size``
+    grows)."""
     columns = [c for c in snapshots.c if c.name != "blob"]
+    s = snapshots.c
     stmt = (
-        sa.select(*columns, sa.func.length(snapshots.c.blob).label("size_bytes"))
-        .where(*_in(snapshots.c.stream, streams), *_in(snapshots.c.model_kind, model_kinds))
+        sa.select(*columns, sa.func.length(s.blob).label("size_bytes"))
+        .where(*_in(s.stream, streams), *_in(s.model_kind, model_kinds))
         .order_by(
-            snapshots.c.window_seq.desc(),
-            _text(conn, snapshots.c.stream),
-            _text(conn, snapshots.c.model_kind),
+            s.created_at.desc(),
+            s.window_seq.desc(),
+            _text(conn, s.stream),
+            _text(conn, s.model_kind),
         )
         .limit(limit)
     )

@@ -20,7 +20,8 @@ def fetch_topics(
     n_terms: int | None = None,
     limit: int | None = 100,
 ) -> list[dict[str, Any]]:
-    """Topics of each window, newest window first, strongest topic first; ``n_terms`` top terms."""
+    """Topics of each window, newest window first (by its end in event time: window numbers go
+    down when ``windows.size`` grows), strongest topic first; ``n_terms`` top terms."""
     conditions = [*_in(topics.c.stream, streams)]
     if first_window is not None:
         conditions.append(topics.c.window_seq >= first_window)
@@ -28,12 +29,14 @@ def fetch_topics(
         conditions.append(topics.c.window_seq <= last_window)
     if emerging_only:
         conditions.append(topics.c.emerging.is_(True))
+    w = windows.c
+    of_window = (w.stream == topics.c.stream) & (w.window_seq == topics.c.window_seq)
     stmt = (
         sa.select(topics)
+        .select_from(topics.outerjoin(windows, of_window))
         .where(*conditions)
         .order_by(
-            topics.c.window_seq.desc(),
-            _text(conn, topics.c.stream),
+            *_newest_window_first(conn, w.end_time, topics.c.window_seq, topics.c.stream),
             topics.c.strength.desc(),
             topics.c.topic_id,
         )
@@ -49,11 +52,20 @@ def fetch_topics(
 def fetch_windows(
     conn: sa.Connection, streams: Sequence[str] | None = None, limit: int | None = 100
 ) -> list[dict[str, Any]]:
-    """Closed windows, newest first."""
+    """Closed windows, newest first (by their end in event time)."""
+    w = windows.c
     stmt = (
         sa.select(windows)
-        .where(*_in(windows.c.stream, streams))
-        .order_by(windows.c.window_seq.desc(), _text(conn, windows.c.stream))
+        .where(*_in(w.stream, streams))
+        .order_by(*_newest_window_first(conn, w.end_time, w.window_seq, w.stream))
         .limit(limit)
     )
     return _rows(conn, stmt)
+
+
+def _newest_window_first(
+    conn: sa.Connection, end_time: Any, window_seq: Any, stream: Any
+) -> tuple[Any, ...]:
+    """Order by a window's end (unknown last: a topic row without its window), then number,
+    then stream: the same on both databases (PostgreSQL puts NULL first in descending order)."""
+    return (end_time.is_(None), end_time.desc(), window_seq.desc(), _text(conn, stream))
