@@ -7,12 +7,17 @@ process_window`, default :class:`~sparsewatch.config.DetectorConfig`) over three
 windows of 1,000 documents in time order: the synthetic tweet and news streams
 (``generate_stream(8000, seed=3)``, ``kind="news"``) and Reuters-21578 (``../shared/data``, by
 date, the first 11,000 stories). For each ``novel_similarity`` it counts the novel documents,
-the ``novel_document`` alerts they raise (one per story, :mod:`sparsewatch.models.stories`) and
-the purity of those stories (share of an alert's documents carrying its most common label set:
-the synthetic topic, Reuters' TOPICS; 1.0 = no alert mixes stories), and the time the grouping
-takes per window against the window's whole computation (medians). The novel flags do not
-depend on the setting, only the alerts do. Writes ``benchmarks/results/novel_stories.json``;
-``benchmarks/novelty_quality.md`` has the table.
+the ``novel_document`` alerts they raise (one per story, :mod:`sparsewatch.models.stories`), the
+grouped ones among them (of 2 or more documents) and the purity of those grouped stories (share
+of an alert's documents carrying its most common label set: the synthetic topic, Reuters' TOPICS;
+1.0 = the alert mixes no stories), and the time the grouping takes per window against the
+window's whole computation (medians). Purity is judged only where the labels can judge it: a
+single-document alert is pure by construction, and a Reuters story without TOPICS (43% of them)
+has no label to compare, so ``grouped_purity_mean`` and ``grouped_mixed_alerts`` cover only the
+grouped alerts whose documents all carry labels; ``grouped_alerts_unjudged`` counts the grouped
+alerts with an untagged document. The novel flags do not depend on the setting, only the alerts
+do. Writes ``benchmarks/results/novel_stories.json``; ``benchmarks/novelty_quality.md`` has the
+table.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def _reuters() -> list[tuple[str, tuple[str, ...]]]:
     out = []
     for d in stories[:11000]:
         text = " ".join(str(d.get(k) or "") for k in ("title", "body"))
-        out.append((text, tuple(sorted(d.get("topics") or ()))))
+        out.append((text, tuple(sorted(d.get("topics") or ()))))  # () = untagged: unjudged
     return out
 
 
@@ -68,12 +73,14 @@ def _windows(corpus: list[tuple[str, tuple[str, ...]]]) -> list[ClosedWindow]:
 
 
 def corpus_report(corpus: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
-    """Alerts, purity and grouping time per similarity, over the corpus's windows."""
+    """Alerts, grouped alerts, their purity and grouping time per similarity, over the corpus's
+    windows."""
     labels = {str(i): lab for i, (_, lab) in enumerate(corpus)}
     config = DetectorConfig()
     models = build_models(config)
     stats: dict[float, dict[str, Any]] = {
-        s: {"alerts": 0, "purity": [], "grouping_s": []} for s in SIMILARITIES
+        s: {"alerts": 0, "grouped": 0, "unjudged": 0, "purity": [], "grouping_s": []}
+        for s in SIMILARITIES
     }
     novel_total, window_s = 0, []
     results = []  # the detector's result of each window: its features, as the core groups by
@@ -94,6 +101,12 @@ def corpus_report(corpus: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
             stats[s]["alerts"] += len(alerts)
             for a in alerts:
                 story = [labels[d] for d in (a["subject_id"], *a["related_ids"])]
+                if len(story) < 2:
+                    continue  # one document: pure by construction, judges nothing
+                stats[s]["grouped"] += 1
+                if not all(story):
+                    stats[s]["unjudged"] += 1  # an untagged document: the labels cannot judge
+                    continue
                 stats[s]["purity"].append(Counter(story).most_common(1)[0][1] / len(story))
     return {
         "documents": len(corpus),
@@ -103,8 +116,13 @@ def corpus_report(corpus: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
             str(s): {
                 "alerts": v["alerts"],
                 "documents_per_alert": novel_total / max(v["alerts"], 1),
-                "purity_mean": statistics.fmean(v["purity"]),
-                "mixed_alerts": sum(p < 1 for p in v["purity"]),
+                # alerts of 2+ documents; of them, those with an untagged document (no label
+                # set to compare) and, over the rest, the purity and the count of mixed ones
+                "grouped_alerts": v["grouped"],
+                "grouped_alerts_unjudged": v["unjudged"],
+                "grouped_alerts_judged": len(v["purity"]),
+                "grouped_purity_mean": statistics.fmean(v["purity"]) if v["purity"] else None,
+                "grouped_mixed_alerts": sum(p < 1 for p in v["purity"]),
                 "grouping_s_median": statistics.median(v["grouping_s"]),
                 "grouping_share_of_window": statistics.median(v["grouping_s"])
                 / statistics.median(window_s),
@@ -134,9 +152,13 @@ def main() -> None:
     path.write_text(json.dumps(out, indent=1))
     for name, report in out["corpora"].items():
         for s, row in report["by_similarity"].items():
+            purity = row["grouped_purity_mean"]
             print(
                 f"{name:17} sim {s:4}: {report['novel_documents']:4} novel -> {row['alerts']:4} "
-                f"alerts, purity {row['purity_mean']:.3f} ({row['mixed_alerts']} mixed), "
+                f"alerts, {row['grouped_alerts']} grouped ({row['grouped_alerts_unjudged']} "
+                f"unjudged), purity of the judged "
+                f"{'-' if purity is None else f'{purity:.3f}'} "
+                f"({row['grouped_mixed_alerts']} mixed), "
                 f"grouping {1000 * row['grouping_s_median']:.1f} ms "
                 f"({100 * row['grouping_share_of_window']:.2f}% of a window)"
             )

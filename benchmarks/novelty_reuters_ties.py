@@ -8,7 +8,9 @@ score is 1 (no atom passes the screening rule at ``x = 0``: the document is left
 among the positives and the negatives, the pooled AUC as the harness computes it (scores
 compared at float32 precision, so those documents tie) and as it did before session twenty-six
 (in float64, where a unit-l1 document's norm differs from 1 by ~1e-8 and orders the tied ones by
-rounding), and each rule-none positive's share of negatives it outranks.
+rounding), and each rule-none positive's share of negatives it outranks, compared at float32 as
+the harness's AUC compares them (ties count half), so that list's mean is the pooled AUC (rule
+none; asserted).
 
 Usage: python benchmarks/novelty_reuters_ties.py
 (about three minutes; writes results/novelty_reuters_ties.json, one entry per corpus)
@@ -57,9 +59,13 @@ def corpus_report(corpus_name: str) -> dict:
             "share_at_1_negatives_none": float(at_one[~y["none"]].mean()),
         }
         if corpus_name == "reuters":
-            row["positives_none_outranked_share"] = [
-                float((neg < v).mean() + 0.5 * (neg == v).mean()) for v in pos
-            ]
+            # at float32, as replay/evaluate.roc_auc ranks them: in float64 the documents at 1
+            # would be ordered by the rounding of their norms, and the list's mean would be the
+            # discarded float64 AUC instead of the reported one
+            neg32, pos32 = neg.astype(np.float32), pos.astype(np.float32)
+            shares = [float((neg32 < v).mean() + 0.5 * (neg32 == v).mean()) for v in pos32]
+            assert abs(np.mean(shares) - row["pooled_auc_none"]) < 1e-9, (method, shares)
+            row["positives_none_outranked_share"] = shares
             row["positive_scores_below_1"] = sorted(float(v) for v in pos if v < 1 - 1e-6)
         out["methods"][method] = row
     return out
