@@ -340,12 +340,42 @@ def _apply_env(obj: Any, env: dict[str, str], prefix: str, where: str = "") -> N
             setattr(obj, f.name, _coerce(env[name], hints[f.name], where + f.name))
 
 
-def _check_env_names(env: dict[str, str]) -> None:
+# Kubernetes' service links: for every Service of the namespace (unless the pod sets
+# enableServiceLinks: false) a pod gets NAME_SERVICE_HOST, NAME_SERVICE_PORT[_PORTNAME],
+# NAME_PORT=tcp://ip:port and NAME_PORT_<n>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR], NAME its name in
+# capitals; a Service named sparsewatch... gives SPARSEWATCH_ ones (SPARSEWATCH_METRICS_PORT too,
+# for sparsewatch-metrics, an option's name: its URL value is no port number).
+_SERVICE_LINK_NAME = re.compile(
+    r"(?:\w+_)?(?:SERVICE_(?:HOST|PORT(?:_\w+)?)|PORT_\d+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)"
+)
+_SERVICE_LINK_URL = re.compile(r"(?:tcp|udp|sctp)://\S+:\d+")
+
+
+def _without_service_links(env: dict[str, str], known: set[str]) -> dict[str, str]:
+    """``env`` without the ``SPARSEWATCH_*`` variables Kubernetes sets for a Service (they were
+    refused as unknown options: no command started in such a namespace)."""
+
+    def is_link(name: str, value: str) -> bool:
+        if not name.startswith(ENV_PREFIX):
+            return False
+        rest = name[len(ENV_PREFIX) :]
+        if _SERVICE_LINK_URL.fullmatch(value) and (rest == "PORT" or rest.endswith("_PORT")):
+            return True
+        return name not in known and _SERVICE_LINK_NAME.fullmatch(rest) is not None
+
+    return {name: value for name, value in env.items() if not is_link(name, value)}
+
+
+def _known_env_names() -> set[str]:
+    """The variables of the options, and :data:`OTHER_ENV_NAMES`."""
+    known = {name for _, name, _ in describe() if not name.startswith(CLIENT_ENV_PREFIX)}
+    return known | OTHER_ENV_NAMES
+
+
+def _check_env_names(env: dict[str, str], known: set[str]) -> None:
     """Refuse a ``SPARSEWATCH_*`` variable that names no option, as an unknown key of the file
     is refused, naming the closest option when one is close (a misspelt variable used to be
     ignored: the worker ran with the default the user meant to change)."""
-    known = {name for _, name, _ in describe() if not name.startswith(CLIENT_ENV_PREFIX)}
-    known |= OTHER_ENV_NAMES
     for name in sorted(env):
         if name.startswith(CLIENT_ENV_PREFIX) and len(name) > len(CLIENT_ENV_PREFIX):
             continue  # a client property: librdkafka knows its names (_check_client)
@@ -362,9 +392,11 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
     """Build the configuration from defaults, the TOML file at ``path`` and the environment.
 
     A ``SPARSEWATCH_*`` variable that is neither an option nor one of :data:`OTHER_ENV_NAMES`
-    is refused (:class:`SparsewatchError`), as an unknown key of the file is."""
-    env = dict(os.environ) if env is None else env
-    _check_env_names(env)
+    is refused (:class:`SparsewatchError`), as an unknown key of the file is; those Kubernetes
+    sets for a Service named ``sparsewatch...`` are ignored."""
+    known = _known_env_names()
+    env = _without_service_links(dict(os.environ) if env is None else env, known)
+    _check_env_names(env, known)
     config = Config()
     path = path or env.get(f"{ENV_PREFIX}CONFIG")
     if path:

@@ -381,3 +381,28 @@ def test_cli_reports_an_unknown_variable_in_one_line() -> None:
         "SPARSEWATCH_DETECTOR_INITIAL_ATOMS?): the README's configuration table lists every "
         "option and its variable"
     )
+
+
+def test_kubernetes_service_link_variables_are_ignored() -> None:
+    """A pod gets variables for every Service of its namespace: one named ``sparsewatch`` or
+    ``sparsewatch-metrics`` gave SPARSEWATCH_PORT, SPARSEWATCH_METRICS_PORT=tcp://... and
+    others, refused as unknown options (or an unparsable port): no command started."""
+    links = {
+        "SPARSEWATCH_SERVICE_HOST": "10.96.0.15",
+        "SPARSEWATCH_SERVICE_PORT": "9100",
+        "SPARSEWATCH_SERVICE_PORT_METRICS": "9100",
+        "SPARSEWATCH_PORT": "tcp://10.96.0.15:9100",
+        "SPARSEWATCH_PORT_9100_TCP": "tcp://10.96.0.15:9100",
+        "SPARSEWATCH_PORT_9100_TCP_PROTO": "tcp",
+        "SPARSEWATCH_PORT_9100_TCP_PORT": "9100",
+        "SPARSEWATCH_PORT_9100_TCP_ADDR": "10.96.0.15",
+        "SPARSEWATCH_METRICS_SERVICE_HOST": "10.96.0.16",
+        "SPARSEWATCH_METRICS_PORT": "tcp://10.96.0.16:9100",
+        "SPARSEWATCH_METRICS_PORT_9100_UDP": "udp://10.96.0.16:9100",
+    }
+    assert load_config(env=links).metrics_port == 0
+    assert load_config(env={**links, "SPARSEWATCH_METRICS_PORT": "9100"}).metrics_port == 9100
+    # a misspelt option is still refused, and so is a port that is not a service link
+    for env in ({"SPARSEWATCH_METRICS_PROT": "9100"}, {"SPARSEWATCH_PORT": "9100"}):
+        with pytest.raises(SparsewatchError, match="unknown environment variable"):
+            load_config(env={**links, **env})
