@@ -505,6 +505,8 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     # (a loop polls every 0.5 s at most: a shorter stall would be every pause between polls)
     ("", "health_stall_s"): (lambda v: v >= 1, ">= 1"),
     ("", "max_text_bytes"): (lambda v: v >= 1, ">= 1"),
+    # (empty, as from SPARSEWATCH_DATA_DIR=$UNSET: the database went to the working directory)
+    ("", "data_dir"): (lambda v: bool(v.strip()), "a folder (not blank; '.' for this one)"),
     # a C int: a larger count was refused by the BLAS library's ctypes call, naming no option
     ("", "blas_threads"): (
         lambda v: 0 <= v < 2**31,
@@ -530,9 +532,10 @@ _RANGES: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         lambda v: bool(v.strip()) and len(v) <= _MAX_GROUP_ID_CHARS,
         f"non-empty, at most {_MAX_GROUP_ID_CHARS} characters",
     ),
+    # (empty: the topics ".docs", ".scores", ...)
     ("kafka", "topic_prefix"): (
-        lambda v: topic_name_problem(v + _LONGEST_TOPIC_SUFFIX) is None,
-        "ASCII letters, digits, '.', '_' and '-', at most "
+        lambda v: bool(v) and topic_name_problem(v + _LONGEST_TOPIC_SUFFIX) is None,
+        "non-empty, ASCII letters, digits, '.', '_' and '-', at most "
         f"{MAX_TOPIC_CHARS - len(_LONGEST_TOPIC_SUFFIX)} characters (Kafka's topic names)",
     ),
     ("windows", "size"): (

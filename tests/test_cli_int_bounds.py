@@ -138,6 +138,7 @@ def test_the_largest_values_load() -> None:
         del env[_variable(key)]  # bounded on both sides, below MAX_INT64
     env |= {_variable(key): str(MAX_MODEL_RANK) for key in RANKS}
     env["SPARSEWATCH_ANOMALY_SPARSITY"] = str(MAX_INT64 - 1)  # reference_documents >= sparsity + 1
+    env["SPARSEWATCH_DETECTOR_EMERGING_PER_WINDOW"] = str(MAX_MODEL_RANK - 1)  # below max_topics
     config = load_config(env=env)
     assert config.windows.count == MAX_INT64 and config.anomaly.n_atoms == MAX_MODEL_RANK
 

@@ -406,3 +406,12 @@ def test_kubernetes_service_link_variables_are_ignored() -> None:
     for env in ({"SPARSEWATCH_METRICS_PROT": "9100"}, {"SPARSEWATCH_PORT": "9100"}):
         with pytest.raises(SparsewatchError, match="unknown environment variable"):
             load_config(env={**links, **env})
+
+
+@pytest.mark.parametrize("variable", ["SPARSEWATCH_DATA_DIR", "SPARSEWATCH_KAFKA_TOPIC_PREFIX"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_blank_folder_and_topic_prefix_are_refused(variable: str, value: str) -> None:
+    """``SPARSEWATCH_DATA_DIR=$UNSET`` put the database in the working directory; an empty
+    prefix made the topics ``.docs``, ``.scores``, ... (blank servers and groups were refused)."""
+    with pytest.raises(SparsewatchError, match=f"{variable}.* must be "):
+        load_config(env={variable: value})
