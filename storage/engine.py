@@ -237,8 +237,12 @@ def write_connection(engine: sa.Engine) -> sa.Connection:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password hidden, for messages."""
+    """``url`` with its password hidden, for messages: the user's, and query parameters such
+    as libpq's ``password`` and ``sslpassword`` (they were printed)."""
     try:
-        return parse_url(url).render_as_string(hide_password=True)
+        parsed = parse_url(url)
     except SparsewatchError:
         return "<invalid database URL>"
+    secret = {k: "***" for k in parsed.query if "password" in k.lower()}
+    shown = parsed.update_query_dict(secret).render_as_string(hide_password=True)
+    return shown.replace("%2A%2A%2A", "***")  # (the query's quoting of the mask)

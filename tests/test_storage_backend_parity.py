@@ -221,6 +221,13 @@ def test_a_password_with_an_unencoded_at_sign_is_hidden_whole():
     assert mask_url("postgresql+psycopg://u%40org:p@h/d") == "postgresql+psycopg://u%40org:***@h/d"
 
 
+def test_a_password_in_the_query_is_hidden():
+    """libpq reads ``password`` (and ``sslpassword``) from the query too: printed in errors."""
+    query = mask_url("postgresql+psycopg://u@h/d?password=S3CRET&sslpassword=K3Y&sslmode=require")
+    assert "S3CRET" not in query and "K3Y" not in query and "sslmode=require" in query
+    assert "password=***" in query and "sslpassword=***" in query
+
+
 def test_a_password_with_an_unencoded_at_sign_reaches_the_server(postgres_database):
     url, _ = postgres_database
     parsed = sa.engine.make_url(url)
