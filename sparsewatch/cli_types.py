@@ -78,6 +78,11 @@ def not_blank(_ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def utf8_name(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """:func:`not_blank` and :func:`utf8_text`: a name the database is asked for."""
+    return utf8_text(ctx, param, not_blank(ctx, param, value))
+
+
 def command_config(ctx: click.Context) -> Config:
     """The configuration of a command: the file of the group's ``--config`` (or
     ``SPARSEWATCH_CONFIG``) under the ``SPARSEWATCH_*`` environment variables; none when the

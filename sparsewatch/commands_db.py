@@ -10,7 +10,7 @@ import click
 import sqlalchemy as sa
 from confluent_kafka import KafkaException
 
-from sparsewatch.cli_types import command_config
+from sparsewatch.cli_types import command_config, utf8_name
 from sparsewatch.config import MAX_INT64
 from sparsewatch.consumers.kafka_admin import (
     NonEmptyGroupError,
@@ -183,7 +183,7 @@ def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> 
 
 
 @db.command("forget-group")
-@click.argument("groups", nargs=-1, required=True)
+@click.argument("groups", nargs=-1, required=True, callback=utf8_name)
 @BOOTSTRAP_OPTION
 @click.option(
     "--no-kafka",

@@ -25,6 +25,7 @@ from sparsewatch.cli_types import (
     FiniteFloatRange,
     TopicNumber,
     not_blank,
+    utf8_name,
     utf8_text,
 )
 from sparsewatch.config import MAX_INT64
@@ -344,7 +345,7 @@ DOCUMENT_COLUMNS = (
 @click.option(
     "--story",
     default=None,
-    callback=not_blank,
+    callback=utf8_name,
     help="Only the documents of the novel story whose alert names this document (its subject).",
 )
 @LIMIT_OPTION

@@ -46,6 +46,8 @@ def snapshot_database(database_url: str) -> str:
         ("snapshots", "list", "--model-kind", NOT_UTF8),
         ("snapshots", "export", NOT_UTF8, "dictionary", "-o", "x.npz"),
         ("snapshots", "export", "news", NOT_UTF8, "-o", "x.npz"),
+        ("documents", "--story", NOT_UTF8),
+        ("db", "forget-group", NOT_UTF8, "--no-kafka"),
     ],
     ids=lambda args: " ".join(a for a in args if a != NOT_UTF8 and a != "x.npz"),
 )
