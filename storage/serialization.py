@@ -8,6 +8,7 @@ they are rejected on the way in with a clear error.
 from __future__ import annotations
 
 import io
+import math
 import tokenize
 import zipfile
 import zlib
@@ -83,6 +84,7 @@ def npz_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
     if not blob.startswith(_ZIP_MAGIC):  # np.load would read a bare .npy or refuse a "pickle"
         raise ValueError(f"not a valid npz blob: it starts with {bytes(blob[:8])!r}, not a zip")
     try:
+        _check_member_sizes(blob)
         with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except _DAMAGED as exc:
@@ -91,6 +93,30 @@ def npz_to_arrays(blob: bytes) -> dict[str, np.ndarray]:
         if not isinstance(value, np.ndarray):  # a member that is not an .npy file
             raise ValueError(f"not a valid npz blob: member {name!r} is not an array")
     return arrays
+
+
+def _check_member_sizes(blob: bytes) -> None:
+    """``ValueError`` for an ``.npy`` member whose header declares more data than the member
+    holds: numpy allocates the declared array before reading it (a damaged header's shape of
+    2^45 raised MemoryError for 256 TiB, not this module's ValueError)."""
+    with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue  # (np.load refuses it: not an array)
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                if version == (1, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+                elif version == (2, 0):
+                    shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+                else:
+                    continue  # (3.0: unicode field names, which no state has)
+                declared = math.prod(shape) * dtype.itemsize
+                if declared > info.file_size:
+                    raise ValueError(
+                        f"member {info.filename!r} declares {declared} bytes of data "
+                        f"(shape {shape}, {dtype}) but holds {info.file_size}"
+                    )
 
 
 def describe_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:

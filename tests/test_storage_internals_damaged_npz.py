@@ -51,6 +51,10 @@ DAMAGED = {
     "npy header": _member(
         _npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (3,")
     ),
+    # a shape of 2^45 float64 numbers: numpy allocated 256 TiB first (MemoryError)
+    "npy huge shape": _member(
+        _npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (35184372088832,), }")
+    ),
 }
 
 
