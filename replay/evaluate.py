@@ -26,8 +26,6 @@ when a corpus has few novel documents) and the mean of per-step AUCs.
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +38,7 @@ from scipy.stats import rankdata
 from sparsewatch.consumers.field_mapping import parse_labels
 from sparsewatch.consumers.messages import RecordError
 from sparsewatch.consumers.timestamps import parse_timestamp_ms
-from sparsewatch.replay.readers import Rejected, read_csv, read_jsonl
+from sparsewatch.replay.readers import Rejected, SourceRecord, read_csv, read_jsonl
 
 from sparsewatch.errors import SparsewatchError
 
@@ -145,51 +143,48 @@ def auc_standard_error(auc: float | None, n_pos: int, n_neg: int) -> float | Non
 def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
     """Reuters-21578 JSONL(.gz) as stream documents in time order (ties by NEWID).
 
-    ``text`` is title and body, ``labels`` the TOPICS codes, ``timestamp`` the story date.
+    ``text`` is title and body, ``labels`` the TOPICS codes, ``timestamp`` the story date. The
+    file is read as ``replay`` reads JSONL (:func:`~sparsewatch.replay.readers.read_jsonl`:
+    gzip known by its first bytes, a byte-order mark and blank lines skipped).
     """
     path = Path(path)
     if not path.is_file():
         raise SparsewatchError(f"Reuters corpus not found at {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            docs = _reuters_records(path, fh, labelled_only)
-    except (OSError, EOFError, UnicodeDecodeError) as exc:  # not gzip, truncated, not UTF-8
-        kind = "gzip-compressed UTF-8" if path.suffix == ".gz" else "UTF-8"
-        raise SparsewatchError(
-            f"{path}: cannot be read as {kind} text: {type(exc).__name__}: {exc}"
-        ) from None
+    docs = []
+    for record in read_jsonl(path):
+        if isinstance(record, Rejected):
+            raise SparsewatchError(
+                f"{path}: cannot be read as the Reuters-21578 JSONL at line {record.line}: "
+                f"{record.reason}"
+            )
+        doc = _reuters_document(path, record, labelled_only)
+        if doc is not None:
+            docs.append(((str(doc["timestamp"]), int(doc["id"])), doc))
     docs.sort(key=lambda item: item[0])
     return [doc for _, doc in docs]
 
 
-def _reuters_records(
-    path: Path, fh: Any, labelled_only: bool
-) -> list[tuple[tuple[str, int], dict]]:
-    """``(sort key, document)`` of every record of an open Reuters JSONL file."""
-    docs = []
-    for number, line in enumerate(fh, start=1):
-        try:
-            r = json.loads(line)
-            if not isinstance(r["topics"], list):  # a string's labels were its characters
-                raise TypeError(f"'topics' is {type(r['topics']).__name__}, not a list")
-            if labelled_only and not r["topics"]:
-                continue
-            doc = {
-                "id": str(r["id"]),
-                "text": f"{r['title']}\n{r['body']}".strip(),
-                "timestamp": r["date"],
-                "stream": "reuters21578",
-                "labels": list(r["topics"]),
-            }
-            order = (str(doc["timestamp"]), int(doc["id"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SparsewatchError(
-                f"{path}: line {number} is not a record of the Reuters-21578 JSONL "
-                f"(id, title, body, date, topics): {type(exc).__name__}: {exc}"
-            ) from None
-        docs.append((order, doc))
-    return docs
+def _reuters_document(path: Path, record: SourceRecord, labelled_only: bool) -> dict | None:
+    """The stream document of one record (``None``: no topics, with ``labelled_only``)."""
+    r = record.fields
+    try:
+        if not isinstance(r["topics"], list):  # a string's labels were its characters
+            raise TypeError(f"'topics' is {type(r['topics']).__name__}, not a list")
+        if labelled_only and not r["topics"]:
+            return None
+        int(r["id"])  # (the tie order)
+        return {
+            "id": str(r["id"]),
+            "text": f"{r['title']}\n{r['body']}".strip(),
+            "timestamp": r["date"],
+            "stream": "reuters21578",
+            "labels": list(r["topics"]),
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SparsewatchError(
+            f"{path}: line {record.line} is not a record of the Reuters-21578 JSONL "
+            f"(id, title, body, date, topics): {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def load_jsonl(path: str | Path) -> list[dict]:

@@ -6,6 +6,7 @@ not a list, is a clear error."""
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 
@@ -112,16 +113,31 @@ def test_evaluate_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> No
 
 
 def test_reuters_file_that_cannot_be_decoded_is_an_error_naming_it(tmp_path) -> None:
-    not_gzip = tmp_path / "corpus.jsonl.gz"
-    not_gzip.write_text('{"id": "1"}\n')
     truncated = tmp_path / "truncated.jsonl.gz"
     truncated.write_bytes(gzip.compress(b'{"id": "' + b"x" * 100_000 + b'"}\n')[:40])
     not_utf8 = tmp_path / "latin1.jsonl"
-    not_utf8.write_bytes(b"\xff\xfe\n")
-    for path in (not_gzip, truncated, not_utf8):
+    not_utf8.write_bytes(b'{"id": "\xff"}\n')
+    for path in (truncated, not_utf8):
         with pytest.raises(SparsewatchError, match="cannot be read as") as info:
             load_reuters(path)
         assert str(path) in str(info.value)
+
+
+def test_reuters_file_is_read_as_replay_reads_jsonl(tmp_path) -> None:
+    """Gzip was known by the name and every line was parsed: a gzip file named .jsonl, a plain
+    one named .gz, a byte-order mark or a blank line was refused, where --corpus jsonl and
+    replay read the same file."""
+    record = {"id": "1", "title": "t", "body": "b", "date": "1987-02-26T15:01:01"}
+    line = (json.dumps({**record, "topics": ["grain"]}) + "\n").encode()
+    files = {
+        "gzip.jsonl": gzip.compress(line),
+        "plain.jsonl.gz": line,
+        "bom.jsonl": codecs.BOM_UTF8 + line,
+        "blank.jsonl": line + b"\n  \n",
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        assert [d["labels"] for d in load_reuters(tmp_path / name)] == [["grain"]], name
 
 
 def test_reuters_topics_must_be_a_list(tmp_path) -> None:
