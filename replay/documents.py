@@ -70,6 +70,7 @@ class ErrorFile:
         self._fh.close()
         self._fh = None
         os.replace(self._partial, self.path)
+        os.utime(self.path)  # (its time says when the replay ended: see _remove_earlier_errors)
         self._partial = None
 
     def discard(self) -> None:

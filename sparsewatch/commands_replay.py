@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,7 @@ def replay(
         bootstrap, {topic: partitions or config.kafka.partitions}, connect_timeout
     )
     stats = ReadStats()
+    started = time.time()
     console = Console(stderr=True)
     show = console.is_terminal if progress is None else progress
     with sigterm_interrupts(), ErrorFile(errors_file) as errors:  # SIGTERM stops as Ctrl-C
@@ -210,7 +212,7 @@ def replay(
             )
             bar.update(task, completed=summary.read, total=summary.read)
     if not errors.count and not errors.special:
-        errors_file.unlink(missing_ok=True)  # an earlier replay's errors would mislead
+        _remove_earlier_errors(errors_file, started)
     _report(summary, stats, topic, errors_file if errors.count else None, as_json)
     if mapping.timestamp_unit_ms == 1 and stats.looks_like_seconds():
         click.echo(
@@ -225,6 +227,17 @@ def replay(
             f"{summary.failed} messages were not delivered ({'; '.join(summary.errors[:3])}); "
             f"they are listed in {errors_file}"
         )
+
+
+def _remove_earlier_errors(errors_file: Path, started: float) -> None:
+    """Remove the errors file of a replay that ended before this one ``started`` (its errors
+    would mislead), not one that another replay with the same ``data_dir`` wrote meanwhile (it
+    was removed right after that replay had named it)."""
+    try:
+        if errors_file.stat().st_mtime < started:
+            errors_file.unlink()
+    except FileNotFoundError:
+        return
 
 
 def _refuse_input_as_errors_file(errors_file: Path, inputs: list[Path]) -> None:

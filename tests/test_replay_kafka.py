@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import os
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -316,6 +318,25 @@ def test_an_existing_errors_file_is_replaced_only_when_a_run_completes(
     code, out, err = run_cli(monkeypatch, capsys, *common, "--bootstrap-servers", kafka_bootstrap)
     assert code == 0, err
     assert json.loads(out)["errors_file"] is None and not errors.exists()
+
+
+def test_errors_another_replay_wrote_meanwhile_are_kept(
+    kafka_bootstrap, topic_name, tmp_path, monkeypatch, capsys
+):
+    """Two replays with one data_dir: the one ending later without rejections removed the
+    errors file the other had just named in its summary. A file written after this replay
+    started (its time in the future here: another replay ended meanwhile) stays."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "1", "text": "t", "timestamp": 1_700_000_000_000}) + "\n")
+    errors = tmp_path / "errors.jsonl"
+    theirs = '{"source": "other.jsonl", "line": 3, "reason": "r", "raw": ""}\n'
+    errors.write_text(theirs)
+    later = time.time() + 3600
+    os.utime(errors, (later, later))
+    args = ["replay", str(corpus), "--topic", topic_name, "--errors", str(errors), "--json"]
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--bootstrap-servers", kafka_bootstrap)
+    assert code == 0, err
+    assert json.loads(out)["errors_file"] is None and errors.read_text() == theirs
 
 
 def test_configured_text_limit_and_detector_limits_reject_records_with_their_line(
