@@ -47,6 +47,7 @@ from sparsewatch.models._ocsvm_base import (
     maximize_on_sphere,
     ocsvm_primal,
     omp_codes,
+    refit_linear_ocsvm,
 )
 
 
@@ -139,7 +140,7 @@ def train_dl_ocsvm(
             power_iter,
             replace_dead_atoms,
         )
-        svm, lam = fit_linear_ocsvm(X.T, nu, ocsvm_tol)
+        svm, lam = refit_linear_ocsvm(X.T, nu, ocsvm_tol, (svm, lam))
         result.objective.append(composite_objective(Y, D, X, svm, beta, alpha, nu))
     result.dictionary, result.codes, result.row_scale, result.ocsvm = D, X, row_scale, svm
     return result

@@ -44,6 +44,7 @@ from sparsewatch.models._ocsvm_base import (
     fit_linear_ocsvm,
     maximize_on_sphere,
     ocsvm_primal,
+    refit_linear_ocsvm,
 )
 from sparsewatch.models.dl_ocsvm import init_dictionary
 
@@ -97,7 +98,7 @@ def train_dpl_ocsvm(
         rejected += _dpl_sweep(
             Y, T, S_inv_half, D, P, svm, lam, nu, tau, alpha, atom_solver, power_iter
         )
-        svm, lam = fit_linear_ocsvm((P @ Y).T, nu, ocsvm_tol)
+        svm, lam = refit_linear_ocsvm((P @ Y).T, nu, ocsvm_tol, (svm, lam))
         objective.append(dpl_objective(Y, D, P, svm, tau, alpha, nu))
     return D, P, svm, objective, rejected
 

@@ -66,7 +66,16 @@ def kernel_matrix(
 
 
 def kernel_sqrt_inverse(K: FloatArray, eig_floor: float) -> FloatArray:
-    """``U_r Lambda_r^{-1/2}`` over the eigenvalues above ``eig_floor * lambda_max`` (L x r)."""
+    """``U_r Lambda_r^{-1/2}`` over the eigenvalues above ``eig_floor * lambda_max`` (L x r).
+
+    ``ValueError`` for a Gram matrix that is not finite (a polynomial kernel's overflow on
+    large rows: its eigenvalues were NaN, no column was kept, and the fit failed later with an
+    IndexError or another estimator's parameter error)."""
+    if not np.isfinite(K).all():
+        raise ValueError(
+            "the kernel Gram matrix of the training rows is not finite (a polynomial kernel "
+            "overflows on rows this large: lower gamma or the degree, or scale the data)"
+        )
     vals, vecs = np.linalg.eigh((K + K.T) / 2.0)
     top = float(vals[-1])
     if top <= 0.0:

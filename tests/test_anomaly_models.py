@@ -86,6 +86,19 @@ def test_dpl_objective_never_increases(small: np.ndarray, alpha: float) -> None:
     assert obj[-1] < obj[0]
 
 
+@pytest.mark.parametrize("model", [DLOCSVM, DPLOCSVM])
+@pytest.mark.parametrize("seed", range(3))
+def test_objective_never_increases_with_the_default_tolerance_and_a_small_nu(model, seed):
+    """``nu N = 0.05``: libsvm's multipliers (summing to ``nu N``) shrank its stopping gap, and
+    the default tolerance let a refit stop worse than the OC-SVM it replaced: DL-OCSVM's
+    objective rose by up to 20% between outer iterations."""
+    X = np.random.default_rng(seed).standard_normal((50, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (libsvm's iteration bound on such tiny problems)
+        obj = model(nu=0.001, random_state=seed).fit(X).objective_
+    assert np.all(np.diff(obj) <= 1e-9 * np.abs(obj[:-1])), obj
+
+
 def test_ocsvm_part_matches_scikit_learn(small: np.ndarray) -> None:
     """The stored support vectors / dual coefficients / intercept give scikit-learn's decision
     function on the same codes, and the model's scores are exactly that decision, negated."""

@@ -43,7 +43,12 @@ def test_rbf_rows_beyond_the_range_of_squares_score_as_the_far_limit(model_cls, 
         (KDLOCSVM(kernel="poly", n_components=8, n_iter=2, random_state=0), 1e120 * SIGNS),
         (KDPLOCSVM(kernel="poly", n_components=8, n_iter=2, random_state=0), 1e120 * SIGNS),
         (DLOCSVM(n_components=8, n_iter=2, random_state=0, normalize=None), HUGE),
-        (DPLOCSVM(n_components=8, n_iter=2, random_state=0, normalize=None), HUGE[1:]),
+        # (a row for which the model's linear score overflows whatever the batch: the row of
+        # HUGE it used scored +inf or -inf depending on the BLAS summation order of its batch)
+        (
+            DPLOCSVM(n_components=8, n_iter=2, random_state=0, normalize=None),
+            1e308 * np.array([[1.0, 1.0, -1.0, -1.0]]),
+        ),
     ],
     ids=["KDL-poly", "KDPL-poly", "DL-raw", "DPL-raw"],
 )
@@ -56,3 +61,12 @@ def test_a_row_whose_score_overflows_is_an_outlier_not_nan(proto, huge, rows) ->
     np.testing.assert_allclose(scores[:5], model.decision_scores_[:5], rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(scores[5:], np.inf)
     np.testing.assert_array_equal(model.predict(huge), 1)
+
+
+@pytest.mark.parametrize("model_cls", [KDLOCSVM, KDPLOCSVM], ids=["KDL", "KDPL"])
+def test_a_polynomial_gram_that_overflows_at_fit_is_a_clear_error(model_cls, rows) -> None:
+    """Finite training rows whose polynomial Gram overflows: NaN eigenvalues kept no column of
+    the kernel map, and the fit failed with an IndexError (KDPL) or OMP's parameter error (KDL)."""
+    model = model_cls(kernel="poly", degree=4, gamma=1.0, n_components=8, random_state=0)
+    with pytest.raises(ValueError, match="kernel Gram matrix of the training rows is not finite"):
+        model.fit(rows * 1e40)
