@@ -5,8 +5,11 @@ deleted)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
@@ -46,6 +49,19 @@ def _framed_bytes(key: bytes, value: bytes, headers: list[tuple[str, bytes]]) ->
     return RECORD_OVERHEAD_BYTES + len(key) + len(value) + header_bytes
 
 
+@contextmanager
+def admin_client(bootstrap: str, **settings: Any) -> Iterator[AdminClient]:
+    """An AdminClient for the block (:func:`admin_config`, and ``settings``), polled when the
+    block ends: an AdminClient hands librdkafka's lines to its logger only when polled (they
+    wait in its queue meanwhile), and a one-shot request's client was never polled, so the lines
+    ``kafka.client.debug`` asks for were lost (or, without a logger, printed raw)."""
+    admin = AdminClient({**admin_config(bootstrap), **settings})
+    try:
+        yield admin
+    finally:
+        admin.poll(0)
+
+
 @dataclass(frozen=True)
 class TopicLimits:
     """The message size limits of the topics a producer writes to: each topic's
@@ -68,24 +84,11 @@ class TopicLimits:
         left out (the producer's limit then applies): one it does not have quietly (created
         later, it takes the broker's default), one it does not describe (unreachable within
         ``timeout``, not allowed) with a warning."""
-        admin = AdminClient(admin_config(bootstrap))
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in dict.fromkeys(topics)]
-        found: dict[str, int] = {}
-        for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
-            try:
-                entry = future.result(timeout + 1.0).get("max.message.bytes")
-            except (KafkaException, TimeoutError) as exc:
-                if not (isinstance(exc, KafkaException) and _unknown_topic(exc)):
-                    log.warning(
-                        "the message size limit of topic %s is unknown (%s): assuming %d bytes",
-                        resource.name,
-                        exc,
-                        MAX_MESSAGE_BYTES,
-                    )
-                continue
-            if entry is not None and entry.value is not None:
-                found[resource.name] = int(entry.value)
-        return cls(found)
+        with admin_client(bootstrap) as admin:
+            answers = admin.describe_configs(resources, request_timeout=timeout)
+            found = {r.name: _max_message_bytes(r, f, timeout) for r, f in answers.items()}
+        return cls({name: limit for name, limit in found.items() if limit is not None})
 
     def message_limit(self, topic: str) -> MessageLimit:
         """The largest message ``topic`` takes (alone in its batch), measured as the producer
@@ -142,6 +145,23 @@ class TopicLimits:
         return value[: max(room, 0)], headers
 
 
+def _max_message_bytes(resource: ConfigResource, answer: Future, timeout: float) -> int | None:
+    """The ``max.message.bytes`` of the topic ``resource`` in the broker's ``answer``; ``None``
+    when the broker does not have the topic, and (with a warning) when it did not say."""
+    try:
+        entry = answer.result(timeout + 1.0).get("max.message.bytes")
+    except (KafkaException, TimeoutError) as exc:
+        if not (isinstance(exc, KafkaException) and _unknown_topic(exc)):
+            log.warning(
+                "the message size limit of topic %s is unknown (%s): assuming %d bytes",
+                resource.name,
+                exc,
+                MAX_MESSAGE_BYTES,
+            )
+        return None
+    return None if entry is None or entry.value is None else int(entry.value)
+
+
 def _unknown_topic(exc: KafkaException) -> bool:
     """Whether the broker answered that it has no such topic."""
     return exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -153,31 +173,31 @@ def ensure_topics(
     """Create the missing topics of ``partitions`` (name -> partition count); existing ones stay."""
     # librdkafka's own logging off: an unreachable broker is the caller's one error, not a
     # "connection refused" line per attempt until the timeout
-    admin = AdminClient(admin_config(bootstrap))
-    existing = set(admin.list_topics(timeout=timeout).topics)
-    wanted = [
-        NewTopic(name, num_partitions=n, replication_factor=1, config=dict(topic_config))
-        for name, n in partitions.items()
-        if name not in existing
-    ]
-    if not wanted:
-        return
-    for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
-        try:
-            future.result(timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise RuntimeError(f"could not create topic {name}: {exc}") from exc
+    with admin_client(bootstrap) as admin:
+        existing = set(admin.list_topics(timeout=timeout).topics)
+        wanted = [
+            NewTopic(name, num_partitions=n, replication_factor=1, config=dict(topic_config))
+            for name, n in partitions.items()
+            if name not in existing
+        ]
+        if not wanted:
+            return
+        for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
+            try:
+                future.result(timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise RuntimeError(f"could not create topic {name}: {exc}") from exc
 
 
 def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int | None:
     """The topic's ``retention.ms`` (-1: kept for ever); ``None`` when the broker does not say
     (unreachable, no such topic, not allowed)."""
-    admin = AdminClient(admin_config(bootstrap))
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
-        configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
-        entry = configs.result(timeout).get("retention.ms")
+        with admin_client(bootstrap) as admin:
+            configs = admin.describe_configs([resource], request_timeout=timeout)[resource]
+            entry = configs.result(timeout).get("retention.ms")
     except (KafkaException, TimeoutError):
         return None
     return None if entry is None or entry.value is None else int(entry.value)
@@ -190,9 +210,9 @@ class NonEmptyGroupError(SparsewatchError):
 def consumer_group_members(bootstrap: str, group: str, timeout: float) -> int | None:
     """How many members ``group`` has on the broker; ``None`` when the broker has no such group.
     KafkaException (or TimeoutError) when the broker does not answer."""
-    admin = AdminClient(admin_config(bootstrap))
-    found = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-    description = found.result(timeout + 1.0)  # the request times out first
+    with admin_client(bootstrap) as admin:
+        found = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+        description = found.result(timeout + 1.0)  # the request times out first
     if description.state == ConsumerGroupState.DEAD:
         return None
     return len(description.members)
@@ -203,9 +223,10 @@ def delete_consumer_group(bootstrap: str, group: str, timeout: float) -> bool:
     when the broker has no such group. The broker deletes only a group without members
     (checked and deleted in one request): :class:`NonEmptyGroupError` otherwise.
     KafkaException when the broker does not answer."""
-    admin = AdminClient(admin_config(bootstrap))
     try:
-        admin.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 1.0)
+        with admin_client(bootstrap) as admin:
+            deleted = admin.delete_consumer_groups([group], request_timeout=timeout)[group]
+            deleted.result(timeout + 1.0)
     except KafkaException as exc:
         code = exc.args[0].code()
         if code == KafkaError.GROUP_ID_NOT_FOUND:

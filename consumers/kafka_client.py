@@ -285,10 +285,15 @@ class KafkaConnection(str):
 
 
 def client_properties(bootstrap: str, kind: ClientKind) -> dict[str, Any]:
-    """``bootstrap.servers`` and, when ``bootstrap`` is a :class:`KafkaConnection`, its client
-    properties that apply to ``kind``: the base of every client sparsewatch makes."""
+    """``bootstrap.servers``, the ``logger`` that sends librdkafka's lines to
+    :data:`~sparsewatch.logs.RDKAFKA_LOGGER`, each connection failure once
+    (:class:`ConnectionFailures`), and, when ``bootstrap`` is a :class:`KafkaConnection`, its
+    client properties that apply to ``kind``: the base of every client sparsewatch makes. The
+    logger is here, not only in the consumers' and producers' settings: a client without one
+    has librdkafka print its lines raw on stderr, among the JSON log lines, which its
+    ``log_level`` 0 did not prevent once ``kafka.client.debug`` was set (it raises the level)."""
     extra = getattr(bootstrap, kind) if isinstance(bootstrap, KafkaConnection) else {}
-    return {"bootstrap.servers": str(bootstrap), **extra}
+    return {"bootstrap.servers": str(bootstrap), "logger": ConnectionFailures(), **extra}
 
 
 # A TLS failure librdkafka reports as a transport failure: a handshake that failed (TLS to a
@@ -355,7 +360,9 @@ def admin_config(bootstrap: str) -> dict[str, Any]:
     (:data:`RECONNECT_BACKOFF_MS`: with librdkafka's default an AdminClient waiting for a broker
     that refuses connections tried 20 times a second), which the client properties
     (:func:`client_properties`) replace, and librdkafka's own logging off (its callers report
-    failures in one line)."""
+    failures in one line) but for ``kafka.client.debug``'s lines, which go to the logger of
+    :func:`client_properties` when the client is polled
+    (:func:`~sparsewatch.consumers.kafka_admin.admin_client`)."""
     return {
         "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
         **client_properties(bootstrap, "producer"),
@@ -367,9 +374,9 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
     """Consumer settings: manual commits, committed reads only, and an offset the broker does not
     hold is an error (:meth:`BatchConsumer.poll_batch` says so and goes on at the earliest
     retained message) rather than a silent jump. librdkafka's lines go to
-    :data:`~sparsewatch.logs.RDKAFKA_LOGGER`, each connection failure once
-    (:class:`ConnectionFailures`). The connection's client properties
-    (:func:`client_properties`) replace these defaults, and ``overrides`` both."""
+    :data:`~sparsewatch.logs.RDKAFKA_LOGGER`, each connection failure once (the logger of
+    :func:`client_properties`). The connection's client properties replace these defaults, and
+    ``overrides`` both."""
     config: dict[str, Any] = {
         "group.id": group_id,
         "enable.auto.commit": False,
@@ -382,7 +389,6 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
         "max.poll.interval.ms": 300_000,
         "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
         "log_level": 3,
-        "logger": ConnectionFailures(),
     }
     config.update(client_properties(bootstrap, "consumer"))
     config.update(overrides)
@@ -399,7 +405,6 @@ def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "compression.type": "lz4",
         "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
         "log_level": 3,
-        "logger": ConnectionFailures(),
     }
     config.update(client_properties(bootstrap, "producer"))
     config.update(overrides)

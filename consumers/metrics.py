@@ -17,8 +17,8 @@ counted again (except, after a crash, one stored late since the checkpoint, like
 Every family lives in prometheus_client's default registry; each endpoint serves a registry of
 its role's families only (:func:`role_registry`), so a worker's ``/metrics`` shows no ingest
 histogram and the bridge's no window latency. The same server answers the liveness and readiness
-probes ``/healthz`` and ``/readyz`` (:mod:`.health`); every other path serves the metrics, as
-prometheus_client's application does.
+probes ``/healthz`` and ``/readyz`` (:mod:`.health`), to every method (:func:`_probe_answer`);
+every other path serves the metrics, as prometheus_client's application does.
 """
 
 from __future__ import annotations
@@ -248,23 +248,47 @@ class _MetricsServer6(_MetricsServer):
 # errno of a bind that the address fails (not this machine's; IPv6 where the system has none)
 _ADDRESS_ERRORS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
 _PROBES = {"/healthz": "liveness", "/readyz": "readiness"}
+# the methods a probe answers: an HTTP check's (HAProxy's ``option httpchk`` sends OPTIONS)
+_PROBE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def _with_probes(metrics: WSGIApplication, health: Health) -> WSGIApplication:
-    """``metrics``, but for ``/healthz`` and ``/readyz``: ``health``'s liveness and readiness as
-    JSON, 200 or 503."""
+    """``metrics``, but for ``/healthz`` and ``/readyz``: ``health``'s liveness and readiness
+    (:func:`_probe_answer`), whatever the method."""
 
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         probe = _PROBES.get(environ.get("PATH_INFO", ""))
-        if probe is None or environ["REQUEST_METHOD"] != "GET":
+        if probe is None:
             return metrics(environ, start_response)
-        ok, body = getattr(health, probe)()
-        status = "200 OK" if ok else "503 Service Unavailable"
-        headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
-        start_response(status, headers)
-        return [json.dumps(body).encode()]
+        return _probe_answer(getattr(health, probe), environ["REQUEST_METHOD"], start_response)
 
     return app
+
+
+def _probe_answer(
+    judge: Callable[[], tuple[bool, dict[str, Any]]], method: str, start_response: StartResponse
+) -> list[bytes]:
+    """A probe's answer: 200 or 503 as ``judge`` says, with its JSON body, to GET and OPTIONS,
+    and to HEAD without the body; 405 to any other method. A probe path never answers 2xx
+    unless the probe passes: only GET was routed here, and prometheus_client answered OPTIONS
+    with 200 (HAProxy's ``option httpchk`` sends OPTIONS unless told otherwise: a worker that
+    could not reach its broker looked ready to it) and HEAD with 405 (a check by HEAD failed a
+    healthy worker)."""
+    allow = ("Allow", ", ".join(_PROBE_METHODS))
+    if method not in _PROBE_METHODS:
+        start_response("405 Method Not Allowed", [allow, ("Content-Length", "0")])
+        return []
+    ok, body = judge()
+    payload = json.dumps(body).encode()
+    status = "200 OK" if ok else "503 Service Unavailable"
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(payload))),
+        ("Cache-Control", "no-store"),
+        allow,
+    ]
+    start_response(status, headers)
+    return [] if method == "HEAD" else [payload]
 
 
 def _shown_address(address: str, port: int) -> str:

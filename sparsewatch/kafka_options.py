@@ -6,8 +6,10 @@ checked topic names, and which input fields make a document
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import click
@@ -16,8 +18,8 @@ from confluent_kafka import KafkaError, KafkaException
 from sparsewatch.cli_types import FiniteFloatRange, not_blank
 from sparsewatch.config import topic_name_problem
 from sparsewatch.consumers.field_mapping import FieldMapping
-from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.kafka_client import SecurityErrors, admin_config
+from sparsewatch.consumers.kafka_admin import admin_client, ensure_topics
+from sparsewatch.consumers.kafka_client import SecurityErrors
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 
@@ -75,27 +77,47 @@ def broker_topics(bootstrap: str, timeout: float) -> set[str]:
     a one-line :class:`KafkaUnreachableError` (the probe runs with librdkafka's own logging off,
     so nothing else reaches stderr).
 
-    librdkafka reports a refusal only to the error callback, which a request waiting for its
-    whole timeout left unserved (``run`` said so after 30 s): the request is made in slices, from
-    :data:`_FIRST_SLICE_S`, each twice as long as the last (a slow answer, a large or distant
-    cluster's, still comes in), and a refusal reported meanwhile ends the wait at the end of its
-    slice."""
-    from confluent_kafka.admin import AdminClient
+    The requests (:func:`_ask_in_slices`) run on a thread of their own while the caller waits
+    for their outcome: a signal's handler (SIGTERM at ``run``'s start, Ctrl-C) runs at once,
+    where it ran only between two requests, up to 16 s later with a broker that did not answer
+    (a C call holds the thread that makes it: SIGTERM 18 s into ``run``'s start was obeyed 13 s
+    later). The thread is a daemon: left to its requests when the caller gives up, it does not
+    keep the process."""
+    outcome: Future[set[str]] = Future()
+    args = (outcome, bootstrap, timeout)
+    threading.Thread(target=_settle, args=args, name="kafka-probe", daemon=True).start()
+    return outcome.result()
 
+
+def _settle(outcome: Future[set[str]], bootstrap: str, timeout: float) -> None:
+    """Settle ``outcome`` with :func:`_ask_in_slices`'s topics, or with what it raised (whatever
+    it is: the caller waits for ``outcome`` without a timeout)."""
+    try:
+        outcome.set_result(_ask_in_slices(bootstrap, timeout))
+    except BaseException as exc:
+        outcome.set_exception(exc)
+
+
+def _ask_in_slices(bootstrap: str, timeout: float) -> set[str]:
+    """:func:`broker_topics`'s requests. librdkafka reports a refusal only to the error callback,
+    which a request waiting for its whole timeout left unserved (``run`` said so after 30 s): the
+    request is made in slices, from :data:`_FIRST_SLICE_S`, each twice as long as the last (a
+    slow answer, a large or distant cluster's, still comes in: an answer that comes after its
+    request's slice is lost), and a refusal reported meanwhile ends the wait at the end of its
+    slice."""
     errors = SecurityErrors()
-    config: dict[str, Any] = {**admin_config(bootstrap), "error_cb": errors}
-    admin = AdminClient(config)
-    deadline = time.monotonic() + timeout
-    wait = _FIRST_SLICE_S
-    while True:
-        left = max(deadline - time.monotonic(), 0.0)
-        try:
-            return set(admin.list_topics(timeout=min(wait, left)).topics)
-        except Exception as exc:  # confluent-kafka raises several types: all said in one line
-            why = errors.why(admin, str(exc))
-            if errors.last or left <= wait or not _unanswered(exc):
-                raise KafkaUnreachableError(bootstrap, why) from None
-        wait *= 2
+    with admin_client(bootstrap, error_cb=errors) as admin:
+        deadline = time.monotonic() + timeout
+        wait = _FIRST_SLICE_S
+        while True:
+            left = max(deadline - time.monotonic(), 0.0)
+            try:
+                return set(admin.list_topics(timeout=min(wait, left)).topics)
+            except Exception as exc:  # confluent-kafka raises several types: all said in one line
+                why = errors.why(admin, str(exc))
+                if errors.last or left <= wait or not _unanswered(exc):
+                    raise KafkaUnreachableError(bootstrap, why) from None
+            wait *= 2
 
 
 def _unanswered(exc: Exception) -> bool:
