@@ -124,7 +124,8 @@ COMBOS = [
         "novel_threshold": 1e9,
         "max_step_documents": 7,
         "n_topics": 1,
-        "max_topics": 1,
+        "max_topics": 2,
+        "emerging_per_window": 1,  # (below max_topics: at it no topic would be tracked)
         "emerging_min_documents": 0,
         "emerging_repeat_windows": 0,
     },
