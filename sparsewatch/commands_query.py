@@ -533,8 +533,7 @@ def list_snapshots(
     fmt: str,
     database_url: str | None,
 ) -> None:
-    """Snapshots with their array shapes and sizes, the last written first (what 'snapshots
-    export' exports without --window)."""
+    """Snapshots with their array shapes and sizes, newest window (by event time) first."""
     with open_store(ctx, database_url) as store:
         rows = store.snapshots(streams=streams, model_kinds=model_kinds, limit=one_more(limit))
     rows = within_limit(rows, limit, "snapshots")

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 from sparsewatch.storage.query_parts import _in, _rows, _text
-from sparsewatch.storage.schema import snapshots
+from sparsewatch.storage.schema import snapshots, windows
 from sparsewatch.storage.serialization import npz_to_arrays
+from sparsewatch.storage.window_queries import newest_window_first
 
 
 @dataclass(frozen=True)
@@ -34,18 +35,17 @@ def fetch_snapshots(
     model_kinds: Sequence[str] | None = None,
     limit: int | None = 100,
 ) -> list[dict[str, Any]]:
-    """Snapshot descriptions (array shapes, sizes, metadata; no blob), the last written first,
-    as :func:`load_snapshot` takes the newest (window numbers go down when ``windows.size``
-    grows)."""
+    """Snapshot descriptions (array shapes, sizes, metadata; no blob), newest window first (by
+    its end in event time: window numbers go down when ``windows.size`` grows)."""
     columns = [c for c in snapshots.c if c.name != "blob"]
-    s = snapshots.c
+    s, w = snapshots.c, windows.c
+    of_window = (w.stream == s.stream) & (w.window_seq == s.window_seq)
     stmt = (
         sa.select(*columns, sa.func.length(s.blob).label("size_bytes"))
+        .select_from(snapshots.outerjoin(windows, of_window))
         .where(*_in(s.stream, streams), *_in(s.model_kind, model_kinds))
         .order_by(
-            s.created_at.desc(),
-            s.window_seq.desc(),
-            _text(conn, s.stream),
+            *newest_window_first(conn, w.end_time, s.window_seq, s.stream),
             _text(conn, s.model_kind),
         )
         .limit(limit)

@@ -36,7 +36,7 @@ def fetch_topics(
         .select_from(topics.outerjoin(windows, of_window))
         .where(*conditions)
         .order_by(
-            *_newest_window_first(conn, w.end_time, topics.c.window_seq, topics.c.stream),
+            *newest_window_first(conn, w.end_time, topics.c.window_seq, topics.c.stream),
             topics.c.strength.desc(),
             topics.c.topic_id,
         )
@@ -57,15 +57,15 @@ def fetch_windows(
     stmt = (
         sa.select(windows)
         .where(*_in(w.stream, streams))
-        .order_by(*_newest_window_first(conn, w.end_time, w.window_seq, w.stream))
+        .order_by(*newest_window_first(conn, w.end_time, w.window_seq, w.stream))
         .limit(limit)
     )
     return _rows(conn, stmt)
 
 
-def _newest_window_first(
+def newest_window_first(
     conn: sa.Connection, end_time: Any, window_seq: Any, stream: Any
 ) -> tuple[Any, ...]:
-    """Order by a window's end (unknown last: a topic row without its window), then number,
-    then stream: the same on both databases (PostgreSQL puts NULL first in descending order)."""
+    """Order by a window's end (unknown last: a row without its window), then number, then
+    stream: the same on both databases (PostgreSQL puts NULL first in descending order)."""
     return (end_time.is_(None), end_time.desc(), window_seq.desc(), _text(conn, stream))

@@ -30,7 +30,8 @@ def _window(store: Store, stream: str, start: datetime, size: timedelta, term: s
 def test_a_grown_window_size_lists_the_newest_window_first(database_url, monkeypatch, capsys):
     """An hour window of Jan 10 (number 491,135), then, windows.size raised to a day, the day
     of Jan 20 (number 20,473): ``topics --limit 1`` and ``snapshots list --limit 1`` showed the
-    old hour; ``status`` and ``snapshots export`` took the day."""
+    old hour; ``status`` and ``snapshots export`` took the day. (Another stream's window of
+    Jan 15 is numbered above both.)"""
     with Store.open(database_url) as store:
         old = _window(store, "news", datetime(2026, 1, 10, 23, tzinfo=UTC), HOUR, "hourly")
         new = _window(store, "news", datetime(2026, 1, 20, tzinfo=UTC), DAY, "daily")
@@ -48,7 +49,7 @@ def test_a_grown_window_size_lists_the_newest_window_first(database_url, monkeyp
         monkeypatch, capsys, "snapshots", "list", "--limit", "1", "--format", "csv",
         "--database-url", database_url,
     )  # fmt: skip
-    assert code == 0 and f"wire,{other}," in out, err  # the last written
+    assert code == 0 and f"news,{new}," in out, err
     code, out, err = run_cli(
         monkeypatch, capsys, "snapshots", "list", "--stream", "news", "--limit", "1", "--format",
         "csv", "--database-url", database_url,
