@@ -569,6 +569,7 @@ class AnomalyProcessor:
     """Parses scores messages and builds :class:`AnomalyStreamState` per stream."""
 
     name = "anomaly"
+    alert_kinds: tuple[str, ...] = ("anomaly",)
 
     def __init__(self, config: Config) -> None:
         self.config = config

@@ -278,6 +278,7 @@ class DetectorProcessor:
     """Parses document messages and builds :class:`DetectorStreamState` per stream."""
 
     name = "detector"
+    alert_kinds: tuple[str, ...] = ("novel_document", "emerging_topic")
 
     def __init__(self, config: Config) -> None:
         self.config = config

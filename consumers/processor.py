@@ -74,6 +74,7 @@ class Processor(Protocol):
 
     name: str
     idle_timeout_s: float
+    alert_kinds: tuple[str, ...]  # the kinds of alert its states raise (``alerts.kind``)
 
     def parse(self, payload: bytes | None, kafka_ms: int | None) -> Any:
         """The item of a message; ``kafka_ms`` is its Kafka timestamp (epoch ms, None when the

@@ -163,7 +163,8 @@ class WorkerLoop:
     (``database``), the waits between retries of either (``retrying``, each counted in
     ``metrics``), its stop and how it ended. With
     ``alerts_topic`` (created with ``partitions``), every alert it stores is also published there,
-    before its transaction (:func:`~sparsewatch.consumers.writer.alert_message`)."""
+    after its transaction (:meth:`~sparsewatch.consumers.writer.ResultWriter.send_pending_alerts`:
+    an outbox)."""
 
     def __init__(
         self,
@@ -216,7 +217,13 @@ class WorkerLoop:
         # librdkafka settings over :func:`~sparsewatch.consumers.kafka_client.consumer_config`'s
         self.consumer_overrides = dict(consumer_overrides or {})
         self.destination = Destination(
-            bootstrap, group_id, input_topic, output_topic, dlq_topic, alerts_topic
+            bootstrap,
+            group_id,
+            input_topic,
+            output_topic,
+            dlq_topic,
+            alerts_topic,
+            alert_kinds=processor.alert_kinds,
         )
         topics = {input_topic: partitions, dlq_topic: 1}
         for topic in (output_topic, alerts_topic):

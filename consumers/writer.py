@@ -4,11 +4,14 @@ A :class:`WriteJob` is everything one transaction stores, as plain data (result 
 :class:`StoreTx` method calls, the detector's documents as columns; messages, the detector's not
 yet encoded; dead letters, checkpoints as arrays, resume offsets), so it can cross a process
 boundary. :class:`ResultWriter` performs a job: it produces the messages (encoding them as it
-goes; with an alerts topic, one per alert of the job's ``insert_alerts`` calls too:
-:func:`alert_message`) and waits for their delivery, then runs the transaction (retried with
-backoff on transient database errors; each wait before a retry, and every 10 s of a wait for the
-broker to take the messages, is reported to the loop, ``on_retry(what, seconds)``, which makes it
-its heartbeat's: :mod:`~sparsewatch.consumers.health`).
+goes) and waits for their delivery, then runs the transaction (retried with backoff on transient
+database errors; each wait before a retry, and every 10 s of a wait for the broker to take the
+messages, is reported to the loop, ``on_retry(what, seconds)``, which makes it its heartbeat's:
+:mod:`~sparsewatch.consumers.health`). With an alerts topic, the transaction stores the job's
+alerts pending publication, and after the commit the writer sends the pending alerts of the
+job's streams (:func:`alert_message`, from the stored rows) and clears their flag: an outbox, so
+the topic carries only committed alerts (:meth:`ResultWriter.send_pending_alerts`; a writer
+sends what a crash left pending when it starts).
 Two places to run it, at most one job in flight either way:
 
 * :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
@@ -69,7 +72,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -112,6 +115,9 @@ Messages = Iterable[tuple[str, bytes]]
 
 StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
 """A stream's checkpoint: its windows' and models' arrays, and its metadata."""
+
+# How many pending alerts are sent and marked published at a time.
+_PENDING_BATCH = 500
 
 # Blocked from the start of a writer process until it has set its own handlers for them.
 _CHILD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGINT, signal.SIGTERM})
@@ -168,6 +174,8 @@ class Destination:
     dlq_topic: str
     alerts_topic: str | None = None
     limits: TopicLimits = field(default_factory=TopicLimits)
+    # the kinds of alert its jobs store: whose pending alerts it sends (all when None)
+    alert_kinds: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -206,6 +214,10 @@ class Writer(Protocol):
     def close(self) -> None: ...
 
 
+class DeliveryError(RuntimeError):
+    """Kafka refused messages a job produced (delivery reports with an error)."""
+
+
 class WriterError(RuntimeError):
     """A job failed (nothing of it was committed), or the writer process died."""
 
@@ -234,18 +246,81 @@ class ResultWriter:
         self.on_retry = on_retry
         self._delivery_errors: list[str] = []
         self._statistics = StatisticsRefresh(store.engine, statistics)
+        self._all_pending_due = True  # send_pending_alerts' first call sends every stream's
+        self._unsent_streams: set[str] = set()  # streams whose pending alerts failed to send
 
     def write(self, job: WriteJob) -> float:
         """Downstream messages first, then the SQL transaction. If we crash after the messages,
         the window is redone and its messages re-sent (consumers deduplicate by stream and
-        window, alerts by their ``alert_key`` header); never the other way round."""
+        window); never the other way round. Alerts go the other way, through the outbox: stored
+        pending by the transaction, sent after it (:meth:`send_pending_alerts`), so the alerts
+        topic carries only what the table holds. Returns the commit's ``perf_counter()``."""
         # Serialised once, outside the transaction (which may be retried).
         blobs = {s: (arrays_to_npz(state), meta) for s, (state, meta) in job.checkpoints.items()}
         self._publish(job)
         what = "writing results"
-        stop = self.stop if self.on_retry is None else ReportedStop(self.stop, what, self.on_retry)
-        with_backoff(lambda: self._transaction(job, blobs), what, stop=stop)
-        return time.perf_counter()
+        with_backoff(lambda: self._transaction(job, blobs), what, stop=self._reported(what))
+        committed_at = time.perf_counter()
+        if self.destination.alerts_topic:
+            self.send_pending_alerts(_alert_streams(job.calls))
+        return committed_at
+
+    def send_pending_alerts(self, streams: Iterable[str] | None = None) -> None:
+        """Send the stored alerts pending publication (of ``streams`` and of those whose sending
+        failed before; all of them on the first call, which takes what a crash left between a
+        commit and the sending) to the alerts topic, oldest first, then clear their flag in a
+        transaction of its own. A crash before that sends them again at the next start
+        (consumers deduplicate by ``alert_key``). A failure (the broker or the database down,
+        a stop) is logged, not raised: the window is committed, and its alerts stay pending
+        for the stream's next window or the next start. An alert that cannot fit the topic
+        is logged and not sent (:meth:`_alert_messages`)."""
+        topic = self.destination.alerts_topic
+        if topic is None:
+            return
+        wanted = None if self._all_pending_due else {*(streams or ()), *self._unsent_streams}
+        if wanted is not None and not wanted:
+            return
+        after_id = 0
+        try:
+            while rows := self.store.pending_alerts(
+                None if wanted is None else sorted(wanted),
+                self.destination.alert_kinds,
+                after_id,
+                _PENDING_BATCH,
+            ):
+                self._send_alerts(rows, topic)
+                after_id = rows[-1]["id"]
+        except (*_ENVIRONMENT_ERRORS, DeliveryError) as exc:
+            log.warning(
+                "the committed alerts could not all be sent to %s; they stay pending and are "
+                "sent with their stream's next window or at the next start: %s",
+                topic,
+                first_line(exc),
+            )
+            if wanted is not None:
+                self._unsent_streams |= wanted
+            return
+        self._all_pending_due = False
+        self._unsent_streams.clear()
+
+    def _send_alerts(self, rows: list[dict[str, Any]], topic: str) -> None:
+        """Send the stored alerts ``rows`` to ``topic``, wait for their delivery, then mark
+        them published (retried through a database outage)."""
+        for key, value, headers in self._alert_messages(rows, topic):
+            self._produce(topic, key, value, headers=headers)
+        self._deliver()
+        ids = [row["id"] for row in rows]
+
+        def mark_published() -> None:
+            with self.store.transaction() as tx:
+                tx.mark_alerts_published(ids)
+
+        what = "marking alerts published"
+        with_backoff(mark_published, what, stop=self._reported(what))
+
+    def _reported(self, what: str) -> Stop:
+        """The stop for a retried ``what``, each wait before a retry told to ``on_retry``."""
+        return self.stop if self.on_retry is None else ReportedStop(self.stop, what, self.on_retry)
 
     def refresh_statistics(self) -> None:
         """Between two jobs: gather SQLite's planner statistics if they are due
@@ -273,7 +348,10 @@ class ResultWriter:
         d = self.destination
         with self.store.transaction() as tx:
             for name, args in job.calls:
-                _store_method(tx, name)(*args)
+                if name == "insert_alerts":
+                    tx.insert_alerts(args[0], publish=d.alerts_topic is not None)
+                else:
+                    _store_method(tx, name)(*args)
             for stream, (blob, meta) in blobs.items():
                 tx.put_checkpoint(d.group_id, stream, blob, meta)
             if job.dead:
@@ -293,36 +371,37 @@ class ResultWriter:
             for batch in job.messages:
                 for key, value in batch:
                     self._produce(d.output_topic, key.encode(), value)
-        if d.alerts_topic:
-            self._publish_alerts(job.calls, d.alerts_topic)
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """Wait for the delivery of the messages produced (:meth:`_flush`); raise
+        :class:`DeliveryError` if any failed."""
         self._flush()
         if self._delivery_errors:
             errors, self._delivery_errors = self._delivery_errors, []
-            raise RuntimeError(
+            raise DeliveryError(
                 f"{len(errors)} messages could not be delivered, the first {errors[0]}"
             )
 
-    def _publish_alerts(self, calls: list[StoreCall], topic: str) -> None:
-        """Each alert of the ``insert_alerts`` calls to ``topic`` (:func:`alert_message`); one
-        that cannot fit the topic is logged and left out."""
-        for name, args in calls:
-            if name != "insert_alerts":
+    def _alert_messages(
+        self, rows: list[dict[str, Any]], topic: str
+    ) -> Iterator[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+        """The message of each stored alert of ``rows`` for ``topic`` (:func:`alert_message`);
+        one that cannot fit the topic is logged and left out."""
+        for row in rows:
+            message = alert_message(row, topic, self.destination.limits)
+            if message is None:
+                log.warning(
+                    "%s alert %r of stream %r not published to %s: larger than %s even "
+                    "without its related ids, summary and terms (it is stored)",
+                    row["kind"],
+                    row["subject_id"],
+                    row["stream"],
+                    topic,
+                    self.destination.limits.message_limit(topic).name,
+                )
                 continue
-            for row in args[0]:
-                message = alert_message(row, topic, self.destination.limits)
-                if message is None:
-                    log.warning(
-                        "%s alert %r of stream %r not published to %s: larger than %s even "
-                        "without its related ids, summary and terms (it is stored)",
-                        row["kind"],
-                        row["subject_id"],
-                        row["stream"],
-                        topic,
-                        self.destination.limits.message_limit(topic).name,
-                    )
-                    continue
-                key, value, headers = message
-                self._produce(topic, key, value, headers=headers)
+            yield message
 
     def _flush(self) -> None:
         """Wait for the delivery of every message produced (the idempotent producer retries by
@@ -381,6 +460,12 @@ class ResultWriter:
 
     def close(self) -> None:
         self.producer.flush(30)
+
+
+def _alert_streams(calls: list[StoreCall]) -> set[str]:
+    """The streams of the alerts of the ``insert_alerts`` calls of ``calls``."""
+    alert_calls = (args for name, args in calls if name == "insert_alerts")
+    return {str(row["stream"]) for args in alert_calls for row in args[0]}
 
 
 def _store_method(tx: StoreTx, name: str) -> Any:
@@ -508,6 +593,7 @@ class ThreadWriter:
         producer = make_producer(destination.bootstrap, **destination.limits.producer_settings())
         self._writer = ResultWriter(store, producer, destination, self._stop, statistics, on_retry)
         self._pool = ThreadPoolExecutor(1, initializer=_name_thread, initargs=(f"{name}-writer",))
+        self._pool.submit(self._writer.send_pending_alerts)  # what a crash left, before any job
 
     def submit(self, job: WriteJob) -> Pending:
         # The checkpoints' arrays are the models' own: copied before the models move on.
@@ -768,6 +854,7 @@ def serve(fd: int) -> None:
 
     writer = ResultWriter(store, producer, destination, stop, statistics, report)
     try:
+        writer.send_pending_alerts()  # what a crash left, before any job
         while True:
             try:
                 job = conn.recv()

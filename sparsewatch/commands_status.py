@@ -280,6 +280,11 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
         title = "ingest bridge (offsets on the broker)"
         console.print(_offset_table(title, headers, keys, status["ingest"]))
     click.echo(f"dead letters: {status['dead_letters']}")
+    if status["unsent_alerts"]:
+        click.echo(
+            f"alerts stored and not yet sent to the alerts topic: {status['unsent_alerts']} (sent "
+            "with their stream's next window or when their worker starts)"
+        )
     if kafka_note:
         click.echo(f"note: {kafka_note}")
 

@@ -110,6 +110,32 @@ def _alert_conditions(
     return conditions
 
 
+def fetch_pending_alerts(
+    conn: sa.Connection,
+    streams: Sequence[str] | None,
+    kinds: Sequence[str] | None,
+    after_id: int,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` alerts pending publication (``publish_pending``; of ``streams`` and
+    ``kinds``, any when ``None``) with ``id`` above ``after_id``, by ``id``: a stream's alerts in
+    the order they were stored. The partial index ``ix_alerts_pending`` holds only the pending
+    ones."""
+    conditions = [alerts.c.publish_pending, alerts.c.id > after_id]
+    if streams is not None:
+        conditions.append(alerts.c.stream.in_(list(streams)))
+    if kinds is not None:
+        conditions.append(alerts.c.kind.in_(list(kinds)))
+    stmt = sa.select(alerts).where(*conditions).order_by(alerts.c.id).limit(limit)
+    return _rows(conn, stmt)
+
+
+def count_pending_alerts(conn: sa.Connection) -> int:
+    """How many alerts are pending publication (through ``ix_alerts_pending``)."""
+    stmt = sa.select(sa.func.count()).select_from(alerts).where(alerts.c.publish_pending)
+    return int(conn.execute(stmt).scalar_one())
+
+
 def fetch_story_alerts(
     conn: sa.Connection, subject: str, streams: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:

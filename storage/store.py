@@ -242,8 +242,10 @@ class StoreTx:
         ordered = [latest[k] for k in sorted(latest)]  # key order, as in insert_documents
         bulk_upsert(self.connection, "anomaly", documents, ordered, _set_anomaly_columns)
 
-    def insert_alerts(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is."""
+    def insert_alerts(self, rows: Sequence[Mapping[str, Any]], publish: bool = False) -> None:
+        """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is.
+        With ``publish``, the new ones are pending publication to the alerts topic (the
+        writer's outbox: :meth:`Store.pending_alerts`, :meth:`mark_alerts_published`)."""
         keys = ("kind", "stream", "subject_id", "score", "window_seq", "event_time", "summary")
         now = _now()
         params = []
@@ -264,12 +266,23 @@ class StoreTx:
                     "n_documents": r.get("n_documents"),
                     "related_ids": r.get("related_ids"),
                     "created_at": now,
+                    "publish_pending": publish,
                 }
             )
         stmt = self._insert(alerts).on_conflict_do_nothing(
             index_elements=["kind", "stream", "subject_id"]
         )
         self._execute(stmt, params)
+
+    def mark_alerts_published(self, ids: Sequence[int]) -> None:
+        """The alerts of ``ids`` (``alerts.id``) were sent to the alerts topic: no longer
+        pending."""
+        if ids:
+            self.connection.execute(
+                sa.update(alerts)
+                .where(alerts.c.id.in_([int(i) for i in ids]))
+                .values(publish_pending=False)
+            )
 
     def upsert_topics(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Record the topics of a window (replacing earlier records of the same topics)."""
@@ -536,6 +549,19 @@ class Store:
         with self.reading() as conn:
             return alert_queries.fetch_alerts(conn, **filters)
 
+    def pending_alerts(
+        self,
+        streams: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        after_id: int = 0,
+        limit: int = 500,
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` alerts pending publication (of ``streams`` and ``kinds``; any when
+        ``None``) with ``id`` above ``after_id``, oldest first
+        (:func:`~.alert_queries.fetch_pending_alerts`)."""
+        with self.reading() as conn:
+            return alert_queries.fetch_pending_alerts(conn, streams, kinds, after_id, limit)
+
     def story_alerts(
         self, subject: str, streams: Sequence[str] | None = None
     ) -> list[dict[str, Any]]:
@@ -583,13 +609,16 @@ class Store:
 
     def status(self, streams: Sequence[str] | None = None) -> dict[str, Any]:
         """What the workers have stored: ``streams`` (:func:`~.status_queries.stream_status`),
-        ``offsets`` (:func:`~.status_queries.stored_offsets`) and the number of ``dead_letters``
-        (:func:`~.dead_letter_queries.count_dead_letters`)."""
+        ``offsets`` (:func:`~.status_queries.stored_offsets`), the number of ``dead_letters``
+        (:func:`~.dead_letter_queries.count_dead_letters`) and of ``unsent_alerts``, stored and
+        pending publication to the alerts topic
+        (:func:`~.alert_queries.count_pending_alerts`)."""
         with self.reading() as conn:
             return {
                 "streams": status_queries.stream_status(conn, streams),
                 "offsets": status_queries.stored_offsets(conn),
                 "dead_letters": dead_letter_queries.count_dead_letters(conn),
+                "unsent_alerts": alert_queries.count_pending_alerts(conn),
             }
 
     def snapshots(self, **filters: Any) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, TopicPartition
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.memory import FreeHeapBound
-from sparsewatch.consumers.writer import WriterError
+from sparsewatch.consumers.writer import WriterError, alert_key, alert_object
 from sparsewatch.replay.producer import replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.storage.schema import reason_pattern
@@ -47,7 +47,7 @@ from sqlalchemy import text
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
 from tests.support.anomaly_worker import scores_message
-from tests.support.kafka_topics import read_at_least
+from tests.support.kafka_topics import consume_messages, read_at_least
 from tests.support.pipeline_kafka import (
     FIXED_DICTIONARY,
     assert_same,
@@ -310,10 +310,22 @@ def test_detector_survives_kill_minus_nine(kafka_bootstrap, database_url, tmp_pa
     store = Store.open(database_url)
     try:
         crashed = stored_results(store)
+        stored_alerts = store.alerts(limit=None)
+        unsent = store.pending_alerts()
     finally:
         store.dispose()
     assert len(crashed[0]) == len(docs)
     assert_same_results(crashed, _reference_run(cache, tmp_path, env, docs))
+    # The alerts topic holds every stored alert, as stored, and nothing else (the outbox: sent
+    # after the commit, what a kill left pending sent by the next start).
+    assert unsent == [] and stored_alerts
+    sent = [
+        (dict(m.headers())["alert_key"], json.loads(m.value()))
+        for m in consume_messages(kafka_bootstrap, f"{prefix}.alerts")
+    ]
+    assert {key for key, _ in sent} == {alert_key(row) for row in stored_alerts}
+    as_stored = {alert_key(row): alert_object(row) for row in stored_alerts}
+    assert all(value == as_stored[key] for key, value in sent)
 
 
 def _quick_detector_config(bootstrap: str, name: str, db_url: str, **extra: str) -> Config:

@@ -112,6 +112,21 @@ def test_status_of_a_database_without_windows(database_url, monkeypatch, capsys)
     assert code == 0 and "streams (0)\n  none of those\n" in out
 
 
+def test_status_counts_alerts_stored_and_not_yet_sent(database_url, monkeypatch, capsys):
+    """Alerts a crash left between the commit and the alerts topic (the writer's outbox)."""
+    alert = {"stream": "s", "score": 1.0, "window_seq": 1, "event_time": None, "summary": ""}
+    with Store.open(database_url) as store, store.transaction() as tx:
+        tx.insert_alerts([{**alert, "kind": "anomaly", "subject_id": "sent"}])
+        pending = [{**alert, "kind": "anomaly", "subject_id": f"d{i}"} for i in range(3)]
+        tx.insert_alerts(pending, publish=True)
+    args = ("--database-url", database_url, "--no-kafka")
+    code, out, err = status(monkeypatch, capsys, *args)
+    assert code == 0 and err == ""
+    assert "alerts stored and not yet sent to the alerts topic: 3 (" in out
+    code, out, _ = status(monkeypatch, capsys, *args, "--format", "json")
+    assert code == 0 and json.loads(out)["unsent_alerts"] == 3
+
+
 def test_status_marks_a_stream_whose_event_times_look_like_epoch_seconds(
     database_url, monkeypatch, capsys
 ):

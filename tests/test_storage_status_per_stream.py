@@ -33,7 +33,8 @@ def test_the_last_window_is_the_one_that_ends_last_after_a_window_size_change(ur
 
 def test_an_empty_database_and_unusual_stream_ids(url: str) -> None:
     with Store.open(url) as store:
-        assert store.status() == {"streams": [], "offsets": [], "dead_letters": 0}
+        empty = {"streams": [], "offsets": [], "dead_letters": 0, "unsent_alerts": 0}
+        assert store.status() == empty
         names = ["", " ", "a%", "a_", "A", "a", "ünï", "x\ny", "😀"]
         for k, name in enumerate(names):
             window(store, name, k, T0 + k * timedelta(hours=1), timedelta(hours=1), n=k + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import numpy as np
 import pytest
@@ -425,3 +426,33 @@ def test_a_row_the_copy_refuses_raises_sqlalchemys_error_and_loses_the_transacti
         with store.transaction() as tx:
             tx.insert_documents(good)
         assert len(store.documents(limit=None)) == len(good)
+
+
+def test_pending_alerts_are_read_through_their_partial_index(database_url):
+    """The writer's outbox query and the status count read only the pending alerts
+    (``ix_alerts_pending``, whose predicate each planner must match to the query's condition),
+    not every alert ever raised."""
+    from sparsewatch.storage.alert_queries import count_pending_alerts, fetch_pending_alerts
+
+    alert = {"kind": "anomaly", "score": 1.0, "window_seq": 1, "event_time": None, "summary": ""}
+    sent = [{**alert, "stream": f"s{i % 5}", "subject_id": str(i)} for i in range(20_000)]
+    with Store.open(database_url) as store:
+        with store.transaction() as tx:
+            tx.insert_alerts(sent)
+            tx.insert_alerts([{**alert, "stream": "s1", "subject_id": "new"}], publish=True)
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE")
+            queries: list[tuple[str, Any]] = []
+
+            def record(conn, cursor, statement, parameters, context, executemany):
+                queries.append((statement, parameters))
+
+            sa.event.listen(conn, "before_cursor_execute", record)
+            rows = fetch_pending_alerts(conn, ["s1"], ["anomaly"], 0, 500)
+            assert [r["subject_id"] for r in rows] == ["new"]
+            assert count_pending_alerts(conn) == 1
+            sa.event.remove(conn, "before_cursor_execute", record)
+            explain = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
+            for query, parameters in queries:
+                plan = " ".join(str(r) for r in conn.exec_driver_sql(explain + query, parameters))
+                assert "ix_alerts_pending" in plan, (query, plan)

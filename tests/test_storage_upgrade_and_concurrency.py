@@ -187,15 +187,18 @@ def _write_results(tx: StoreTx) -> None:
 
 def _insert_alerts_as_stored(tx: StoreTx, rows: list[dict[str, Any]]) -> None:
     """The alerts through the current code's write, or into an alerts table of a revision
-    before 0007 (no terms) as that version wrote them."""
+    before 0008 (no publish_pending; before 0007 no terms, n_documents, related_ids either) as
+    that version wrote them."""
     conn = tx.connection
-    if "terms" in {c["name"] for c in sa.inspect(conn).get_columns("alerts")}:
+    present = {c["name"] for c in sa.inspect(conn).get_columns("alerts")}
+    if "publish_pending" in present:
         tx.insert_alerts(rows)
         return
-    columns = (sa.Column(c.name, c.type) for c in schema.alerts.c if c.name != "terms")
+    columns = (sa.Column(c.name, c.type) for c in schema.alerts.c if c.name in present)
     table = sa.Table("alerts", sa.MetaData(), *columns)
     now = datetime.now(UTC)  # one time for the call's alerts, as insert_alerts writes them
-    conn.execute(sa.insert(table), [{**r, "created_at": now} for r in rows])
+    stored = [{k: v for k, v in {**r, "created_at": now}.items() if k in present} for r in rows]
+    conn.execute(sa.insert(table), stored)
 
 
 def _insert_dead_letters_as_stored(tx: StoreTx, rows: list[dict[str, Any]]) -> None:
@@ -312,7 +315,7 @@ def _write_again(store: Store) -> None:
         _write_results(tx)
 
 
-@pytest.mark.parametrize("revision", ["0001", "0002"])
+@pytest.mark.parametrize("revision", ["0001", "0002", "0007"])
 def test_an_upgraded_database_answers_as_one_the_current_code_wrote(
     database_url: str, request: pytest.FixtureRequest, revision: str
 ) -> None:

@@ -47,6 +47,7 @@ class OneStreamProcessor:
 
     name: str
     idle_timeout_s = 600.0
+    alert_kinds: tuple[str, ...] = ("anomaly",)
 
     def parse(self, payload: bytes | None, kafka_ms: int | None = None) -> Any:
         return payload
