@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from sparsewatch.consumers.field_mapping import (
     MAX_MESSAGE_BYTES,
@@ -201,6 +201,18 @@ def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int
     except (KafkaException, TimeoutError):
         return None
     return None if entry is None or entry.value is None else int(entry.value)
+
+
+def topic_id(bootstrap: str, topic: str, timeout: float = 10.0) -> str | None:
+    """The topic's id (base64), new each time a topic of that name is created; ``None`` when the
+    broker does not say (unreachable, no such topic, not allowed, no ids)."""
+    try:
+        with admin_client(bootstrap) as admin:
+            answer = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)
+            found = answer[topic].result(timeout + 1.0)
+    except (KafkaException, TimeoutError):
+        return None
+    return str(found.topic_id) if found.topic_id is not None else None
 
 
 class NonEmptyGroupError(SparsewatchError):

@@ -62,6 +62,13 @@ until its partition was revoked: measured, a detector stream holds 10-250 MB (it
 MOR-NMF ring of 16 MB at 20,000 terms, the dynamic NMF window), so a worker's memory grew with the
 number of streams. What stays per stream seen is its partition (a dictionary entry, needed to refuse
 a stream spread over two partitions).
+
+Every checkpoint records the input topic it was taken reading (``meta["source"]``: its name and
+Kafka topic id). A worker refuses to start over a checkpoint of its group taken from an earlier
+topic of its input topic's name (deleted and created again), and to restore a stream's
+checkpoint taken from a topic of another name (the prefix changed under the same group):
+:class:`InputTopicChangedError`, whose message names ``sparsewatch db forget-group``. Restored,
+its offsets made the stream take the new topic's messages for messages read before.
 """
 
 from __future__ import annotations
@@ -78,7 +85,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
 from sparsewatch.consumers.health import ConsumerReadiness, Heartbeat
-from sparsewatch.consumers.kafka_admin import ensure_topics
+from sparsewatch.consumers.kafka_admin import ensure_topics, topic_id
 from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.memory import FreeHeapBound, release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
@@ -86,10 +93,18 @@ from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.processor import Output, Processor, StreamState
 from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.consumers.writer import Destination, Pending, WriteJob, Writer, make_writer
-from sparsewatch.storage.store import Store
+from sparsewatch.storage.store import Checkpoint, Store
+
+from sparsewatch.errors import SparsewatchError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class InputTopicChangedError(SparsewatchError):
+    """A stream's checkpoint was taken reading another input topic (another name, or an earlier
+    topic of this name): its offsets are not this topic's."""
+
 
 BROKER_GRACE_S = 30.0
 # what a worker in its ``computing`` phase does (see consumers/health.py)
@@ -194,6 +209,9 @@ class WorkerLoop:
         self.bootstrap = bootstrap
         self.group_id = group_id
         self.input_topic = input_topic
+        # the input topic as each checkpoint records it (meta "source"): its name, and its id
+        # once run() has asked the broker (see InputTopicChangedError)
+        self._source: dict[str, str] = {"topic": input_topic}
         self.output_topic = output_topic
         self.dlq_topic = dlq_topic
         self.poll_batch = poll_batch
@@ -291,6 +309,7 @@ class WorkerLoop:
 
     def _run(self, until_idle_s: float | None, upstream_running: Callable[[], bool] | None) -> None:
         """The body of :meth:`run`."""
+        self._source = self._input_source()
         self._writer = make_writer(
             self.writer_mode,
             self.store,
@@ -394,6 +413,54 @@ class WorkerLoop:
                 self._forced.discard(stream)
                 self._last_read.pop(stream, None)
 
+    def _input_source(self) -> dict[str, str]:
+        """The input topic's name and id, which every checkpoint records. Refuses to start
+        (:class:`InputTopicChangedError`) when a checkpoint of the group was taken reading an
+        earlier topic of this name (deleted and created again: the stored offsets point into
+        the new topic, and a restored stream took the new messages below its old offsets for
+        messages read before, and dropped them). A broker that does not say the id (or a
+        checkpoint written before ids were recorded) is not checked."""
+        source = {"topic": self.input_topic}
+        found = topic_id(self.bootstrap, self.input_topic)
+        if found is not None:
+            source["topic_id"] = found
+        metas = self._retried(
+            lambda: self.store.checkpoint_metas(self.group_id), "reading the checkpoints"
+        )
+        for stream, meta in sorted(metas.items()):
+            recorded = meta.get("source")
+            if isinstance(recorded, dict) and recorded.get("topic") == self.input_topic:
+                self._refuse_another_source(stream, recorded, source)
+        return source
+
+    def _refuse_another_source(
+        self, stream: str, recorded: dict[str, Any], source: dict[str, str]
+    ) -> None:
+        """Raise :class:`InputTopicChangedError` when ``stream``'s checkpoint, which recorded
+        reading ``recorded``, was not taken reading the topic ``source``."""
+        old_id, new_id = recorded.get("topic_id"), source.get("topic_id")
+        if recorded.get("topic") != source["topic"]:
+            why = f"was taken reading topic {recorded.get('topic')!r}, not {source['topic']!r}"
+        elif old_id and new_id and old_id != new_id:
+            why = (
+                f"was taken reading an earlier topic {source['topic']!r}, deleted and created "
+                f"again since (topic id {old_id} then, {new_id} now)"
+            )
+        else:
+            return
+        raise InputTopicChangedError(
+            f"{self.processor.name}: the checkpoint of stream {stream!r} in group "
+            f"{self.group_id!r} {why}: its offsets are not this topic's, and restoring it would "
+            "drop this topic's messages below them. Start the group afresh with 'sparsewatch db "
+            f"forget-group {self.group_id}' (its checkpoints and resume offsets; the stored "
+            "results stay), or set another kafka.group_id"
+        )
+
+    def _checkpoint(self, stream: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``stream``'s checkpoint, its metadata recording the input topic read."""
+        state, meta = self._states[stream].checkpoint()
+        return state, {**meta, "source": self._source}
+
     def _checkpoint_dirty(self, partitions: set[int]) -> None:
         """Checkpoint every stream of ``partitions`` with windows since its last checkpoint, and
         store the partitions' resume offsets, in one transaction (revocation, clean shutdown;
@@ -403,7 +470,7 @@ class WorkerLoop:
         due = {s for s in self._dirty if self._stream_partition.get(s) in partitions}
         if not due:
             return
-        checkpoints = {s: self._states[s].checkpoint() for s in due}
+        checkpoints = {s: self._checkpoint(s) for s in due}
         offsets = {p: o for p, o in self._resume_offsets(clean=due).items() if p in partitions}
 
         def transaction() -> None:
@@ -452,6 +519,7 @@ class WorkerLoop:
             checkpoint = self._retried(
                 lambda: self.store.load_checkpoint(self.group_id, stream), "reading a checkpoint"
             )
+            self._check_source(stream, checkpoint)
             state = self.processor.new_state(stream, checkpoint)
             self._states[stream] = state
             self._checkpointed_at[stream] = (
@@ -461,6 +529,14 @@ class WorkerLoop:
             self._stream_partition[stream] = partition
             self._partitions.setdefault(partition, _Partition()).streams.add(stream)
         return state
+
+    def _check_source(self, stream: str, checkpoint: Checkpoint | None) -> None:
+        """Refuse to restore a checkpoint taken reading another input topic (another name: the
+        topic prefix changed under the same group; an earlier topic of this name: written by
+        another worker after this one started): :meth:`_refuse_another_source`."""
+        recorded = None if checkpoint is None else checkpoint.meta.get("source")
+        if isinstance(recorded, dict):
+            self._refuse_another_source(stream, recorded, self._source)
 
     def _process(self, batch: list[Message], now: float) -> None:
         self._consistent = False
@@ -642,7 +718,7 @@ class WorkerLoop:
             return  # nothing new to store: the messages consumed all wait in open windows
         # The states' arrays as they are now: the writer copies them when handed the job (a process
         # writer pickles it, a thread writer copies the arrays), before the models move on.
-        checkpoints = {stream: self._states[stream].checkpoint() for stream in due}
+        checkpoints = {stream: self._checkpoint(stream) for stream in due}
         self._wait_written()
         assert self._writer is not None, "transactions are handed over only inside run()"
         job = WriteJob(

@@ -310,13 +310,8 @@ class ResultWriter:
             self._produce(topic, key, value, headers=headers)
         self._deliver()
         ids = [row["id"] for row in rows]
-
-        def mark_published() -> None:
-            with self.store.transaction() as tx:
-                tx.mark_alerts_published(ids)
-
         what = "marking alerts published"
-        with_backoff(mark_published, what, stop=self._reported(what))
+        with_backoff(lambda: self.store.mark_alerts_published(ids), what, stop=self._reported(what))
 
     def _reported(self, what: str) -> Stop:
         """The stop for a retried ``what``, each wait before a retry told to ``on_retry``."""

@@ -489,6 +489,12 @@ class Store:
         with write_connection(self.engine) as conn, conn.begin():
             yield StoreTx(conn)
 
+    def mark_alerts_published(self, ids: Sequence[int]) -> None:
+        """:meth:`StoreTx.mark_alerts_published` in a write transaction of its own (the writer's
+        outbox, after a window's transaction; not one of the windows' transactions)."""
+        with write_connection(self.engine) as conn, conn.begin():
+            StoreTx(conn).mark_alerts_published(ids)
+
     def insert_dead_letters(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Record dead letters in a transaction of their own (the ingest bridge's, which has no
         window to write them with); one already recorded is left as it is."""
@@ -592,6 +598,14 @@ class Store:
     def groups(self) -> list[str]:
         """Groups with a checkpoint or a stored offset (:func:`~.retention.stored_groups`)."""
         return retention.stored_groups(self.engine)
+
+    def checkpoint_metas(self, group: str) -> dict[str, dict[str, Any]]:
+        """The metadata of each checkpoint of ``group``, by stream (not the states)."""
+        stmt = sa.select(checkpoints.c.stream, checkpoints.c.meta).where(
+            checkpoints.c.group_id == group
+        )
+        with self.reading() as conn:
+            return {row.stream: dict(row.meta) for row in conn.execute(stmt)}
 
     def forget_group(self, group: str, dry_run: bool = False) -> dict[str, int]:
         """Delete a consumer group's checkpoints and offsets (:func:`~.retention.forget_group`)."""
