@@ -28,7 +28,22 @@ more: no later window of it ever completes). A re-sent window is recognised by i
 number among the last ``REMEMBERED_WINDOWS`` processed, not by being below the last one: window
 numbers go down when the detector's ``windows.size`` changes (they count sizes since the epoch),
 and a stray complete window far ahead would otherwise have turned scoring off for the stream.
-Windows are then processed in order:
+A checkpoint from before the processed windows were remembered (it kept only the last one, up
+to which every window counted as processed) is restored as if it remembered the last
+``REMEMBERED_WINDOWS`` window numbers up to that one: counting every window below it as
+processed for ever ignored, silently, every later window of a stream whose window numbers went
+down. A processed window forgotten (the oldest of those remembered) is still recognised when
+read again, by where its messages were: the stream keeps, per partition, the offset up to which
+every message of it was taken (the largest offset of the forgotten windows' messages, below any
+message still pending), and ignores a message at or below it on that partition, since its
+results (or its dead letter) are stored. A restart re-reads a partition from its stored resume
+offset, which another stream on it may hold back (consumers/worker.py): a stream that processed
+more than ``REMEMBERED_WINDOWS`` windows since then otherwise took its oldest windows read again
+for new ones, processed each a second time (rescored by a later model, its stored scores and
+flags overwritten, fed to the reference set again) and so forgot the next: every window read
+again was processed twice. A new message of a stream comes at a larger offset on its partition;
+a stream met on another partition after a restart (it moved) is judged there by its window
+numbers alone. Windows are then processed in order:
 
 * until ``reference_documents`` representations are collected, they only fill the reference set;
 * then DL-OCSVM (Irofti et al. 2024, Algorithms 1-3) is fitted on the reference set and scores the
@@ -129,9 +144,15 @@ class AnomalyStreamState:
         # ignored if their version is processed, dead letters with it if it is dropped.
         self._copies: dict[tuple[int, int], list[_Received]] = {}
         # The latest processed windows (re-sends are of recent ones) with the number of documents
-        # processed, and, from a checkpoint that did not remember them, the window up to which
-        # all count as processed.
+        # processed, and where their messages were: the partition and the largest offset (not
+        # known for the windows of a checkpoint that did not say).
         self.done: dict[int, int] = {}
+        self.done_at: dict[int, tuple[int, int]] = {}
+        # Per partition, the offset up to which every message of the stream was taken, as far
+        # as the forgotten processed windows tell (see _forget_oldest): read again, ignored.
+        self.taken_to: dict[int, int] = {}
+        # Always -1 now (see the module docstring), and checkpointed so: an older version
+        # restoring the checkpoint took a missing floor for last_seq.
         self.done_floor = -1
         # Windows whose messages were dead-lettered unprocessed: the partition and the largest
         # offset dropped, until the stored resume offset passes it (see _was_dropped).
@@ -154,7 +175,33 @@ class AnomalyStreamState:
             # (a checkpoint without the sizes: every message of those windows is a re-send)
             sizes = np.asarray(st.get("done_sizes", [MAX_WINDOW_DOCUMENTS] * len(seqs)), np.int64)
             self.done = dict(zip(seqs, sizes.tolist(), strict=True))
-            self.done_floor = int(st.get("done_floor", self.last_seq))
+            # (-1: where a window's messages were is not known, as from a checkpoint without it)
+            unknown = [-1] * len(seqs)
+            partitions = np.asarray(st.get("done_partitions", unknown), np.int64)
+            offsets = np.asarray(st.get("done_offsets", unknown), np.int64)
+            if "done_seqs" not in st:  # (only the windows remembered say where they were)
+                partitions = offsets = np.asarray(unknown, np.int64)
+            self.done_at = {
+                seq: (p, o)
+                for seq, p, o in zip(seqs, partitions.tolist(), offsets.tolist(), strict=True)
+                if o >= 0
+            }
+            # (a checkpoint without them: nothing forgotten)
+            self.taken_to = {
+                int(p): int(o)
+                for p, o in zip(
+                    st.get("taken_partitions", []), st.get("taken_offsets", []), strict=True
+                )
+            }
+            # A checkpoint that did not remember the processed windows: the last
+            # REMEMBERED_WINDOWS window numbers up to its floor (its last window) count as
+            # processed, oldest first (see the module docstring); so does one written since
+            # (it carried the floor), beside the windows processed after it.
+            floor = int(st.get("done_floor", self.last_seq))
+            room = REMEMBERED_WINDOWS - len(self.done)
+            if floor >= 0 and room > 0:
+                era = range(max(floor - room + 1, 0), floor + 1)
+                self.done = {**dict.fromkeys(era, MAX_WINDOW_DOCUMENTS), **self.done}
             self.dropped = {
                 int(seq): (int(p), int(o))
                 for seq, p, o in zip(
@@ -224,9 +271,11 @@ class AnomalyStreamState:
 
     def _take(self, item: ScoredDocument, partition: int, offset: int) -> list[Output]:
         """Reassemble ``item``'s window and process the windows that are complete, in order."""
+        if offset <= self.taken_to.get(partition, -1):
+            return []  # read again after a restore: taken before the checkpoint, its results stored
         if self._was_dropped(item.window_seq, partition, offset):
             return []  # read again after a restore: its dead letter is stored
-        if item.window_seq in self.done or item.window_seq <= self.done_floor:
+        if item.window_seq in self.done:
             return self._after_processed(item, partition, offset)
         version = self._pending.setdefault(item.window_seq, {}).setdefault(item.n, {})
         if item.index in version:  # re-sent by a restarted detector: changes no version
@@ -252,7 +301,8 @@ class AnomalyStreamState:
                 for seq in [s for s in self._pending if self._offsets(s)[1] < first]:
                     # a later window sent entirely before this one: not the detector's
                     dead += self._drop(seq, f"sent before window {head}, which completed")
-                outputs.append(self._process(head, [docs[i][0] for i in range(n)]))
+                where = max((p, o) for (_, p, o) in docs.values())  # (one partition per stream)
+                outputs.append(self._process(head, [docs[i][0] for i in range(n)], where))
                 continue
             after = self._completed_after(head)
             if after is None:
@@ -422,13 +472,34 @@ class AnomalyStreamState:
         keep = self.scale > 0
         return (X[:, keep] - self.center[keep]) / self.scale[keep]
 
-    def _process(self, seq: int, docs: list[ScoredDocument]) -> Output:
+    def _forget_oldest(self) -> None:
+        """Forget the oldest remembered processed window; its messages are recognised by their
+        offset instead (see the module docstring). Every message of the stream on its partition
+        up to the largest offset of its messages was read before it was processed, and taken:
+        processed, ignored as a re-send or dead-lettered, unless pending (a message of a window
+        interleaved with every window processed since, never the detector's): the offset stays
+        below the messages pending now. (One pending at the checkpoint a restart restored and
+        not read again yet is not known here: pending that long, it is such a message too.)"""
+        seq = next(iter(self.done))
+        del self.done[seq]
+        where = self.done_at.pop(seq, None)
+        if where is None:
+            return  # (a window of a checkpoint that did not say where its messages were)
+        partition, last = where
+        buffered = self.min_buffered_offset(partition)
+        bound = last if buffered is None else min(last, buffered - 1)
+        self.taken_to[partition] = max(self.taken_to.get(partition, -1), bound)
+
+    def _process(self, seq: int, docs: list[ScoredDocument], where: tuple[int, int]) -> Output:
+        """Process complete window ``seq`` (``where``: its messages' partition and largest
+        offset)."""
         t0 = time.perf_counter()
         X = np.array([d.features for d in docs], dtype=float)
         self.last_seq = seq
         self.done[seq] = len(docs)
+        self.done_at[seq] = where
         if len(self.done) > REMEMBERED_WINDOWS:
-            del self.done[next(iter(self.done))]
+            self._forget_oldest()
         in_sample = self.model is None
         if in_sample:  # the reference period: collect, then fit and score it
             self._remember(X)
@@ -520,7 +591,7 @@ class AnomalyStreamState:
 
     def forget_before(self, partition: int, offset: int) -> None:
         """Forget the dropped windows whose messages are never read again (re-sent messages of
-        processed windows are recognised by their window number)."""
+        processed windows are recognised by their window number, or their offset)."""
         self.dropped = {
             seq: (p, o) for seq, (p, o) in self.dropped.items() if p == partition and o >= offset
         }
@@ -531,7 +602,17 @@ class AnomalyStreamState:
             "last_seq": np.asarray(self.last_seq, np.int64),
             "done_seqs": np.fromiter(self.done, np.int64, len(self.done)),
             "done_sizes": np.fromiter(self.done.values(), np.int64, len(self.done)),
+            "done_partitions": np.asarray(
+                [self.done_at.get(s, (-1, -1))[0] for s in self.done], np.int64
+            ),
+            "done_offsets": np.asarray(
+                [self.done_at.get(s, (-1, -1))[1] for s in self.done], np.int64
+            ),
             "done_floor": np.asarray(self.done_floor, np.int64),
+            "taken_partitions": np.asarray(sorted(self.taken_to), np.int64),
+            "taken_offsets": np.asarray(
+                [self.taken_to[p] for p in sorted(self.taken_to)], np.int64
+            ),
             **_dropped_arrays(self.dropped),
             "since_fit": np.asarray(self.since_fit, np.int64),
             "scored_since_fit": np.asarray(self.scored_since_fit, np.int64),
