@@ -16,11 +16,12 @@ import csv
 import gzip
 import html
 import io
+import itertools
 import json
 import re
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -73,16 +74,47 @@ def detect_format(path: Path) -> InputFormat:
 
 
 def _open_binary(path: Path) -> io.BufferedIOBase:
-    """The file's bytes, decompressed when it starts with the gzip magic number."""
+    """The file's bytes, decompressed when it starts with the gzip magic number. The file is
+    read once, from its start to its end: a pipe, a FIFO or ``/dev/stdin`` is read as a regular
+    file is."""
     raw = path.open("rb")
-    if raw.peek(2)[:2] == b"\x1f\x8b":
+    magic = raw.peek(2)[:2]
+    if magic == b"\x1f":  # a pipe can give its first byte alone: wait for the second
+        magic = raw.read(2)
+        raw = io.BufferedReader(_Replayed(magic, raw), _CHUNK_BYTES)
+    if magic == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw, mode="rb")
     return raw
 
 
-# How much of a file's start tells its line ending: a record longer than this is refused anyway
-# (field_mapping.MAX_MESSAGE_BYTES)
+class _Replayed(io.RawIOBase):
+    """A stream whose first bytes (``head``), read to tell the file's kind, are read again."""
+
+    def __init__(self, head: bytes, rest: io.BufferedReader) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        return self._rest.readinto1(buffer)
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+# How much of a file's start tells its line ending (at least: up to its first line end, when its
+# first line is longer)
 _SNIFF_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 16  # how much is read at a time past it
 # byte-order marks of the UTF-16 and UTF-32 text Windows tools write (UTF-32's first)
 _WIDE_BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -96,19 +128,13 @@ _READ_ERRORS = (EOFError, OSError, zlib.error)  # a damaged or truncated gzip
 def _byte_lines(fh: io.BufferedIOBase) -> Iterator[bytes]:
     """The lines of ``fh`` as UTF-8 bytes with their line ends; an error reading the file is
     raised after the lines before it. A file of UTF-16 or UTF-32 with a byte-order mark is
-    decoded (:func:`_wide_lines`); a file whose start has CRs but no LF (classic Mac OS) is
-    split at CRs (it was read as one line, one rejected record); any other at LFs."""
-    head = bytearray()
-    error: BaseException | None = None
-    try:
-        while len(head) < _SNIFF_BYTES and (chunk := fh.read1(_SNIFF_BYTES - len(head))):
-            head += chunk
-    except _READ_ERRORS as exc:
-        error = exc
-    for bom, encoding in _WIDE_BOMS:
-        if head.startswith(bom):
-            yield from _wide_lines(bytes(head), fh, encoding, error)
-            return
+    decoded (:func:`_wide_lines`); a file whose start (:data:`_SNIFF_BYTES`, or up to its first
+    line end) has CRs but no LF (classic Mac OS) is split at CRs (it was read as one line, one
+    rejected record); any other at LFs."""
+    head, wide, error = _file_start(fh)
+    if wide:
+        yield from _wide_lines(bytes(head), fh, wide, error)
+        return
     end = b"\r" if b"\r" in head and b"\n" not in head else b"\n"
     *complete, rest = bytes(head).split(end)
     for piece in complete:
@@ -121,7 +147,7 @@ def _byte_lines(fh: io.BufferedIOBase) -> Iterator[bytes]:
         yield from fh
         return
     pending = [rest]
-    while chunk := fh.read1(1 << 16):
+    while chunk := fh.read1(_CHUNK_BYTES):
         *complete, rest = chunk.split(end)
         for piece in complete:
             pending.append(piece)
@@ -130,6 +156,39 @@ def _byte_lines(fh: io.BufferedIOBase) -> Iterator[bytes]:
         pending.append(rest)
     if last := b"".join(pending):
         yield last
+
+
+def _file_start(fh: io.BufferedIOBase) -> tuple[bytearray, str, BaseException | None]:
+    """``(head, encoding, error)``: the start of ``fh`` that tells its line ending, and the
+    encoding its byte-order mark names when it is UTF-16 or UTF-32 (``""``: UTF-8); the error that
+    stopped reading it, to be raised after the lines it holds."""
+    head = bytearray()
+    error: BaseException | None = None
+    try:
+        while len(head) < _SNIFF_BYTES and (chunk := fh.read1(_SNIFF_BYTES - len(head))):
+            head += chunk
+    except _READ_ERRORS as exc:
+        error = exc
+    wide = next((encoding for bom, encoding in _WIDE_BOMS if head.startswith(bom)), "")
+    if not wide and error is None:
+        try:
+            _read_past_first_line_end(head, fh)
+        except _READ_ERRORS as exc:
+            error = exc
+    return head, wide, error
+
+
+def _read_past_first_line_end(head: bytearray, fh: io.BufferedIOBase) -> None:
+    """Read on from ``fh`` into ``head`` (a file's start) until it holds a line end, or the file
+    ends: a first line longer than :data:`_SNIFF_BYTES` (a file of CRs was split at LFs, all its
+    lines one rejected record). A CR at the end of ``head`` needs the byte after it (CRLF?). Each
+    chunk is searched once."""
+    clean = 0  # head[:clean] holds no line end
+    while head.find(b"\n", clean) < 0 and head.find(b"\r", clean, len(head) - 1) < 0:
+        clean = max(len(head) - 1, 0)
+        if not (chunk := fh.read1(_CHUNK_BYTES)):
+            return
+        head += chunk
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -147,7 +206,7 @@ def _wide_lines(
         yield head
         if error is not None:
             raise error
-        while chunk := fh.read1(1 << 16):
+        while chunk := fh.read1(_CHUNK_BYTES):
             yield chunk
 
     pending: list[str] = []  # the text of the line being read
@@ -196,9 +255,13 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
     """One JSON object per line; blank lines are skipped. A file that is one JSON array (what
     ``sparsewatch documents --format json`` and many tools export) yields its elements, each by
     the line it starts on (every line of such a file was rejected, the export could not be
-    replayed); a file that starts with ``[`` but is no JSON array is read line by line."""
+    replayed); a file that starts with ``[`` but is no JSON array is read line by line. The file
+    is read once (:func:`_json_array_elements` tells an array from its lines as they come): a
+    pipe's first mebibyte was read to tell, then lost (``cat f.jsonl | ... /dev/stdin`` read
+    nothing)."""
     source = str(path)
-    elements = _json_array_elements(path)
+    lines = _lines(path)
+    elements, read = _json_array_elements(lines)
     if elements is not None:
         for number, element in elements:
             try:
@@ -206,7 +269,7 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
             except RecordError as exc:
                 yield Rejected(source, number, str(exc), _raw(element))
         return
-    for number, line, error in _lines(path):
+    for number, line, error in itertools.chain(read, lines):
         if line is None:
             yield Rejected(source, number, error)
             return
@@ -218,43 +281,48 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
             yield Rejected(source, number, str(exc), _raw(line))
 
 
-def _json_array_elements(path: Path) -> list[tuple[int, bytes]] | None:
-    """(line where it starts, UTF-8 bytes) of each element of the JSON array that is the whole
-    of ``path``; ``None`` when the file's first non-blank line does not start with ``[`` (a
-    JSON-lines file: read no further than that line) or the file is no JSON array (read line by
-    line, which says what is wrong where)."""
-    array = _json_array_lines(path)
-    if array is None:
-        return None
-    texts, first = array
+_Line = tuple[int, bytes | None, str]  # what _lines yields
+
+
+def _json_array_elements(
+    lines: Iterator[_Line],
+) -> tuple[list[tuple[int, bytes]] | None, Iterable[_Line]]:
+    """``(elements, [])`` when ``lines`` (:func:`_lines`, read to their end) are one JSON array:
+    the (line where it starts, UTF-8 bytes) of each element. Otherwise ``(None, the lines read
+    from ``lines``)``, to be read as JSON lines before the rest of ``lines``: ``lines`` are read no
+    further than the first non-blank one when it does not start with ``[``, nor than a line that
+    is not UTF-8 or the error that ends them; a file that starts with ``[`` but is no JSON array
+    is read line by line, which says what is wrong where."""
+    texts: list[str] = []  # the lines read, all UTF-8
+    first = 0  # the number of the first non-blank line
+    for number, line, error in lines:
+        try:
+            text = None if line is None else line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is None:
+            return None, itertools.chain(_utf8_lines(texts, 1), [(number, line, error)])
+        texts.append(text)
+        if not first and text.strip():
+            if not text.lstrip().startswith("["):
+                return None, _utf8_lines(texts, 1)
+            first = number
+    if not first:
+        return None, _utf8_lines(texts, 1)
+    del texts[: first - 1]  # the blank lines before the array
     starts = [0]
     for line_text in texts:
         starts.append(starts[-1] + len(line_text))
-    return _split_json_array("".join(texts), starts, first)
+    elements = _split_json_array("".join(texts), starts, first)
+    if elements is None:
+        return None, _utf8_lines(texts, first)
+    return elements, []
 
 
-def _json_array_lines(path: Path) -> tuple[list[str], int] | None:
-    """``(lines, number)``: the lines of ``path`` from its first non-blank line on, which starts
-    with ``[``, and that line's number; ``None`` when there is no such line (read no further than
-    the first non-blank one), a line is not UTF-8 or the file cannot be read to its end."""
-    texts: list[str] = []
-    first = 0  # the number of the first non-blank line
-    for number, line, _ in _lines(path):
-        if line is None:
-            return None
-        try:
-            texts.append(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            return None
-        if not first and not texts[0].strip():
-            texts.clear()
-        elif not first:
-            if not texts[0].lstrip().startswith("["):
-                return None
-            first = number
-    if not first:
-        return None
-    return texts, first
+def _utf8_lines(texts: list[str], first: int) -> Iterator[_Line]:
+    """``texts`` as :func:`_lines` yielded them, the first being line ``first``."""
+    for number, text in enumerate(texts, start=first):
+        yield number, text.encode("utf-8"), ""
 
 
 def _split_json_array(text: str, starts: list[int], first: int) -> list[tuple[int, bytes]] | None:
@@ -392,14 +460,52 @@ def _csv_text(path: Path, record: _CsvRecord) -> Iterator[str]:
 
 def _skip_rest_of_record(record: _CsvRecord, text: Iterator[str]) -> None:
     """After a field over the limit (the parser dropped the rest of its line): read on in
-    ``text`` to the line where the record's quotes pair up, the end of its quoted field."""
-    quotes = sum(line.count(b'"') for _, line in record.lines)
-    while quotes % 2:
+    ``text`` while the record's last line ends inside a quoted field (:func:`_ends_in_quotes`),
+    to the line that closes it."""
+    inside = False
+    for _, line in record.lines:
+        inside = _ends_in_quotes(line, inside)
+    while inside:
         try:
             next(text)
         except StopIteration:
             return
-        quotes += record.lines[-1][1].count(b'"')
+        inside = _ends_in_quotes(record.lines[-1][1], inside=True)
+
+
+# The csv module's default dialect, which read_csv's parser uses: a quote opens a quoted field
+# only as the field's first character (elsewhere it is a character of the field), "" in a quoted
+# field is one quote, and the field goes on unquoted after its closing quote up to a comma or a
+# line end.
+_QUOTED_TEXT = re.compile(rb'(?:[^"]++|"")*+')  # a quoted field's text, up to its closing quote
+_UNQUOTED_TEXT = re.compile(rb"[^,\r\n]*+")
+_FIELDS = re.compile(rb'(?:(?:"(?:[^"]++|"")*+"|(?!"))[^,\r\n]*+,)*+')  # each with its comma
+
+
+def _ends_in_quotes(line: bytes, inside: bool) -> bool:
+    """Whether the csv parser, reading ``line`` (a line of a record: its first, or with
+    ``inside`` one that starts inside a quoted field), is inside a quoted field at its end: the
+    record goes on with the next line. Counting the record's quotes took one in an unquoted field
+    (``5" tall``) for the start of a quoted one, and skipped every later record unreported."""
+    position = 0
+    if inside:
+        position = _match_end(_QUOTED_TEXT, line, 0)
+        if position == len(line):
+            return True
+        position = _match_end(_UNQUOTED_TEXT, line, position + 1)
+        if not line.startswith(b",", position):
+            return False
+        position += 1
+    position = _match_end(_FIELDS, line, position)  # to the line's last field
+    if not line.startswith(b'"', position):
+        return False
+    return _match_end(_QUOTED_TEXT, line, position + 1) == len(line)
+
+
+def _match_end(pattern: re.Pattern[bytes], line: bytes, position: int) -> int:
+    """Where ``pattern`` (which matches anywhere, if only nothing) ends from ``position``."""
+    match = pattern.match(line, position)
+    return position if match is None else match.end()
 
 
 def _csv_rows(path: Path, record: _CsvRecord) -> Iterator[tuple[int, list[str], str]]:
@@ -418,6 +524,8 @@ def _csv_rows(path: Path, record: _CsvRecord) -> Iterator[tuple[int, list[str], 
             if "field larger than field limit" in str(exc):
                 _skip_rest_of_record(record, text)
                 reader = csv.reader(text)
+                if (last := record.lines[-1][0]) > record.lines[0][0]:
+                    error += f" (the record, lines {record.lines[0][0]}-{last}, is skipped)"
         yield record.lines[0][0], row, record.what_is_wrong(error)
 
 

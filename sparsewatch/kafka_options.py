@@ -180,6 +180,16 @@ def reads_topic(source: str, topic: str) -> bool:
     return source == topic
 
 
+def text_field_names(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """``--text-field``: :func:`not_blank`, and no blank name among the alternatives of
+    ``a|b`` (``'|'`` and ``'title|'`` passed, then every record, or every one without the first
+    field, was rejected); a usage error otherwise."""
+    for spec in not_blank(ctx, param, value):
+        if any(not name.strip() for name in spec.split("|")):
+            raise click.BadParameter(f"{spec!r}: a name between '|' cannot be blank", param=param)
+    return value
+
+
 _MAPPING_OPTIONS = (
     click.option(
         "--id-field",
@@ -191,7 +201,7 @@ _MAPPING_OPTIONS = (
         "--text-field",
         "text_fields",
         multiple=True,
-        callback=not_blank,
+        callback=text_field_names,
         help="Field(s) holding the text; repeat to join several (e.g. title and body); a|b: the "
         "first of a and b present.",
     ),
