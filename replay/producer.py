@@ -106,12 +106,13 @@ class _Interrupts:
     @contextmanager
     def absorbed(self) -> Iterator[None]:
         """The block runs to its end; a signal that came meanwhile stays in :attr:`pending`,
-        for the block to see and the caller to handle or clear."""
-        self.holding = True
+        for the block to see and the caller to handle or clear. Inside another such block it
+        leaves interrupts absorbed when it ends."""
+        holding, self.holding = self.holding, True
         try:
             yield
         finally:
-            self.holding = False
+            self.holding = holding
 
 
 def _poll(producer: Producer, timeout: float, interrupts: _Interrupts) -> None:
@@ -449,11 +450,12 @@ def replay_documents(
     started = time.monotonic()
     messages = _messages(docs, errors, summary, max_text_bytes, limits.message_limit(topic))
     ordered = sort_by_event_time(messages, chunk_size) if sort else messages
+    interrupts = _Interrupts()
+    replay = _Replay(producer, topic, summary, errors, interrupts)
     # The loop stays here, not in a helper: the documents are read and mapped (JSON parsed and
     # written, as deep as the recursion limit allows) in generator frames above this one.
-    with _Interrupts() as interrupts:
+    with interrupts:
         try:
-            replay = _Replay(producer, topic, summary, errors, interrupts)
             for message in ordered:
                 if limit is not None and summary.read - summary.skipped >= limit:
                     if end_of_stream:  # sorted: everything was read, the rest costs no rejections
@@ -486,7 +488,23 @@ def replay_documents(
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
-            if _drain(producer, flush_timeout_s, interrupts):
+            # The producer is destroyed here, interrupts absorbed, not as this frame ends (or
+            # later, in any garbage collection: the exception of a topic that TopicLimits.read
+            # did not find kept this frame alive): its destruction (the GIL released while
+            # librdkafka stops its threads) ends by running the signal handlers, whose
+            # KeyboardInterrupt it leaves set but not raised (a SystemError at the next call:
+            # no summary, no resume point, the errors file dropped). The generators, whose
+            # cleanup (the sort's temporary files) an interrupt cut short, go here too.
+            with interrupts.absorbed():
+                try:
+                    if _drain(producer, flush_timeout_s, interrupts):
+                        summary.interrupted = True
+                finally:
+                    del replay, producer, ordered, messages
+                summary.elapsed_s = time.monotonic() - started
+            # (a signal that came at the end of the release is handled, into pending, at the
+            # next call: the block's end)
+            if interrupts.pending:
                 summary.interrupted = True
-            summary.elapsed_s = time.monotonic() - started
+                interrupts.pending.clear()
     return summary
