@@ -9,6 +9,7 @@ answers. There is no mock broker and no mock database.
 
 from __future__ import annotations
 
+import csv
 import functools
 import os
 import signal
@@ -20,6 +21,8 @@ import pytest
 # The helpers the test modules share (tests/support/) keep pytest's assertion messages, as in the
 # test modules they came from (pytest rewrites the asserts of test modules only).
 pytest.register_assert_rewrite("tests.support")
+
+from sparsewatch.replay import readers  # noqa: E402
 
 from tests.support.postgres_databases import (  # noqa: E402
     postgres_database,
@@ -187,3 +190,14 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 
     base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:60]
     return f"t-{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def small_field_limit(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """The CSV reader's field limit lowered to 1,000 characters (the process-wide one
+    restored)."""
+    before = csv.field_size_limit()
+    monkeypatch.setattr(readers, "_CSV_FIELD_CHARS", 1000)
+    csv.field_size_limit(1000)
+    yield 1000
+    csv.field_size_limit(before)

@@ -3,23 +3,10 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from sparsewatch.replay import readers
 from sparsewatch.replay.documents import read_documents
 from sparsewatch.replay.readers import Rejected, SourceRecord, read_csv
-
-
-@pytest.fixture
-def small_field_limit(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """The reader's field limit lowered to 1,000 characters (the process-wide one restored)."""
-    before = csv.field_size_limit()
-    monkeypatch.setattr(readers, "_CSV_FIELD_CHARS", 1000)
-    csv.field_size_limit(1000)
-    yield 1000
-    csv.field_size_limit(before)
 
 
 def _write(path: Path, rows: list[list[str]]) -> Path:

@@ -6,12 +6,10 @@ old offsets for messages read before and dropped them silently (count windows: e
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.worker import InputTopicChangedError
 from sparsewatch.replay.producer import replay_documents
@@ -19,6 +17,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.config import Config, load_config
 from sparsewatch.runner import build_worker, run_loops
+from tests.support.kafka_topics import create_after_deletion, delete_topic
 from tests.support.pipeline_kafka import FIXED_DICTIONARY, pipeline_env, stored_scores, streams
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -56,19 +55,6 @@ def _renamed(docs: list[dict], tag: str) -> list[dict]:
     return [{**d, "id": f"{tag}-{d['id']}"} for d in docs]
 
 
-def _recreate(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # (kept until the answer came)
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:  # (the deletion may still be under way)
-        try:
-            ensure_topics(bootstrap, {topic: 2})
-            return
-        except RuntimeError:
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
-
-
 def test_a_topic_deleted_and_created_again_is_refused_until_the_group_is_forgotten(
     kafka_bootstrap, tmp_path: Path
 ):
@@ -78,7 +64,8 @@ def test_a_topic_deleted_and_created_again_is_refused_until_the_group_is_forgott
     first = streams(150)
     _detect(config, first)
     assert len(_stored_ids(url)) == len(first)
-    _recreate(kafka_bootstrap, config.kafka.topic("docs"))
+    delete_topic(kafka_bootstrap, config.kafka.topic("docs"))
+    create_after_deletion(kafka_bootstrap, config.kafka.topic("docs"), 2)
     second = _renamed(streams(150), "new")
     with pytest.raises(InputTopicChangedError) as refused:
         _detect(config, second)

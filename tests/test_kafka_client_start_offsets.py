@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import BatchConsumer, producer_config
+
+from tests.support.kafka_topics import create_after_deletion, delete_topic
 
 
 def _produce(bootstrap: str, topic: str, n: int) -> None:
@@ -48,17 +49,9 @@ def test_a_topic_created_again_counts_its_lag_from_its_earliest_message(
     )
     try:
         _poll_until(consumer, True, "never assigned")  # (at the committed offset, 20)
-        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-        admin.delete_topics([topic_name])[topic_name].result(30)
+        delete_topic(kafka_bootstrap, topic_name)
         _poll_until(consumer, False, "the deleted topic's partition was never revoked")
-        deadline = time.monotonic() + 30
-        while True:  # (the deletion may still be under way)
-            try:
-                ensure_topics(kafka_bootstrap, {topic_name: 1})
-                break
-            except RuntimeError:
-                assert time.monotonic() < deadline
-                time.sleep(0.5)
+        create_after_deletion(kafka_bootstrap, topic_name)
         _produce(kafka_bootstrap, topic_name, 5)
         _poll_until(consumer, True, "the topic created again was never assigned")
         deadline = time.monotonic() + 30

@@ -9,7 +9,6 @@ alternative (``'|'``: every record was rejected)."""
 
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import os
@@ -17,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,16 +139,6 @@ def test_gzip_through_a_fifo_whose_first_byte_comes_alone_is_decompressed(tmp_pa
     data = gzip.compress(_jsonl(50))
     records = _read_from_fifo(tmp_path, [data[:1], data[1:]])
     assert records == [["ok", i + 1, f"d{i}"] for i in range(50)]
-
-
-@pytest.fixture
-def small_field_limit(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """The reader's field limit lowered to 1,000 characters (the process-wide one restored)."""
-    before = csv.field_size_limit()
-    monkeypatch.setattr(readers, "_CSV_FIELD_CHARS", 1000)
-    csv.field_size_limit(1000)
-    yield 1000
-    csv.field_size_limit(before)
 
 
 _AFTER = [f"{i},valid {i},2020-01-0{i}T00:00:00Z\n" for i in range(3, 8)] + [

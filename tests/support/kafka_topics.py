@@ -1,5 +1,6 @@
 """A topic filled with given messages, read back whole or up to a count, a topic whose first
-messages the broker deleted, a consumer that notes its restarts, and whether a topic exists."""
+messages the broker deleted, a topic deleted and created again, a consumer that notes its
+restarts, and whether a topic exists."""
 
 from __future__ import annotations
 
@@ -118,3 +119,21 @@ def read_offsets(consumer: BatchConsumer, n: int, timeout_s: float = 30.0) -> li
 def topic_exists(bootstrap: str, topic: str) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     return topic in admin.list_topics(timeout=10).topics
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete ``topic``, once the broker has accepted the deletion."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # (kept until the answer came)
+    admin.delete_topics([topic])[topic].result(30)
+
+
+def create_after_deletion(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Create ``topic`` (just deleted) again, waiting while its deletion is still under way."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ensure_topics(bootstrap, {topic: partitions})
+            return
+        except RuntimeError:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
