@@ -317,6 +317,8 @@ class WorkerLoop:
             self.processor.name,
             on_retry=self._writer_waits,
         )
+        if self._stop.is_set():  # asked before the writer existed: it sends pending alerts
+            self._writer.abandon_retries()
         try:
             self._consumer = BatchConsumer(
                 self.bootstrap,

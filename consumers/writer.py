@@ -8,10 +8,11 @@ goes) and waits for their delivery, then runs the transaction (retried with back
 database errors; each wait before a retry, and every 10 s of a wait for the broker to take the
 messages, is reported to the loop, ``on_retry(what, seconds)``, which makes it its heartbeat's:
 :mod:`~sparsewatch.consumers.health`). With an alerts topic, the transaction stores the job's
-alerts pending publication, and after the commit the writer sends the pending alerts of the
-job's streams (:func:`alert_message`, from the stored rows) and clears their flag: an outbox, so
-the topic carries only committed alerts (:meth:`ResultWriter.send_pending_alerts`; a writer
-sends what a crash left pending when it starts).
+alerts pending publication to it, and after the commit the writer sends the pending alerts of
+the job's streams (:func:`alert_message`, from the stored rows) and clears their pending topic:
+an outbox, so the topic carries only committed alerts
+(:meth:`ResultWriter.send_pending_alerts`; a writer sends what a crash left pending when it
+starts, and every minute what other writers left).
 Two places to run it, at most one job in flight either way:
 
 * :class:`ProcessWriter` (the default, ``writer = "process"``): a child process with its own
@@ -75,7 +76,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -118,6 +119,10 @@ StateAndMeta = tuple[dict[str, np.ndarray], dict[str, Any]]
 
 # How many pending alerts are sent and marked published at a time.
 _PENDING_BATCH = 500
+# How often a writer sends the alerts left pending by others (see send_pending_alerts), and how
+# long an alert must have been pending to count as left.
+_SWEEP_EVERY_S = 60
+_LEFTOVER_AGE_S = 30
 
 # Blocked from the start of a writer process until it has set its own handlers for them.
 _CHILD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGINT, signal.SIGTERM})
@@ -248,6 +253,7 @@ class ResultWriter:
         self._statistics = StatisticsRefresh(store.engine, statistics)
         self._all_pending_due = True  # send_pending_alerts' first call sends every stream's
         self._unsent_streams: set[str] = set()  # streams whose pending alerts failed to send
+        self._swept_at = time.monotonic()  # the last sweep of every stream's leftovers
 
     def write(self, job: WriteJob) -> float:
         """Downstream messages first, then the SQL transaction. If we crash after the messages,
@@ -266,41 +272,54 @@ class ResultWriter:
         return committed_at
 
     def send_pending_alerts(self, streams: Iterable[str] | None = None) -> None:
-        """Send the stored alerts pending publication (of ``streams`` and of those whose sending
-        failed before; all of them on the first call, which takes what a crash left between a
-        commit and the sending) to the alerts topic, oldest first, then clear their flag in a
-        transaction of its own. A crash before that sends them again at the next start
-        (consumers deduplicate by ``alert_key``). A failure (the broker or the database down,
-        a stop) is logged, not raised: the window is committed, and its alerts stay pending
-        for the stream's next window or the next start. An alert that cannot fit the topic
-        is logged and not sent (:meth:`_alert_messages`)."""
+        """Send the stored alerts pending publication to this writer's alerts topic (of its
+        worker's kinds) to it, oldest first, then clear their column in a transaction of their
+        own: those of ``streams`` and of the streams whose sending failed before; on the first
+        call every stream's (what a crash left between a commit and the sending), and every
+        :data:`_SWEEP_EVERY_S` those pending for more than :data:`_LEFTOVER_AGE_S` (left by a
+        writer that stopped, of a stream that raises no alert since: a writer of another process
+        sends its own within a moment of its commit). A crash before the clearing sends them
+        again (consumers deduplicate by ``alert_key``). A failure (the broker or the database
+        down, a stop) is logged, not raised: the window is committed, and its alerts stay
+        pending for the next call. An alert that cannot fit the topic is logged and not sent
+        (:meth:`_alert_messages`)."""
         topic = self.destination.alerts_topic
         if topic is None:
             return
-        wanted = None if self._all_pending_due else {*(streams or ()), *self._unsent_streams}
-        if wanted is not None and not wanted:
-            return
-        after_id = 0
+        now = time.monotonic()
+        sweep = self._all_pending_due or now - self._swept_at >= _SWEEP_EVERY_S
+        wanted = {*(streams or ()), *self._unsent_streams}
+        selections: list[tuple[list[str] | None, datetime | None]] = []
+        if wanted:
+            selections.append((sorted(wanted), None))
+        if sweep:
+            aged = datetime.now(UTC) - timedelta(seconds=_LEFTOVER_AGE_S)
+            selections.append((None, None if self._all_pending_due else aged))
         try:
-            while rows := self.store.pending_alerts(
-                None if wanted is None else sorted(wanted),
-                self.destination.alert_kinds,
-                after_id,
-                _PENDING_BATCH,
-            ):
-                self._send_alerts(rows, topic)
-                after_id = rows[-1]["id"]
+            for selected, created_before in selections:
+                after_id = 0
+                while rows := self.store.pending_alerts(
+                    topic,
+                    selected,
+                    self.destination.alert_kinds,
+                    after_id,
+                    _PENDING_BATCH,
+                    created_before,
+                ):
+                    self._send_alerts(rows, topic)
+                    after_id = rows[-1]["id"]
         except (*_ENVIRONMENT_ERRORS, DeliveryError) as exc:
             log.warning(
                 "the committed alerts could not all be sent to %s; they stay pending and are "
-                "sent with their stream's next window or at the next start: %s",
+                "sent with their stream's next alerts, within %d s, or at the next start: %s",
                 topic,
+                _SWEEP_EVERY_S,
                 first_line(exc),
             )
-            if wanted is not None:
-                self._unsent_streams |= wanted
+            self._unsent_streams |= wanted
             return
-        self._all_pending_due = False
+        if sweep:
+            self._all_pending_due, self._swept_at = False, now
         self._unsent_streams.clear()
 
     def _send_alerts(self, rows: list[dict[str, Any]], topic: str) -> None:
@@ -344,7 +363,7 @@ class ResultWriter:
         with self.store.transaction() as tx:
             for name, args in job.calls:
                 if name == "insert_alerts":
-                    tx.insert_alerts(args[0], publish=d.alerts_topic is not None)
+                    tx.insert_alerts(args[0], publish_to=d.alerts_topic)
                 else:
                     _store_method(tx, name)(*args)
             for stream, (blob, meta) in blobs.items():
@@ -714,12 +733,13 @@ class ProcessWriter:
 
     def abandon_retries(self) -> None:
         """Tell the child to abandon a transaction waiting to be retried (SIGUSR1), now and for
-        every later job, as the thread writer's stop event does. Sent with a job in flight, also
-        while the loop waits for that job's answer, which is where a SIGTERM finds it during a
-        database outage; without one, :meth:`submit` sends it with the next job."""
+        every later job, as the thread writer's stop event does: a job in flight, also while the
+        loop waits for that job's answer, which is where a SIGTERM finds it during a database
+        outage, and the child's sending of the alerts left pending before its first job
+        (a broker that takes none held the worker's exit for ``message.timeout.ms``);
+        :meth:`submit` sends it again with each later job."""
         self._abandoning = True
-        if self._in_flight:
-            self._signal_abandon()
+        self._signal_abandon()
 
     def raise_if_gone(self) -> None:
         """Raise :class:`WriterError` if the child has died (the OOM killer, a ``kill -9``) with

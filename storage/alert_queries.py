@@ -112,16 +112,22 @@ def _alert_conditions(
 
 def fetch_pending_alerts(
     conn: sa.Connection,
+    topic: str | None,
     streams: Sequence[str] | None,
     kinds: Sequence[str] | None,
     after_id: int,
     limit: int,
+    created_before: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """Up to ``limit`` alerts pending publication (``publish_pending``; of ``streams`` and
-    ``kinds``, any when ``None``) with ``id`` above ``after_id``, by ``id``: a stream's alerts in
-    the order they were stored. The partial index ``ix_alerts_pending`` holds only the pending
-    ones."""
-    conditions = [alerts.c.publish_pending, alerts.c.id > after_id]
+    """Up to ``limit`` alerts pending publication to ``topic`` (``publish_topic``; any topic
+    when ``None``; of ``streams`` and ``kinds``, stored before ``created_before``, any when
+    ``None``) with ``id`` above ``after_id``, by ``id``: a stream's alerts in the order they were
+    stored. The partial index ``ix_alerts_pending`` holds only the pending ones."""
+    pending = alerts.c.publish_topic
+    conditions = [pending.is_not(None) if topic is None else pending == topic]
+    conditions.append(alerts.c.id > after_id)
+    if created_before is not None:
+        conditions.append(alerts.c.created_at < created_before)
     if streams is not None:
         conditions.append(alerts.c.stream.in_(list(streams)))
     if kinds is not None:
@@ -132,7 +138,8 @@ def fetch_pending_alerts(
 
 def count_pending_alerts(conn: sa.Connection) -> int:
     """How many alerts are pending publication (through ``ix_alerts_pending``)."""
-    stmt = sa.select(sa.func.count()).select_from(alerts).where(alerts.c.publish_pending)
+    pending = alerts.c.publish_topic.is_not(None)
+    stmt = sa.select(sa.func.count()).select_from(alerts).where(pending)
     return int(conn.execute(stmt).scalar_one())
 
 

@@ -90,10 +90,11 @@ alerts = sa.Table(
     sa.Column("terms", JSONText()),
     sa.Column("n_documents", sa.Integer),
     sa.Column("related_ids", JSONText()),
-    # revision 0008: stored by a worker that publishes alerts (kafka.publish_alerts) and not yet
-    # sent to its alerts topic; the writer sends it after the commit and clears this (an outbox:
-    # the topic carries only committed alerts). False for alerts stored before the revision.
-    sa.Column("publish_pending", sa.Boolean, nullable=False, server_default=sa.false()),
+    # revision 0008: the alerts topic of the worker that stored it (kafka.publish_alerts) while it
+    # is not yet sent there; the writer sends it after the commit and clears this (an outbox: the
+    # topic carries only committed alerts). NULL once sent, without a topic, and for alerts
+    # stored before the revision.
+    sa.Column("publish_topic", sa.String(249)),
     sa.UniqueConstraint("kind", "stream", "subject_id"),
     sa.CheckConstraint(f"kind IN {ALERT_KINDS!r}", name="kind"),
     sa.Index(None, "created_at"),
@@ -101,13 +102,13 @@ alerts = sa.Table(
     sa.Index(None, "stream", "created_at"),
     sa.Index(None, "score"),
     sa.Index(None, "event_time"),
-    # the outbox's pending alerts only: a handful at any time, among millions sent (each
-    # predicate as the dialect writes the queries' condition, so that its planner matches them)
+    # the outbox's pending alerts only: a handful at any time, among millions sent
     sa.Index(
         "ix_alerts_pending",
+        "publish_topic",
         "id",
-        postgresql_where=sa.text("publish_pending"),
-        sqlite_where=sa.text("publish_pending = 1"),
+        postgresql_where=sa.text("publish_topic IS NOT NULL"),
+        sqlite_where=sa.text("publish_topic IS NOT NULL"),
     ),
 )
 

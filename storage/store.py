@@ -242,9 +242,11 @@ class StoreTx:
         ordered = [latest[k] for k in sorted(latest)]  # key order, as in insert_documents
         bulk_upsert(self.connection, "anomaly", documents, ordered, _set_anomaly_columns)
 
-    def insert_alerts(self, rows: Sequence[Mapping[str, Any]], publish: bool = False) -> None:
+    def insert_alerts(
+        self, rows: Sequence[Mapping[str, Any]], publish_to: str | None = None
+    ) -> None:
         """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is.
-        With ``publish``, the new ones are pending publication to the alerts topic (the
+        With ``publish_to``, an alerts topic, the new ones are pending publication there (the
         writer's outbox: :meth:`Store.pending_alerts`, :meth:`mark_alerts_published`)."""
         keys = ("kind", "stream", "subject_id", "score", "window_seq", "event_time", "summary")
         now = _now()
@@ -266,7 +268,7 @@ class StoreTx:
                     "n_documents": r.get("n_documents"),
                     "related_ids": r.get("related_ids"),
                     "created_at": now,
-                    "publish_pending": publish,
+                    "publish_topic": publish_to,
                 }
             )
         stmt = self._insert(alerts).on_conflict_do_nothing(
@@ -281,7 +283,7 @@ class StoreTx:
             self.connection.execute(
                 sa.update(alerts)
                 .where(alerts.c.id.in_([int(i) for i in ids]))
-                .values(publish_pending=False)
+                .values(publish_topic=None)
             )
 
     def upsert_topics(self, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -557,16 +559,20 @@ class Store:
 
     def pending_alerts(
         self,
+        topic: str | None = None,
         streams: Sequence[str] | None = None,
         kinds: Sequence[str] | None = None,
         after_id: int = 0,
         limit: int = 500,
+        created_before: datetime | None = None,
     ) -> list[dict[str, Any]]:
-        """Up to ``limit`` alerts pending publication (of ``streams`` and ``kinds``; any when
-        ``None``) with ``id`` above ``after_id``, oldest first
-        (:func:`~.alert_queries.fetch_pending_alerts`)."""
+        """Up to ``limit`` alerts pending publication to ``topic`` (of ``streams`` and ``kinds``,
+        stored before ``created_before``; any when ``None``) with ``id`` above ``after_id``,
+        oldest first (:func:`~.alert_queries.fetch_pending_alerts`)."""
         with self.reading() as conn:
-            return alert_queries.fetch_pending_alerts(conn, streams, kinds, after_id, limit)
+            return alert_queries.fetch_pending_alerts(
+                conn, topic, streams, kinds, after_id, limit, created_before
+            )
 
     def story_alerts(
         self, subject: str, streams: Sequence[str] | None = None

@@ -2,7 +2,8 @@
 broker and real SQLite and PostgreSQL: a job whose transaction fails publishes none of its
 alerts; the alerts a crash left pending between a commit and the sending are sent when a writer
 starts, before any job, each writer sending only the kinds its worker raises; alerts the broker
-did not take stay pending, the job still committed, and go with their stream's next window."""
+did not take stay pending, the job still committed, and go with their stream's next alerts, or
+with the sweep of leftovers every minute; each writer sends only its own alerts topic's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Message
+from sparsewatch.consumers import writer as writer_module
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.retry import StopFlag
@@ -73,10 +75,10 @@ def _pending(store: Store) -> set[str]:
     return {row["subject_id"] for row in store.pending_alerts()}
 
 
-def _store_pending(store: Store, rows: list[dict[str, Any]]) -> None:
+def _store_pending(store: Store, destination: Destination, rows: list[dict[str, Any]]) -> None:
     """Alerts committed and not sent: what a writer killed between the two leaves."""
     with store.transaction() as tx:
-        tx.insert_alerts(rows, publish=True)
+        tx.insert_alerts(rows, publish_to=destination.alerts_topic)
 
 
 def test_a_job_whose_transaction_fails_publishes_none_of_its_alerts(kafka_bootstrap, database_url):
@@ -114,6 +116,7 @@ def test_alerts_a_crash_left_pending_are_sent_when_a_writer_starts(
             tx.insert_alerts([_alert("unpublished")])  # a worker with publish_alerts off
         _store_pending(
             store,
+            destination,
             [
                 _alert("a1", "a"),
                 _alert("odd", "a", kind="anomaly"),
@@ -139,7 +142,7 @@ def test_alerts_the_broker_did_not_take_stay_pending_and_go_with_the_next_window
     them first. Nothing of another stream is sent by a job that does not write it."""
     destination = _destination(kafka_bootstrap)
     with Store.open(database_url) as store:
-        _store_pending(store, [_alert("idle", "quiet")])
+        _store_pending(store, destination, [_alert("idle", "quiet")])
         broker = make_producer(kafka_bootstrap)
         writer = ResultWriter(store, broker, destination, StopFlag())
         writer.send_pending_alerts()  # the start: what a crash left
@@ -150,7 +153,7 @@ def test_alerts_the_broker_did_not_take_stay_pending_and_go_with_the_next_window
         assert "could not all be sent" in caplog.text
         assert [a["subject_id"] for a in store.alerts(limit=None, streams=["s"])] == ["s1"]
         assert _pending(store) == {"s1"}
-        _store_pending(store, [_alert("q2", "quiet")])
+        _store_pending(store, destination, [_alert("q2", "quiet")])
         writer.producer = broker
         writer.write(WriteJob(calls=[("insert_alerts", ([_alert("t1", "t")],))]))
         writer.close()
@@ -159,4 +162,43 @@ def test_alerts_the_broker_did_not_take_stay_pending_and_go_with_the_next_window
         ("novel_document", "quiet", "idle"),
         ("novel_document", "s", "s1"),
         ("novel_document", "t", "t1"),
+    ]
+
+
+def test_a_writer_sends_only_the_alerts_pending_for_its_own_topic(kafka_bootstrap, database_url):
+    """Two pipelines (topic prefixes) sharing a database: a writer's start sent the other's
+    pending alerts to its own topic and cleared them, so that they never reached theirs."""
+    mine, theirs = _destination(kafka_bootstrap), _destination(kafka_bootstrap)
+    with Store.open(database_url) as store:
+        _store_pending(store, theirs, [_alert("theirs", "a")])
+        _store_pending(store, mine, [_alert("mine", "b")])
+        make_writer("thread", store, mine, "outbox").close()
+        assert _pending(store) == {"theirs"}
+        make_writer("thread", store, theirs, "outbox").close()
+        assert _pending(store) == set()
+    assert _sent(kafka_bootstrap, mine) == [("novel_document", "b", "mine")]
+    assert _sent(kafka_bootstrap, theirs) == [("novel_document", "a", "theirs")]
+
+
+def test_leftovers_of_a_stream_without_new_alerts_are_swept(
+    kafka_bootstrap, database_url, monkeypatch
+):
+    """Alerts another writer left pending (it stopped) of a stream that raises no alert since:
+    they waited for the next start of a writer; now every writer sweeps the leftovers, pending
+    for longer than a moment, once a minute (here at once)."""
+    destination = _destination(kafka_bootstrap)
+    with Store.open(database_url) as store:
+        writer = ResultWriter(store, make_producer(kafka_bootstrap), destination, StopFlag())
+        writer.send_pending_alerts()  # the start: nothing pending yet
+        _store_pending(store, destination, [_alert("left", "x")])
+        writer.write(WriteJob(calls=[("insert_alerts", ([_alert("y1", "y")],))]))
+        assert _pending(store) == {"left"}  # neither its stream's nor a minute old
+        monkeypatch.setattr(writer_module, "_SWEEP_EVERY_S", 0)
+        monkeypatch.setattr(writer_module, "_LEFTOVER_AGE_S", 0)
+        writer.write(WriteJob())
+        writer.close()
+        assert _pending(store) == set()
+    assert _sent(kafka_bootstrap, destination) == [
+        ("novel_document", "y", "y1"),
+        ("novel_document", "x", "left"),
     ]

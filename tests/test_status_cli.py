@@ -118,7 +118,7 @@ def test_status_counts_alerts_stored_and_not_yet_sent(database_url, monkeypatch,
     with Store.open(database_url) as store, store.transaction() as tx:
         tx.insert_alerts([{**alert, "kind": "anomaly", "subject_id": "sent"}])
         pending = [{**alert, "kind": "anomaly", "subject_id": f"d{i}"} for i in range(3)]
-        tx.insert_alerts(pending, publish=True)
+        tx.insert_alerts(pending, publish_to="p.alerts")
     args = ("--database-url", database_url, "--no-kafka")
     code, out, err = status(monkeypatch, capsys, *args)
     assert code == 0 and err == ""

@@ -439,7 +439,8 @@ def test_pending_alerts_are_read_through_their_partial_index(database_url):
     with Store.open(database_url) as store:
         with store.transaction() as tx:
             tx.insert_alerts(sent)
-            tx.insert_alerts([{**alert, "stream": "s1", "subject_id": "new"}], publish=True)
+            new = {**alert, "stream": "s1", "subject_id": "new"}
+            tx.insert_alerts([new], publish_to="p.alerts")
         with store.engine.connect() as conn:
             conn.exec_driver_sql("ANALYZE")
             queries: list[tuple[str, Any]] = []
@@ -448,7 +449,7 @@ def test_pending_alerts_are_read_through_their_partial_index(database_url):
                 queries.append((statement, parameters))
 
             sa.event.listen(conn, "before_cursor_execute", record)
-            rows = fetch_pending_alerts(conn, ["s1"], ["anomaly"], 0, 500)
+            rows = fetch_pending_alerts(conn, "p.alerts", ["s1"], ["anomaly"], 0, 500)
             assert [r["subject_id"] for r in rows] == ["new"]
             assert count_pending_alerts(conn) == 1
             sa.event.remove(conn, "before_cursor_execute", record)

@@ -187,11 +187,11 @@ def _write_results(tx: StoreTx) -> None:
 
 def _insert_alerts_as_stored(tx: StoreTx, rows: list[dict[str, Any]]) -> None:
     """The alerts through the current code's write, or into an alerts table of a revision
-    before 0008 (no publish_pending; before 0007 no terms, n_documents, related_ids either) as
+    before 0008 (no publish_topic; before 0007 no terms, n_documents, related_ids either) as
     that version wrote them."""
     conn = tx.connection
     present = {c["name"] for c in sa.inspect(conn).get_columns("alerts")}
-    if "publish_pending" in present:
+    if "publish_topic" in present:
         tx.insert_alerts(rows)
         return
     columns = (sa.Column(c.name, c.type) for c in schema.alerts.c if c.name in present)

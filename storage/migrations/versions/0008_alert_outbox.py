@@ -1,12 +1,13 @@
-"""alerts.publish_pending: the alerts topic is sent from the committed rows (an outbox).
+"""alerts.publish_topic: the alerts topic is sent from the committed rows (an outbox).
 
 A worker that publishes alerts (``kafka.publish_alerts``) sent a window's alerts to
 ``<prefix>.alerts`` before the transaction that stores them. A crash between the two redid the
 window, and a window closed by the idle timer was redone with the documents that arrived
 meanwhile: the topic then held alerts the table never stored. Now the transaction stores each
-alert with ``publish_pending`` true, the writer sends the pending alerts after the commit and
-clears the flag; what a crash leaves pending is sent when a writer starts. A partial index finds
-the pending alerts without reading the others.
+alert with the alerts topic it is for in ``publish_topic``, the writer sends the pending alerts
+after the commit and clears the column; what a crash leaves pending is sent when a writer of that
+topic starts. The topic, not a flag, says which writer sends it: pipelines of other prefixes may
+share the database. A partial index finds the pending alerts without reading the others.
 
 The alerts stored before this revision are not pending (they were sent before their commit).
 
@@ -28,21 +29,14 @@ INDEX = "ix_alerts_pending"
 
 
 def upgrade() -> None:
-    op.add_column(
-        "alerts",
-        sa.Column("publish_pending", sa.Boolean(), nullable=False, server_default=sa.false()),
-    )
-    # each predicate as the dialect writes the queries' condition (schema.alerts)
+    op.add_column("alerts", sa.Column("publish_topic", sa.String(249)))
+    pending = sa.text("publish_topic IS NOT NULL")
     op.create_index(
-        INDEX,
-        "alerts",
-        ["id"],
-        postgresql_where=sa.text("publish_pending"),
-        sqlite_where=sa.text("publish_pending = 1"),
+        INDEX, "alerts", ["publish_topic", "id"], postgresql_where=pending, sqlite_where=pending
     )
 
 
 def downgrade() -> None:
     op.drop_index(INDEX, table_name="alerts")
     with op.batch_alter_table("alerts") as batch:  # SQLite: the table is copied
-        batch.drop_column("publish_pending")
+        batch.drop_column("publish_topic")
