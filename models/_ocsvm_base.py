@@ -524,6 +524,8 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
     """
 
     _state_keys: tuple[str, ...] = ()
+    # training diagnostics, checkpointed too; a state written before they were is still taken
+    _diagnostic_state_keys: tuple[str, ...] = ("objective_", "n_rejected_updates_")
     _common_state_keys = (
         "n_features_in_",
         "ocsvm_support_vectors_",
@@ -727,18 +729,27 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         return self.fit(X).predict(X)
 
     def get_state(self) -> dict[str, np.ndarray]:
-        """The fitted state as plain numeric arrays (``np.savez``-able, no pickle)."""
+        """The fitted state as plain numeric arrays (``np.savez``-able, no pickle), with the
+        training diagnostics (``objective_``, ``n_rejected_updates_``, DPL's ``tau_``)."""
         check_is_fitted(self, "ocsvm_intercept_")
         keys = self._common_state_keys + self._state_keys
-        return {k: np.array(getattr(self, k)) for k in keys}
+        diagnostics = [k for k in self._diagnostic_state_keys if hasattr(self, k)]
+        return {k: np.array(getattr(self, k)) for k in (*keys, *diagnostics)}
 
     def set_state(self, state: dict[str, np.ndarray]) -> OCSVMDetectorBase:
-        """Restore ``get_state()`` output on an instance built with the same parameters."""
+        """Restore ``get_state()`` output on an instance built with the same parameters.
+
+        The diagnostics are optional (a state saved before they were checkpointed scores the
+        same): those absent from ``state`` are left unset, not invented.
+        """
         keys = self._common_state_keys + self._state_keys
         missing = [k for k in keys if k not in state]
         if missing:
             raise ValueError(f"state is missing {missing}")
-        for k in keys:
+        for k in self._diagnostic_state_keys:
+            if hasattr(self, k):
+                delattr(self, k)  # none left over from an earlier fit or state
+        for k in (*keys, *(k for k in self._diagnostic_state_keys if k in state)):
             value = np.array(state[k])
             setattr(self, k, value.item() if value.ndim == 0 else value)  # scalars as in fit
         return self

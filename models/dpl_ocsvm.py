@@ -193,6 +193,7 @@ class DPLOCSVM(OCSVMDetectorBase):
     """
 
     _state_keys: tuple[str, ...] = ("dictionary_", "analysis_")
+    _diagnostic_state_keys = (*OCSVMDetectorBase._diagnostic_state_keys, "tau_")
 
     def __init__(
         self,
