@@ -370,6 +370,13 @@ def _score_messages(
     )
 
 
+def _fits(model: object, n_documents: int, rank: int) -> bool:
+    """Whether a topic model takes a window of ``n_documents``: its first fit needs at least
+    ``rank`` of them (its initial NMF); once fitted, every window with a document does, so a
+    small window still gets its documents' topics and is a time point of the dynamic NMF."""
+    return n_documents >= (1 if hasattr(model, "components_") else rank)
+
+
 def _update_topics(
     models: StreamModels, result: WindowResult, config: DetectorConfig, stream: str, seq: int
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -388,7 +395,7 @@ def _update_topics(
     for model in (models.topics, models.emerging):
         if model is not None and hasattr(model, "components_"):
             model.resize_features(n_features, keep_index=features.kept_rows_)
-    if models.topics is not None and X.shape[0] >= models.topics.n_components:
+    if models.topics is not None and _fits(models.topics, X.shape[0], models.topics.n_components):
         models.topics.partial_fit(X)
         H = models.topics.transform(X)
         if reseed_topics(models.topics, X, H, config.topic_reseeds_per_window):
@@ -407,7 +414,9 @@ def _update_topics(
                     "emerging": False,
                 }
             )
-    if models.emerging is not None and X.shape[0] >= models.emerging.n_initial_topics:
+    if models.emerging is not None and _fits(
+        models.emerging, X.shape[0], models.emerging.n_initial_topics
+    ):
         models.emerging.partial_fit(X, vocabulary=[str(t) for t in terms])
         models.next_topic_id = max(
             models.next_topic_id, models.emerging_id_base + models.emerging.next_topic_id_

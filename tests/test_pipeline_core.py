@@ -429,3 +429,36 @@ def test_two_identical_topics_used_alike_lose_only_one_to_a_reseed():
     H[:, [a, c]] = H[:, [a, c]].mean(axis=1, keepdims=True)  # exactly the same usage
     assert reseed_topics(model, X, H, max_new=2) == [max(a, c)]
     assert model.components_[min(a, c), 0:5].sum() > 0.9  # story a keeps its topic
+
+
+def test_a_window_smaller_than_the_topic_rank_still_updates_fitted_topic_models():
+    """Once fitted, the topic models take every window: one of fewer documents than
+    ``detector.n_topics`` is a time point of the dynamic NMF and its documents get their MOR-NMF
+    topics (it was skipped: a quiet window vanished from the time axis, its topics were -1)."""
+    docs = generate_stream(800, kind="tweet", seed=3)
+    config = _config()
+    models = build_models(config.detector)
+    windows = _windows(docs, 150)
+    for w in windows[:4]:
+        process_window(models, w, config.detector)
+    assert models.topics is not None and models.emerging is not None
+    topic_steps, time_points = models.topics.n_steps_, models.emerging.n_steps_
+    small = config.detector.n_topics - 1
+    items = windows[4].items[:small]
+    window = ClosedWindow("s", 4, 4 * 150, 5 * 150, items, "count")
+    comp = process_window(models, window, config.detector)
+    assert models.topics.n_steps_ > topic_steps
+    assert models.emerging.n_steps_ == time_points + 1
+    assert (comp.documents.dominant_topic >= 0).any()
+    assert len([t for t in comp.topics if not t["emerging"]]) == config.detector.n_topics
+
+
+def test_a_window_smaller_than_the_topic_rank_does_not_start_the_topic_models():
+    docs = generate_stream(300, kind="tweet", seed=3)
+    config = load_config(env={"SPARSEWATCH_DETECTOR_WARMUP_DOCUMENTS": "5"})
+    models = build_models(config.detector)
+    small = _windows(docs, config.detector.n_topics - 1)[0]
+    comp = process_window(models, small, config.detector)
+    assert models.detector.fitted  # scored, with features the topic models could take
+    assert not hasattr(models.topics, "components_") and not hasattr(models.emerging, "components_")
+    assert (comp.documents.dominant_topic == -1).all() and comp.topics == []
