@@ -405,10 +405,12 @@ class ORNMF(TransformerMixin, BaseEstimator):
         step per sample, so nothing of ``X`` was learned), a ``horizon`` below 1 (the step size
         raised ``ZeroDivisionError`` after the chunk was accumulated) or an unknown
         ``nnls_method`` (it ran projected gradient)."""
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be None or >= 1, got {self.batch_size}")
-        if self.horizon < 1:
-            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+        batch = self.batch_size
+        if batch is not None and not (isinstance(batch, numbers.Integral) and batch >= 1):
+            raise ValueError(f"batch_size must be None or an integer >= 1, got {batch!r}")
+        if not (isinstance(self.horizon, numbers.Integral) and self.horizon >= 1):
+            # (2.5 was taken: theta ran modulo 2.5)
+            raise ValueError(f"horizon must be an integer >= 1, got {self.horizon!r}")
         if self.nnls_method not in ("bpp", "pgd"):
             raise ValueError(f"nnls_method must be 'bpp' or 'pgd', got {self.nnls_method!r}")
         at_least = {
@@ -810,8 +812,8 @@ class MORNMF(ORNMF):
     def _check_params(self) -> None:
         """Also ``ValueError`` for a ``buffer_size`` below 1 (it failed with ``IndexError``)."""
         super()._check_params()
-        if self.buffer_size < 1:
-            raise ValueError(f"buffer_size must be >= 1, got {self.buffer_size}")
+        if not (isinstance(self.buffer_size, numbers.Integral) and self.buffer_size >= 1):
+            raise ValueError(f"buffer_size must be an integer >= 1, got {self.buffer_size!r}")
 
     def partial_fit(self, X: np.ndarray | sp.spmatrix, y: None = None) -> MORNMF:
         """Algorithm 3's step; ``ValueError`` before any state changes when ``buffer_size`` was

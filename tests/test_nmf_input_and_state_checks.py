@@ -140,11 +140,18 @@ def test_init_array_of_the_wrong_shape_is_refused_before_any_state_changes(model
 
 @pytest.mark.parametrize(
     ("model", "param"),
-    [(ORNMF(2, batch_size=0), "batch_size"), (MORNMF(2, buffer_size=0), "buffer_size")],
+    [
+        (ORNMF(2, batch_size=0), "batch_size"),
+        (MORNMF(2, buffer_size=0), "buffer_size"),
+        (ORNMF(2, batch_size=2.5), "batch_size"),
+        (MORNMF(2, buffer_size=2.5), "buffer_size"),
+        (ORNMF(2, horizon=2.5), "horizon"),
+    ],
 )
 def test_sizes_below_one_are_refused(model: ORNMF, param: str) -> None:
     """``batch_size=0`` ran one empty step per sample (nothing of ``X`` learned);
-    ``buffer_size=0`` failed with IndexError after the bases were set."""
+    ``buffer_size=0`` failed with IndexError after the bases were set; a fractional size failed
+    inside numpy (``TypeError``) or, for ``horizon``, was taken (theta ran modulo 2.5)."""
     X = _documents()
     for call in (model.partial_fit, model.fit):
         with pytest.raises(ValueError, match=param):
