@@ -110,6 +110,9 @@ alerts = sa.Table(
         postgresql_where=sa.text("publish_topic IS NOT NULL"),
         sqlite_where=sa.text("publish_topic IS NOT NULL"),
     ),
+    # revision 0009: SQLite never gives an id twice (a plain INTEGER PRIMARY KEY took the largest
+    # + 1 again once ``db prune`` deleted the largest): ``--follow`` and the outbox go by id
+    sqlite_autoincrement=True,
 )
 
 topics = sa.Table(
