@@ -4,10 +4,12 @@ A stream's results are deleted window by window: a window whose event-time end i
 cut-off goes with its documents, alerts, topics and snapshots, all in one transaction per batch of
 windows (a worker writing meanwhile waits for one batch, not for the whole pruning). What a
 restarted worker needs is never deleted: every stream keeps its newest ``keep_windows`` windows
-(a crashed detector recomputes at most ``windows.checkpoint_every`` windows after its checkpoint,
-and their rows must still be there for first-write-wins to hold), each (stream, model kind) keeps
-its newest ``keep_snapshots`` snapshots, and checkpoints and stored offsets are not touched.
-Dead letters have no window: they are deleted by the time they were stored.
+by event time and its last ``keep_windows`` count windows by window number, the order the detector
+closed them (a crashed detector recomputes at most ``windows.checkpoint_every`` windows after its
+checkpoint, and their rows must still be there for first-write-wins to hold; after a backfill of
+older documents the count windows closed last are not the newest by event time), each (stream,
+model kind) keeps its newest ``keep_snapshots`` snapshots, and checkpoints and stored offsets are
+not touched. Dead letters have no window: they are deleted by the time they were stored.
 
 On PostgreSQL the documents are locked before they are deleted, window by window and by id
 (:func:`_lock_documents`): the order in which the workers' upserts lock them, so that pruning
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from sparsewatch.storage.engine import write_connection
@@ -65,11 +67,20 @@ class PruneReport:
 def _old_windows(
     conn: sa.Connection, stream: str, before: datetime, keep_windows: int
 ) -> tuple[list[int], datetime]:
-    """``stream``'s windows ending before ``before``, apart from its newest ``keep_windows``
-    (newest by event time: window numbers go down when ``windows.size`` changes, and a count
-    window's number is unrelated to a duration window's); and the event time before which a
-    row of a window that has no row (:func:`_orphans`) goes: ``before``, or the start of the
-    oldest window kept for being one of the newest, when earlier."""
+    """``stream``'s windows ending before ``before``, apart from those a restarted detector may
+    recompute; and the event time before which a row of a window that has no row
+    (:func:`_orphans`) goes: ``before``, or the start of the oldest window kept by either rule
+    below, when earlier (the rows of the count window after the last one written, which a
+    restart recomputes, are as old as it).
+
+    Two rules keep windows, and a window either keeps stays. The newest ``keep_windows`` by event
+    time (window numbers go down when ``windows.size`` changes, and a count window's number is
+    unrelated to a duration window's). And the ``keep_windows`` highest-numbered count windows
+    (:func:`_last_count_windows`): a count window's number grows in the order the detector
+    closed it, but its end is its documents' latest event time, so after a backfill of older
+    documents the windows closed last, those a restarted detector recomputes from its
+    checkpoint, end before windows closed earlier, and the first rule alone deleted them (their
+    anomaly scores were lost and their alerts written again under new ids)."""
     w = windows.c
     newest = (
         sa.select(w.window_seq, w.start_time)
@@ -77,12 +88,47 @@ def _old_windows(
         .order_by(w.end_time.desc(), w.window_seq.desc())
         .limit(keep_windows)
     )
-    rows = conn.execute(newest).all()
+    rows = [*conn.execute(newest).all(), *_last_count_windows(conn, stream, keep_windows)]
     kept = {int(seq) for seq, _ in rows}
     horizon = min([before, *(start for _, start in rows)])
     old = sa.select(w.window_seq).where(w.stream == stream, w.end_time < before)
     seqs = sorted(int(s) for s in conn.execute(old).scalars() if int(s) not in kept)
     return seqs, horizon
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def _last_count_windows(
+    conn: sa.Connection, stream: str, keep_windows: int
+) -> list[tuple[int, datetime]]:
+    """(window, start) of the count windows among ``stream``'s ``keep_windows`` highest-numbered
+    windows (read backwards along the primary key, as cheap as the limit): the last ones the
+    detector closed. A duration window is left out, told by its shape (it covers
+    ``[seq * size, (seq + 1) * size)`` ms, :mod:`~sparsewatch.consumers.windowing`; a count
+    window spans its documents' event times): its numbers follow event time, so the newest by
+    event time are its last closed, except after a ``windows.size`` change, when the highest
+    numbers are the stale windows of the earlier, shorter size."""
+    w = windows.c
+    last = (
+        sa.select(w.window_seq, w.start_time, w.end_time)
+        .where(w.stream == stream)
+        .order_by(w.window_seq.desc())
+        .limit(keep_windows)
+    )
+    return [
+        (int(seq), start)
+        for seq, start, end in conn.execute(last).all()
+        if not _is_duration_window(int(seq), start, end)
+    ]
+
+
+def _is_duration_window(seq: int, start: datetime, end: datetime) -> bool:
+    """Whether window ``seq`` covering [``start``, ``end``) is a duration window: one starting at
+    ``seq`` times its length, in whole milliseconds since the epoch."""
+    start_ms, end_ms = (start - _EPOCH) // _MS, (end - _EPOCH) // _MS
+    return end_ms > start_ms and start_ms == seq * (end_ms - start_ms)
 
 
 def _kept_snapshots(conn: sa.Connection, stream: str, keep: int) -> set[tuple[int, str]]:
@@ -233,8 +279,9 @@ def prune(
     dry_run: bool = False,
 ) -> PruneReport:
     """Delete the windows of ``streams`` (default: every stream) that ended before ``before``
-    (event time) with their rows, keeping each stream's newest ``keep_windows`` windows and
-    newest ``keep_snapshots`` snapshots per model kind, and the dead letters stored before
+    (event time) with their rows, keeping each stream's newest ``keep_windows`` windows (by
+    event time, and its last closed count windows: :func:`_old_windows`) and newest
+    ``keep_snapshots`` snapshots per model kind, and the dead letters stored before
     ``dead_letters_before``; then, on SQLite, gather the planner's statistics
     (:func:`gather_statistics`). With ``dry_run``, count what would go and change nothing."""
     if keep_windows < 1 or keep_snapshots < 0:
