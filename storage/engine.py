@@ -38,6 +38,15 @@ WRITE_OPTION = "sw_write"
 _WAL_RETRY_S = 0.01
 # PostgreSQL URLs without a driver, as libpq writes them (SQLAlchemy knows no "postgres" dialect)
 _LIBPQ_SCHEMES = ("postgresql", "postgres")
+# The query parameters of a SQLite URL that SQLAlchemy's pysqlite dialect hands the driver
+# (sqlite3.connect's arguments; see its create_connect_args). sparsewatch's own settings win over
+# timeout and isolation_level (a 30 s busy timeout, transactions begun explicitly).
+_DRIVER_PARAMETERS = frozenset(
+    {"uri", "timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements"}
+)
+# SQLite's own URI parameters (https://www.sqlite.org/uri.html), read from a file: URI only when
+# the driver opens it with uri=true; SQLAlchemy passes them on in the URI then.
+_URI_PARAMETERS = frozenset({"vfs", "mode", "cache", "psow", "nolock", "immutable", "modeof"})
 
 
 class OneAtATimePool(StaticPool):
@@ -146,7 +155,7 @@ def create_engine(url: str) -> sa.Engine:
     missing module's traceback)."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
-        path = sqlite_file(parsed)  # refuses uri=true without file:
+        path = sqlite_file(parsed)  # refuses a query SQLite would not read as written
         if path is not None:
             # SQLite opens the path as written: "~" is expanded for it too, not only for mkdir
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,16 +180,66 @@ def create_engine(url: str) -> sa.Engine:
     return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
 
 
-def _refuse_uri_without_file(parsed: sa.engine.URL) -> None:
-    """``uri=true`` with a plain path: SQLAlchemy hands SQLite ``/x.db?mode=ro`` as the name, which
-    SQLite reads as a URI only after ``file:``, so it created a file literally named
-    ``x.db?mode=ro`` (empty, and the worker's results went there)."""
-    database = parsed.database or ""
-    if parsed.query.get("uri") in ("true", "1") and not database.startswith("file:"):
+def _refuse_misread_sqlite_url(parsed: sa.engine.URL) -> None:
+    """A :class:`SparsewatchError` for a SQLite URL whose query would not be read as written.
+
+    pysqlite takes a few parameters of its own (:data:`_DRIVER_PARAMETERS`); SQLite's URI
+    parameters (:data:`_URI_PARAMETERS`) reach SQLite only with ``uri=true`` and a ``file:``
+    database. Anything else SQLAlchemy drops with no more than a warning on stderr:
+    ``sqlite:////x.db?mode=ro`` opened the file read-write, and ``sparsewatch db prune`` deleted
+    from it. So a SQLite URI parameter without ``uri=true``, a name neither reads (a misspelt
+    ``mdoe=ro`` was as silently ignored with ``uri=true``), a parameter given twice (it became a
+    tuple's text in the URI) and a ``file:`` database without ``uri=true`` (a file named
+    ``file:x.db`` in the working folder) are refused. So is ``uri=true`` with a plain path:
+    SQLAlchemy hands SQLite ``/x.db?mode=ro`` as the name, which SQLite reads as a URI only after
+    ``file:``, so it created a file literally named ``x.db?mode=ro`` (empty, and the worker's
+    results went there)."""
+    shown = mask_url(parsed.render_as_string(hide_password=False))
+    query = parsed.query
+    repeated = sorted(name for name, value in query.items() if isinstance(value, tuple))
+    if repeated:
+        raise SparsewatchError(f"{shown}: the query parameter {repeated[0]!r} is given twice")
+    uri = _uri_flag(query.get("uri"), shown)
+    unknown = sorted(set(query) - _DRIVER_PARAMETERS - _URI_PARAMETERS)
+    if unknown:
         raise SparsewatchError(
-            f"{mask_url(parsed.render_as_string(hide_password=False))}: with uri=true the "
-            "database must be a file: URI, e.g. sqlite:///file:/path/x.db?mode=ro&uri=true"
+            f"{shown}: unknown SQLite query parameter {', '.join(map(repr, unknown))} (it would "
+            f"be ignored): SQLite's driver takes {', '.join(sorted(_DRIVER_PARAMETERS))}, and a "
+            f"file: URI with uri=true also {', '.join(sorted(_URI_PARAMETERS))}"
         )
+    database = parsed.database or ""
+    uri_only = [name for name in query if name in _URI_PARAMETERS]
+    if not uri and uri_only:
+        path = Path(database).expanduser().absolute() if database not in ("", ":memory:") else None
+        example = "&".join([f"{name}={query[name]}" for name in uri_only] + ["uri=true"])
+        what = "is a SQLite URI parameter" if len(uri_only) == 1 else "are SQLite URI parameters"
+        raise SparsewatchError(
+            f"{shown}: {', '.join(uri_only)} {what}, read only from a file: URI with uri=true "
+            "(without it SQLite never sees them: mode=ro left the database writable); write "
+            f"sqlite:///file:{path or 'PATH'}?{example}"
+        )
+    if not uri and database.startswith("file:"):
+        raise SparsewatchError(
+            f"{shown}: a file: URI database needs uri=true (without it, SQLite opens a file "
+            f"literally named {database!r}), e.g. sqlite:///{database}?uri=true"
+        )
+    if uri and not database.startswith("file:"):
+        raise SparsewatchError(
+            f"{shown}: with uri=true the database must be a file: URI, "
+            "e.g. sqlite:///file:/path/x.db?mode=ro&uri=true"
+        )
+
+
+def _uri_flag(value: str | tuple[str, ...] | None, shown: str) -> bool:
+    """The ``uri`` parameter as pysqlite reads it (SQLAlchemy's ``asbool``: ``yes`` and ``on``
+    are true too, which the check of ``true`` and ``1`` alone let past); another value is a
+    :class:`SparsewatchError` (SQLAlchemy's ``ValueError``, "String is not true/false")."""
+    if value is None:
+        return False
+    try:
+        return bool(sa.util.asbool(value))
+    except ValueError:
+        raise SparsewatchError(f"{shown}: uri={value} is neither true nor false") from None
 
 
 def sqlite_file(url: str | sa.engine.URL) -> Path | None:
@@ -188,7 +247,7 @@ def sqlite_file(url: str | sa.engine.URL) -> Path | None:
     databases and for other backends."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
-        _refuse_uri_without_file(parsed)
+        _refuse_misread_sqlite_url(parsed)
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
