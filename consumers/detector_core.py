@@ -378,10 +378,18 @@ def _fits(model: object, n_documents: int, rank: int) -> bool:
 
 
 def _update_topics(
-    models: StreamModels, result: WindowResult, config: DetectorConfig, stream: str, seq: int
+    models: StreamModels,
+    result: WindowResult,
+    config: DetectorConfig,
+    window: ClosedWindow,
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]], list[dict[str, Any]]]:
     """MOR-NMF and dynamic NMF on the window: each document's dominant MOR-NMF topic and its
-    announced emerging topic (-1: none), the topic rows, the emerging-topic alerts."""
+    announced emerging topic (-1: none), the topic rows, the emerging-topic alerts. An alert's
+    event time is the newest of the documents its topic dominates (the window's newest when it
+    dominates none): a time inside the window, so that ``alerts --by event`` over the window's
+    range finds it (the window's end, the first instant after it, put it in the next range)."""
+    stream, seq = window.stream, window.seq
+    times_ms = np.fromiter((b.doc.timestamp_ms for b in window.items), np.int64, len(window.items))
     assert result.features is not None, "a fitted detector's result holds its features"
     n = len(result.scores)
     features = models.detector.features
@@ -450,7 +458,7 @@ def _update_topics(
                     "subject_id": f"topic-{topic_id}",
                     "score": float(event.slope),
                     "window_seq": seq,
-                    "event_time": None,
+                    "event_time": _newest(times_ms[emerging == topic_id], times_ms),
                     # its terms first: what the topic is about survives a cut summary
                     "summary": f"emerging topic: {', '.join(event.top_terms)} "
                     f"({event.n_documents} docs, slope {event.slope:.3g}, "
@@ -460,6 +468,12 @@ def _update_topics(
                 }
             )
     return dominant, emerging, rows, alerts
+
+
+def _newest(times_ms: np.ndarray, otherwise_ms: np.ndarray) -> datetime:
+    """The newest of ``times_ms`` (of ``otherwise_ms`` when empty) as a UTC datetime."""
+    newest = int((times_ms if times_ms.size else otherwise_ms).max())
+    return datetime.fromtimestamp(newest / 1000, tz=UTC)
 
 
 # A MOR-NMF topic used this little (share of the window's topic weight, relative to 1 / r), or
@@ -624,13 +638,8 @@ def process_window(
     topic_rows: list[dict[str, Any]] = []
     alerts: list[dict[str, Any]] = []
     if models.detector.fitted:
-        dominant, emerging, topic_rows, alerts = _update_topics(
-            models, result, config, window.stream, window.seq
-        )
+        dominant, emerging, topic_rows, alerts = _update_topics(models, result, config, window)
     t2 = time.perf_counter()
-    end_time = datetime.fromtimestamp(window.end_ms / 1000, tz=UTC)
-    for alert in alerts:
-        alert["event_time"] = end_time
     docs = _document_rows(
         window.stream, window.seq, window.items, result, dominant, emerging, late=False
     )
@@ -664,7 +673,7 @@ def process_window(
             "stream": window.stream,
             "window_seq": window.seq,
             "start": datetime.fromtimestamp(window.start_ms / 1000, tz=UTC),
-            "end": end_time,
+            "end": datetime.fromtimestamp(window.end_ms / 1000, tz=UTC),
             "n_documents": len(texts),
             "threshold": _finite(result.threshold),
             "timings": timings,

@@ -158,6 +158,19 @@ def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
                 slope, rounding = trend[-1] - trend[-2], 5e-3 * (abs(trend[-1]) + abs(trend[-2]))
                 assert abs(slope - a["score"]) <= rounding + 1e-9
         assert marked == alerts  # every announced topic, with its count, and nothing else
+        # an alert's event time is its newest document's: inside the window (it was the
+        # window's end, which `alerts --by event` counted in the next window's range)
+        times = {row["doc_id"]: row["event_time"] for row in comp.documents.rows()}
+        for a in comp.alerts:
+            if a["kind"] == "emerging_topic":
+                topic_id = int(a["subject_id"].removeprefix("topic-"))
+                newest = max(
+                    times[r["doc_id"]]
+                    for r in comp.documents.rows()
+                    if r["emerging_topic"] == topic_id
+                )
+                assert a["event_time"] == newest
+                assert comp.window["start"] <= a["event_time"] < comp.window["end"]
         emerging_rows = {r["topic_id"] for r in comp.topics if r["emerging"]}
         assert set(marked) == emerging_rows
         # strength on one scale for both kinds: the topic's share of the window (an emerging
