@@ -180,13 +180,27 @@ class _Warnings:
         self.lines.append(fmt % args if args else fmt)
 
 
+# The group timeouts of sparsewatch's consumers (:func:`consumer_config`), which the client
+# properties replace.
+CONSUMER_TIMEOUTS = {
+    "session.timeout.ms": 10_000,
+    "heartbeat.interval.ms": 1_000,
+    "max.poll.interval.ms": 300_000,
+}
+
+
 def _probe(properties: Mapping[str, str], kind: ClientKind) -> list[str]:
     """The lines librdkafka logs making a client of ``kind`` with ``properties`` (and no broker:
-    it connects to nothing); :class:`KafkaException` when it refuses them."""
+    it connects to nothing); :class:`KafkaException` when it refuses them. A consumer is made
+    over sparsewatch's own timeouts (:data:`CONSUMER_TIMEOUTS`), as the workers' are: over
+    librdkafka's defaults, ``max.poll.interval.ms`` below their 45 s session was refused for a
+    session the workers do not have."""
     warnings = _Warnings()
     config = {**properties, "logger": warnings}
     if kind == "consumer":
-        consumer = Consumer({**config, "group.id": "sparsewatch-property-check"})
+        consumer = Consumer(
+            {**CONSUMER_TIMEOUTS, **config, "group.id": "sparsewatch-property-check"}
+        )
         consumer.poll(0)  # serves the log queue
         consumer.close()
     else:
@@ -384,9 +398,7 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
         "auto.offset.reset": "error",
         "isolation.level": "read_committed",
         "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 1_000,
-        "max.poll.interval.ms": 300_000,
+        **CONSUMER_TIMEOUTS,
         "reconnect.backoff.ms": RECONNECT_BACKOFF_MS,
         "log_level": 3,
     }
@@ -511,7 +523,7 @@ class BatchConsumer:
         self._deferred: TopicOffsets = {}
         config = consumer_config(bootstrap, group_id, **{"logger": self._failures, **overrides})
         # (a quarter of the poll interval, at most 5 s: short batches never pause the partitions)
-        self._keepalive_after_s = min(5.0, config["max.poll.interval.ms"] / 4000)
+        self._keepalive_after_s = min(5.0, float(config["max.poll.interval.ms"]) / 4000)
         config.setdefault("error_cb", self._on_error)
         config.setdefault("on_commit", self._on_commit)
         config.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
