@@ -11,7 +11,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
@@ -52,6 +53,7 @@ from sparsewatch.query_output import (
     csv_lines,
     echo_data,
     emit,
+    encodable,
     json_row,
     json_value,
     printable,
@@ -230,17 +232,19 @@ def _follow_alerts(
     """Print the backlog, then every new alert at each look, flushed at once (a pipe gets each
     alert when it is committed). A database outage of up to ``_FOLLOW_OUTAGE_S`` is waited out
     (one line on stderr per retry; a look changes nothing until it succeeds). Ctrl-C or SIGTERM
-    ends it quietly after the look in progress (interrupting a database round trip made
-    SQLAlchemy print a traceback), and so does a closed pipe (``| head``)."""
+    ends it quietly with status 0, at once even during a look (:class:`_FollowStop`), and so
+    does a closed pipe (``| head``)."""
     print_rows = _alert_lines(fmt, view)
-    stop = StopFlag()  # not an Event: its lock, taken in the handler, could deadlock the wait
+    stop = _FollowStop()
     handlers = {sig: signal.signal(sig, stop.request) for sig in _STOP_SIGNALS}
     try:
-        with open_store(ctx, database_url) as store:
+        with ExitStack() as closing:
+            with stop.interruptible():  # a server that does not answer holds up the connection
+                store = closing.enter_context(open_store(ctx, database_url))
 
             def look(read: Callable[[sa.Connection], list[dict[str, Any]]]) -> None:
                 def attempt() -> list[dict[str, Any]]:
-                    with follower.attempt(), store.reading() as conn:
+                    with stop.interruptible(), follower.attempt(), store.reading() as conn:
                         return read(conn)
 
                 what = "reading the alerts"
@@ -249,8 +253,8 @@ def _follow_alerts(
             look(lambda conn: follower.start(conn, backlog))
             while not stop.wait(interval):
                 look(follower.poll)
-    except RetryAbandonedError:
-        return  # stopped during an outage
+    except (RetryAbandonedError, KeyboardInterrupt):
+        return  # stopped during an outage, or during a look
     except BrokenPipeError:
         # the reader is gone: point stdout at /dev/null so that the interpreter's final flush
         # does not report the broken pipe too (Python's documented recipe)
@@ -258,6 +262,40 @@ def _follow_alerts(
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+class _FollowStop(StopFlag):
+    """Ctrl-C or SIGTERM for ``alerts --follow``: a stop request, which between looks ends the
+    wait for the next one, and during a look (:meth:`interruptible`) also interrupts it with
+    KeyboardInterrupt. A look may wait without end (PostgreSQL has no lock timeout, so a read
+    behind an ``ACCESS EXCLUSIVE`` lock waits for as long as the lock is held; a server that no
+    longer answers): a stop that waited for the look to end did not end the tail at all, even
+    after three Ctrl-C. KeyboardInterrupt, not an exception of its own, because psycopg answers
+    it by cancelling the query in the server (at most 5 s for the cancel, 5 s for the query to
+    end; another signal cuts that short too) instead of leaving it waiting there for the lock;
+    SQLAlchemy then discards the connection quietly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._looking = False
+
+    def request(self, *_: object) -> None:
+        """Signal-handler signature: ``signal.signal(signum, stop.request)``."""
+        super().request()
+        if self._looking:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A block (a look, opening the database) that a stop request interrupts, one requested
+        just before it included (checked once the handler would raise: no signal is missed)."""
+        self._looking = True
+        try:
+            if self.requested:
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self._looking = False
 
 
 def _alert_lines(
@@ -295,8 +333,9 @@ def _alert_lines(
 
 def _columns(cells: Sequence[str], widths: Sequence[int]) -> str:
     """``cells`` padded to ``widths`` terminal cells (0: as it is; a wide character such as a CJK
-    one takes two), control characters shown as U+FFFD."""
-    shown = ["".join(c if c.isprintable() else "\ufffd" for c in cell) for cell in cells]
+    one takes two), control characters shown as U+FFFD, characters stdout cannot encode as ``?``
+    (:func:`encodable`)."""
+    shown = [encodable("".join(c if c.isprintable() else "\ufffd" for c in cell)) for cell in cells]
     padded = (c + " " * max(w - cell_len(c), 0) for c, w in zip(shown, widths, strict=True))
     return "  ".join(padded).rstrip()
 

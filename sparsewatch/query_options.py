@@ -16,7 +16,7 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
-from sparsewatch.cli_types import command_config, utf8_text
+from sparsewatch.cli_types import command_config, not_blank, utf8_text
 from sparsewatch.config import MAX_INT64
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
@@ -114,6 +114,7 @@ FORMAT_OPTION = click.option(
 DATABASE_OPTION = click.option(
     "--database-url",
     default=None,
+    callback=not_blank,  # "" (a script's unset variable) read the default database instead
     help="Database URL (default: the configuration's database_url or DATA_DIR/sparsewatch.db).",
 )
 LIMIT_OPTION = click.option(

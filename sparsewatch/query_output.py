@@ -110,6 +110,16 @@ def echo_data(text: str) -> None:
     buffer.flush()
 
 
+def encodable(text: str) -> str:
+    """``text`` with each character that stdout's encoding lacks shown as ``?``: a table, for
+    people, is printed in their terminal's encoding (JSON and CSV, for programs, are UTF-8 bytes
+    instead: :func:`echo_data`). Under a Latin-1 or cp1252 stdout (``PYTHONIOENCODING``, a
+    redirected Windows console) one "İ" made the whole table fail with UnicodeEncodeError. Done
+    to each cell before its width is measured: a column stays aligned."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    return text.encode(encoding, "replace").decode(encoding)
+
+
 def emit(
     rows: Sequence[dict[str, Any]],
     fmt: str,
@@ -133,7 +143,10 @@ def emit(
             # Text, not str: a cell is data, never Rich markup ("[/b]" in a tweet raised
             # MarkupError; "[bold]" restyled the cell); nor terminal control (a tweet's
             # "\x1b]2;...\x07" retitled the analyst's terminal, "\x1b[41m" recoloured it)
-            cells = (Text(printable(show(cell_value(row, k)))) for _, k, show in table_columns)
+            # and in the terminal's encoding, as people read it (encodable)
+            cells = (
+                Text(encodable(printable(show(cell_value(row, k))))) for _, k, show in table_columns
+            )
             table.add_row(*cells)
         Console(width=max(Console().width, 120)).print(table)
 

@@ -7,17 +7,21 @@ from typing import Any
 
 import sqlalchemy as sa
 
-# Python's str.lower() and ICU's lower() differ from the simple lowercase of each character only
-# in these two: the full mapping lowers "İ" to "i" + U+0307 (two code points) and "Σ" at the end
-# of a word to "ς". Replaced first, they leave the one-for-one simple mapping.
-_NOT_SIMPLE = (("\u0130", "i"), ("\u03a3", "\u03c3"))
+# Replaced before lower(), one code point for one. Python's str.lower() and ICU's lower() differ
+# from the simple lowercase of each character only in the first two: the full mapping lowers "İ"
+# to "i" + U+0307 (two code points) and "Σ" at the end of a word to "ς". The third is the final
+# sigma, which lower() keeps: it is the same letter as "σ" (Unicode case folding makes it one),
+# and with "Σ" lowered to "σ" an uppercase word never matched its lowercase spelling ("ΣΕΙΣΜΟΣ",
+# "σεισμος") unless the two were folded alike.
+_FOLDED_FIRST = (("\u0130", "i"), ("\u03a3", "\u03c3"), ("\u03c2", "\u03c3"))
 
 
 def fold_case(text: str) -> str:
     """``text`` with each character replaced by its Unicode simple lowercase, one code point for
     one (``İ`` -> ``i``, ``Σ`` -> ``σ`` wherever it stands, ``ẞ`` -> ``ß``; ``ß`` stays, not
-    ``ss``): how ``--grep`` and ``--reason`` ignore case, the same on both databases."""
-    for old, new in _NOT_SIMPLE:
+    ``ss``), and the final sigma ``ς`` by ``σ``: how ``--grep`` and ``--reason`` ignore case, the
+    same on both databases."""
+    for old, new in _FOLDED_FIRST:
         text = text.replace(old, new)
     return text.lower()
 
@@ -51,7 +55,7 @@ def _contains(conn: sa.Connection, column: sa.ColumnElement[str], text: str | No
     if not text:
         return []
     folded: sa.ColumnElement[str] = column
-    for old, new in _NOT_SIMPLE:
+    for old, new in _FOLDED_FIRST:
         folded = sa.func.replace(folded, old, new, type_=sa.Text)
     if conn.dialect.name == "postgresql" and (collation := _pg_fold_collation(conn)):
         folded = folded.collate(collation)
