@@ -33,7 +33,7 @@ from sparsewatch.kafka_options import (
     broker_topics,
 )
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
-from sparsewatch.query_output import echo_data, json_value, printable, show_time
+from sparsewatch.query_output import echo_data, encodable, json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
 
 Watermarks = dict[tuple[str, int], tuple[int, int]]
@@ -239,7 +239,7 @@ def _offset_table(
     for header in headers:
         table.add_column(header, overflow="fold")
     for row in rows:
-        table.add_row(*(Text("" if row[k] is None else str(row[k])) for k in keys))
+        table.add_row(*(Text(encodable("" if row[k] is None else str(row[k]))) for k in keys))
     return table
 
 
@@ -268,7 +268,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
             f"  alerts: {alerts}",
             f"  newest checkpoints: {checkpoints or 'none'}",
         ]
-        click.echo("\n".join(printable(line) for line in lines))
+        click.echo("\n".join(encodable(printable(line)) for line in lines))
     console = Console(width=max(Console().width, 120))
     headers = ("group", "topic", "partition", "resume offset", "end offset", "not stored")
     keys = ("group_id", "topic", "partition", "next_offset", "end_offset", "not_stored")

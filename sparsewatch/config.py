@@ -306,6 +306,12 @@ def _client_table(value: Any, key: str) -> dict[str, str]:
             item = "true" if item else "false"
         elif isinstance(item, int):
             item = str(item)
+        if isinstance(item, dict):  # TOML reads an unquoted dotted key as tables
+            dotted = next(iter(_dotted_keys(name, item)), name)
+            raise SparsewatchError(
+                f"'{key}' property {dotted!r} is written as TOML tables: quote the property's "
+                f'name, "{dotted}" = ...'
+            )
         if not isinstance(item, str):
             raise SparsewatchError(
                 f"'{key}' property {name!r} must be a string, an integer or a boolean, got "
@@ -314,6 +320,16 @@ def _client_table(value: Any, key: str) -> dict[str, str]:
         table[name] = item
     return table
 
+
+
+def _dotted_keys(name: str, table: dict[str, Any]) -> list[str]:
+    """The full dotted names of the values TOML nested under ``name`` (``sasl.username = "x"``
+    unquoted is ``{"sasl": {"username": "x"}}``)."""
+    names = []
+    for key, value in table.items():
+        inner = _dotted_keys(key, value) if isinstance(value, dict) else [key]
+        names += [f"{name}.{rest}" for rest in inner]
+    return names
 
 def _client_env(env: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Client property -> (value, variable) of the ``SPARSEWATCH_KAFKA_CLIENT_<NAME>`` variables,

@@ -225,6 +225,8 @@ def _run(config: Config, n_documents: int, out_dir: Path | None) -> DemoResult:
         ensure_topics(bootstrap, {topic: config.kafka.partitions})
         # The end-of-stream marker closes the stream's last windows as soon as it is read.
         summary = replay_documents(docs, bootstrap, topic, end_of_stream=True)
+        if summary.interrupted:  # Ctrl-C or SIGTERM while replaying: aborted, as at any time
+            raise KeyboardInterrupt
         if summary.produced != len(docs):
             raise SparsewatchError(f"only {summary.produced} of {len(docs)} documents produced")
         producer = make_producer(bootstrap)

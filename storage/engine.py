@@ -177,7 +177,15 @@ def create_engine(url: str) -> sa.Engine:
             "(sqlite:///path.db) or PostgreSQL (postgresql+psycopg://user:password@host/db)"
         )
     connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
-    return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    try:
+        return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "psycopg":
+            raise
+        raise SparsewatchError(
+            "PostgreSQL needs the psycopg driver, an extra of sparsewatch: "
+            "pip install 'sparsewatch[postgres]'"
+        ) from None
 
 
 def _refuse_misread_sqlite_url(parsed: sa.engine.URL) -> None:

@@ -81,6 +81,40 @@ def test_sigterm_while_the_workers_run_aborts_the_demo(
     assert "documents stored" not in out and "== top" not in out
 
 
+# The demo with a SIGTERM sent to itself once the replay has handed over its 1000th document.
+SIGTERM_DURING_THE_REPLAY = """
+import os, signal, sys
+import sparsewatch.demo as demo
+replay = demo.replay_documents
+def replay_then_sigterm(*args, **kwargs):
+    def progress(summary):
+        if summary.read == 1000:
+            os.kill(os.getpid(), signal.SIGTERM)
+    return replay(*args, progress=progress, **kwargs)
+demo.replay_documents = replay_then_sigterm
+sys.argv = ["sparsewatch", "demo", "--documents", "6000", "--out", sys.argv[1]]
+from sparsewatch.cli import main
+main()
+"""
+
+
+def test_sigterm_while_the_stream_is_replayed_aborts_the_demo(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """It said "error: only 1000 of 6000 documents produced" with status 2, as if the broker had
+    refused them."""
+    env = _env(tmp_path, SPARSEWATCH_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap)
+    done = subprocess.run(
+        [sys.executable, "-c", SIGTERM_DURING_THE_REPLAY, str(tmp_path / "demo")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, (done.stdout, done.stderr)
+    assert done.stderr.strip().splitlines()[-1] == "aborted"
+
+
 def test_a_demo_ending_leaves_the_local_broker_to_a_demo_still_running(tmp_path: Path) -> None:
     """Two demos (each its own --out, as the README says) shared the local broker, and the one
     that started it stopped it when it ended: the other then waited for the broker for ever. The

@@ -258,6 +258,13 @@ def test_values_are_strings_or_the_text_of_an_integer_or_boolean(tmp_path: Path)
     assert client == {"linger.ms": "20", "socket.keepalive.enable": "true", "client.id": "sw"}
     message = _refusal(tmp_path, '"linger.ms" = 2.5')
     assert "'linger.ms' must be a string, an integer or a boolean, got float" in message
+    # a name left unquoted is TOML tables: the message names the property and the quoting (it
+    # said "property 'sasl' must be a string, an integer or a boolean, got dict")
+    message = _refusal(tmp_path, 'sasl.username = "x"')
+    assert message.endswith(
+        "'kafka.client' property 'sasl.username' is written as TOML tables: quote the "
+        'property\'s name, "sasl.username" = ...'
+    )
 
 
 def test_the_environment_wins_over_the_file_property_by_property(tmp_path: Path) -> None:

@@ -167,3 +167,22 @@ def test_a_blank_database_url_is_refused_by_every_command(tmp_path, monkeypatch,
         code, out, err = run_cli(monkeypatch, capsys, *command, "--database-url", "")
         assert code == 2 and out == "", command
         assert len(err.splitlines()) == 1 and "'--database-url': cannot be blank" in err, err
+
+
+def test_status_shows_what_a_latin1_stdout_lacks_as_question_marks(tmp_path) -> None:
+    """``status`` printed its streams with click.echo and its offsets with rich: a stream named
+    in Turkish failed it whole with UnicodeEncodeError under a Latin-1 stdout."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with Store.open(url) as store, store.transaction() as tx:
+        tx.upsert_window(TEXT, 0, T0, T0 + timedelta(hours=1), 1, None, {}, "idle")
+        tx.set_partition_offsets("g.detector", TEXT, {0: 5})
+    done = subprocess.run(
+        [sys.executable, "-m", "sparsewatch", "status", "--no-kafka", "--database-url", url],
+        capture_output=True,
+        env=_env(PYTHONIOENCODING="latin-1"),
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    shown = done.stdout.decode("latin-1")
+    assert SHOWN in shown.splitlines()  # the stream's line
+    assert shown.count("?stanbul") >= 2  # and its topic in the offsets' table
