@@ -18,6 +18,7 @@ from sparsewatch.replay.evaluate import (
     make_corpus,
     novelty_labels,
     roc_auc,
+    stratified_auc,
 )
 
 from sparsewatch.errors import SparsewatchError
@@ -142,3 +143,37 @@ def test_auc_standard_error_matches_the_spread_of_simulated_aucs() -> None:
     se = auc_standard_error(float(np.mean(aucs)), n_pos, n_neg)
     assert 0.7 * np.std(aucs) <= se <= 1.3 * np.std(aucs)
     assert auc_standard_error(None, 1, 1) is None
+
+
+def test_the_stratified_auc_counts_the_pairs_of_a_step_only() -> None:
+    """Brute force over the (novel, known) pairs within each step; scores that fall from step to
+    step with no ranking within any step (each step's AUC 0.5) leave it at 0.5, where the pooled
+    AUC, with the novel documents in the first step, reads them as a ranking."""
+    rng = np.random.default_rng(3)
+    steps = []
+    for k, (n, p) in enumerate([(40, 5), (30, 0), (50, 7), (20, 20), (60, 2)]):
+        y = np.zeros(n, bool)
+        y[rng.choice(n, p, replace=False)] = True
+        steps.append((y, rng.integers(0, 6, n) - 3.0 * k))  # ties within steps
+    wins = pairs = 0.0
+    for y, s in steps:
+        diff = s[y][:, None] - s[~y][None, :]
+        wins += (diff > 0).sum() + 0.5 * (diff == 0).sum()
+        pairs += diff.size
+    aucs = [roc_auc(y, s) for y, s in steps]
+    auc, se = stratified_auc(
+        aucs, [int(y.sum()) for y, _ in steps], [int((~y).sum()) for y, _ in steps]
+    )
+    assert auc == pytest.approx(wins / pairs, abs=1e-12)
+    assert se is not None and 0 < se < 0.2
+
+    drifting = [(np.r_[np.ones(5, bool), np.zeros(95, bool)], np.full(100, 10.0))] + [
+        (np.zeros(100, bool), np.full(100, 10.0 - k)) for k in range(1, 4)
+    ]
+    y = np.concatenate([y for y, _ in drifting])
+    s = np.concatenate([s for _, s in drifting])
+    aucs = [roc_auc(y, s) for y, s in drifting]
+    counts = [int(y.sum()) for y, _ in drifting], [int((~y).sum()) for y, _ in drifting]
+    assert stratified_auc(aucs, *counts)[0] == 0.5
+    assert roc_auc(y, s) > 0.8
+    assert stratified_auc([None, None], [0, 3], [4, 0]) == (None, None)
