@@ -115,16 +115,23 @@ def _pick(fields: dict[str, Any], name: str | None, what: str) -> tuple[str | No
 def parse_labels(value: Any) -> list[str]:
     """Labels from a list of strings (or integers), a string that is a JSON list of strings (a
     CSV cell of ``sparsewatch documents --format csv``), or a string split on ``;`` or ``|``; a
-    RecordError otherwise."""
+    RecordError otherwise. An empty or blank label is no label, in a list as in a string: ``[""]``
+    was one label ``""`` where ``""`` was none (the offline evaluation took such a document for
+    one of a known topic)."""
     if value is None or value == "":
         return []
     if isinstance(value, str) and (listed := _json_label_list(value)) is not None:
-        return listed
+        return _non_blank(listed)
     if isinstance(value, str):
         return [part.strip() for part in re.split(r"[;|]", value) if part.strip()]
     if isinstance(value, list) and all(isinstance(x, str | int) for x in value):
-        return [str(x) for x in value]
+        return _non_blank([str(x) for x in value])
     raise RecordError("labels must be a list of strings or a ';'-separated string")
+
+
+def _non_blank(labels: list[str]) -> list[str]:
+    """``labels`` without the empty and whitespace-only ones, the others as they are."""
+    return [label for label in labels if label.strip()]
 
 
 def _json_label_list(value: str) -> list[str] | None:

@@ -38,7 +38,7 @@ from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 from sparsewatch.models.novelty_baselines import BatchL1Novelty, L2BatchNovelty
 from sparsewatch.models.text_features import StreamingTfidf
 from sparsewatch.models.window_detector import Detector
-from sparsewatch.replay.evaluate import EstimatorMethod, StepMethod
+from sparsewatch.replay.evaluate import EstimatorMethod, NothingToLearnError, StepMethod
 
 from sparsewatch.errors import SparsewatchError
 
@@ -76,8 +76,14 @@ class DetectorMethod:
         self.detector = detector if detector is not None else Detector()
 
     def warm_up(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> None:
+        """The dictionary is built on the warm-up's texts; NothingToLearnError when none of them has
+        a term for the detector's features. The detector then keeps waiting for its warm-up:
+        step 1 became it, scored by a dictionary fitted on itself, or, with a step smaller than
+        the warm-up, failed with "RuntimeError: the detector has not finished its warm-up"."""
         self.detector.warmup_docs = len(texts)
         self.detector.process_window(texts)
+        if not self.detector.fitted:
+            raise NothingToLearnError("the warm-up has no term for the detector's features")
 
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray:
         return np.asarray(self.detector.process_window(texts).scores)

@@ -159,11 +159,11 @@ def stratified_auc(
     total = sum(weights)
     if total == 0:
         return None, None
-    auc = sum(w * a for w, a in zip(weights, aucs, strict=True) if w) / total
+    auc = sum(w * a for w, a in zip(weights, aucs, strict=True) if a is not None) / total
     variance = sum(
         (w / total) ** 2 * (auc_standard_error(a, p, q) or 0.0) ** 2
         for w, a, p, q in zip(weights, aucs, positives, negatives, strict=True)
-        if w
+        if a is not None
     )
     return float(auc), float(np.sqrt(variance))
 
@@ -173,7 +173,11 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
 
     ``text`` is title and body, ``labels`` the TOPICS codes, ``timestamp`` the story date. The
     file is read as ``replay`` reads JSONL (:func:`~sparsewatch.replay.readers.read_jsonl`:
-    gzip known by its first bytes, a byte-order mark and blank lines skipped).
+    gzip known by its first bytes, a byte-order mark and blank lines skipped). Dates are
+    ordered as the times they read as (:func:`~sparsewatch.consumers.timestamps.parse_timestamp_ms`:
+    ISO-8601 or Reuters' own ``26-FEB-1987 15:01:01.79``, as ``read_reuters_sgml`` writes it),
+    not as text, which put Reuters' dates among ISO ones by day of the month and a missing date
+    after every other; a missing or unreadable date is an error naming its line.
     """
     path = Path(path)
     if not path.is_file():
@@ -187,7 +191,11 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
             )
         doc = _reuters_document(path, record, labelled_only)
         if doc is not None:
-            docs.append(((str(doc["timestamp"]), int(doc["id"])), doc))
+            try:
+                time_ms = parse_timestamp_ms(doc["timestamp"])
+            except RecordError as exc:
+                raise SparsewatchError(f"{path}: line {record.line}: 'date': {exc}") from None
+            docs.append(((time_ms, int(doc["id"])), doc))
     docs.sort(key=lambda item: item[0])
     return [doc for _, doc in docs]
 
@@ -283,7 +291,10 @@ class Featurizer(Protocol):
 
 
 class StepMethod(Protocol):
-    """A detector run step by step: ``warm_up`` once, then ``step`` = score, then update."""
+    """A detector run step by step: ``warm_up`` once, then ``step`` = score, then update.
+
+    A ``warm_up`` that leaves the method with nothing learned raises :class:`NothingToLearnError`.
+    """
 
     uses_text: bool
 
@@ -292,6 +303,12 @@ class StepMethod(Protocol):
     def step(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> np.ndarray: ...
 
     def sre(self, X: sp.csr_matrix | None, texts: Sequence[str]) -> float | None: ...
+
+
+class NothingToLearnError(SparsewatchError):
+    """Raised by a method's ``warm_up`` whose own features found no term in the warm-up (the
+    product's detector, which reads raw texts): :func:`evaluate_corpus` refuses the corpus as
+    it refuses a warm-up without shared features, naming the corpus and the method."""
 
 
 @dataclass
@@ -389,7 +406,10 @@ def evaluate_corpus(
     _check_warm_up_terms(corpus.name, X0, methods)
     for name, method in methods.items():
         t = time.perf_counter()
-        method.warm_up(None if method.uses_text else X0, t0_texts)
+        try:
+            method.warm_up(None if method.uses_text else X0, t0_texts)
+        except NothingToLearnError:
+            raise _nothing_to_learn(corpus.name, idx0.size, [name]) from None
         results[name].warmup_time_s = time.perf_counter() - t
         if progress:
             progress(f"{corpus.name}: {name} warm-up {results[name].warmup_time_s:.2f}s")
@@ -439,14 +459,20 @@ def evaluate_corpus(
 def _check_warm_up_terms(name: str, X0: sp.csr_matrix, methods: dict[str, StepMethod]) -> None:
     """A SparsewatchError when the warm-up has no term at all (empty texts, or only stop words)
     and a method learns from the shared features: each failed with "ValueError: Found array
-    with 0 feature(s)" (the product's detector, on raw texts, starts empty)."""
+    with 0 feature(s)". A method on raw texts (the product's detector) says so itself, after its
+    warm-up, with :class:`NothingToLearnError`."""
     featured = [n for n, m in methods.items() if not m.uses_text]
     if X0.shape[1] == 0 and featured:
-        raise SparsewatchError(
-            f"{name}: the warm-up's {X0.shape[0]} documents have no terms (empty texts or only "
-            f"stop words), nothing for {', '.join(featured)} to learn from; give a larger "
-            "--warmup"
-        )
+        raise _nothing_to_learn(name, X0.shape[0], featured)
+
+
+def _nothing_to_learn(name: str, n_docs: int, methods: Sequence[str]) -> SparsewatchError:
+    """The one-line refusal of corpus ``name`` whose warm-up of ``n_docs`` documents gave
+    ``methods`` no term to learn from."""
+    return SparsewatchError(
+        f"{name}: the warm-up's {n_docs} documents have no terms (empty texts or only stop "
+        f"words), nothing for {', '.join(methods)} to learn from; give a larger --warmup"
+    )
 
 
 _NO_ROC = "no ROC curve:\nno document evaluated is novel,\nor every one is"

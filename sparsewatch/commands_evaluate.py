@@ -6,7 +6,9 @@ Wire it into the CLI with ``cli.add_command(evaluate)`` (group ``cli`` in ``spar
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -159,13 +161,30 @@ def evaluate(
     if corpus == "synthetic":
         docs = generate_stream(n_docs, kind=kind, seed=seed)  # type: ignore[arg-type]
     elif corpus == "reuters":
-        default = Path.cwd().parent / "shared" / "data" / "reuters21578.jsonl.gz"
-        docs = load_reuters(path or default)
+        path = path or Path.cwd().parent / "shared" / "data" / "reuters21578.jsonl.gz"
+        docs = load_reuters(path)
     else:
         if path is None:
             raise SparsewatchError("--corpus jsonl needs --path")
         docs = load_jsonl(path)
     data = make_corpus(corpus, docs, warmup, step_size, max_steps)
+    synthetic = corpus == "synthetic"
+    arguments: dict[str, Any] = {
+        "corpus": corpus,
+        "path": None if path is None else str(path.absolute()),
+        "docs": n_docs if synthetic else None,
+        "kind": kind if synthetic else None,
+        "seed": seed if synthetic else None,
+        "warmup": warmup,
+        "step": step_size,
+        "max_steps": max_steps,
+        "methods": names,
+        "detector": asdict(config.detector) if "detector" in names else None,
+    }
+    # what defines the run, in its JSON (runs with another --seed or --kind into one --out
+    # wrote the same file with nothing telling them apart); "detector": the configuration's
+    # [detector] section, which the product's detector is built from
+    data.protocol["arguments"] = arguments
     result = evaluate_corpus(
         data, evaluated, SharedTfidf(), progress=lambda s: click.echo(s, err=True)
     )

@@ -91,15 +91,17 @@ def test_a_warm_up_without_terms_is_a_one_line_error(
     assert "nn-exact, online" in err and "detector" not in err and "--warmup" in err
 
 
-def test_a_warm_up_without_terms_is_fine_for_the_detector_alone(
+def test_a_warm_up_without_terms_is_refused_for_the_detector_alone(
     monkeypatch, capsys, tmp_path, stream
 ) -> None:
+    """Step 1 became the detector's warm-up, scored by a dictionary fitted on itself."""
     rows = [{**d, "text": "" if i < 20 else d["text"]} for i, d in enumerate(stream)]
     path = _write_jsonl(tmp_path / "c.jsonl", rows)
     args = ["--corpus", "jsonl", "--path", str(path), *SMALL, "--methods", "detector"]
     code, out, err = _main(monkeypatch, capsys, *args)
-    assert code == 0, err
-    assert len(json.loads(out)["methods"]["detector"]["auc_none"]) == 2
+    assert code == 2 and out == "", err
+    assert err.splitlines()[-1].startswith("error: jsonl: the warm-up's 20 documents have no terms")
+    assert "nothing for detector to learn from" in err
 
 
 @pytest.mark.parametrize(
