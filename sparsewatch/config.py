@@ -321,7 +321,6 @@ def _client_table(value: Any, key: str) -> dict[str, str]:
     return table
 
 
-
 def _dotted_keys(name: str, table: dict[str, Any]) -> list[str]:
     """The full dotted names of the values TOML nested under ``name`` (``sasl.username = "x"``
     unquoted is ``{"sasl": {"username": "x"}}``)."""
@@ -330,6 +329,7 @@ def _dotted_keys(name: str, table: dict[str, Any]) -> list[str]:
         inner = _dotted_keys(key, value) if isinstance(value, dict) else [key]
         names += [f"{name}.{rest}" for rest in inner]
     return names
+
 
 def _client_env(env: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Client property -> (value, variable) of the ``SPARSEWATCH_KAFKA_CLIENT_<NAME>`` variables,
