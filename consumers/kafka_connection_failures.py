@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from sparsewatch.logs import RDKAFKA_LOGGER
 
 REPEATED_FAILURE_S = 60.0
@@ -93,3 +95,29 @@ class ConnectionFailures:
             unsaid, self._unsaid = self._unsaid, 0
             self._said.clear()
         return unsaid
+
+
+class FailedConnections:
+    """An ``error_cb`` keeping the distinct broker connection failures librdkafka reported (a
+    host that does not resolve, a refused connection: :func:`failure_key`), in the order they
+    first came: why a client with librdkafka's logging off (a one-shot probe's) reached no broker,
+    where its request failed with "Broker transport failure" alone (``run`` said only that after
+    its 30 s wait for an unresolvable host)."""
+
+    _CODES = frozenset({KafkaError._RESOLVE, KafkaError._TRANSPORT})
+    _SHOWN = 3  # failures said in full; a host of many addresses fails once per address
+
+    def __init__(self) -> None:
+        self._keys: dict[str, None] = {}  # (an ordered set)
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.code() in self._CODES:
+            self._keys.setdefault(failure_key(err.str()), None)
+
+    def why(self) -> str | None:
+        """The failures reported, in one line (``None``: none was)."""
+        keys = list(self._keys)
+        if not keys:
+            return None
+        more = len(keys) - self._SHOWN
+        return "; ".join(keys[: self._SHOWN]) + (f"; and {more} more" if more > 0 else "")

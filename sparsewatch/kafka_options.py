@@ -20,6 +20,7 @@ from sparsewatch.config import topic_name_problem
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.kafka_admin import admin_client, ensure_topics
 from sparsewatch.consumers.kafka_client import SecurityErrors
+from sparsewatch.consumers.kafka_connection_failures import FailedConnections
 from sparsewatch.consumers.messages import MAX_STREAM_CHARS, InvalidMessageError, storable_string
 from sparsewatch.errors import SparsewatchError
 
@@ -104,9 +105,21 @@ def _ask_in_slices(bootstrap: str, timeout: float) -> set[str]:
     request is made in slices, from :data:`_FIRST_SLICE_S`, each twice as long as the last (a
     slow answer, a large or distant cluster's, still comes in: an answer that comes after its
     request's slice is lost), and a refusal reported meanwhile ends the wait at the end of its
-    slice."""
+    slice. When no broker answered within ``timeout``, the error names the connection failures
+    reported meanwhile (:class:`FailedConnections`: a host that does not resolve, a refused
+    connection), which the request's own error ("Broker transport failure") left unsaid.
+
+    Those failures do not end the wait early, not even when no bootstrap host resolves: a broker
+    starting with its clients (a container's, a Kubernetes service's name in DNS only once it
+    is up) is neither resolved nor listening in the first seconds, and the wait is for it."""
     errors = SecurityErrors()
-    with admin_client(bootstrap, error_cb=errors) as admin:
+    failed = FailedConnections()
+
+    def on_error(err: KafkaError) -> None:
+        errors(err)
+        failed(err)
+
+    with admin_client(bootstrap, error_cb=on_error) as admin:
         deadline = time.monotonic() + timeout
         wait = _FIRST_SLICE_S
         while True:
@@ -115,7 +128,11 @@ def _ask_in_slices(bootstrap: str, timeout: float) -> set[str]:
                 return set(admin.list_topics(timeout=min(wait, left)).topics)
             except Exception as exc:  # confluent-kafka raises several types: all said in one line
                 why = errors.why(admin, str(exc))
-                if errors.last or left <= wait or not _unanswered(exc):
+                if errors.last or not _unanswered(exc):
+                    raise KafkaUnreachableError(bootstrap, why) from None
+                if left <= wait:  # no broker answered in time: its connection failures say why
+                    if cause := failed.why():
+                        why = f"{cause} ({exc.args[0].str()})"
                     raise KafkaUnreachableError(bootstrap, why) from None
             wait *= 2
 

@@ -216,7 +216,8 @@ def run_loops(
     blas_threads: int = 1,
     gc_threshold: int = 10_000,
 ) -> bool:
-    """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error.
+    """Run ``workers`` each in its own thread until stopped (or idle); re-raise the first error
+    (a stop that abandoned an operation waiting for the database or the broker is none: logged).
     Returns whether SIGTERM/SIGINT stopped them.
 
     SIGTERM/SIGINT stop every worker after its current batch (unless ``install_signals`` is
@@ -234,6 +235,25 @@ def run_loops(
         stops.started(workers)
         _run_threads(workers, until_idle_s, blas_threads, gc_threshold)
     return stops.stopping
+
+
+def _abandoned_on_stop(exc: BaseException) -> str | None:
+    """What a worker told to stop abandoned, when ``exc`` says it abandoned an operation waiting
+    to be retried (the database or the broker down: :class:`RetryAbandonedError`, raised in its
+    own thread or, wrapped in a :class:`WriterError`, by its writer); else ``None``.
+
+    Such a stop is the one asked for (SIGTERM, Ctrl-C, or another worker of the process that
+    failed), not a failure: ``sparsewatch run`` reported it as "worker failed" and exited 1, so
+    that systemd or Kubernetes recorded a normal stop during a database outage as a crash. A
+    process writer's error reaches the worker as its ``Type: message`` line only (the exception
+    stays in the child), hence the prefix."""
+    if isinstance(exc, WriterError):
+        if isinstance(exc.__cause__, RetryAbandonedError):  # a thread writer's
+            return str(exc.__cause__)
+        prefix = f"{RetryAbandonedError.__name__}: "
+        text = str(exc)
+        return text.removeprefix(prefix) if text.startswith(prefix) else None
+    return str(exc) if isinstance(exc, RetryAbandonedError) else None
 
 
 def _run_threads(
@@ -261,6 +281,14 @@ def _run_threads(
         try:
             worker.run(until_idle_s=idle, upstream_running=upstream_of(worker))
         except BaseException as exc:
+            if worker.health.stopping and (abandoned := _abandoned_on_stop(exc)) is not None:
+                log.warning(
+                    "%s worker stopped during an outage: %s; nothing of it is committed, and "
+                    "the next start does it again",
+                    worker.processor.name,
+                    abandoned,
+                )
+                return
             errors.append(exc)
             if isinstance(exc, _OPERATIONAL_ERRORS):  # the environment's, not a bug: one line
                 name = worker.processor.name
@@ -340,8 +368,10 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
 
     SIGTERM/SIGINT stop the workers after their current batch and return normally, also when they
     arrive while the workers are still being built (before anything is read): the start is then
-    abandoned. They were Python's defaults until the workers ran: a SIGTERM in the first seconds
-    killed the process (exit status 143) and a Ctrl-C printed "aborted" (130)."""
+    abandoned; and during a database or broker outage, the transaction or read being retried
+    then abandoned (nothing of it committed: the next start does it again). They were Python's
+    defaults until the workers ran: a SIGTERM in the first seconds killed the process (exit
+    status 143) and a Ctrl-C printed "aborted" (130)."""
     if not config.anomaly.enabled:
         roles = [r for r in roles if r != "anomaly"]
         if not roles:
