@@ -703,7 +703,9 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         self.ocsvm_intercept_ = float(svm.intercept)
 
     def decision_function(self, X: object) -> FloatArray:
-        """Anomaly scores, higher = more anomalous: ``rho - w^T x`` on the codes of the rows.
+        """Anomaly scores, higher = more anomalous: ``rho - w^T x`` on the codes of the rows, in
+        libsvm's scale (``nu N`` times the paper's, N training rows): scores of models fitted on
+        as many rows compare; the labels do not depend on the scale.
 
         Zero is the OC-SVM's own boundary (positive = outside, i.e. outlier). A finite row
         whose score overflows the float range with both signs (``inf - inf``: raw signals or a

@@ -241,7 +241,10 @@ class DLOCSVM(OCSVMDetectorBase):
         ``contamination``, so ``nu`` only shapes ``w``: with ``nu`` = a 1-5 % contamination, ``w``
         rests on a handful of rows and the ranking is unstable (see ``benchmarks/anomaly.md``).
     contamination : expected outlier fraction; sets ``threshold_`` from the training scores.
-        ``None`` uses the OC-SVM's own sign (score > 0 is an outlier).
+        ``None`` uses the OC-SVM's own sign (score > 0 is an outlier); the share flagged is
+        then ``nu`` on the training codes only: the rows' inference codes (OMP on the learned
+        dictionary) differ from them, and with ``beta`` > 0 a training set's flagged share was
+        2-4 times ``nu`` (0.18 at ``nu`` = 0.05, ``beta`` = 0.5).
     atom_solver : ``"exact"`` (SVD trust-region sub-problem) or ``"power"``.
     power_iter : iterations of the power method.
     omp_refresh : re-run OMP on the current dictionary between outer iterations (greedy codes:
