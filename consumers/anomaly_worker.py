@@ -509,6 +509,7 @@ class AnomalyStreamState:
         if model is None:  # (still in the reference period)
             return Output(
                 n_documents=len(docs),
+                window=(self.stream, seq),
                 summary=f"stream {self.stream} window {seq}: {len(docs)} documents into the "
                 f"reference set ({len(self.reference)} of {self.config.reference_documents})",
             )
@@ -559,6 +560,7 @@ class AnomalyStreamState:
             n_documents=len(docs),
             novel=int(flags.sum()),
             closed_at=t0,
+            window=(self.stream, seq),
             summary=f"stream {self.stream} window {seq}: {len(docs)} documents, "
             f"{int(flags.sum())} anomalous",
         )

@@ -143,6 +143,7 @@ class DetectorStreamState:
             n_documents=len(window.items),
             novel=novel,
             closed_at=closed_at,
+            window=(window.stream, window.seq),
             summary=f"stream {window.stream} window {window.seq} (closed by {window.closed_by}): "
             f"{len(window.items)} documents, {novel} novel, {emerging} emerging-topic alerts, "
             f"computed in {sum(comp.timings.values()):.2f} s",
@@ -249,7 +250,8 @@ class DetectorStreamState:
         calls: list[StoreCall] = [("insert_documents", (rows,))]
         if alerts:
             calls.append(("insert_alerts", (alerts,)))
-        return [Output(calls, is_window=False, late=counted)]
+        late_ids = [(self.stream, str(doc_id)) for doc_id in rows.doc_id]
+        return [Output(calls, is_window=False, late=counted, late_ids=late_ids)]
 
     def min_buffered_offset(self, partition: int) -> int | None:
         """Open windows' documents and late documents not yet handed over: a restart re-reads

@@ -23,8 +23,9 @@ probe asks:
 * **ready** once every loop has joined its consumer group (its partitions assigned and their
   resume offsets read: a stream's checkpoint is restored when its first message arrives) and
   polls; not while starting, while its consumer has seen every broker down (until one answers
-  again), while it waits to retry, once a stop was asked for (SIGTERM), once it
-  ended, nor while not alive.
+  again; asked at each probe, as the consumer's keep-alive helper sees it too: a loop computing
+  or writing for minutes polls only between batches), while it waits to retry, once a stop was
+  asked for (SIGTERM), once it ended, nor while not alive.
 
 A worker's writer (process or thread) reports its own waits before retrying a transaction
 (a database outage) to its loop's heartbeat as the loop's waits (``retrying: writing results``):
@@ -68,6 +69,8 @@ class Heartbeat:
         self.failure: str | None = None
         self.ended = False
         self.thread: str | None = None  # the loop's thread, whose keep-alive helper counts
+        # its consumer's readiness, once built (ConsumerReadiness): the probes ask it too
+        self.consumer_readiness: ConsumerReadiness | None = None
         self._on_wait: Callable[[], None] | None = None
 
     def started(self) -> None:
@@ -75,6 +78,14 @@ class Heartbeat:
         self.thread = threading.current_thread().name
         self.not_ready = "joining its consumer group"
         self._set("joining", "")
+
+    def brokers_down(self, now: float) -> str | None:
+        """Why the loop's consumer does not count as consuming at ``now`` (monotonic) because
+        every broker is down, asked when a probe is: :attr:`not_ready` is its last poll's
+        answer, which a loop busy computing or writing keeps for minutes while its consumer's
+        keep-alive helper sees every broker go down (``/readyz`` answered 200 meanwhile)."""
+        readiness = self.consumer_readiness
+        return None if readiness is None else readiness.brokers_down(now)
 
     def beat(self, not_ready: str | None = None) -> None:
         """The loop polled its consumer (one iteration): progress. ``not_ready``: why it does
@@ -155,12 +166,17 @@ class ConsumerReadiness:
     ``patterns`` (it subscribes to ^patterns), one that subscribes to no topic at all, as no
     pattern matches one yet, has no group to join: it is idle with nothing to read."""
 
-    def __init__(self, consumer: BatchConsumer, patterns: bool = False) -> None:
+    def __init__(
+        self, consumer: BatchConsumer, heartbeat: Heartbeat, patterns: bool = False
+    ) -> None:
+        """The readiness of ``consumer``, the consumer of the loop of ``heartbeat``, whose
+        probes ask it too (:meth:`Heartbeat.brokers_down`)."""
         self._consumer = consumer
         self._patterns = patterns
         self._joined = False  # (once joined, a member rejoins by itself: not asked again)
         self._no_topic_checked_at = float("-inf")
         self._no_topic = False
+        heartbeat.consumer_readiness = self
 
     def why_not(self, now: float) -> str | None:
         """The reason, or None when consuming (``now``: the poll's monotonic time)."""
@@ -171,6 +187,11 @@ class ConsumerReadiness:
         self._joined = self._joined or self._consumer.member_id() is not None
         if not self._joined and not self._subscribes_no_topic(now):
             return "joining its consumer group"
+        return self.brokers_down(now)
+
+    def brokers_down(self, now: float) -> str | None:
+        """The reason while the client has seen every broker down (and none up again since),
+        else None: any thread may ask (one attribute of the consumer read)."""
         down_since = self._consumer.brokers_down_since()
         if down_since is not None:
             return f"the broker is unreachable (every broker down for {now - down_since:.0f} s)"
@@ -244,7 +265,7 @@ class Health:
             return f"{beat.state}: {beat.detail}" if beat.detail else beat.state
         if beat.not_ready is not None:
             return beat.not_ready
-        return self._not_alive(beat, now, running)
+        return beat.brokers_down(now) or self._not_alive(beat, now, running)
 
 
 def _shown(beat: Heartbeat, now: float) -> dict[str, Any]:

@@ -221,7 +221,7 @@ def run_ingest(
     consumer = _bridge_consumer(route, metrics)
     health.started()
     readiness = ConsumerReadiness(
-        consumer, patterns=any(s.startswith("^") for s in route.source_topics)
+        consumer, health, patterns=any(s.startswith("^") for s in route.source_topics)
     )
     # (the records are mapped in _transfer, called from this frame: a frame more or less between
     # them and the caller moves the nesting depth at which a record's JSON is refused)

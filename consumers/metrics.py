@@ -8,11 +8,16 @@ dead_lettered), its lag ``sparsewatch_consumer_lag{worker="ingest"}``. An outage
 (or, for the bridge, the broker) waited out shows as ``increase(sparsewatch_retries_total[5m]) >
 0``.
 
-The counters count what this process committed. A restart re-reads its input from the stored
-resume offsets: the windows closed since a stream's last checkpoint are recomputed (only after a
-crash: a clean stop checkpoints them) and counted again in the documents, novel and windows
-counters, and a document read again in a window closed before the checkpoint is late again but not
-counted again (except, after a crash, one stored late since the checkpoint, like the windows).
+The counters count what this process committed, each window and late document once. A restart
+re-reads its input from the stored resume offsets: the windows closed since a stream's last
+checkpoint are recomputed (only after a crash: a clean stop checkpoints them) and counted again in
+the documents, novel and windows counters and the latency histogram, and a document read again in
+a window closed before the checkpoint is late again but not counted again (except, after a crash,
+one stored late since the checkpoint, like the windows). Partitions lost without a checkpoint (a
+broker outage longer than the session timeout) and assigned again have their windows since the
+checkpoint recomputed in the same process too: those, and the late documents stored since, are not
+counted again (:class:`WorkerMetrics` remembers what it counted), so the counters keep matching
+the database (the counts doubled after such an outage).
 
 Every family lives in prometheus_client's default registry; each endpoint serves a registry of
 its role's families only (:func:`role_registry`), so a worker's ``/metrics`` shows no ingest
@@ -29,7 +34,8 @@ import logging
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
 from socketserver import TCPServer, ThreadingMixIn
 from typing import TYPE_CHECKING, Any, Literal, cast
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
@@ -137,29 +143,69 @@ class _RoleMetrics:
         RETRIES.labels(self.worker).inc()
 
 
+# How many windows, and how many late documents, a worker remembers having counted (the most
+# recently counted; see WorkerMetrics). What a recomputation in the same process repeats is what
+# the streams of its lost partitions committed since their last checkpoint: at most
+# ``windows.checkpoint_every`` windows each (10 by default), among the last a worker committed,
+# and the late documents stored since. 32,768 keys take about 7 MB each (measured, with short
+# ids), less than one stream's models, and cover some 3,000 streams at 10 windows each; a window
+# recomputed after more windows than that were counted is counted again, as all were before.
+REMEMBERED_COUNTED = 32_768
+
+
+class _Counted:
+    """A bounded memory of the keys counted, the least recently counted forgotten first."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._keys: OrderedDict[Hashable, None] = OrderedDict()
+
+    def first_time(self, key: Hashable) -> bool:
+        """Whether ``key`` was not counted (as far as remembered); it is remembered from now."""
+        seen = key in self._keys
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        if len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+        return not seen
+
+
 class WorkerMetrics(_RoleMetrics):
-    """The metric children of one worker."""
+    """The metric children of one worker. Each window and late document is counted once per
+    process (see the module docstring): the last :data:`REMEMBERED_COUNTED` windows and late
+    documents counted are remembered by their natural key, the one the store writes them under."""
 
     def __init__(self, worker: str) -> None:
         self.worker = worker
         # The last known lag of each partition owned (see set_lag).
         self._lag: dict[tuple[str, int], int] = {}
+        self._windows = _Counted(REMEMBERED_COUNTED)
+        self._late = _Counted(REMEMBERED_COUNTED)
         # Every series exists, at 0, from the start: a series born at its first increment hides
         # that increment from increase() and rate(), and "no data" is not "0 documents/s".
         for family in (DOCUMENTS, NOVEL, WINDOWS, LATE, WINDOW_LATENCY, *_SHARED):
             family.labels(worker)
 
     def observe(self, outputs: Iterable[Any], latencies: Iterable[float], n_dead: int) -> None:
-        """Count one committed batch: window outputs, their close-to-commit latencies, DLQ."""
+        """Count one committed batch: window outputs, their close-to-commit latencies (one per
+        window output, in order), DLQ. A window or late document this worker counted before (its
+        partition lost and assigned again: recomputed from the stream's checkpoint) is not
+        counted again."""
+        outputs = list(outputs)
+        windows = [out for out in outputs if out.is_window]
         for out in outputs:
             if out.late:
-                LATE.labels(self.worker).inc(out.late)
-            if not out.is_window:
+                # (``out.late`` counts the documents the stream's state stores for the first time
+                # since its checkpoint, those this worker counted before its partition was lost
+                # among them)
+                again = sum(not self._late.first_time(doc) for doc in out.late_ids)
+                LATE.labels(self.worker).inc(max(out.late - again, 0))
+        for out, latency in zip(windows, latencies, strict=True):
+            if out.window is not None and not self._windows.first_time(out.window):
                 continue
             DOCUMENTS.labels(self.worker).inc(out.n_documents)
             NOVEL.labels(self.worker).inc(out.novel)
             WINDOWS.labels(self.worker).inc()
-        for latency in latencies:
             WINDOW_LATENCY.labels(self.worker).observe(latency)
         if n_dead:
             DEAD_LETTERS.labels(self.worker).inc(n_dead)

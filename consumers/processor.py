@@ -25,7 +25,9 @@ class Output:
     document read again after a restore that its first reading stored is neither scored nor
     stored again.
     ``summary`` says which window it was and what it found, for the log line written when its
-    transaction has committed.
+    transaction has committed. ``window`` is the window's (stream, number) and ``late_ids`` the
+    (stream, id) of the late documents it stores: the keys the metrics count each once by
+    (:class:`~sparsewatch.consumers.metrics.WorkerMetrics`).
     """
 
     calls: list[StoreCall] = field(default_factory=list)
@@ -37,6 +39,8 @@ class Output:
     is_window: bool = True
     late: int = 0
     summary: str = ""
+    window: tuple[str, int] | None = None
+    late_ids: list[tuple[str, str]] = field(default_factory=list)
 
 
 class StreamState(Protocol):

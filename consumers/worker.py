@@ -335,7 +335,7 @@ class WorkerLoop:
             raise
         quiet_since = time.monotonic()
         busy = False
-        readiness = ConsumerReadiness(self._consumer)
+        readiness = ConsumerReadiness(self._consumer, self.health)
         try:
             while not self._stop.is_set():
                 # A writer process killed while no job was in flight stops the worker now, not

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import time
 
-from sparsewatch.consumers.health import ConsumerReadiness
+from sparsewatch.consumers.health import ConsumerReadiness, Heartbeat
 from sparsewatch.consumers.kafka_admin import ensure_topics
 from sparsewatch.consumers.kafka_client import BatchConsumer
 
@@ -19,7 +19,7 @@ def test_a_consumer_has_a_member_id_once_it_joined_its_group(
     up and the consumer ready, once it was assigned its partition."""
     ensure_topics(kafka_bootstrap, {topic_name: 1})
     consumer = BatchConsumer(kafka_bootstrap, f"{topic_name}-g", [topic_name])
-    readiness = ConsumerReadiness(consumer)
+    readiness = ConsumerReadiness(consumer, Heartbeat("test"))
     try:
         assert consumer.member_id() is None
         assert readiness.why_not(time.monotonic()) == "joining its consumer group"
