@@ -7,7 +7,6 @@ define the run; an empty label in a list is no label, as an empty string is."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,27 +14,11 @@ import pytest
 from sparsewatch.consumers.field_mapping import parse_labels, to_document
 from sparsewatch.replay.evaluate import load_jsonl, load_reuters
 
-from sparsewatch.cli import main
 from sparsewatch.config import DetectorConfig
 from sparsewatch.errors import SparsewatchError
+from tests.support.evaluate_cli import run_evaluate, write_jsonl
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
-
-
-def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """``sparsewatch evaluate ARGS`` through the console entry point: (status, stdout, stderr)."""
-    monkeypatch.delenv("SPARSEWATCH_CONFIG", raising=False)
-    monkeypatch.delenv("SPARSEWATCH_DEBUG", raising=False)
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", "evaluate", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
 
 
 def _empty_warm_up(path: Path) -> Path:
@@ -49,7 +32,7 @@ def _empty_warm_up(path: Path) -> Path:
         }
         for i in range(12)
     ]
-    return _write_jsonl(path, rows)
+    return write_jsonl(path, rows)
 
 
 @pytest.mark.parametrize("step", ["2", "6"])
@@ -60,7 +43,7 @@ def test_a_warm_up_without_terms_for_the_detector_is_refused(
     its warm-up" (status 1); a longer one became the detector's warm-up, its AUCs reported."""
     path = _empty_warm_up(tmp_path / "c.jsonl")
     args = ["--corpus", "jsonl", "--path", str(path), "--warmup", "3", "--step", step]
-    code, out, err = _main(monkeypatch, capsys, *args, "--methods", "detector")
+    code, out, err = run_evaluate(monkeypatch, capsys, *args, "--methods", "detector")
     assert code == 2 and out == "", err
     assert err.splitlines()[-1] == (
         "error: jsonl: the warm-up's 3 documents have no terms (empty texts or only stop words),"
@@ -73,7 +56,7 @@ def _reuters(path: Path, dates: list[tuple[int, str | None]]) -> Path:
     rows = [
         {"id": i, "date": d, "title": f"t{i}", "body": "b", "topics": ["grain"]} for i, d in dates
     ]
-    return _write_jsonl(path, rows)
+    return write_jsonl(path, rows)
 
 
 def test_reuters_stories_are_ordered_by_time_whatever_the_date_is_written_as(tmp_path) -> None:
@@ -105,7 +88,7 @@ def test_the_json_records_the_arguments_of_a_synthetic_run(monkeypatch, capsys, 
     """Runs with another --seed or --kind into one --out wrote synthetic.json alike."""
     out = tmp_path / "out"
     args = ["--docs", "80", "--kind", "news", "--seed", "3", "--warmup", "20", "--step", "20"]
-    code, _, err = _main(
+    code, _, err = run_evaluate(
         monkeypatch, capsys, *args, "--max-steps", "2", "--methods", "nn-exact", "--out", str(out)
     )
     assert code == 0, err
@@ -130,7 +113,7 @@ def test_the_json_records_the_file_and_the_detector_configuration(
     path = _empty_warm_up(tmp_path / "c.jsonl")
     monkeypatch.chdir(tmp_path)
     args = ["--corpus", "jsonl", "--path", "c.jsonl", "--warmup", "6", "--step", "3"]
-    code, out, err = _main(monkeypatch, capsys, *args, "--methods", "nn-exact,detector")
+    code, out, err = run_evaluate(monkeypatch, capsys, *args, "--methods", "nn-exact,detector")
     assert code == 0, err
     arguments = json.loads(out)["protocol"]["arguments"]
     assert arguments["path"] == str(path)  # absolute: the run may be read from anywhere
@@ -158,7 +141,7 @@ def test_a_document_whose_labels_are_empty_is_not_evaluated(tmp_path) -> None:
     """``"labels": [""]`` made a known-topic negative of a document ``"labels": ""`` left out;
     the live pipeline's document messages (made by ``to_document``) drop it alike."""
     rows = [{"text": "a b", "timestamp": 0, "labels": [""]}, {"text": "c", "timestamp": 1}]
-    assert [d["labels"] for d in load_jsonl(_write_jsonl(tmp_path / "c.jsonl", rows))] == [[], []]
+    assert [d["labels"] for d in load_jsonl(write_jsonl(tmp_path / "c.jsonl", rows))] == [[], []]
     assert to_document({"id": 1, "text": "x", "timestamp": 0, "labels": ["", "a"]})["labels"] == [
         "a"
     ]

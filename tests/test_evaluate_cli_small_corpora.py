@@ -12,9 +12,7 @@ import csv
 import gzip
 import io
 import json
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,25 +20,9 @@ from sparsewatch.replay.eval_methods import SharedTfidf, build_methods
 from sparsewatch.replay.evaluate import Corpus, evaluate_corpus, load_jsonl, plot_results
 from sparsewatch.replay.synthetic import generate_stream
 
-from sparsewatch.cli import main
+from tests.support.evaluate_cli import run_evaluate, write_jsonl
 
 SMALL = ["--warmup", "20", "--step", "20", "--max-steps", "2"]
-
-
-def _main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """``sparsewatch evaluate ARGS`` through the console entry point: (status, stdout, stderr)."""
-    monkeypatch.delenv("SPARSEWATCH_CONFIG", raising=False)
-    monkeypatch.delenv("SPARSEWATCH_DEBUG", raising=False)
-    monkeypatch.setattr(sys, "argv", ["sparsewatch", "evaluate", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
-
-
-def _write_jsonl(path: Path, docs: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs))
-    return path
 
 
 @pytest.fixture
@@ -59,9 +41,9 @@ def test_a_corpus_without_labels_is_a_one_line_error(
         "absent": [{k: v for k, v in d.items() if k != "labels"} for d in stream],
         "other field": [{**d, "labels": None, "label": d["labels"][0]} for d in stream],
     }[labels]
-    path = _write_jsonl(tmp_path / "c.jsonl", rows)
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
     args = ["--corpus", "jsonl", "--path", str(path), *SMALL, "--methods", "nn-exact"]
-    code, out, err = _main(monkeypatch, capsys, *args, "--out", str(tmp_path / "out"))
+    code, out, err = run_evaluate(monkeypatch, capsys, *args, "--out", str(tmp_path / "out"))
     # one line: no method was warmed up (each says so on stderr)
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith("error: jsonl: no document after the warm-up has a label (field 'labels'")
@@ -70,9 +52,9 @@ def test_a_corpus_without_labels_is_a_one_line_error(
 
 def test_labels_only_in_the_warm_up_are_still_refused(monkeypatch, capsys, tmp_path, stream):
     rows = [{**d, "labels": d["labels"] if i < 20 else []} for i, d in enumerate(stream)]
-    path = _write_jsonl(tmp_path / "c.jsonl", rows)
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
     args = ["--corpus", "jsonl", "--path", str(path), *SMALL, "--methods", "nn-exact"]
-    code, _, err = _main(monkeypatch, capsys, *args)
+    code, _, err = run_evaluate(monkeypatch, capsys, *args)
     assert code == 2 and "no document after the warm-up has a label" in err
 
 
@@ -82,10 +64,10 @@ def test_a_warm_up_without_terms_is_a_one_line_error(
 ) -> None:
     """Each feature-based method failed with "ValueError: Found array with 0 feature(s)"."""
     rows = [{**d, "text": text if i < 20 else d["text"]} for i, d in enumerate(stream)]
-    path = _write_jsonl(tmp_path / "c.jsonl", rows)
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
     methods = "detector,nn-exact,online"
     args = ["--corpus", "jsonl", "--path", str(path), *SMALL, "--methods", methods]
-    code, out, err = _main(monkeypatch, capsys, *args)
+    code, out, err = run_evaluate(monkeypatch, capsys, *args)
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith("error: jsonl: the warm-up's 20 documents have no terms")
     assert "nn-exact, online" in err and "detector" not in err and "--warmup" in err
@@ -96,9 +78,9 @@ def test_a_warm_up_without_terms_is_refused_for_the_detector_alone(
 ) -> None:
     """Step 1 became the detector's warm-up, scored by a dictionary fitted on itself."""
     rows = [{**d, "text": "" if i < 20 else d["text"]} for i, d in enumerate(stream)]
-    path = _write_jsonl(tmp_path / "c.jsonl", rows)
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
     args = ["--corpus", "jsonl", "--path", str(path), *SMALL, "--methods", "detector"]
-    code, out, err = _main(monkeypatch, capsys, *args)
+    code, out, err = run_evaluate(monkeypatch, capsys, *args)
     assert code == 2 and out == "", err
     assert err.splitlines()[-1].startswith("error: jsonl: the warm-up's 20 documents have no terms")
     assert "nothing for detector to learn from" in err
@@ -117,14 +99,14 @@ def test_a_warm_up_without_terms_is_refused_for_the_detector_alone(
 def test_an_option_the_corpus_does_not_read_is_a_usage_error(
     monkeypatch, capsys, args, option, message
 ) -> None:
-    code, out, err = _main(monkeypatch, capsys, *args, "--methods", "nn-exact")
+    code, out, err = run_evaluate(monkeypatch, capsys, *args, "--methods", "nn-exact")
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith(f"error: Invalid value for '{option}': ") and message in err
 
 
 def test_synthetic_options_with_the_synthetic_corpus_are_fine(monkeypatch, capsys) -> None:
     args = ["--docs", "60", "--kind", "news", "--seed", "2", *SMALL, "--methods", "nn-exact"]
-    code, out, err = _main(monkeypatch, capsys, *args)
+    code, out, err = run_evaluate(monkeypatch, capsys, *args)
     assert code == 0, err
     assert json.loads(out)["corpus"] == "synthetic"
 
@@ -153,7 +135,7 @@ def test_a_csv_corpus_is_evaluated(monkeypatch, capsys, tmp_path, stream) -> Non
         writer.writerow(["text", "timestamp", "labels"])
         writer.writerows([d["text"], d["timestamp"], "|".join(d["labels"])] for d in stream)
     args = ["--corpus", "jsonl", "--path", str(path), *SMALL, "--methods", "nn-exact"]
-    code, out, err = _main(monkeypatch, capsys, *args)
+    code, out, err = run_evaluate(monkeypatch, capsys, *args)
     assert code == 0, err
     auc = json.loads(out)["methods"]["nn-exact"]["pooled_auc_none"]
     assert 0.5 < auc <= 1

@@ -21,6 +21,7 @@ from sparsewatch.storage.store import Store
 
 from sparsewatch.cli import cli
 from tests.support.cli import run_cli
+from tests.support.text_database import database_holding
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 # Latin-1 has "ü" and "é", not "İ", Greek or CJK
@@ -35,10 +36,12 @@ def _env(**settings: str) -> dict[str, str]:
 
 
 def _follow(url: str, *args: str, **settings: str) -> subprocess.Popen[bytes]:
-    """``sparsewatch alerts --follow`` in a child process."""
+    """``sparsewatch alerts --follow`` in a child process, its stdout unbuffered here: a line
+    :func:`_line` reads must not pull the next one into a buffer that ``select`` does not see."""
     command = [sys.executable, "-m", "sparsewatch", "alerts", "--follow", "--interval", "0.2"]
     return subprocess.Popen(
         [*command, "--database-url", url, *args],
+        bufsize=0,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(**settings),
@@ -98,19 +101,8 @@ def test_follow_stops_at_once_while_a_look_waits_behind_a_lock(postgres_database
 
 @pytest.fixture
 def latin1_url(tmp_path) -> str:
-    """A database whose document, alert, dead letter and topic terms hold :data:`TEXT`."""
-    url = f"sqlite:///{tmp_path / 'a.db'}"
-    doc = {"stream": "s", "doc_id": "d", "event_time": T0, "window_seq": 0, "text": TEXT,
-           "novelty_score": 0.5}  # fmt: skip
-    alert = {"kind": "anomaly", "stream": "s", "subject_id": "d", "score": 0.5,
-             "window_seq": 0, "event_time": T0, "summary": TEXT}  # fmt: skip
-    dead = {"topic": "t", "partition": 0, "offset": 0, "reason": TEXT, "payload": b"x"}
-    with Store.open(url) as store, store.transaction() as tx:
-        tx.upsert_window("s", 0, T0, T0 + timedelta(hours=1), 1, None, {}, "idle")
-        tx.insert_documents([doc])
-        tx.insert_alerts([alert])
-        tx.insert_dead_letters([dead])
-    return url
+    """A database whose document, alert and dead letter hold :data:`TEXT`."""
+    return database_holding(tmp_path / "a.db", TEXT)
 
 
 @pytest.mark.parametrize("command", ["alerts", "documents", "dead-letters"])

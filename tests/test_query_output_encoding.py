@@ -17,24 +17,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sparsewatch.storage.store import Store
 
+from tests.support.text_database import database_holding
+
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TEXT = "İstanbul: ΟΔΟΣ κλειστή, 東京 \x1b[31m"
 
 
 @pytest.fixture
 def url(tmp_path) -> str:
-    url = f"sqlite:///{tmp_path / 'a.db'}"
-    doc = {"stream": "s", "doc_id": "d", "event_time": T0, "window_seq": 0, "text": TEXT,
-           "novelty_score": 0.5}  # fmt: skip
-    alert = {"kind": "novel_document", "stream": "s", "subject_id": "d", "score": 0.5,
-             "window_seq": 0, "event_time": T0, "summary": TEXT}  # fmt: skip
-    dead = {"topic": "t", "partition": 0, "offset": 0, "reason": TEXT, "payload": b"x"}
-    with Store.open(url) as store, store.transaction() as tx:
-        tx.upsert_window("s", 0, T0, T0 + timedelta(hours=1), 1, None, {}, "idle")
-        tx.insert_documents([doc])
-        tx.insert_alerts([alert])
-        tx.insert_dead_letters([dead])
-    return url
+    return database_holding(tmp_path / "a.db", TEXT, "novel_document")
 
 
 def latin1_env() -> dict[str, str]:
