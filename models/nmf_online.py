@@ -408,9 +408,6 @@ class ORNMF(TransformerMixin, BaseEstimator):
         batch = self.batch_size
         if batch is not None and not (isinstance(batch, numbers.Integral) and batch >= 1):
             raise ValueError(f"batch_size must be None or an integer >= 1, got {batch!r}")
-        if not (isinstance(self.horizon, numbers.Integral) and self.horizon >= 1):
-            # (2.5 was taken: theta ran modulo 2.5)
-            raise ValueError(f"horizon must be an integer >= 1, got {self.horizon!r}")
         if self.nnls_method not in ("bpp", "pgd"):
             raise ValueError(f"nnls_method must be 'bpp' or 'pgd', got {self.nnls_method!r}")
         at_least = {
@@ -418,6 +415,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
             "max_inner_iter": 1,  # 0: the bases never moved
             "is_inner_iter": 1,
             "max_epochs": 1,  # 0: fit returned an unfitted model
+            "horizon": 1,  # 0: ZeroDivisionError after the chunk was counted; 2.5: theta modulo 2.5
         }
         for name, low in at_least.items():
             value = getattr(self, name)
