@@ -152,11 +152,16 @@ def prune(
             dead_letters_before=dead_letters_before,
             dry_run=dry_run,
         )
+    kept = report.kept_pending_alerts
     if as_json:
-        click.echo(json.dumps({"dry_run": dry_run, "deleted": report.deleted}, sort_keys=True))
+        result = {"dry_run": dry_run, "deleted": report.deleted, "kept_pending_alerts": kept}
+        click.echo(json.dumps(result, sort_keys=True))
         return
     counts = ", ".join(f"{n} {table.replace('_', ' ')}" for table, n in report.deleted.items())
-    click.echo(f"{'would delete' if dry_run else 'deleted'} {counts}")
+    line = f"{'would delete' if dry_run else 'deleted'} {counts}"
+    if kept:
+        line += f"; {'would keep' if dry_run else 'kept'} {kept} alerts still pending publication"
+    click.echo(line)
 
 
 def _broker_state(bootstrap: str, group: str, timeout: float, dry_run: bool) -> str:

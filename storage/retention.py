@@ -62,6 +62,10 @@ class PruneReport:
         )
     )
     dry_run: bool = False
+    # alerts of a pruned window (or orphans) kept because still pending publication (the
+    # outbox, :meth:`~sparsewatch.storage.store.Store.pending_alerts`): a later prune takes them
+    # once they are sent
+    kept_pending_alerts: int = 0
 
 
 def _old_windows(
@@ -156,9 +160,14 @@ def _delete_windows(
     kept_snapshots: set[tuple[int, str]],
     report: PruneReport,
 ) -> None:
-    """Delete (or count, in a dry run) the rows of ``stream``'s windows ``seqs``."""
+    """Delete (or count, in a dry run) the rows of ``stream``'s windows ``seqs``; an alert still
+    pending publication stays (:func:`_keep_pending`)."""
     for table in (*_BY_WINDOW, windows):
-        where = (table.c.stream == stream) & table.c.window_seq.in_(list(seqs))
+        where: sa.ColumnElement[bool] = (table.c.stream == stream) & table.c.window_seq.in_(
+            list(seqs)
+        )
+        if table is alerts:  # counted here in a dry run only, else as orphans once deleted
+            where = _keep_pending(conn, where, report if report.dry_run else None)
         if table is documents and not report.dry_run:
             _lock_documents(conn, where)
         report.deleted[table.name] += _apply(conn, table, where, report.dry_run)
@@ -190,6 +199,23 @@ def _delete_snapshots(
             batch = seqs[i : i + SNAPSHOT_BATCH]
             where = (s.stream == stream) & (s.model_kind == kind) & s.window_seq.in_(batch)
             report.deleted["snapshots"] += _apply(conn, snapshots, where, report.dry_run)
+
+
+def _keep_pending(
+    conn: sa.Connection, where: sa.ColumnElement[bool], report: PruneReport | None
+) -> sa.ColumnElement[bool]:
+    """The alerts matching ``where`` that may go: those not pending publication. A pending
+    alert (``publish_topic`` set: committed, not yet sent to the alerts topic, because the
+    topic or the broker was unavailable or the worker crashed before sending it) is the only
+    copy of what its writer still has to send, from the row alone; deleting it lost the alert
+    for the topic's readers. It goes at a later prune once sent (then an orphan,
+    :func:`_orphans`). With ``report``, the pending alerts are counted in its
+    :attr:`PruneReport.kept_pending_alerts`."""
+    if report is not None:
+        pending = where & alerts.c.publish_topic.is_not(None)
+        count = sa.select(sa.func.count()).select_from(alerts).where(pending)
+        report.kept_pending_alerts += int(conn.execute(count).scalar_one())
+    return where & alerts.c.publish_topic.is_(None)
 
 
 def _lock_documents(conn: sa.Connection, where: sa.ColumnElement[bool]) -> None:
@@ -244,6 +270,9 @@ def _delete_orphans(engine: sa.Engine, stream: str, horizon: datetime, report: P
     batches of keys: one short write transaction each."""
     for table, key in ((documents, documents.c.doc_id), (alerts, alerts.c.id)):
         where = _orphans(table, stream, horizon)
+        if table is alerts:
+            with engine.connect() as conn:
+                where = _keep_pending(conn, where, report)
         if report.dry_run:
             with engine.connect() as conn:
                 report.deleted[table.name] += _apply(conn, table, where, dry_run=True)

@@ -41,11 +41,11 @@ def _six_windows_three_pruned(store: Store) -> None:
     store.prune(before=T0 + 10 * HOUR, keep_windows=3)
 
 
-def _orphan_alert_of_the_largest_id(store: Store) -> int:
+def _orphan_alert_of_the_largest_id(store: Store, publish_to: str | None = None) -> int:
     """An anomaly worker behind scores pruned window 1: its alert has the largest id and is an
-    orphan, deleted by the next prune. Its id."""
+    orphan, deleted by the next prune once not pending publication. Its id."""
     with store.transaction() as tx:
-        tx.insert_alerts([_anomaly("s-1-0", 1)], publish_to=TOPIC)
+        tx.insert_alerts([_anomaly("s-1-0", 1)], publish_to=publish_to)
     (orphan,) = [a["id"] for a in store.alerts(limit=None) if a["subject_id"] == "s-1-0"]
     assert orphan == max(a["id"] for a in store.alerts(limit=None))
     return orphan
@@ -70,14 +70,19 @@ def test_a_follower_prints_an_alert_stored_after_the_largest_id_was_pruned(url: 
 
 
 def test_marking_a_pruned_alert_sent_leaves_a_new_one_pending(url: str) -> None:
-    """A writer reads its pending alert, prune deletes it, another worker stores a new pending
-    alert, the writer marks the one it sent: the new one stays pending."""
+    """Two writers' sweeps read the same pending alert; one sends it and marks it sent, prune
+    deletes it, another worker stores a new pending alert, the other writer marks the one it
+    sent too: the new one stays pending."""
     with Store.open(url) as store:
         _six_windows_three_pruned(store)
-        orphan = _orphan_alert_of_the_largest_id(store)
+        orphan = _orphan_alert_of_the_largest_id(store, publish_to=TOPIC)
         pending = store.pending_alerts(TOPIC, None, ("anomaly",), 0, 100, None)
         assert [row["id"] for row in pending] == [orphan]
-        store.prune(before=T0 + 10 * HOUR, keep_windows=3)
+        store.prune(before=T0 + 10 * HOUR, keep_windows=3)  # pending: kept
+        assert orphan in {a["id"] for a in store.alerts(limit=None)}
+        store.mark_alerts_published([orphan])
+        store.prune(before=T0 + 10 * HOUR, keep_windows=3)  # sent: gone
+        assert orphan not in {a["id"] for a in store.alerts(limit=None)}
         with store.transaction() as tx:
             tx.insert_alerts([_anomaly("s-5-2", 5)], publish_to=TOPIC)
         store.mark_alerts_published([orphan])

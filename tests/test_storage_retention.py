@@ -13,7 +13,7 @@ from sparsewatch.storage.schema import metadata
 from sparsewatch.storage.store import Store
 
 from tests.support.cli import run_cli
-from tests.support.storage import T0, dump, write_window
+from tests.support.storage import T0, dump, novel_document_alerts, write_window
 
 N_WINDOWS = 10  # window w covers [T0 + w h, T0 + (w + 1) h)
 BY_WINDOW = ("windows", "documents", "alerts", "topics", "snapshots")
@@ -151,3 +151,42 @@ def test_pruning_while_a_worker_writes_leaves_whole_windows(store):
         assert set(news[table]) == windows, table
     assert all(len(news["documents"][w]) == 20 for w in windows)
     assert all(len(news["topics"][w]) == 4 for w in windows)
+
+
+def test_alerts_pending_publication_outlive_their_window_until_sent(
+    database_url, monkeypatch, capsys
+):
+    # An alert committed but not yet sent to the alerts topic (the writer's outbox: the topic
+    # or the broker was down) is the only copy the writer sends from: prune deleted it with its
+    # window, and the alert never reached the topic. It stays, counted, until it is sent.
+    with Store.open(database_url) as store:
+        for seq in range(4):
+            write_window(store, seq, n=14, stream="news")  # 2 novel alerts a window
+        with store.transaction() as tx:
+            pending = novel_document_alerts(
+                [{"stream": "news", "doc_id": f"late-{i}", "window_seq": i,
+                  "event_time": T0 + timedelta(hours=i, minutes=30), "novelty_score": 0.9,
+                  "novel": True, "text": "a story"} for i in (0, 1, -1)],
+                summary_chars=40,
+            )  # fmt: skip
+            tx.insert_alerts(pending, publish_to="sw.alerts")  # window -1 has no row: an orphan
+        before = T0 + timedelta(hours=3)  # windows 0 and 1 ended before it
+        args = ["db", "prune", "--database-url", database_url, "--before", before.isoformat()]
+        monkeypatch.setenv("SPARSEWATCH_WINDOWS_CHECKPOINT_EVERY", "1")
+        code, out, err = run_cli(monkeypatch, capsys, *args, "--keep-windows", "1", "--dry-run")
+        assert code == 0 and err == ""
+        assert out == (
+            "would delete 2 windows, 28 documents, 4 alerts, 8 topics, 2 snapshots, "
+            "0 dead letters; would keep 3 alerts still pending publication\n"
+        )
+        code, out, err = run_cli(monkeypatch, capsys, *args, "--keep-windows", "1", "--json")
+        assert code == 0 and err == ""
+        assert json.loads(out)["deleted"]["alerts"] == 4
+        assert json.loads(out)["kept_pending_alerts"] == 3
+        left = store.pending_alerts("sw.alerts")
+        assert sorted(a["subject_id"] for a in left) == ["late--1", "late-0", "late-1"]
+        # once sent, the next prune takes them: they are orphans of pruned windows
+        store.mark_alerts_published([a["id"] for a in left])
+        report = store.prune(before=before, keep_windows=1)
+        assert report.deleted["alerts"] == 3 and report.kept_pending_alerts == 0
+        assert {a["window_seq"] for a in store.alerts(limit=None)} == {2, 3}
