@@ -231,6 +231,9 @@ class ORNMF(TransformerMixin, BaseEstimator):
                     f"n_components is {self.n_components} but the model has "
                     f"{self.components_.shape[0]} bases: fit it again, or clone it"
                 )
+            self._check_loss_statistics(
+                np.shape(self.A_), self.n_features_in_, "the model", "fit it again, or clone it"
+            )
             check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
             if X.shape[1] > self.n_features_in_:
                 self.resize_features(X.shape[1])
@@ -356,6 +359,12 @@ class ORNMF(TransformerMixin, BaseEstimator):
                 f"state has {np.shape(state['components_'])[0]} bases, but n_components is "
                 f"{self.n_components}"
             )
+        self._check_loss_statistics(
+            np.shape(state["A_"]),
+            np.shape(state["components_"])[1],
+            "state",
+            "restore it with that loss",
+        )
         for name in self._state_names():
             if name not in state:
                 continue
@@ -371,6 +380,24 @@ class ORNMF(TransformerMixin, BaseEstimator):
         after the other entries are set): no per-term record of ``sq_`` (an eviction then
         leaves the mass recorded before the restore in ``sq_``, as before)."""
         return {"sq_terms_": lambda: np.zeros(int(self.n_features_in_))}
+
+    def _check_loss_statistics(
+        self, shape_a: tuple[int, ...], n_features: int, owner: str, advice: str
+    ) -> None:
+        """``ValueError``, before anything changes, when the statistic ``A_`` of ``owner`` (the
+        fitted model, a state to restore; ``n_features`` terms) has the shape of the other
+        ``beta_loss``: ``r x r`` under the Frobenius loss, ``m x r`` under Itakura-Saito (a
+        ``beta_loss`` changed with ``set_params`` after fitting failed inside numpy at the next
+        step). With as many terms as bases the shapes agree and nothing is checked."""
+        r = self.n_components
+        by_shape: dict[tuple[int, ...], str] = (
+            {(r, r): "frobenius", (n_features, r): _IS} if n_features != r else {}
+        )
+        fitted = by_shape.get(tuple(shape_a), self.beta_loss)
+        if fitted != self.beta_loss:
+            raise ValueError(
+                f"beta_loss is {self.beta_loss!r} but {owner} was fitted with {fitted!r}: {advice}"
+            )
 
     # ------------------------------------------------------------------ internals
     def _state_names(self) -> list[str]:

@@ -10,6 +10,8 @@ from sklearn.utils.estimator_checks import check_estimator_sparse_tag
 from sparsewatch.models.dynamic_nmf import DynamicNMF
 from sparsewatch.models.nmf_online import MORNMF, ORNMF, WORNMF
 
+_IS = "itakura-saito"
+
 
 def _documents(seed: int = 0, n: int = 30, m: int = 12) -> np.ndarray:
     rng = np.random.default_rng(seed)
@@ -356,6 +358,24 @@ def test_a_changed_rank_is_refused_not_kept_silently() -> None:
     with pytest.raises(ValueError, match="state has 3 bases, but n_components is 5"):
         MORNMF(n_components=5).set_state(state)
     assert MORNMF(n_components=3).set_state(state).components_.shape[0] == 3
+
+
+@pytest.mark.parametrize("cls", [ORNMF, MORNMF])
+@pytest.mark.parametrize(("fitted", "changed"), [("frobenius", _IS), (_IS, "frobenius")])
+def test_a_changed_loss_is_refused_before_any_state_changes(cls, fitted, changed) -> None:
+    """``set_params(beta_loss=...)`` after fitting, or a state of the other loss restored: the
+    statistics have the other loss's shape (``r x r`` against ``m x r``); the next step failed
+    inside numpy (a broadcast error), and a restored state was taken as it was."""
+    X = np.random.default_rng(0).random((40, 12)) + 0.1
+    model = cls(n_components=3, beta_loss=fitted, random_state=0).fit(X)
+    state = _state(model)
+    with pytest.raises(ValueError, match=f"fitted with '{fitted}': fit it again, or clone it"):
+        model.set_params(beta_loss=changed).partial_fit(X)
+    assert all(np.array_equal(v, _state(model)[k]) for k, v in state.items())
+    with pytest.raises(ValueError, match=f"state was fitted with '{fitted}'"):
+        cls(n_components=3, beta_loss=changed).set_state(state)
+    model.set_params(beta_loss=fitted).partial_fit(X)  # the loss it was fitted with: goes on
+    assert cls(n_components=3, beta_loss=fitted).set_state(state).n_steps_ == state["n_steps_"]
 
 
 def test_errors_name_the_model_used() -> None:
