@@ -2,7 +2,8 @@
 
 SQLite: the parent folder is created; every connection runs in WAL mode with foreign keys on,
 ``synchronous=FULL`` (a committed window survives a power cut, so the Kafka offsets committed after
-it never get ahead of the database) and a 30 s busy timeout. pysqlite's own transaction handling is
+it never get ahead of the database) and a 30 s busy timeout (the URL's ``timeout`` parameter, in
+seconds, when given). pysqlite's own transaction handling is
 switched off and transactions are begun explicitly: ``BEGIN IMMEDIATE`` for writers (connections
 with the ``sw_write`` execution option), so two writers queue on the lock instead of deadlocking on
 a read-to-write upgrade; plain ``BEGIN`` for readers, which WAL never blocks.
@@ -21,6 +22,7 @@ database of its own). File and PostgreSQL engines keep their usual pools, withou
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 import time
@@ -39,10 +41,11 @@ _WAL_RETRY_S = 0.01
 # PostgreSQL URLs without a driver, as libpq writes them (SQLAlchemy knows no "postgres" dialect)
 _LIBPQ_SCHEMES = ("postgresql", "postgres")
 # The query parameters of a SQLite URL that SQLAlchemy's pysqlite dialect hands the driver
-# (sqlite3.connect's arguments; see its create_connect_args). sparsewatch's own settings win over
-# timeout and isolation_level (a 30 s busy timeout, transactions begun explicitly).
+# (sqlite3.connect's arguments; see its create_connect_args), but isolation_level: sparsewatch
+# begins its transactions itself (refused, :func:`_refuse_misread_sqlite_url`). timeout is the
+# busy timeout, in seconds (sparsewatch's default: BUSY_TIMEOUT_S).
 _DRIVER_PARAMETERS = frozenset(
-    {"uri", "timeout", "isolation_level", "detect_types", "check_same_thread", "cached_statements"}
+    {"uri", "timeout", "detect_types", "check_same_thread", "cached_statements"}
 )
 # SQLite's own URI parameters (https://www.sqlite.org/uri.html), read from a file: URI only when
 # the driver opens it with uri=true; SQLAlchemy passes them on in the URI then.
@@ -81,10 +84,10 @@ class OneAtATimePool(StaticPool):
         self._turn.release()
 
 
-def _enable_wal(cursor: sqlite3.Cursor) -> None:
+def _enable_wal(cursor: sqlite3.Cursor, busy_timeout: float) -> None:
     """``PRAGMA journal_mode=WAL``, retried while the database is locked, for at most the busy
     timeout (SQLite's busy handler does not cover the read-to-exclusive upgrade of the switch)."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    deadline = time.monotonic() + busy_timeout
     while True:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
@@ -99,7 +102,7 @@ def _unicode_lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
 
 
-def _sqlite_events(engine: sa.Engine) -> None:
+def _sqlite_events(engine: sa.Engine, busy_timeout: float) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
@@ -108,9 +111,9 @@ def _sqlite_events(engine: sa.Engine) -> None:
         # both databases)
         dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute(f"PRAGMA busy_timeout={round(busy_timeout * 1000)}")
         try:
-            _enable_wal(cursor)
+            _enable_wal(cursor, busy_timeout)
         except sqlite3.OperationalError as exc:
             if "readonly" not in str(exc):
                 raise
@@ -161,13 +164,14 @@ def create_engine(url: str) -> sa.Engine:
             path.parent.mkdir(parents=True, exist_ok=True)
             parsed = parsed.set(database=str(path))
         memory = is_in_memory_sqlite(parsed)  # one connection for every thread, in turns
-        connect_args: dict[str, Any] = {"timeout": BUSY_TIMEOUT_S}
+        busy_timeout = _busy_timeout(parsed)
+        connect_args: dict[str, Any] = {"timeout": busy_timeout}
         if memory:
             connect_args["check_same_thread"] = False
         engine = sa.create_engine(
             parsed, connect_args=connect_args, poolclass=OneAtATimePool if memory else None
         )
-        _sqlite_events(engine)
+        _sqlite_events(engine, busy_timeout)
         return engine
     if parsed.drivername in _LIBPQ_SCHEMES:  # libpq's spellings: the driver sparsewatch ships
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -201,12 +205,20 @@ def _refuse_misread_sqlite_url(parsed: sa.engine.URL) -> None:
     ``file:x.db`` in the working folder) are refused. So is ``uri=true`` with a plain path:
     SQLAlchemy hands SQLite ``/x.db?mode=ro`` as the name, which SQLite reads as a URI only after
     ``file:``, so it created a file literally named ``x.db?mode=ro`` (empty, and the worker's
-    results went there)."""
+    results went there). ``isolation_level`` is refused too: sparsewatch begins its transactions
+    itself (``BEGIN IMMEDIATE`` for writers), so the driver's setting was overridden without a
+    word; and a ``timeout`` that is not a number of seconds >= 0 (:func:`_busy_timeout`)."""
     shown = mask_url(parsed.render_as_string(hide_password=False))
     query = parsed.query
     repeated = sorted(name for name, value in query.items() if isinstance(value, tuple))
     if repeated:
         raise SparsewatchError(f"{shown}: the query parameter {repeated[0]!r} is given twice")
+    if "isolation_level" in query:
+        raise SparsewatchError(
+            f"{shown}: isolation_level is not taken: sparsewatch begins its own transactions "
+            "(BEGIN IMMEDIATE to write, BEGIN to read; SQLite's are serializable)"
+        )
+    _busy_timeout(parsed, shown)
     uri = _uri_flag(query.get("uri"), shown)
     unknown = sorted(set(query) - _DRIVER_PARAMETERS - _URI_PARAMETERS)
     if unknown:
@@ -236,6 +248,23 @@ def _refuse_misread_sqlite_url(parsed: sa.engine.URL) -> None:
             f"{shown}: with uri=true the database must be a file: URI, "
             "e.g. sqlite:///file:/path/x.db?mode=ro&uri=true"
         )
+
+
+def _busy_timeout(parsed: sa.engine.URL, shown: str | None = None) -> float:
+    """The busy timeout of a SQLite URL, in seconds: its ``timeout`` parameter (the driver's
+    name for it), else :data:`BUSY_TIMEOUT_S`. A :class:`SparsewatchError` for one that is not a
+    finite number >= 0 (sparsewatch's 30 s overrode the URL's before, without a word)."""
+    value = parsed.query.get("timeout")
+    if value is None:
+        return BUSY_TIMEOUT_S
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        where = shown or mask_url(parsed.render_as_string(hide_password=False))
+        raise SparsewatchError(f"{where}: timeout={value} is not a number of seconds >= 0")
+    return seconds
 
 
 def _uri_flag(value: str | tuple[str, ...] | None, shown: str) -> bool:

@@ -7,6 +7,7 @@ working."""
 from __future__ import annotations
 
 import sqlite3
+import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -158,7 +159,7 @@ def _select_one(engine: sa.Engine) -> int:
 def test_the_driver_parameters_keep_working_without_a_warning(tmp_path: Path) -> None:
     driver = "timeout=5&check_same_thread=false&detect_types=0&cached_statements=16"
     urls = [
-        f"sqlite:///{tmp_path / 'a.db'}?{driver}&isolation_level=DEFERRED",
+        f"sqlite:///{tmp_path / 'a.db'}?{driver}",
         f"sqlite:///{tmp_path / 'b.db'}?uri=false",
         f"sqlite:///file:{tmp_path / 'c.db'}?{driver}&uri=true",
         f"sqlite:///file:{tmp_path / 'd.db'}?mode=rwc&cache=private&psow=1&uri=true",
@@ -168,6 +169,54 @@ def test_the_driver_parameters_keep_working_without_a_warning(tmp_path: Path) ->
         warnings.simplefilter("error")  # (SQLAlchemy's SAWarning for a dropped parameter)
         for url in urls:
             assert _select_one(create_engine(url)) == 1, url
+
+
+def _busy_timeout_ms(url: str) -> int:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+    finally:
+        engine.dispose()
+
+
+def test_the_urls_timeout_is_the_busy_timeout(tmp_path: Path) -> None:
+    """The driver's ``timeout`` parameter sets the busy timeout (sparsewatch's 30 s overrode it
+    without a word); without it, 30 s."""
+    assert _busy_timeout_ms(f"sqlite:///{tmp_path / 'a.db'}?timeout=2.5") == 2500
+    assert _busy_timeout_ms(f"sqlite:///file:{tmp_path / 'b.db'}?timeout=0&uri=true") == 0
+    assert _busy_timeout_ms(f"sqlite:///{tmp_path / 'c.db'}") == 30_000
+
+
+def test_a_writer_waits_out_the_urls_timeout_only(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    with Store.open(f"sqlite:///{path}"):
+        pass
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        engine = create_engine(f"sqlite:///{path}?timeout=0.2")
+        started = time.monotonic()
+        writer = engine.connect().execution_options(sw_write=True)
+        with pytest.raises(sa.exc.OperationalError, match="locked"), writer, writer.begin():
+            pass
+        assert time.monotonic() - started < 5  # not 30 s
+        engine.dispose()
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_timeout_that_is_not_seconds_is_refused(tmp_path: Path, value: str) -> None:
+    with pytest.raises(SparsewatchError, match=f"timeout={value} is not a number of seconds"):
+        create_engine(f"sqlite:///{tmp_path / 'a.db'}?timeout={value}")
+
+
+def test_isolation_level_is_refused_not_overridden(tmp_path: Path) -> None:
+    with pytest.raises(SparsewatchError, match="isolation_level is not taken"):
+        create_engine(f"sqlite:///{tmp_path / 'a.db'}?isolation_level=DEFERRED")
+    assert not (tmp_path / "a.db").exists()
 
 
 def test_mode_ro_with_uri_true_is_read_only(tmp_path: Path) -> None:
