@@ -86,6 +86,14 @@ STATISTICS_INTERVAL_MS = 1_000
 """How often a :class:`BatchConsumer` receives librdkafka's statistics (read only after all
 brokers were down, to see one up again)."""
 
+KEEPALIVE_LAG_EVERY_S = 5.0
+"""How often the keep-alive helper of a :class:`BatchConsumer` asks the brokers for the owned
+partitions' high watermarks and reports the lag to ``on_lag`` (:meth:`BatchConsumer.keepalive`)."""
+
+KEEPALIVE_LAG_BUDGET_S = 2.0
+"""At most this long (all partitions together) for one such query: the helper must go on polling,
+and the caller waits for the query in progress when its work ends."""
+
 # the errors of the error callback that are connection failures (librdkafka logs most of them too)
 _CONNECTION_ERRORS = frozenset(
     {
@@ -483,7 +491,8 @@ class BatchConsumer:
     Work between two polls may take longer than ``max.poll.interval.ms`` (a day's window of a busy
     stream, a database outage waited out): the broker would then take the partitions away, and
     the worker, given them back, would recompute the same work for ever. Work done inside
-    :meth:`keepalive` keeps the member in its group however long it takes (see there).
+    :meth:`keepalive` keeps the member in its group however long it takes (see there), and
+    meanwhile reports the lag to ``on_lag`` every :data:`KEEPALIVE_LAG_EVERY_S`.
 
     With the broker down, each connection failure is logged once, not at every reconnection
     attempt (:class:`ConnectionFailures`), and once all brokers were down, the first statistics
@@ -499,9 +508,11 @@ class BatchConsumer:
         on_revoke: Callable[[list[tuple[str, int]]], None] | None = None,
         on_lost: Callable[[list[tuple[str, int]]], None] | None = None,
         on_reset: Callable[[str, int, int], None] | None = None,
+        on_lag: Callable[[dict[tuple[str, int], int | None]], None] | None = None,
         **overrides: Any,
     ) -> None:
         self.last_error_at = float("-inf")
+        self._on_lag = on_lag
         self._fatal: KafkaError | None = None
         self._refused: KafkaError | None = None  # see _READ_REFUSALS
         self._group_id = group_id
@@ -600,6 +611,12 @@ class BatchConsumer:
         the first message the helper's poll returned from it (a message fetched before the
         pause), if any: what the caller reads next continues exactly where it stopped. An error
         of the helper's poll (a callback raising, a fatal client error) is raised here.
+
+        Paused partitions are not fetched, so their watermarks, which come with fetch responses,
+        stood still: the lag the caller saw before the work was all it knew, while messages went
+        on arriving (a database outage waited out here: the backlog grew and the consumer-lag
+        gauge did not move). Every :data:`KEEPALIVE_LAG_EVERY_S` the helper asks the brokers for
+        the high watermarks and reports the lag to ``on_lag`` (:meth:`_queried_lag`).
         """
         stop = threading.Event()
         errors: list[BaseException] = []
@@ -639,10 +656,14 @@ class BatchConsumer:
         try:
             paused = self._consumer.assignment()
             self._consumer.pause(paused)
+            lag_due = time.monotonic() + KEEPALIVE_LAG_EVERY_S
             while not stop.is_set():  # (resets are applied by the caller's next poll_batch)
                 for msg in self._messages(self._consumer.consume(num_messages=500, timeout=0.2)):
                     topic, partition, offset = source_of(msg)
                     rewind.setdefault((topic, partition), offset)
+                if self._on_lag is not None and paused and time.monotonic() >= lag_due:
+                    self._on_lag(self._queried_lag(paused, rewind, stop))
+                    lag_due = time.monotonic() + KEEPALIVE_LAG_EVERY_S
         except BaseException as exc:  # raised on the caller's thread
             errors.append(exc)
         try:
@@ -659,6 +680,30 @@ class BatchConsumer:
         finally:
             with self._mode:
                 self._helper = None
+
+    def _queried_lag(
+        self, partitions: list[TopicPartition], rewind: TopicOffsets, stop: threading.Event
+    ) -> dict[tuple[str, int], int | None]:
+        """The keep-alive helper's lag of ``partitions`` (paused): each one's high watermark asked
+        of its leader, less where the caller goes on reading (the first message the helper's
+        polls returned from it, else its position). ``None`` for a partition whose watermark did
+        not come within :data:`KEEPALIVE_LAG_BUDGET_S` of the start (all of them together), or
+        once ``stop`` is set: an unknown lag (the gauge keeps its last known value)."""
+        deadline = time.monotonic() + KEEPALIVE_LAG_BUDGET_S
+        result: dict[tuple[str, int], int | None] = {}
+        for tp in self._consumer.position(partitions):
+            key = (tp.topic, tp.partition)
+            result[key] = None
+            left = deadline - time.monotonic()
+            if stop.is_set() or left <= 0:
+                continue
+            try:
+                low, high = self._consumer.get_watermark_offsets(tp, timeout=left)
+            except KafkaException:  # (the broker did not answer in time)
+                continue
+            position = rewind.get(key, tp.offset if tp.offset >= 0 else self._start.get(key, low))
+            result[key] = max(0, high - position) if position >= 0 and high >= 0 else None
+        return result
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._app:

@@ -328,6 +328,7 @@ class WorkerLoop:
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
                 on_reset=self.metrics.skipped,
+                on_lag=self.metrics.set_lag,
                 **self.consumer_overrides,
             )
         except BaseException:

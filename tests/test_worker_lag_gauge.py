@@ -4,18 +4,26 @@ The loop set the gauge from the consumer's lag only after a batch had been proce
 drained-input check that also sets it is skipped when a batch was read): a worker started over a
 large backlog, whose first window takes seconds (the detector's warm-up), reported a lag of 0
 exactly when it was furthest behind. The gauge is now set right after every non-empty poll.
+
+While a window takes longer than the keep-alive delay, the helper keeps the partitions paused, so
+no fetch brought new watermarks: the gauge stood at the lag seen before the window while messages
+went on arriving (a database outage waited out: the backlog grew, the gauge did not move). The
+helper now asks the brokers for the watermarks and reports the lag as it goes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sparsewatch.consumers import kafka_client
 from sparsewatch.consumers.processor import Output
 
+from tests.support.kafka_topics import produce_messages
 from tests.support.worker_stubs import (
     OneStreamProcessor,
     QuietState,
@@ -73,3 +81,34 @@ def test_the_lag_gauge_shows_the_backlog_while_the_first_batch_is_computed(
     # (the first batch is at most POLL_BATCH messages: the rest of the backlog is still unread)
     assert during_first_window is not None
     assert BACKLOG - POLL_BATCH <= during_first_window <= BACKLOG
+
+
+def test_the_lag_gauge_follows_messages_arriving_while_a_window_outlasts_the_keepalive_delay(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kafka_client, "KEEPALIVE_LAG_EVERY_S", 0.5)
+    processor = _Processor()
+    more = 40
+    with running_on_backlog(
+        processor,
+        kafka_bootstrap,
+        tmp_path / "lag.db",
+        BACKLOG,
+        poll_batch=POLL_BATCH,
+        # the keep-alive helper pauses the partitions after 1.5 s of work
+        consumer_overrides={"session.timeout.ms": 6000, "max.poll.interval.ms": 6000},
+    ) as running:
+        try:
+            assert processor.entered.wait(WAIT_S), "the worker read no message"
+            before = consumer_lag(processor.name)
+            time.sleep(2.0)  # the helper polls, the partition paused
+            topic = running.worker.input_topic
+            produce_messages(kafka_bootstrap, topic, ((b"s", b"x") for _ in range(more)))
+            deadline = time.monotonic() + 20
+            while consumer_lag(processor.name) != before + more and time.monotonic() < deadline:
+                time.sleep(0.1)
+            during = consumer_lag(processor.name)
+        finally:
+            processor.release.set()
+    assert before is not None and BACKLOG - POLL_BATCH <= before <= BACKLOG
+    assert during == before + more  # was ``before``: the watermark stood still while paused
