@@ -145,16 +145,31 @@ def _integer(msg: dict[str, Any], name: str) -> int:
 def _number(value: Any, name: str) -> float:
     """A JSON number (not a string or a boolean), finite and at most ``MAX_FEATURE`` in size:
     standardising a larger one overflowed to infinity, and the model refused the window (the
-    worker stopped on every restart) or, in a refit, dropped the feature for the whole stream."""
+    worker stopped on every restart) or, in a refit, dropped the feature for the whole stream.
+    The value is cut in the reason, as every other one is: an integer of thousands of digits put
+    all of them into the dead letter's reason."""
     if type(value) not in (int, float):
         raise InvalidMessageError(f"{name} must be a number, got {_shown(value)}")
     if not abs(value) <= MAX_FEATURE:  # (NaN fails too)
-        raise InvalidMessageError(f"{name} {value!r} is not a finite number of size <= 1e12")
+        raise InvalidMessageError(
+            f"{name} {_cut(repr(value))} is not a finite number of size <= 1e12"
+        )
     return float(value)
 
 
+SHOWN_CHARS = 40
+"""The most characters of an offending value a reason quotes."""
+
+
 def _shown(value: Any) -> str:
-    return f"{type(value).__name__} {json.dumps(value)[:40]}"
+    return f"{type(value).__name__} {json.dumps(value)[:SHOWN_CHARS]}"
+
+
+def _cut(text: str) -> str:
+    """``text`` up to ``SHOWN_CHARS`` characters; a longer one cut there, with its length."""
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def representation(msg: dict[str, Any]) -> tuple[float, ...]:

@@ -4,7 +4,8 @@ Irofti, Hîji, Pătraşcu, Cleju (2024), "Fusing Dictionary Learning and Support
 Unsupervised Anomaly Detection". This module holds what the four models share:
 
 * input validation (NaN/inf, constant features, too few samples for the sparsity ``s``;
-  scipy.sparse input is densified);
+  scipy.sparse input is densified; a DataFrame's column names are recorded at fit as
+  ``feature_names_in_`` and checked when scoring, as scikit-learn does);
 * the sphere sub-problem of Theorem 1, ``max_{||d|| = 1} ||B^T d + g||^2``, solved exactly as a
   trust-region sub-problem through the SVD of ``B`` (the paper's remark after Theorem 1) or by the
   power-method approximation;
@@ -38,7 +39,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.linear_model import orthogonal_mp_gram
 from sklearn.svm import OneClassSVM
 from sklearn.utils import Tags
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 from sparsewatch.models._validation import is_sparse
 
 FloatArray = np.ndarray
@@ -51,23 +52,28 @@ LIBSVM_ITER_PER_ROW = 100
 LIBSVM_SAFE_NORM = 1e6
 
 
-def check_training_data(X: object, n_nonzero_coefs: int) -> FloatArray:
+def check_training_data(X: object, n_nonzero_coefs: int | None, model: str) -> FloatArray:
     """Validate a training matrix (samples x features) and return it as float64.
 
     Raises ``ValueError`` with a readable message for non-2-D or empty input, NaN or infinite
-    entries, constant features, and fewer samples than the sparsity ``s`` allows (at least
-    ``s + 1``, and 3). The messages follow scikit-learn's wording (``"1 sample(s)"``,
-    ``"0 feature(s) (shape=...)"``, ``"Reshape your data"``), so that tools matching them work.
+    entries, constant features, and fewer samples than the model can be built on: 3, and
+    ``s + 1`` for a model coding with the OMP sparsity ``s`` (``n_nonzero_coefs``; ``None`` for
+    the models without one, DPL-OCSVM's codes are the dense ``P y``). ``model`` names the
+    estimator in that message, which mentions a sparsity only when the model has one (DPL's
+    named "sparsity 1", a parameter it does not have). The messages follow scikit-learn's
+    wording (``"1 sample(s)"``, ``"0 feature(s) (shape=...)"``, ``"Reshape your data"``), so
+    that tools matching them work.
     """
     X = _as_matrix(X)
     n_samples = X.shape[0]
-    if n_nonzero_coefs < 1:
+    if n_nonzero_coefs is not None and n_nonzero_coefs < 1:
         raise ValueError(f"n_nonzero_coefs must be >= 1, got {n_nonzero_coefs}")
-    needed = max(n_nonzero_coefs + 1, 3)
+    needed = 3 if n_nonzero_coefs is None else max(n_nonzero_coefs + 1, 3)
     if n_samples < needed:
+        sparsity = "" if n_nonzero_coefs is None else f" with sparsity {n_nonzero_coefs}"
         raise ValueError(
-            f"too few samples: found {n_samples} sample(s) (shape={X.shape}), a model with "
-            f"sparsity {n_nonzero_coefs} needs at least {needed}"
+            f"too few samples: found {n_samples} sample(s) (shape={X.shape}), {model}"
+            f"{sparsity} needs at least {needed}"
         )
     constant = np.flatnonzero(np.ptp(X, axis=0) == 0.0)
     if constant.size:
@@ -564,9 +570,10 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         """Signals of rows to score, as :meth:`_fit_features` gave the training ones."""
         return self._normalize(X)
 
-    def _sparsity(self) -> int:
+    def _sparsity(self) -> int | None:
         """The OMP sparsity the training data must support: ``n_nonzero_coefs`` capped at
-        ``n_components`` (OMP never selects more atoms than exist, ``effective_sparsity``)."""
+        ``n_components`` (OMP never selects more atoms than exist, ``effective_sparsity``);
+        ``None`` for a model that codes without OMP."""
         return min(int(self.n_nonzero_coefs), int(self.n_components))
 
     def _nu(self) -> float:
@@ -665,19 +672,27 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         attributes are set as training goes, so they are restored on failure (the
         normalisation statistics and ``n_features_in_`` of the failed data were kept before,
         and the old dictionary scored with them).
+
+        A DataFrame's column names (all strings) are recorded as ``feature_names_in_``, which
+        scoring checks (scikit-learn's convention): the rows were converted with
+        ``np.asarray``, so a frame with its columns in another order was scored silently, each
+        value against another feature's atoms, where scikit-learn's ``OneClassSVM`` refuses it.
+        Input without names removes those of an earlier fit.
         """
         self._check_contamination()
         self._check_counts()
         self._check_weights()
         self._check_choices()
-        X = check_training_data(X, self._sparsity())
+        raw = X
+        X = check_training_data(X, self._sparsity(), type(self).__name__)
         if self.normalize is None:
             check_raw_magnitude(X)
         learned = {k: v for k, v in vars(self).items() if k.endswith("_")}
         try:
+            _check_feature_names(self, raw, reset=True)
             self.n_features_in_ = int(X.shape[1])
             self._fit(X)
-            self.decision_scores_ = self.decision_function(X)
+            self.decision_scores_ = self._decision(X)
         except BaseException:
             for k in [k for k in vars(self) if k.endswith("_")]:
                 delattr(self, k)
@@ -711,9 +726,19 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
         whose score overflows the float range with both signs (``inf - inf``: raw signals or a
         polynomial kernel far beyond the training rows) scores ``+inf``, outside every boundary;
         it was NaN, which ``predict`` took for an inlier.
+
+        A DataFrame whose column names differ from ``feature_names_in_`` (other names, or the
+        same in another order) is refused with scikit-learn's ``ValueError``; names on one side
+        only warn, as in scikit-learn. ``score_samples`` and ``predict`` score through here.
         """
         check_is_fitted(self, "ocsvm_intercept_")
+        _check_feature_names(self, X, reset=False)
         X = check_scoring_data(X, int(self.n_features_in_), type(self).__name__)
+        return self._decision(X)
+
+    def _decision(self, X: FloatArray) -> FloatArray:
+        """:meth:`decision_function` on validated rows (the training rows, scored at fit
+        without a second validation or a feature-name check of the converted array)."""
         scores = -self.ocsvm_.decision(self._codes(X))
         return np.where(np.isnan(scores), np.inf, scores)
 
@@ -732,26 +757,46 @@ class OCSVMDetectorBase(OutlierMixin, BaseEstimator):
 
     def get_state(self) -> dict[str, np.ndarray]:
         """The fitted state as plain numeric arrays (``np.savez``-able, no pickle), with the
-        training diagnostics (``objective_``, ``n_rejected_updates_``, DPL's ``tau_``)."""
+        training diagnostics (``objective_``, ``n_rejected_updates_``, DPL's ``tau_``) and, for
+        a model fitted on a DataFrame, ``feature_names_in_`` as a unicode array (scikit-learn
+        keeps an object array, which ``np.load(allow_pickle=False)`` refuses)."""
         check_is_fitted(self, "ocsvm_intercept_")
         keys = self._common_state_keys + self._state_keys
         diagnostics = [k for k in self._diagnostic_state_keys if hasattr(self, k)]
-        return {k: np.array(getattr(self, k)) for k in (*keys, *diagnostics)}
+        state = {k: np.array(getattr(self, k)) for k in (*keys, *diagnostics)}
+        if hasattr(self, "feature_names_in_"):
+            state["feature_names_in_"] = np.asarray(self.feature_names_in_, dtype=str)
+        return state
 
     def set_state(self, state: dict[str, np.ndarray]) -> OCSVMDetectorBase:
         """Restore ``get_state()`` output on an instance built with the same parameters.
 
         The diagnostics are optional (a state saved before they were checkpointed scores the
-        same): those absent from ``state`` are left unset, not invented.
+        same): those absent from ``state`` are left unset, not invented. So is
+        ``feature_names_in_`` (a model fitted without names, or a state saved before names were
+        kept): when present it is restored as scikit-learn's object array of ``str``, and must
+        name ``n_features_in_`` columns.
         """
         keys = self._common_state_keys + self._state_keys
         missing = [k for k in keys if k not in state]
         if missing:
             raise ValueError(f"state is missing {missing}")
-        for k in self._diagnostic_state_keys:
+        names = None
+        if "feature_names_in_" in state:
+            names = np.asarray(state["feature_names_in_"])
+            if names.dtype.kind != "U" or names.shape != (
+                int(np.asarray(state["n_features_in_"])),
+            ):
+                raise ValueError(
+                    "state's feature_names_in_ must be a 1-D unicode array with one name per "
+                    f"feature, got dtype {names.dtype} and shape {names.shape}"
+                )
+        for k in (*self._diagnostic_state_keys, "feature_names_in_"):
             if hasattr(self, k):
                 delattr(self, k)  # none left over from an earlier fit or state
         for k in (*keys, *(k for k in self._diagnostic_state_keys if k in state)):
             value = np.array(state[k])
             setattr(self, k, value.item() if value.ndim == 0 else value)  # scalars as in fit
+        if names is not None:
+            self.feature_names_in_ = np.array([str(n) for n in names], dtype=object)
         return self

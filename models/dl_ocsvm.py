@@ -268,6 +268,10 @@ class DLOCSVM(OCSVMDetectorBase):
     objective_ : composite objective after the initialisation and after each outer iteration.
     n_rejected_updates_ : atom updates not taken because they would have raised the objective.
     decision_scores_, labels_, threshold_ : PyOD-style training scores, labels and threshold.
+    n_features_in_ : number of features seen at fit.
+    feature_names_in_ : (n_features_in_,) column names of a DataFrame fitted on (all strings;
+        absent otherwise). Scoring a DataFrame with other names, or the same in another order,
+        raises ``ValueError``, as scikit-learn's estimators do.
 
     Examples
     --------

@@ -176,7 +176,8 @@ class DPLOCSVM(OCSVMDetectorBase):
     dictionary_ : (n_features, n_components) synthesis atoms.
     analysis_ : (n_components, n_features) analysis dictionary ``P``.
     tau_ : the ridge weight used in training.
-    objective_, n_rejected_updates_, decision_scores_, labels_, threshold_ : as in DL-OCSVM.
+    objective_, n_rejected_updates_, decision_scores_, labels_, threshold_, n_features_in_,
+    feature_names_in_ : as in DL-OCSVM.
 
     Examples
     --------
@@ -223,8 +224,10 @@ class DPLOCSVM(OCSVMDetectorBase):
         self.random_state = random_state
         self.normalize = normalize
 
-    def _sparsity(self) -> int:
-        return 1
+    def _sparsity(self) -> None:
+        """``None``: DPL has no sparsity, its codes ``P y`` are dense (the paper's Section 4.2),
+        so the too-few-samples message names none (it claimed "sparsity 1")."""
+        return None
 
     def _tau(self, n_samples: int) -> float:
         """The ridge weight for ``n_samples`` training signals (``"auto"``: ``0.02 N``)."""

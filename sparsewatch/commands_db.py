@@ -143,7 +143,7 @@ def prune(
         )
     if dry_run:
         _refuse_an_older_schema(ctx, database_url)
-    with open_store(ctx, database_url) as store:
+    with open_store(ctx, database_url, read_only=False) as store:
         report = store.prune(
             before=before,
             keep_windows=keep_windows,
@@ -222,7 +222,7 @@ def forget_group(
     report: dict[str, dict[str, int | str]] = {}
     if dry_run:
         _refuse_an_older_schema(ctx, database_url)
-    with open_store(ctx, database_url) as store:
+    with open_store(ctx, database_url, read_only=False) as store:
         known = store.groups()
         unknown = [g for g in dict.fromkeys(groups) if g not in known]
         broker: dict[str, str] = {}

@@ -70,11 +70,13 @@ TIME = TimeParam()
 
 @contextmanager
 def open_store(
-    ctx: click.Context, database_url: str | None, create: bool = False
+    ctx: click.Context, database_url: str | None, create: bool = False, read_only: bool = True
 ) -> Iterator[Store]:
-    """The configured database (or ``--database-url``), migrated if behind; errors become one
-    line. Unless ``create`` (``db upgrade``), a query creates nothing: a missing SQLite file or a
-    database without sparsewatch's tables is an error."""
+    """The configured database (or ``--database-url``); errors become one line. Unless
+    ``create`` (``db upgrade``), a command creates nothing: a missing SQLite file or a database
+    without sparsewatch's tables is an error. A database behind this version's schema is
+    migrated for a command that writes (not ``read_only``: ``db upgrade``, ``db prune``,
+    ``db forget-group``) and refused for one that only reads (the queries)."""
     # the configuration is read (and a bad one refused) even when --database-url replaces its URL
     config = command_config(ctx)
     database_url = database_url or config.resolved_database_url
@@ -85,7 +87,7 @@ def open_store(
             "or PostgreSQL"
         )
     try:
-        store = Store.open(database_url, create=create)
+        store = Store.open(database_url, create=create, read_only=read_only and not create)
     except (sa.exc.SQLAlchemyError, OSError, ValueError) as exc:
         message = f"cannot open database {mask_url(database_url)}: {first_line(exc)}"
         raise SparsewatchError(message) from None

@@ -421,6 +421,11 @@ class MissingDatabaseError(SparsewatchError):
     """A database that :meth:`Store.open` was not allowed to create is missing or empty."""
 
 
+class OlderSchemaError(SparsewatchError):
+    """A database behind this version's schema, which :meth:`Store.open` was not allowed to
+    migrate (``read_only``)."""
+
+
 class Store:
     """A database of sparsewatch results: SQLite (file, WAL) or PostgreSQL."""
 
@@ -428,12 +433,19 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str, upgrade: bool = True, create: bool = True) -> Store:
+    def open(
+        cls, url: str, upgrade: bool = True, create: bool = True, read_only: bool = False
+    ) -> Store:
         """Connect to ``url``; migrate the schema to the newest revision if it is behind.
 
         With ``create=False`` (the query commands) nothing is created: a SQLite file that does
         not exist and a database without sparsewatch's tables raise :class:`MissingDatabaseError`
         (a mistyped path used to become a new empty database, and the query an empty answer).
+        With ``read_only`` (the commands that only read) a database behind is not migrated but
+        refused (:class:`OlderSchemaError`, naming ``sparsewatch db upgrade``): a query changed
+        the schema under the workers of the older version still writing it (revision 0009
+        rebuilt SQLite's alerts table), and failed without a word on why for a role that may
+        only read ("must be owner of table alerts", "attempt to write a readonly database").
         """
         path = sqlite_file(url) or sqlite_uri_file(url)
         if not create and path is not None and not path.exists():
@@ -445,6 +457,13 @@ class Store:
                 if current is None and not create:
                     raise MissingDatabaseError(
                         f"the database {mask_url(url)} has no sparsewatch tables: {_MISSING_HINT}"
+                    )
+                if read_only and _migrate().is_older_revision(current):
+                    raise OlderSchemaError(
+                        f"the database {mask_url(url)} is at schema revision {current!r}, older "
+                        f"than this sparsewatch's {_migrate().head_revision()!r}: run "
+                        "'sparsewatch db upgrade' (or start the workers of this version), which "
+                        "migrates it; a query only reads"
                     )
                 # (a query reads a database whose revision is still in the legacy table as it
                 # is: its role may not have the right to move it; the workers do)

@@ -97,13 +97,15 @@ def test_a_database_of_earlier_versions_has_its_revision_moved(
     assert migrate.revision_state(engine) == (expected, True)
     engine.dispose()
     # a query reads it as it is (its role may not have the right to move the revision) ...
-    # (an older revision is upgraded by a query, as always, and moved with it)
+    # (an older revision is refused by a query, which only reads: db upgrade migrates it)
     code, out, err = run_cli(
         monkeypatch, capsys, "status", "--no-kafka", "--database-url", database_url
     )
-    assert code == 0 and "windows: 1," in out, err
     if revision == "head":
-        assert "sparsewatch_alembic_version" not in _tables(database_url)
+        assert code == 0 and "windows: 1," in out, err
+    else:
+        assert code == 2 and "run 'sparsewatch db upgrade'" in err
+    assert "sparsewatch_alembic_version" not in _tables(database_url)
     # ... a worker opening it moves it (db upgrade too); the data stays
     Store.open(database_url).dispose()
     tables = _tables(database_url)
