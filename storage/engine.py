@@ -26,6 +26,7 @@ import math
 import sqlite3
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -293,7 +294,10 @@ def sqlite_file(url: str | sa.engine.URL) -> Path | None:
 
 def sqlite_uri_file(url: str | sa.engine.URL) -> Path | None:
     """The file of a SQLite ``file:`` URI database (``sqlite:///file:/path/x.db?uri=true``);
-    ``None`` for any other URL and for ``mode=memory``."""
+    ``None`` for any other URL and for ``mode=memory``. The path is read as SQLite reads it:
+    percent-escapes decoded (``a%20b.db`` is ``a b.db``), ``~`` not expanded (it was here, and
+    undecoded, so the check that a query creates nothing looked at another file than SQLite
+    opened: an existing database was reported missing, and a missing one created)."""
     parsed = parse_url(url)
     database = parsed.database or ""
     if parsed.get_backend_name() != "sqlite" or not database.startswith("file:"):
@@ -303,7 +307,7 @@ def sqlite_uri_file(url: str | sa.engine.URL) -> Path | None:
     rest = database.removeprefix("file:")
     if rest.startswith("//"):  # file://localhost/path or file:///path
         rest = "/" + rest[2:].partition("/")[2]
-    return Path(rest).expanduser() if rest else None
+    return Path(urllib.parse.unquote(rest)) if rest else None
 
 
 def sqlite_url(path: str | Path) -> str:

@@ -235,3 +235,21 @@ def test_postgresql_query_parameters_are_not_sqlites_to_check() -> None:
     """(libpq's parameters are its own: the check is SQLite's only; nothing connects here.)"""
     engine = create_engine("postgresql+psycopg://u@localhost/db?sslmode=require&mode=ro")
     engine.dispose()
+
+
+def test_a_file_uri_path_is_read_percent_decoded_as_sqlite_reads_it(
+    five_windows: Path, monkeypatch, capsys
+) -> None:
+    # "a b.db" written as a%20b.db in the URI (a%2520b.db in the URL): the check that a query
+    # creates nothing looked for the undecoded name and reported the database missing
+    spaced = five_windows.with_name("a b.db")
+    five_windows.rename(spaced)
+    url = f"sqlite:///file:{spaced.parent}/a%2520b.db?mode=ro&uri=true"
+    code, out, err = run_cli(monkeypatch, capsys, "status", "--no-kafka", "--database-url", url)
+    assert code == 0 and "windows: 5," in out, err
+    # and a name whose undecoded form exists but decoded does not: refused, nothing created
+    spaced.rename(spaced.with_name("q%41.db"))
+    url = f"sqlite:///file:{spaced.parent}/q%2541.db?uri=true"
+    code, out, err = run_cli(monkeypatch, capsys, "status", "--no-kafka", "--database-url", url)
+    assert code == 2 and f"no database at {spaced.parent}/qA.db" in err
+    assert not (spaced.parent / "qA.db").exists()
