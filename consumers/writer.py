@@ -136,6 +136,10 @@ _ENVIRONMENT_ERRORS = (RetryAbandonedError, KafkaException, *TRANSIENT_DB_ERRORS
 _STALLED_S = 2.0
 # How often a wait for the delivery of a job's messages is logged and reported to the loop.
 _FLUSH_REPORT_S = 10.0
+# How often an idle writer polls its producer (the delivery reports, errors and librdkafka's log
+# lines are served only by a poll: an idle writer's connection failures were logged only once
+# the broker was back and the next job polled).
+_IDLE_POLL_S = 1.0
 
 _STORE_CALLS = frozenset(
     {
@@ -335,6 +339,11 @@ class ResultWriter:
     def _reported(self, what: str) -> Stop:
         """The stop for a retried ``what``, each wait before a retry told to ``on_retry``."""
         return self.stop if self.on_retry is None else ReportedStop(self.stop, what, self.on_retry)
+
+    def poll_idle(self) -> None:
+        """Between two jobs: serve the producer's callbacks (its errors and log lines, a broker
+        going down while no window is written), which only a poll serves."""
+        self.producer.poll(0)
 
     def refresh_statistics(self) -> None:
         """Between two jobs: gather SQLite's planner statistics if they are due
@@ -608,6 +617,23 @@ class ThreadWriter:
         self._writer = ResultWriter(store, producer, destination, self._stop, statistics, on_retry)
         self._pool = ThreadPoolExecutor(1, initializer=_name_thread, initargs=(f"{name}-writer",))
         self._pool.submit(self._writer.send_pending_alerts)  # what a crash left, before any job
+        self._closing = threading.Event()
+        self._idle_poller = threading.Thread(
+            target=self._poll_while_idle, name=f"{name}-writer-idle", daemon=True
+        )
+        self._idle_poller.start()
+
+    def _poll_while_idle(self) -> None:
+        """Every :data:`_IDLE_POLL_S`, a poll of the producer on the writer's thread
+        (:meth:`ResultWriter.poll_idle`), queued behind the job in flight and at most one at a
+        time, until :meth:`close`."""
+        polled: Future[None] | None = None
+        while not self._closing.wait(_IDLE_POLL_S):
+            if polled is None or polled.done():
+                try:
+                    polled = self._pool.submit(self._writer.poll_idle)
+                except RuntimeError:  # (shut down)
+                    return
 
     def submit(self, job: WriteJob) -> Pending:
         # The checkpoints' arrays are the models' own: copied before the models move on.
@@ -634,6 +660,8 @@ class ThreadWriter:
 
     def close(self) -> None:
         """Wait for the job in flight (its error, if any, is left to its ``result``)."""
+        self._closing.set()
+        self._idle_poller.join()
         self._pool.shutdown(wait=True)
         self._writer.close()
 
@@ -871,6 +899,8 @@ def serve(fd: int) -> None:
     try:
         writer.send_pending_alerts()  # what a crash left, before any job
         while True:
+            while not conn.poll(_IDLE_POLL_S):  # (the producer's errors and logs as they come)
+                writer.poll_idle()
             try:
                 job = conn.recv()
             except EOFError:
