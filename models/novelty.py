@@ -179,6 +179,22 @@ def _truncate_columns_sparse(S: sp.spmatrix, t: int | None) -> sp.csc_matrix:
     return sp.csc_matrix((S.data[keep], S.indices[keep], indptr), shape=S.shape)
 
 
+def _same_layout(a: OIADMM, b: OIADMM) -> bool:
+    """Whether two OIADMM models hold their dictionary and dual alike (float type, dense or
+    CSC)."""
+    return bool(np.dtype(a.dtype) == np.dtype(b.dtype) and bool(a.sparse) == bool(b.sparse))
+
+
+def _converted_components(
+    A: np.ndarray | sp.spmatrix, target: OIADMM
+) -> np.ndarray | sp.csc_matrix:
+    """Dictionary ``A`` as :meth:`OIADMM.set_state` of ``target`` restores it from a checkpoint
+    of ``A`` (CSC entries cast to ``target.dtype``, then ``target``'s layout), bit for bit."""
+    C = sp.csc_matrix(A)
+    cast = sp.csc_matrix((np.array(C.data, dtype=target.dtype), C.indices, C.indptr), shape=C.shape)
+    return target._layout(cast)
+
+
 def _concatenate(parts: Sequence[L1CodingResult]) -> L1CodingResult:
     """One :class:`L1CodingResult` of the documents of ``parts`` in order."""
     return L1CodingResult(
@@ -385,7 +401,15 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
     # ----------------------------------------------------------------- helpers
     @property
     def components_(self) -> np.ndarray | sp.csc_matrix:
-        return self.oiadmm_.components_
+        """The dictionary (``m x k``) in the float type and layout of the current ``dtype`` and
+        ``grow_threshold`` (CSC when it is set): after :meth:`set_params` changed either on a
+        fitted model, a converted copy, the dictionary a model restored from a checkpoint under
+        them holds (:meth:`set_state`), so both score alike; :meth:`partial_fit` converts the
+        stored one (:meth:`_synced_oiadmm`)."""
+        target = self._oiadmm()
+        if _same_layout(self.oiadmm_, target):
+            return self.oiadmm_.components_
+        return _converted_components(self.oiadmm_.components_, target)
 
     @property
     def n_features_in_(self) -> int:
@@ -435,6 +459,49 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
             for b in self._blocks(P.shape[1])
         ]
         return parts[0] if len(parts) == 1 else _concatenate(parts)
+
+    def _synced_oiadmm(self) -> OIADMM:
+        """``oiadmm_`` under the current hyper-parameters (``beta``, ``tau``, ``over_weight``,
+        ``dtype``, and ``grow_threshold`` for the layout), as :meth:`set_state` builds it from a
+        checkpoint: :meth:`set_params` on a fitted model changed the coding at once but never
+        reached the dictionary update, so a live model and one restored from its checkpoint
+        under the same parameters learnt different dictionaries. A new float type or layout
+        goes through the checkpoint's arrays (:meth:`OIADMM.get_state`), exactly as a restore
+        does, and leaves ``oiadmm_`` as it is (a failed conversion changes nothing); otherwise
+        ``oiadmm_`` itself is returned with those step parameters set."""
+        target = self._oiadmm()
+        if not _same_layout(self.oiadmm_, target):
+            return target.set_state(self.oiadmm_.get_state())
+        return self.oiadmm_.set_params(
+            beta=target.beta, tau=target.tau, over_weight=target.over_weight
+        )
+
+    def _checked_codes(
+        self, codes: sp.spmatrix | np.ndarray, scores: np.ndarray, n_docs: int
+    ) -> tuple[sp.csr_matrix, np.ndarray]:
+        """``codes`` (``n_docs x k``, ``k`` the atoms now) and ``scores`` (``n_docs``) of a
+        scoring pass handed to :meth:`partial_fit`, checked before any state changes:
+        ``ValueError`` for a wrong shape or NaN or infinite entries (the OIADMM step refused
+        them only after the window had been counted, its atoms marked used and the vocabulary
+        grown)."""
+        codes = check_array(
+            codes,
+            accept_sparse=("csr", "csc", "coo"),
+            dtype="numeric",
+            ensure_2d=True,
+            ensure_min_samples=0,
+            ensure_min_features=0,
+            input_name="codes",
+        )
+        k = self.oiadmm_.components_.shape[1]
+        if codes.shape != (n_docs, k):
+            raise ValueError(f"codes must be (documents, atoms) = {(n_docs, k)}, got {codes.shape}")
+        scores = check_array(
+            scores, ensure_2d=False, dtype="numeric", ensure_min_samples=0, input_name="scores"
+        )
+        if scores.shape != (n_docs,):
+            raise ValueError(f"scores must be ({n_docs},) (one per document), got {scores.shape}")
+        return sp.csr_matrix(codes), scores
 
     def _oiadmm(self) -> OIADMM:
         return OIADMM(
@@ -538,11 +605,16 @@ class OnlineL1NoveltyDetector(TransformerMixin, BaseEstimator):
         """OIADMM step(s) (Algorithm 2) on a window, ``update_passes`` times with the window
         re-coded in between; ``codes``/``scores`` reuse a scoring pass. A wider ``X`` than the
         dictionary means new terms: zero rows are appended to it and the dual first
-        (:meth:`remap_features`). Invalid input raises ``ValueError`` before any change."""
+        (:meth:`remap_features`). Invalid input (``codes`` and ``scores`` included) raises
+        ``ValueError`` before any change. Hyper-parameters set since the last window apply to
+        this one's update as they would after a restore (:meth:`_synced_oiadmm`)."""
         if not hasattr(self, "oiadmm_"):
             return self.fit(X)
         self._check_params()
         P = self._docs_as_columns(X)
+        if codes is not None and scores is not None:
+            codes, scores = self._checked_codes(codes, scores, P.shape[1])
+        self.oiadmm_ = self._synced_oiadmm()
         m = self.n_features_in_
         if P.shape[0] > m:
             self.remap_features(np.arange(m), P.shape[0] - m)
