@@ -292,7 +292,9 @@ class _MetricsServer6(_MetricsServer):
 
 
 # errno of a bind that the address fails (not this machine's; IPv6 where the system has none)
-_ADDRESS_ERRORS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
+# (EINVAL: an IPv6 link-local address without its scope, fe80::1 for fe80::1%eth0; a taken or
+# privileged port is EADDRINUSE or EACCES)
+_ADDRESS_ERRORS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EINVAL})
 _PROBES = {"/healthz": "liveness", "/readyz": "readiness"}
 # the methods a probe answers: an HTTP check's (HAProxy's ``option httpchk`` sends OPTIONS)
 _PROBE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -338,8 +340,10 @@ def _probe_answer(
 
 
 def _shown_address(address: str, port: int) -> str:
-    """``address:port`` (``[address]:port`` for an IPv6 address)."""
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    """``address:port`` (``[address]:port`` for an IPv6 address, given with or without its
+    brackets)."""
+    bare = address.removeprefix("[").removesuffix("]")
+    return f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
 
 
 def _bind(address: str, port: int, port_setting: str, address_setting: str) -> _MetricsServer:

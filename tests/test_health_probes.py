@@ -258,6 +258,17 @@ def test_the_bridge_serves_metrics_and_probes_on_every_interface(
         ),
         (
             ["run", "detector"],
+            {"SPARSEWATCH_METRICS_ADDRESS": "fe80::1"},  # link-local without its scope: EINVAL
+            "cannot serve metrics on [fe80::1]:{port} (metrics_address, "
+            "SPARSEWATCH_METRICS_ADDRESS, --metrics-address): Invalid argument",
+        ),
+        (
+            ["run", "detector"],
+            {"SPARSEWATCH_METRICS_ADDRESS": "[::1]"},  # (shown once bracketed, not as [[::1]])
+            "cannot serve metrics on [::1]:{port} (metrics_address, ",
+        ),
+        (
+            ["run", "detector"],
             {"SPARSEWATCH_METRICS_ADDRESS": " "},
             "'metrics_address' (SPARSEWATCH_METRICS_ADDRESS) must be an IP address or host name",
         ),
