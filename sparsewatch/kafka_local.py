@@ -376,11 +376,23 @@ class LocalKafka:
         An interrupted start (Ctrl-C, or an exception raised by a signal handler) stops the
         broker it launched: that broker runs in its own session, so the terminal's signal never
         reaches it, and it outlived the command.
+
+        A broker already running from the run folder is reused when no port was asked for
+        (``port`` 0) or the same one; on another port it is a :class:`SparsewatchError` (its
+        address was returned as if started on the port asked for, and clients configured for
+        that port could not reach it).
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with _exclusive(self.run_dir / ".launch.lock"):
             current = self.status()
             if current.running:
+                running_port = int(current.bootstrap.rsplit(":", 1)[1])
+                if self.port and self.port != running_port:
+                    raise SparsewatchError(
+                        f"the broker of {self.run_dir} already runs on {current.bootstrap}, "
+                        f"not on port {self.port}: use that address, or stop it first "
+                        "(sparsewatch kafka down)"
+                    )
                 wait_for_broker(current.bootstrap, timeout)
                 return current.bootstrap
             return self._launch(timeout)

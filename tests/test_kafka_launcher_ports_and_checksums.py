@@ -172,3 +172,21 @@ def test_a_jar_whose_checksum_does_not_match_fails_the_fetch(
     assert len(str(err.value).splitlines()) == 1
     fetched = cache / f"kafka_{SCALA_VERSION}-{KAFKA_VERSION}"
     assert not (fetched / ".complete").exists() and not (fetched / "libs").exists()
+
+
+def test_a_running_broker_is_reused_only_on_the_port_asked_for(tmp_path: Path) -> None:
+    """``kafka up --port P`` with the run folder's broker up on another port returned that
+    broker's address and exit status 0: clients set to P could not reach it."""
+    run_dir = tmp_path / "broker"
+    broker = LocalKafka(run_dir, port=0)
+    try:
+        bootstrap = broker.up(timeout=90)
+        running = int(bootstrap.rsplit(":", 1)[1])
+        other = next(p for p in free_ports(2) if p != running)
+        with pytest.raises(SparsewatchError, match=f"already runs on {bootstrap}, not on port"):
+            LocalKafka(run_dir, port=other).up(timeout=30)
+        assert LocalKafka(run_dir, port=running).up(timeout=30) == bootstrap  # the same port
+        assert LocalKafka(run_dir, port=0).up(timeout=30) == bootstrap  # any port
+    finally:
+        broker.down()
+        kill_brokers(run_dir)
