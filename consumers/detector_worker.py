@@ -114,9 +114,10 @@ class DetectorStreamState:
         self._late_first: dict[int, int] = {}
         # A late document read again (after a restore: another stream on the partition held its
         # resume offset back) was stored at its first reading, in its window or as late, unless
-        # it was still waiting here when the checkpoint was taken (from the first such offset per
-        # partition on): only those are scored and counted (sparsewatch_late_documents_total)
-        # again. A checkpoint written before this was recorded (None) has every one scored.
+        # it was still waiting here or in an open window when the checkpoint was taken (the
+        # windower's unprocessed offsets; the late ones also from the first such offset per
+        # partition on): only those are scored and counted (sparsewatch_late_documents_total).
+        # A checkpoint written before the late ones were recorded (None) has every one scored.
         self._late_counted = 0
         self._pending_late_from: dict[int, int] | None = {}
         self._warned_seconds = False
@@ -164,7 +165,7 @@ class DetectorStreamState:
                 item.event_time.isoformat(),
                 item.timestamp_ms,
             )
-        again = self.windows.read_before(partition, offset)
+        again = self.windows.processed_before(Buffered(item, partition, offset))
         closed, status = self.windows.add(Buffered(item, partition, offset), now)
         first_reading = status == "late" and self._first_late_reading(again, partition, offset)
         self._late_counted += first_reading
@@ -201,11 +202,15 @@ class DetectorStreamState:
         return self._outputs(closed)
 
     def _first_late_reading(self, again: bool, partition: int, offset: int) -> bool:
-        """Whether a late document's results were never stored: read for the first time, or read
-        again from where the late documents still waiting at the checkpoint began. Only those are
-        scored, stored and counted (scoring one again against a later model raised alerts the
-        uninterrupted run never raised, for documents that were only part of a story); after a
-        checkpoint without that record every late document is scored, none counted twice."""
+        """Whether a late document's results were never stored: read for the first time, read
+        again where the checkpoint had it buffered in an open window or waiting here (``again``
+        is :meth:`StreamWindower.processed_before`: false then; a restore under a smaller
+        allowed lateness or window size, or from count windows into time windows, makes such a
+        document late, which was never scored, stored nor dead-lettered), or from where the late
+        documents still waiting at the checkpoint began. Only those are scored, stored and
+        counted (scoring one again against a later model raised alerts the uninterrupted run
+        never raised, for documents that were only part of a story); after a checkpoint without
+        that record every late document is scored, none counted twice."""
         pending = self._pending_late_from
         return not again or (pending is not None and offset >= pending.get(partition, offset + 1))
 
@@ -264,7 +269,9 @@ class DetectorStreamState:
         self.windows.forget_duplicates_before(partition, offset)
 
     def checkpoint(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        state = {f"windows.{k}": v for k, v in self.windows.get_state().items()}
+        # the late documents not yet stored are read but unprocessed, as the open windows' are
+        waiting = [(b.partition, b.offset) for b in self._late]
+        state = {f"windows.{k}": v for k, v in self.windows.get_state(waiting).items()}
         state.update({f"models.{k}": v for k, v in self.models.get_state().items()})
         # the late documents not yet stored: counted when read again after a restore
         pending = sorted(self._late_first.items())

@@ -47,7 +47,14 @@ closed time window is ``"seen"``, not learnt a second time, whatever the remembe
 another size or allowed lateness, it is late again. (With ``windows.size`` raised, the first new
 window starts before the old windows' end: it takes the documents from that end on.)
 Buffered documents are not checkpointed: the worker re-reads them from Kafka, starting at
-:meth:`StreamWindower.min_buffered_offset`.
+:meth:`StreamWindower.min_buffered_offset`; their offsets are checkpointed instead
+(``unprocessed``, as runs of consecutive offsets). Read again, such a message was never
+processed, also when the windows it meets are no longer those of the checkpoint and it is late
+now (a smaller allowed lateness or size, count windows turned into time windows):
+:meth:`StreamWindower.processed_before` tells a message read again whose results were stored at
+its first reading (in a closed window, or late), not to be stored again, from one of those, to
+be processed now, late or not (it was neither stored nor dead-lettered when taken for the
+former).
 
 Example: one-minute windows with 10 s of allowed lateness (``now`` is the wall clock, seconds):
 
@@ -74,6 +81,7 @@ Example: one-minute windows with 10 s of allowed lateness (``now`` is the wall c
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,6 +172,14 @@ class StreamWindower:
     # message read again with both before them was processed, whatever the windows are now.
     closed_before_ms: int = NO_TIME
     _closed_read_up_to: dict[int, int] = field(default_factory=dict)
+    # As the restored checkpoint had them: per partition, runs of offsets read but not processed
+    # then (buffered in open windows, or waiting to be stored late), as arrays of each run's
+    # first and last offset and the event time from which a message of the run counts (see
+    # set_state; NO_TIME: all of them). Sorted, not overlapping.
+    _unprocessed: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # per partition, the largest offset added since the restore: the runs above it are still
+    # to be read again, and a checkpoint carries them on
+    _reread_up_to: dict[int, int] = field(default_factory=dict)
 
     # -- feeding ---------------------------------------------------------------------------------
     def add(self, item: Buffered, now: float) -> tuple[list[ClosedWindow], str]:
@@ -177,9 +193,12 @@ class StreamWindower:
         remembered closed one had it at another offset, :meth:`first_copy`; it is neither scored
         nor learnt again; also a message judged a duplicate before and read again).
         """
-        again = self.read_before(item.partition, item.offset)
+        again = self.processed_before(item)
         self._read_up_to[item.partition] = max(
             item.offset, self._read_up_to.get(item.partition, -1)
+        )
+        self._reread_up_to[item.partition] = max(
+            item.offset, self._reread_up_to.get(item.partition, -1)
         )
         if (item.partition, item.offset) in self._duplicates:
             return [], "duplicate"
@@ -207,7 +226,7 @@ class StreamWindower:
         # starts before the old windows' end, and every document of it was late.)
         closed = item.doc.timestamp_ms < self.closed_until_ms or self._passed(seq)
         if closed or self._closed_before(item):
-            if not again:  # read again, it is in the restored memory as its first reading left it
+            if not again:  # processed before, it is in the restored memory as it was left then
                 self._remember(item)
             return [], "late"
         self._ids[item.doc.id] = item
@@ -229,9 +248,16 @@ class StreamWindower:
         late: read by then, with an event time before its first open time window. A stream
         restored into count windows learnt such a message again unless its id was remembered
         (``dedup_documents``), and one restored with a larger allowed lateness (or another size)
-        the late documents of a window passed while empty."""
+        the late documents of a window passed while empty. Not one the checkpoint recorded as
+        read but unprocessed (:meth:`_unprocessed_at`): the checkpoint of a run restored under a
+        smaller allowed lateness takes its bound from the new windows, though it had not yet
+        read again the documents of the old open windows that are late in them."""
         read_up_to = self._closed_read_up_to.get(item.partition, -1)
-        return item.doc.timestamp_ms < self.closed_before_ms and item.offset <= read_up_to
+        return (
+            item.doc.timestamp_ms < self.closed_before_ms
+            and item.offset <= read_up_to
+            and not self._unprocessed_at(item)
+        )
 
     def _first_open_ms(self) -> int:
         """Where the earliest time window not closed starts: every event time before it is in a
@@ -247,6 +273,25 @@ class StreamWindower:
         """Whether the message at ``partition``, ``offset`` was added before, in this run or
         before the checkpoint this state was restored from: it is being read again."""
         return offset <= self._read_up_to.get(partition, -1)
+
+    def processed_before(self, item: Buffered) -> bool:
+        """Whether ``item`` is read again (:meth:`read_before`) and its document was processed
+        at its first reading: learnt in a closed window, or late (and stored then). Not a
+        document buffered in an open window, or late and not yet stored, when the checkpoint
+        this state was restored from was taken: its results were never stored, so it must be
+        processed now, also when the configuration restored makes it late (a smaller
+        ``windows.allowed_lateness`` or ``windows.size``, count windows turned into time
+        windows): it was lost before, neither learnt, stored nor dead-lettered."""
+        return self.read_before(item.partition, item.offset) and not self._unprocessed_at(item)
+
+    def _unprocessed_at(self, item: Buffered) -> bool:
+        """Whether the restored checkpoint recorded ``item`` as read but not processed."""
+        runs = self._unprocessed.get(item.partition)
+        if runs is None:
+            return False
+        firsts, lasts, from_ms = runs
+        i = int(np.searchsorted(firsts, item.offset, side="right")) - 1
+        return i >= 0 and item.offset <= lasts[i] and item.doc.timestamp_ms >= from_ms[i]
 
     def _add_count(self, item: Buffered) -> list[ClosedWindow]:
         if len(self._buffer(self.count_seq, item)) < int(self.spec.count or 0):
@@ -280,10 +325,14 @@ class StreamWindower:
 
     def forget_duplicates_before(self, partition: int, offset: int) -> None:
         """The worker's stored resume offset of ``partition`` passed ``offset``: the duplicates
-        before it are never read again, so their verdicts can go."""
+        before it are never read again, so their verdicts can go (and the restored runs of
+        unprocessed offsets once all of them are before it)."""
         gone = [key for key in self._duplicates if key[0] == partition and key[1] < offset]
         for key in gone:
             del self._duplicates[key]
+        runs = self._unprocessed.get(partition)
+        if runs is not None and (not len(runs[1]) or runs[1][-1] < offset):
+            del self._unprocessed[partition]
 
     def _remember(self, item: Buffered) -> None:
         """Remember a processed document's id, forgetting the oldest beyond the bound."""
@@ -384,10 +433,12 @@ class StreamWindower:
         """Documents waiting in open windows."""
         return sum(len(items) for items in self._open.values())
 
-    def get_state(self) -> dict[str, np.ndarray]:
+    def get_state(self, unprocessed: Iterable[tuple[int, int]] = ()) -> dict[str, np.ndarray]:
         """What a checkpoint must hold to continue exactly (buffers are re-read from Kafka). The
         remembered ids are one UTF-8 byte string with each id's length (no object arrays: a
-        checkpoint is loaded with ``allow_pickle=False``), oldest first."""
+        checkpoint is loaded with ``allow_pickle=False``), oldest first. ``unprocessed``: the
+        (partition, offset) of other messages read but not processed yet (the caller's late
+        documents not yet stored), recorded with the open windows' offsets."""
         encoded = [doc_id.encode() for doc_id in self._done]
         return {
             "watermark_ms": np.asarray(self.watermark_ms, np.int64),
@@ -418,12 +469,55 @@ class StreamWindower:
                 ],
                 dtype=np.int64,
             ).reshape(-1, 5),
+            "unprocessed": self._unprocessed_runs(unprocessed),
         }
+
+    def _unprocessed_runs(self, extra: Iterable[tuple[int, int]]) -> np.ndarray:
+        """The checkpoint's rows of partition, first offset, last offset and event time from
+        which a message counts (see :meth:`set_state`): the open windows' offsets and ``extra``
+        (NO_TIME: every message of the run), then the restored runs this run has not read
+        again yet (read again, a message of them is buffered, or late and stored, now). As runs
+        of consecutive offsets: a stream alone on its partition records one per open window,
+        whatever it buffers."""
+        read = np.array(
+            [(b.partition, b.offset) for b in self._ids.values()] + list(extra), dtype=np.int64
+        ).reshape(-1, 2)
+        rows = []
+        for p in sorted(set(read[:, 0].tolist()) | set(self._unprocessed)):
+            offsets = np.unique(read[read[:, 0] == p, 1])
+            if len(offsets):
+                breaks = np.flatnonzero(np.diff(offsets) != 1)
+                firsts = offsets[np.concatenate(([0], breaks + 1))]
+                lasts = offsets[np.concatenate((breaks, [len(offsets) - 1]))]
+                rows.append(
+                    np.column_stack(
+                        (np.full_like(firsts, p), firsts, lasts, np.full_like(firsts, NO_TIME))
+                    )
+                )
+            if p in self._unprocessed:
+                firsts, lasts, from_ms = self._unprocessed[p]
+                first = self._reread_up_to.get(p, -1) + 1  # the buffered offsets are all below
+                keep = lasts >= first
+                firsts = np.maximum(firsts[keep], first)
+                rows.append(
+                    np.column_stack((np.full_like(firsts, p), firsts, lasts[keep], from_ms[keep]))
+                )
+        return np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), np.int64)
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamWindower:
         """Restore :meth:`get_state`'s values; open windows start empty. A checkpoint written
         before ids were remembered restores none, and its count-window offset holds for any
-        partition (as it did)."""
+        partition (as it did).
+
+        A checkpoint written before the unprocessed offsets were recorded (``unprocessed``,
+        2026-12) has them derived from its bounds, which is exact for a checkpoint of time
+        windows: a document read by then with an event time from ``closed_before_ms`` on (the
+        first open window's start) was buffered in an open window, one before it was in a
+        closed window or late; past ``closed_read_up_to`` (count windows carry that on from an
+        earlier restore), every message read was unprocessed, except those a closed count
+        window consumed (``"seen"`` before this counts). Without ``closed_before_ms`` either,
+        every message read again is unprocessed: a late one is stored again (the store keeps the
+        first row) rather than possibly lost."""
         self.watermark_ms = int(state["watermark_ms"])
         self.closed_until_ms = int(state["closed_until_ms"])
         self.count_seq = int(state["count_seq"])
@@ -437,6 +531,16 @@ class StreamWindower:
         self._read_up_to = _offsets_dict(state.get("read_up_to"))
         self.closed_before_ms = int(state.get("closed_before_ms", NO_TIME))
         self._closed_read_up_to = _offsets_dict(state.get("closed_read_up_to"))
+        self._reread_up_to = {}
+        runs = state.get("unprocessed")
+        if runs is None:
+            runs = self._derived_unprocessed()
+        runs = np.asarray(runs, np.int64).reshape(-1, 4)
+        self._unprocessed = {}
+        for p in np.unique(runs[:, 0]).tolist():
+            mine = runs[runs[:, 0] == p]
+            mine = mine[np.argsort(mine[:, 1], kind="stable")]
+            self._unprocessed[p] = (mine[:, 1], mine[:, 2], mine[:, 3])
         if "closed_before_ms" in state and self._first_open_ms() > self.closed_before_ms:
             # A shorter windows.size or allowed lateness: the restored watermark has passed
             # windows of the open windows' documents, which, read again, were all late (never
@@ -462,6 +566,18 @@ class StreamWindower:
             while len(self._done) > self.spec.dedup_documents:  # a smaller bound configured
                 self._done.popitem(last=False)
         return self
+
+    def _derived_unprocessed(self) -> np.ndarray:
+        """The unprocessed runs of a checkpoint that did not record them (see
+        :meth:`set_state`), from the restored bounds."""
+        rows = []
+        for p, read in self._read_up_to.items():
+            closed = min(self._closed_read_up_to.get(p, -1), read)
+            if closed >= 0:
+                rows.append((p, 0, closed, self.closed_before_ms))
+            if read > closed:
+                rows.append((p, closed + 1, read, NO_TIME))
+        return np.array(rows, dtype=np.int64).reshape(-1, 4)
 
 
 def _offsets_array(offsets: dict[int, int]) -> np.ndarray:

@@ -587,7 +587,11 @@ class WorkerLoop:
             # A crowded stream's windows close whatever the wall clock (see the module docstring)
             wall_ms = math.inf if stream in crowded else (silent_until + to_wall_s) * 1000
             closed = state.close_idle(silent_until, wall_ms)
-            self._count_windows(stream, closed, forced=True)
+            # Forced only when the idle timer closed a window (the wall clock decided, so no
+            # replay would recompute it): close_idle also hands over the late documents waiting,
+            # which leave the stream dirty for the usual schedule (every batch holding a late
+            # document wrote the stream's whole model state, 10-250 MB, before)
+            self._count_windows(stream, closed, forced=any(o.is_window for o in closed))
             outputs += closed
             if stream in crowded and any(o.is_window for o in closed):
                 self._warn_crowded(stream)
