@@ -121,6 +121,18 @@ class ReadStats:
         return looks_like_epoch_seconds(lo) and looks_like_epoch_seconds(hi)
 
 
+class LocatedDocument(dict[str, Any]):
+    """A document message that knows the file (``source``) and ``line`` of its record, for a
+    rejection after reading (the topic's message limit, in the producer) to name them."""
+
+    __slots__ = ("line", "source")
+
+    def __init__(self, document: dict[str, Any], source: str, line: int) -> None:
+        super().__init__(document)
+        self.source = source
+        self.line = line
+
+
 _CANDIDATE_FIELDS = FieldMapping()  # each field from its first present candidate name
 
 
@@ -132,8 +144,9 @@ def read_documents(
     stats: ReadStats | None = None,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> Iterator[dict[str, Any]]:
-    """Document messages from every file in turn (input order); rejects go to ``errors``.
-    ``max_text_bytes`` is the detector's text limit (its configured ``max_text_bytes``)."""
+    """Document messages from every file in turn (input order), each a
+    :class:`LocatedDocument`; rejects go to ``errors``. ``max_text_bytes`` is the detector's
+    text limit (its configured ``max_text_bytes``)."""
     errors = errors or ErrorFile(None)
     stats = stats if stats is not None else ReadStats()
     for path in paths:
@@ -156,7 +169,7 @@ def read_documents(
                     continue
                 stats.per_file[str(path)] += 1
                 stats.note_timestamp(document["timestamp"])
-                yield document
+                yield LocatedDocument(document, record.source, record.line)
         except OSError as exc:
             stats.read += 1
             stats.rejected += 1

@@ -47,7 +47,7 @@ from sparsewatch.consumers.field_mapping import (
 from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.messages import EndOfStream, RecordError, encode
-from sparsewatch.replay.documents import ErrorFile, raw_json
+from sparsewatch.replay.documents import ErrorFile, LocatedDocument, raw_json
 from sparsewatch.replay.event_sort import sort_by_event_time
 from sparsewatch.replay.readers import Rejected
 
@@ -280,12 +280,18 @@ def _messages(
     max_text_bytes: int,
     limit: MessageLimit,
 ) -> Iterator[dict[str, Any]]:
+    """The messages of ``docs``; one that cannot be sent is counted and written to ``errors``
+    by its file and line (a :class:`~sparsewatch.replay.documents.LocatedDocument`'s), or as
+    ``<documents>`` by its position among ``docs``."""
     for position, doc in enumerate(docs):
         try:
             yield as_message(doc, max_text_bytes, limit)
         except (RecordError, TypeError, AttributeError) as exc:
             summary.rejected += 1
-            errors.write(Rejected("<documents>", position + 1, str(exc), raw_json(doc, 2000)))
+            source, line = "<documents>", position + 1
+            if isinstance(doc, LocatedDocument):
+                source, line = doc.source, doc.line
+            errors.write(Rejected(source, line, str(exc), raw_json(doc, 2000)))
 
 
 def _refusal(exc: KafkaException) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from sparsewatch.consumers.field_mapping import parse_json_object
 from sparsewatch.consumers.messages import RecordError
+from sparsewatch.consumers.timestamps import parse_timestamp_ms
 
 InputFormat = Literal["jsonl", "csv", "reuters"]
 
@@ -258,16 +259,22 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
     replayed); a file that starts with ``[`` but is no JSON array is read line by line. The file
     is read once (:func:`_json_array_elements` tells an array from its lines as they come): a
     pipe's first mebibyte was read to tell, then lost (``cat f.jsonl | ... /dev/stdin`` read
-    nothing)."""
+    nothing). A damaged spot in an array whose elements start on lines after its ``[`` (a
+    pretty-printed export) rejects only the element it lies in (:class:`_JsonArray`): one stray
+    byte, a cut gzip or a missing ``]`` had the file read line by line, every record lost."""
     source = str(path)
     lines = _lines(path)
-    elements, read = _json_array_elements(lines)
+    elements, read = _json_array_elements(lines, source)
     if elements is not None:
-        for number, element in elements:
+        for element in elements:
+            if isinstance(element, Rejected):
+                yield element
+                continue
+            number, text = element
             try:
-                yield SourceRecord(source, number, parse_json_object(element, "array element"))
+                yield SourceRecord(source, number, parse_json_object(text, "array element"))
             except RecordError as exc:
-                yield Rejected(source, number, str(exc), _raw(element))
+                yield Rejected(source, number, str(exc), _raw(text))
         return
     for number, line, error in itertools.chain(read, lines):
         if line is None:
@@ -282,26 +289,35 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
 
 
 _Line = tuple[int, bytes | None, str]  # what _lines yields
+_Element = tuple[int, bytes] | Rejected  # an array element (line, UTF-8 bytes), or why not
 
 
 def _json_array_elements(
-    lines: Iterator[_Line],
-) -> tuple[list[tuple[int, bytes]] | None, Iterable[_Line]]:
+    lines: Iterator[_Line], source: str
+) -> tuple[list[_Element] | None, Iterable[_Line]]:
     """``(elements, [])`` when ``lines`` (:func:`_lines`, read to their end) are one JSON array:
-    the (line where it starts, UTF-8 bytes) of each element. Otherwise ``(None, the lines read
-    from ``lines``)``, to be read as JSON lines before the rest of ``lines``: ``lines`` are read no
-    further than the first non-blank one when it does not start with ``[``, nor than a line that
-    is not UTF-8 or the error that ends them; a file that starts with ``[`` but is no JSON array
-    is read line by line, which says what is wrong where."""
-    texts: list[str] = []  # the lines read, all UTF-8
+    the (line where it starts, UTF-8 bytes) of each element, or the rejection of a damaged one
+    (:class:`_JsonArray`). Otherwise ``(None, the lines read from ``lines``)``, to be read as
+    JSON lines before the rest of ``lines``: ``lines`` are read no further than the first
+    non-blank one when it does not start with ``[``, nor than a line before it that is not UTF-8
+    or the error that ends them; a file that starts with ``[`` but is no JSON array is read line
+    by line, which says what is wrong where. Past the ``[``, a line that is not UTF-8 is kept
+    (its stray bytes as surrogate escapes), and an error that ends the lines ends the text."""
+    texts: list[str] = []  # the lines read (stray bytes as surrogate escapes)
     first = 0  # the number of the first non-blank line
-    for number, line, error in lines:
+    error: _Line | None = None  # the error entry that ended the lines
+    for number, line, message in lines:
+        if line is None:
+            error = (number, line, message)
+            if not first:
+                return None, itertools.chain(_utf8_lines(texts, 1), [error])
+            break
         try:
-            text = None if line is None else line.decode("utf-8")
+            text = line.decode("utf-8")
         except UnicodeDecodeError:
-            text = None
-        if text is None:
-            return None, itertools.chain(_utf8_lines(texts, 1), [(number, line, error)])
+            if not first:
+                return None, itertools.chain(_utf8_lines(texts, 1), [(number, line, message)])
+            text = line.decode("utf-8", "surrogateescape")
         texts.append(text)
         if not first and text.strip():
             if not text.lstrip().startswith("["):
@@ -310,50 +326,198 @@ def _json_array_elements(
     if not first:
         return None, _utf8_lines(texts, 1)
     del texts[: first - 1]  # the blank lines before the array
-    starts = [0]
-    for line_text in texts:
-        starts.append(starts[-1] + len(line_text))
-    elements = _split_json_array("".join(texts), starts, first)
+    elements = _JsonArray(source, texts, first, error).split()
     if elements is None:
-        return None, _utf8_lines(texts, first)
+        return None, itertools.chain(_utf8_lines(texts, first), [] if error is None else [error])
     return elements, []
 
 
 def _utf8_lines(texts: list[str], first: int) -> Iterator[_Line]:
-    """``texts`` as :func:`_lines` yielded them, the first being line ``first``."""
+    """``texts`` as :func:`_lines` yielded them (stray bytes restored), the first being line
+    ``first``."""
     for number, text in enumerate(texts, start=first):
-        yield number, text.encode("utf-8"), ""
+        yield number, text.encode("utf-8", "surrogateescape"), ""
 
 
-def _split_json_array(text: str, starts: list[int], first: int) -> list[tuple[int, bytes]] | None:
-    """The elements of the JSON array ``text`` as :func:`_json_array_elements` returns them
-    (``starts``: where each line of ``text`` starts; ``first``: the number of its first line);
-    ``None`` when ``text`` is not one JSON array."""
-    decoder = json.JSONDecoder()
-    position = _skip_blank(text, text.index("[") + 1)
-    elements: list[tuple[int, bytes]] = []
-    try:
-        while not (text.startswith("]", position) and not elements):
-            start = position
-            _, end = decoder.raw_decode(text, start)
-            number = first - 1 + bisect.bisect_right(starts, start)
-            elements.append((number, text[start:end].encode("utf-8")))
-            position = _skip_blank(text, end)
-            if text.startswith("]", position):
-                break
-            if not text.startswith(",", position):
+_STRAY_BYTE = re.compile("[\udc80-\udcff]")  # a byte that was not UTF-8, as decoded
+
+
+class _NoArrayError(Exception):
+    """The text that :class:`_JsonArray` reads is no JSON array."""
+
+
+class _JsonArray:
+    """The elements of the JSON array that ``texts`` (lines, the first being line ``first``,
+    ending where ``error``, a :func:`_lines` error entry, stopped the file) hold, for
+    :func:`_json_array_elements`.
+
+    Once an element starts on a line after the ``[`` (a pretty-printed array: the export's
+    form), the text is an array whatever is wrong in it, and each damaged spot costs only the
+    element it lies in: an element with a byte that is not UTF-8 is rejected alone; one that is
+    no JSON is rejected with everything up to the next line that starts an element at the same
+    indentation (or, when none, with the rest of the file); a missing ``,`` between two elements
+    costs nothing; text after the closing ``]`` is rejected (another array after it is read
+    too); an array that the file ends inside keeps its elements (the cut one, or a missing
+    ``]``, is rejected). Before that, anything wrong means the text is no JSON array:
+    :meth:`split` returns ``None``, for it to be read line by line (JSON lines that start with
+    ``[1, 2``).
+    """
+
+    def __init__(self, source: str, texts: list[str], first: int, error: _Line | None) -> None:
+        self.source = source
+        self.text = "".join(texts)
+        self.first = first
+        self.error = error
+        self.starts = [0]  # where each line starts in text (and where the text ends)
+        for line_text in texts:
+            self.starts.append(self.starts[-1] + len(line_text))
+        self.decoder = json.JSONDecoder()
+        self.established = False  # an element started on a line after the '['
+
+    def line(self, position: int) -> int:
+        """The number of the line that ``position`` (of :attr:`text`) lies on."""
+        return self.first - 1 + bisect.bisect_right(self.starts, position)
+
+    def split(self) -> list[_Element] | None:
+        """The elements, or ``None`` when the text is no JSON array (see the class doc)."""
+        elements: list[_Element] = []
+        position: int | None = _skip_blank(self.text, self.text.index("[") + 1)
+        try:
+            while position is not None:  # an array (another may follow the first)
+                position = self._array(position, elements)
+        except _NoArrayError:
+            return None
+        return elements
+
+    def _array(self, position: int, elements: list[_Element]) -> int | None:
+        """Read the elements of the array whose first starts at ``position`` into
+        ``elements``; where the array after it starts, ``None`` when none does. A
+        :class:`_NoArrayError` when the text is no JSON array."""
+        text = self.text
+        after_bracket = self.starts[1] if len(self.starts) > 1 else len(text)
+        while not text.startswith("]", position):
+            if position >= len(text):  # the file ends inside the array
+                self._require_array()
+                elements.append(self._unclosed())
                 return None
-            position = _skip_blank(text, position + 1)
-    except (ValueError, RecursionError):  # not JSON (the lines say why), nested too deeply
+            if position >= after_bracket:
+                self.established = True
+            resume = self._element(position, elements)
+            if resume is None:
+                return None
+            position = _skip_blank(text, resume)
+            if text.startswith(",", position):  # (a missing comma costs nothing)
+                position = _skip_blank(text, position + 1)
+            elif not text.startswith("]", position):
+                self._require_array()
+        position = _skip_blank(text, position + 1)
+        if position >= len(text):
+            if self.error is not None:  # (after the array: the file's end is lost)
+                elements.append(Rejected(self.source, self.error[0], self.error[2]))
+            return None
+        self._require_array()  # something after the closing bracket
+        if not text.startswith("[", position):
+            elements.append(self._trailing(position))
+            return None
+        return _skip_blank(text, position + 1)
+
+    def _require_array(self) -> None:
+        """A :class:`_NoArrayError` for something wrong before the text is :attr:`established`."""
+        if not self.established:
+            raise _NoArrayError
+
+    def _element(self, start: int, elements: list[_Element]) -> int | None:
+        """Read the element at ``start`` into ``elements`` (or its rejection); where reading
+        goes on, ``None`` when nowhere (the rest of the text rejected). A :class:`_NoArrayError`
+        when the text is no JSON array (not :attr:`established`)."""
+        text = self.text
+        try:
+            _, end = self.decoder.raw_decode(text, start)
+        except (ValueError, RecursionError) as exc:  # not JSON, nested too deeply
+            self._require_array()
+            resume = self._next_element(start)
+            elements.append(self._damaged(start, resume, exc))
+            return resume
+        stray = _STRAY_BYTE.search(text, start, end)
+        if stray is not None:
+            self._require_array()
+            at = stray.start()
+            column = len(
+                text[self.starts[self.line(at) - self.first] : at].encode("utf-8", _SURROGATES)
+            )
+            reason = f"not UTF-8 (line {self.line(at)}, byte {column + 1})"
+            elements.append(Rejected(self.source, self.line(start), reason, self._raw(start, end)))
+        else:
+            elements.append((self.line(start), text[start:end].encode("utf-8")))
+        return end
+
+    def _next_element(self, start: int) -> int | None:
+        """Where the next element after the damaged one at ``start`` starts: the first later
+        line that starts with ``{`` at ``start``'s indentation (any, when ``start`` does not
+        start its line) and that holds a whole JSON value followed by ``,`` or ``]``."""
+        text = self.text
+        index = self.line(start) - self.first  # of start's line in starts
+        line_start = self.starts[index]
+        indent = start - line_start if not text[line_start:start].strip() else None
+        for candidate in self.starts[index + 1 : -1]:
+            at = _skip_blank(text, candidate, " \t")
+            if not text.startswith("{", at) or (indent is not None and at - candidate != indent):
+                continue
+            try:
+                _, end = self.decoder.raw_decode(text, at)
+            except (ValueError, RecursionError):
+                continue
+            after = _skip_blank(text, end)
+            if text.startswith((",", "]"), after) or after >= len(text):
+                return at
         return None
-    if text[_skip_blank(text, position + 1) :]:  # something after the closing bracket
-        return None
-    return elements
+
+    def _damaged(self, start: int, resume: int | None, exc: Exception) -> Rejected:
+        """The rejection of the damaged element at ``start`` (no JSON, ``exc`` says why), with
+        the text up to ``resume`` (``None``: to the end)."""
+        first_line = self.line(start)
+        if isinstance(exc, json.JSONDecodeError):
+            where = self.line(exc.pos), exc.pos - self.starts[self.line(exc.pos) - self.first]
+            reason = f"invalid JSON: {exc.msg} (line {where[0]}, column {where[1] + 1})"
+        else:
+            reason = "invalid JSON: nested too deeply"
+        stop = len(self.text) if resume is None else resume
+        last_line = self.line(start + max(len(self.text[start:stop].rstrip()) - 1, 0))
+        if resume is None and self.error is not None:
+            reason = f"{self.error[2]}, inside the array element that starts on line {first_line}"
+        elif resume is None:
+            reason += f"; no element could be read after it (lines {first_line}-{last_line})"
+        elif last_line > first_line:
+            reason += f" (lines {first_line}-{last_line} skipped)"
+        return Rejected(self.source, first_line, reason, self._raw(start, stop))
+
+    def _unclosed(self) -> Rejected:
+        """The rejection that says the file ended inside the array, after an element."""
+        if self.error is not None:
+            return Rejected(self.source, self.error[0], self.error[2])
+        reason = "the file ends inside the JSON array (its closing ']' is missing)"
+        return Rejected(self.source, self.line(max(len(self.text) - 1, 0)), reason)
+
+    def _trailing(self, position: int) -> Rejected:
+        """The rejection of the text after the array's closing bracket (from ``position``)."""
+        reason = "text after the JSON array's closing ']'"
+        if self.error is not None:
+            reason += f" ({self.error[2]})"
+        return Rejected(self.source, self.line(position), reason, self._raw(position, None))
+
+    def _raw(self, start: int, stop: int | None) -> str:
+        """The text from ``start`` to ``stop`` for an error report (stray bytes escaped)."""
+        end = len(self.text) if stop is None else stop
+        piece = self.text[start : min(end, start + _RAW_CHARS)].encode("utf-8", _SURROGATES)
+        return _raw(piece)
 
 
-def _skip_blank(text: str, position: int) -> int:
-    """The first position from ``position`` on that is no JSON whitespace."""
-    while position < len(text) and text[position] in " \t\r\n":
+_SURROGATES = "surrogateescape"
+
+
+def _skip_blank(text: str, position: int, blanks: str = " \t\r\n") -> int:
+    """The first position from ``position`` on that is none of ``blanks`` (JSON whitespace)."""
+    while position < len(text) and text[position] in blanks:
         position += 1
     return position
 
@@ -580,9 +744,35 @@ _LATIN1_FALLBACK = "sparsewatch-latin-1-fallback"
 codecs.register_error(_LATIN1_FALLBACK, _latin1_fallback)
 
 
+# A story's DATE: its date and time, "possibly followed by some non-date noise material" (the
+# collection's README): ``27-MAR-1987 13:49:54.59E RM``, ``9-APR-1987 00:00:00.00    # date added
+# by S Finch as guesswork``
+_REUTERS_DATE = re.compile(
+    r"(\d{1,2}-[A-Za-z]{3}-\d{4}\s+\d{1,2}:\d{2}:\d{2}(?:\.\d+)?)(?=\D|$)(.*)", re.DOTALL
+)
+
+
+def _reuters_date(date: str) -> dict[str, str]:
+    """The ``date`` field of a story's DATE (its leading ``d-MON-yyyy hh:mm:ss.ff``), and the
+    noise after it as ``date_note`` (read as a time zone, it rejected the story); a DATE that
+    the timestamp parser reads whole (a time zone after the time), or of another form, stays
+    whole."""
+    match = _REUTERS_DATE.fullmatch(date)
+    if match is None or not match.group(2).strip():
+        return {"date": date}
+    try:
+        parse_timestamp_ms(date)  # a time zone after the time, as other SGML may give
+        return {"date": date}
+    except RecordError:
+        pass
+    return {"date": match.group(1), "date_note": match.group(2).strip()}
+
+
 def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
     """Reuters-21578 ``reut2-NNN.sgm``: fields ``id`` (NEWID), ``date``, ``title``, ``body``,
-    ``topics``, ``places``, ``lewissplit``, ``cgisplit``, ``topics_attr``, ``dateline``.
+    ``topics``, ``places``, ``lewissplit``, ``cgisplit``, ``topics_attr``, ``dateline``, and
+    ``date_note`` for the noise that follows the date and time in some stories' DATE (which
+    goes to the document's ``meta``).
 
     The collection is ASCII with a few stray bytes: it is decoded as UTF-8, each byte that is
     not UTF-8 as Latin-1 (read all as Latin-1, a story in UTF-8, or in UTF-16, which is read as
@@ -613,7 +803,7 @@ def read_reuters_sgml(path: Path) -> Iterator[SourceRecord | Rejected]:
         try:
             fields = {
                 "id": attrs["NEWID"],
-                "date": _sgml_text(_tag(block, "DATE")),
+                **_reuters_date(_sgml_text(_tag(block, "DATE"))),
                 "title": _sgml_text(_tag(block, "TITLE")),
                 "body": _sgml_text(_body(block)),
                 "dateline": _sgml_text(_tag(block, "DATELINE")),

@@ -214,7 +214,7 @@ def ingest(
     if kafka_timestamp and mapping.timestamp is not None:
         raise click.UsageError("give --timestamp-field or --kafka-timestamp, not both")
     docs_topic = to_topic or config.kafka.topic("docs")
-    _check_docs_topic(docs_topic, config.kafka)
+    check_docs_topic(docs_topic, config.kafka)
     _check_sources(source_topics, docs_topic, config.kafka.topic("dlq"))
     route = IngestRoute(
         bootstrap=config.kafka.connection(bootstrap_servers),
@@ -273,17 +273,16 @@ def ingest(
     _report(stats, route, as_json)
 
 
-def _check_docs_topic(docs_topic: str, kafka: KafkaConfig) -> None:
-    """A usage error for a documents topic (``--to-topic``) that is Kafka's own bookkeeping, or
-    ``kafka``'s scores or dead-letter topic, where documents would be read as results or as
-    refusals."""
+def check_docs_topic(docs_topic: str, kafka: KafkaConfig, option: str = "--to-topic") -> None:
+    """A usage error for a documents topic (``option``: ``ingest --to-topic``, ``replay
+    --topic``) that is Kafka's own bookkeeping, or ``kafka``'s scores, dead-letter or alerts
+    topic, where documents would be read as results, refusals or alerts."""
     if docs_topic in _INTERNAL_TOPICS:
-        raise click.UsageError(f"--to-topic {docs_topic} is Kafka's internal topic")
-    for role in ("scores", "dlq"):
+        raise click.UsageError(f"{option} {docs_topic} is Kafka's internal topic")
+    for role, what in (("scores", "scores"), ("dlq", "dead-letter"), ("alerts", "alerts")):
         if docs_topic == kafka.topic(role):
             raise click.UsageError(
-                f"--to-topic {docs_topic} is the {'scores' if role == 'scores' else 'dead-letter'} "
-                "topic, not a documents topic"
+                f"{option} {docs_topic} is the {what} topic, not a documents topic"
             )
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sparsewatch.cli_types import FiniteFloatRange, command_config, not_blank
+from sparsewatch.commands_ingest import check_docs_topic
 from sparsewatch.config import MAX_INT64
 from sparsewatch.errors import SparsewatchError
 from sparsewatch.kafka_options import (
@@ -153,6 +154,7 @@ def replay(
         )
     config = command_config(ctx)
     topic = topic or config.kafka.topic("docs")
+    check_docs_topic(topic, config.kafka, "--topic")
     bootstrap = config.kafka.connection(bootstrap_servers)
     errors_file = Path(errors_path) if errors_path else config.data_path() / "replay-errors.jsonl"
     inputs = [Path(p) for p in paths]
