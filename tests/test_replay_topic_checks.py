@@ -60,6 +60,14 @@ def test_a_record_over_the_topics_limit_is_rejected_by_its_file_and_line(
     ]
 
 
+def _replay_one_document(monkeypatch, capsys, tmp_path, topic: str, bootstrap: str):
+    """``sparsewatch replay`` of a one-document corpus to ``topic``: (exit code, out, err)."""
+    corpus = tmp_path / "one.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "t", "timestamp": T0}) + "\n")
+    args = ["replay", str(corpus), "--topic", topic, "--bootstrap-servers", bootstrap]
+    return run_cli(monkeypatch, capsys, *args)
+
+
 @pytest.mark.parametrize(
     ("role", "what"), [("scores", "scores"), ("dlq", "dead-letter"), ("alerts", "alerts")]
 )
@@ -69,19 +77,8 @@ def test_replay_refuses_a_results_topic_in_one_line_and_produces_nothing(
     prefix = topic_name
     monkeypatch.setenv("SPARSEWATCH_KAFKA_TOPIC_PREFIX", prefix)
     monkeypatch.setenv("SPARSEWATCH_DATA_DIR", str(tmp_path / "data"))
-    corpus = tmp_path / "one.jsonl"
-    corpus.write_text(json.dumps({"id": "a", "text": "t", "timestamp": T0}) + "\n")
     topic = f"{prefix}.{role}"
-    code, out, err = run_cli(
-        monkeypatch,
-        capsys,
-        "replay",
-        str(corpus),
-        "--topic",
-        topic,
-        "--bootstrap-servers",
-        kafka_bootstrap,
-    )
+    code, out, err = _replay_one_document(monkeypatch, capsys, tmp_path, topic, kafka_bootstrap)
     assert code == 2 and out == ""
     assert err.startswith(f"error: --topic {topic} is the {what} topic, not a documents topic")
     assert err.count("\n") == 1
@@ -89,18 +86,8 @@ def test_replay_refuses_a_results_topic_in_one_line_and_produces_nothing(
 
 
 def test_replay_refuses_kafkas_own_topics(kafka_bootstrap, tmp_path, monkeypatch, capsys) -> None:
-    corpus = tmp_path / "one.jsonl"
-    corpus.write_text(json.dumps({"id": "a", "text": "t", "timestamp": T0}) + "\n")
-    code, out, err = run_cli(
-        monkeypatch,
-        capsys,
-        "replay",
-        str(corpus),
-        "--topic",
-        "__consumer_offsets",
-        "--bootstrap-servers",
-        kafka_bootstrap,
-    )
+    topic = "__consumer_offsets"
+    code, out, err = _replay_one_document(monkeypatch, capsys, tmp_path, topic, kafka_bootstrap)
     assert code == 2 and out == ""
     assert err.startswith("error: --topic __consumer_offsets is Kafka's internal topic")
 
