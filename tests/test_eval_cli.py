@@ -53,6 +53,9 @@ def test_evaluate_synthetic_writes_json_and_plots(tmp_path) -> None:
     assert payload["methods"]["nn-exact"]["sre"] == [None, None]  # no reconstruction
     printed = json.loads(result.stdout)  # with --out: the summary of what the file holds
     assert printed["online"]["pooled_auc_any"] == payload["methods"]["online"]["pooled_auc_any"]
+    for rule in ("none", "any"):  # the headline measure is printed too
+        key = f"stratified_auc_{rule}"
+        assert printed["online"][key] == payload["methods"]["online"][key]
     assert (tmp_path / "synthetic_roc.png").stat().st_size > 0
     assert (tmp_path / "synthetic_steps.png").stat().st_size > 0
 
