@@ -83,10 +83,16 @@ def main() -> None:
     }
     for name, r in result["methods"].items():
         row = {
+            "stratified_auc_none": r["stratified_auc_none"],
+            "stratified_auc_none_se": r["stratified_auc_none_se"],
+            "stratified_auc_any": r["stratified_auc_any"],
+            "stratified_auc_any_se": r["stratified_auc_any_se"],
             "pooled_auc_none": r["pooled_auc_none"],
             "pooled_auc_none_se": r["pooled_auc_none_se"],
             "pooled_auc_any": r["pooled_auc_any"],
             "pooled_auc_any_se": r["pooled_auc_any_se"],
+            "auc_none": r["auc_none"],
+            "auc_any": r["auc_any"],
             "step_time_s": r["time_s"],
             "step_time_fifths_median_s": fifths(r["time_s"]),
             "total_time_s": float(np.sum(r["time_s"])),
@@ -98,7 +104,9 @@ def main() -> None:
             )
         out["methods"][name] = row
         print(
-            f"{name}: AUC {row['pooled_auc_none']:.4f} / {row['pooled_auc_any']:.4f}, "
+            f"{name}: AUC stratified {row['stratified_auc_none']:.4f} / "
+            f"{row['stratified_auc_any']:.4f}, pooled {row['pooled_auc_none']:.4f} / "
+            f"{row['pooled_auc_any']:.4f}, "
             f"step s by fifth {[round(x, 3) for x in row['step_time_fifths_median_s']]}"
         )
     RESULTS.mkdir(exist_ok=True)
@@ -110,7 +118,7 @@ def plot(out: dict) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for name, row in out["methods"].items():
         steps = np.arange(1, len(row["step_time_s"]) + 1)
-        label = f"{name} (AUC {row['pooled_auc_none']:.3f})"
+        label = f"{name} (stratified AUC {row['stratified_auc_none']:.3f})"
         axes[0].plot(steps, row["step_time_s"], label=label, lw=1)
         if "atoms" in row:
             axes[1].plot(steps, row["atoms"], label=name, lw=1)
