@@ -208,7 +208,10 @@ class StreamWindower:
         if done_at is not None and (done_at[0] != item.partition or done_at[1] < item.offset):
             return self._duplicate(item, (*done_at, False))
         if self.spec.count is not None:
-            if done_at is not None or self._counted_before(item) or self._closed_before(item):
+            # A remembered id the checkpoint recorded as unprocessed was late and waiting to be
+            # stored: never stored, it joins a count window (taken as "seen", it was lost).
+            remembered = done_at is not None and not self._unprocessed_at(item)
+            if remembered or self._counted_before(item) or self._closed_before(item):
                 return [], "seen"
             if item.doc.id in self._ids:
                 return self._duplicate(item, self._open_copy(item.doc.id))
@@ -457,7 +460,13 @@ class StreamWindower:
                 (o for _, o in self._done.values()), np.int64, len(encoded)
             ),
             "read_up_to": _offsets_array(self._read_up_to),
-            "closed_before_ms": np.asarray(self._first_open_ms(), np.int64),
+            # Not below the restored bound: the messages read by then before it were processed
+            # (those read since are in closed windows, late, or recorded unprocessed). From the
+            # new windows alone, a run restored with a larger allowed lateness or size lowered it,
+            # and the next restore learnt the messages late before the first one in a window.
+            "closed_before_ms": np.asarray(
+                max(self._first_open_ms(), self.closed_before_ms), np.int64
+            ),
             "closed_read_up_to": _offsets_array(
                 self._closed_read_up_to if self.spec.size_ms is None else self._read_up_to
             ),
