@@ -36,8 +36,8 @@ first window warms the models up; the second is scored, flagged, learnt from):
 >>> result = process_window(models, window(1, docs[300:]), config)
 >>> len(result.documents), int(result.documents.novel.sum())  # top 5% flagged
 (300, 15)
->>> sorted({alert["kind"] for alert in result.alerts})
-['novel_document']
+>>> sorted({alert["kind"] for alert in result.alerts})  # a story born in window 1 emerges
+['emerging_topic', 'novel_document']
 >>> len(result.messages)  # one message per document for <prefix>.scores, encoded when sent
 300
 >>> key, value = next(iter(result.messages))
@@ -90,6 +90,10 @@ class StreamModels:
     ``next_topic_id`` is the smallest id this stream has not used. A topic model started afresh
     over earlier topics (``n_topics`` changed; the dynamic NMF also when enabled again) is based
     there, so an id never names two topics of one stream.
+
+    ``emerging_seq`` is the window number (``seq``) of the dynamic NMF's last time point (-1:
+    none yet, or a checkpoint from before it was kept): the windows numbered between it and the
+    next window's are empty time points (:func:`_empty_time_points`).
     """
 
     detector: Detector
@@ -103,6 +107,7 @@ class StreamModels:
     # emerging topics announced lately: topic id -> (window, {term: weight}) of their alert (the
     # dynamic NMF may drop a topic while its story goes on: see :func:`_repeats_an_alert`)
     announced: dict[int, tuple[int, dict[str, float]]] = field(default_factory=dict)
+    emerging_seq: int = -1
 
     def __post_init__(self) -> None:
         if self.emerging_id_base < 0:
@@ -120,6 +125,7 @@ class StreamModels:
         state["topics_id_base"] = np.asarray(self.topics_id_base, np.int64)
         state["emerging_id_base"] = np.asarray(self.emerging_id_base, np.int64)
         state["next_topic_id"] = np.asarray(self.next_topic_id, np.int64)
+        state["emerging_seq"] = np.asarray(self.emerging_seq, np.int64)
         state.update(_announced_state(self.announced))
         return state
 
@@ -129,7 +135,8 @@ class StreamModels:
         checkpoint was taken with another ``n_topics`` (the configuration changed: its MOR-NMF
         had the old rank), with a warning; a topic model started afresh over earlier topics
         gets ids no earlier topic of the stream had. Checkpoints from before topic ids were
-        kept: the ids as the configuration gives them, as then."""
+        kept: the ids as the configuration gives them, as then. A checkpoint from before
+        ``emerging_seq`` was kept fills no gap before the next window."""
 
         def part(prefix: str) -> dict[str, np.ndarray]:
             return {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
@@ -156,6 +163,7 @@ class StreamModels:
             self.topics_id_base = max(next_id, saved_n_topics, self.topics_id_base)
         self.next_topic_id = max(next_id, self.topics_id_base + self.n_topics)
         self.announced = _announced_from(state)
+        self.emerging_seq = int(state.get("emerging_seq", -1))
         if self.topics is not None:
             sub = part("topics.")
             self.topics = self.topics.set_state(sub) if sub and not changed else clone(self.topics)
@@ -240,8 +248,9 @@ def _sparse_dictionary(A: Any) -> dict[str, np.ndarray]:
     }
 
 
-def _trend(values: tuple[float, ...]) -> str:
-    """The smoothed volume over the dynamic NMF's window, oldest first (``0.5 1.21 3.4``)."""
+def _volume(values: tuple[float, ...]) -> str:
+    """An emerging topic's raw volume over the dynamic NMF's window, oldest first
+    (``0.5 1.21 3.4``)."""
     return " ".join(f"{v:.3g}" for v in values)
 
 
@@ -377,6 +386,26 @@ def _fits(model: object, n_documents: int, rank: int) -> bool:
     return n_documents >= (1 if hasattr(model, "components_") else rank)
 
 
+def _empty_time_points(models: StreamModels, seq: int, n_features: int) -> None:
+    """Give the dynamic NMF an empty time point (no documents) for each window numbered between
+    its last time point's (:attr:`StreamModels.emerging_seq`) and ``seq``, at most ``omega``
+    (its ``window``: so many empty time points leave none of its documents in the window, and
+    a longer gap would cost time for nothing).
+
+    A duration window opens only when a document arrives, and a window without documents is no
+    time point of the dynamic NMF (:func:`_fits`): hourly windows at hours 0, 1, 2 and 9 reached
+    it as four consecutive time points, so the documents of hour 0 stayed in its omega = 7
+    window at hour 9 and the volumes (problem (9)'s ``S w``) had no silent hours. Count windows
+    are numbered consecutively: no gap. Window numbers that go down (``windows.size`` changed)
+    fill nothing."""
+    model = models.emerging
+    if model is None or not hasattr(model, "components_") or models.emerging_seq < 0:
+        return
+    empty = sp.csr_matrix((0, n_features))
+    for _ in range(min(seq - models.emerging_seq - 1, model.window)):
+        model.partial_fit(empty)
+
+
 def _update_topics(
     models: StreamModels,
     result: WindowResult,
@@ -387,7 +416,10 @@ def _update_topics(
     announced emerging topic (-1: none), the topic rows, the emerging-topic alerts. An alert's
     event time is the newest of the documents its topic dominates (the window's newest when it
     dominates none): a time inside the window, so that ``alerts --by event`` over the window's
-    range finds it (the window's end, the first instant after it, put it in the next range)."""
+    range finds it (the window's end, the first instant after it, put it in the next range).
+    Its score is its event's ``rise`` and its summary lists the event's raw ``volume`` (the
+    smoothed ``trend``, not the volume, rose over the whole window for a story only in the
+    last one: :class:`~sparsewatch.models.dynamic_nmf.EmergingTopicEvent`)."""
     stream, seq = window.stream, window.seq
     times_ms = np.fromiter((b.doc.timestamp_ms for b in window.items), np.int64, len(window.items))
     assert result.features is not None, "a fitted detector's result holds its features"
@@ -425,13 +457,15 @@ def _update_topics(
     if models.emerging is not None and _fits(
         models.emerging, X.shape[0], models.emerging.n_initial_topics
     ):
+        _empty_time_points(models, seq, n_features)
         models.emerging.partial_fit(X, vocabulary=[str(t) for t in terms])
+        models.emerging_seq = seq
         models.next_topic_id = max(
             models.next_topic_id, models.emerging_id_base + models.emerging.next_topic_id_
         )
         for event in models.emerging.events_:
-            if event.n_documents < config.emerging_min_documents:
-                continue  # a topic no document is dominated by is not news yet
+            if event.n_documents < config.emerging_min_documents or event.rise <= 0:
+                continue  # not news yet: dominating no document, or its volume not rising
             topic_id = models.emerging_id_base + int(event.topic_id)
             emerging[models.emerging.labels_ == event.topic_id] = topic_id
             named = dict(zip(event.top_terms, event.top_weights, strict=True))
@@ -456,13 +490,13 @@ def _update_topics(
                     "kind": "emerging_topic",
                     "stream": stream,
                     "subject_id": f"topic-{topic_id}",
-                    "score": float(event.slope),
+                    "score": float(event.rise),
                     "window_seq": seq,
                     "event_time": _newest(times_ms[emerging == topic_id], times_ms),
                     # its terms first: what the topic is about survives a cut summary
                     "summary": f"emerging topic: {', '.join(event.top_terms)} "
-                    f"({event.n_documents} docs, slope {event.slope:.3g}, "
-                    f"trend {_trend(event.trend)})",
+                    f"({event.n_documents} docs, rise {event.rise:.3g}, "
+                    f"volume {_volume(event.volume)})",
                     "terms": [[t, float(w)] for t, w in named.items()],
                     "n_documents": int(event.n_documents),
                 }

@@ -152,11 +152,12 @@ def test_the_documents_of_each_announced_emerging_topic_are_marked_with_it():
             for a in comp.alerts
             if a["kind"] == "emerging_topic"
         }
-        for a in comp.alerts:  # the trend behind the slope is in the summary
+        for a in comp.alerts:  # the raw volumes behind the rise are in the summary
             if a["kind"] == "emerging_topic":
-                trend = [float(v) for v in a["summary"].split("trend ")[1].split(")")[0].split()]
-                slope, rounding = trend[-1] - trend[-2], 5e-3 * (abs(trend[-1]) + abs(trend[-2]))
-                assert abs(slope - a["score"]) <= rounding + 1e-9
+                volume = [float(v) for v in a["summary"].split("volume ")[1].split(")")[0].split()]
+                assert min(volume) >= 0.0
+                rise, rounding = volume[-1] - volume[-2], 5e-3 * (volume[-1] + volume[-2])
+                assert abs(rise - a["score"]) <= rounding + 1e-9
         assert marked == alerts  # every announced topic, with its count, and nothing else
         # an alert's event time is its newest document's: inside the window (it was the
         # window's end, which `alerts --by event` counted in the next window's range)
