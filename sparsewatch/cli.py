@@ -7,22 +7,98 @@ non-zero exit status; ``--debug`` (or ``SPARSEWATCH_DEBUG=1``) shows the traceba
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from collections.abc import MutableMapping
+from types import FrameType
+from typing import Any
 
 import click
 
-from sparsewatch.cli_types import not_blank
 from sparsewatch.errors import SparsewatchError, first_line
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-@click.group()
+
+class EarlySignals:
+    """SIGTERM and SIGINT from the program's first instruction (:func:`main`) until the command
+    takes them over, recorded in :attr:`received` rather than obeyed.
+
+    Importing a command's modules takes about half a second (SQLAlchemy, confluent-kafka, NumPy,
+    ...), and ``sparsewatch run`` set its stop handlers only after that: a SIGTERM meanwhile (an
+    orchestrator stopping a worker it just started) killed it by Python's default (exit status
+    143, nothing said), a Ctrl-C printed a KeyboardInterrupt traceback. ``run`` reads what was
+    received and stops cleanly (:func:`sparsewatch.runner.run_workers`); every other command gets
+    the default handlers back before it runs (:meth:`release`), a signal received meanwhile then
+    delivered as it would have been."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+
+    def install(self) -> None:
+        """Record the stop signals from now on (in the main thread only: elsewhere no handler
+        can be set, and the process's own are left alone)."""
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self) for sig in _STOP_SIGNALS}
+
+    def restore(self) -> None:
+        """The previous handlers back where these are still in place (not where the command
+        installed its own)."""
+        for sig, handler in self._previous.items():
+            if signal.getsignal(sig) is self:  # None: not set from Python, the default then
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        self._previous = {}
+
+    def release(self) -> None:
+        """The previous handlers back, and the first signal received meanwhile delivered to them:
+        SIGTERM ends the process as it would have, Ctrl-C interrupts the command (``aborted``)."""
+        self.restore()
+        if self.received:
+            signal.raise_signal(self.received.pop(0))
+
+
+def _not_blank(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """:func:`sparsewatch.cli_types.not_blank`, imported when called (it imports the
+    configuration's module)."""
+    from sparsewatch.cli_types import not_blank
+
+    return not_blank(ctx, param, value)
+
+
+class _Commands(click.Group):
+    """The ``sparsewatch`` group, its commands imported when first looked up (:func:`_register`):
+    their modules take half a second to import, which :func:`main` spends with its signal
+    handlers (:class:`EarlySignals`) in place."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._registered = False
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def commands(self) -> MutableMapping[str, click.Command]:
+        if not self._registered:
+            self._registered = True
+            _register(self)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: MutableMapping[str, click.Command]) -> None:
+        self._commands = value
+
+
+@click.group(cls=_Commands)
 @click.option(
     "--config",
     "config_path",
     type=click.Path(dir_okay=False),
     default=None,
     envvar="SPARSEWATCH_CONFIG",
-    callback=not_blank,  # ("" meant no file, or SPARSEWATCH_CONFIG's over the command line)
+    callback=_not_blank,  # ("" meant no file, or SPARSEWATCH_CONFIG's over the command line)
     help="TOML configuration file.",
 )
 @click.option("--debug", is_flag=True, envvar="SPARSEWATCH_DEBUG", help="Show tracebacks.")
@@ -33,9 +109,12 @@ def cli(ctx: click.Context, config_path: str | None, debug: bool) -> None:
     ctx.ensure_object(dict)
     ctx.obj["config_path"] = config_path
     ctx.obj["debug"] = debug
+    early = ctx.obj.get("early_signals")
+    if isinstance(early, EarlySignals) and ctx.invoked_subcommand != "run":
+        early.release()  # (``run`` takes over what it recorded: sparsewatch.runner)
 
 
-def _register() -> None:
+def _register(group: click.Group) -> None:
     from sparsewatch.commands_db import db
     from sparsewatch.commands_dead_letters import dead_letters
     from sparsewatch.commands_evaluate import evaluate
@@ -47,12 +126,9 @@ def _register() -> None:
     from sparsewatch.commands_status import status
 
     for command in (kafka, alerts, documents, topics, dead_letters, status, snapshots, db):
-        cli.add_command(command)
+        group.add_command(command)
     for command in (replay, ingest, run, demo, evaluate):
-        cli.add_command(command)
-
-
-_register()
+        group.add_command(command)
 
 
 # What click's ``--debug`` flag reads as true in ``SPARSEWATCH_DEBUG`` (its BOOL type);
@@ -67,12 +143,23 @@ def _one_line(message: str) -> str:
 
 
 def main() -> None:
-    """Console entry point: run the click group, turning errors into one-line messages."""
+    """Console entry point: run the click group, turning errors into one-line messages; SIGTERM
+    and SIGINT are recorded from here on until the command takes them over
+    (:class:`EarlySignals`)."""
+    early = EarlySignals()
+    early.install()
+    try:
+        _main(early)
+    finally:
+        early.restore()
+
+
+def _main(early: EarlySignals) -> None:
     debug = (
         os.environ.get("SPARSEWATCH_DEBUG", "").strip().lower() in _TRUE or "--debug" in sys.argv
     )
     try:
-        result = cli.main(standalone_mode=False)
+        result = cli.main(standalone_mode=False, obj={"early_signals": early})
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -12,10 +12,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, get_args
 
 import click
 import sqlalchemy as sa
@@ -261,7 +261,10 @@ def _follow_alerts(
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     finally:
         for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+            # Once stopped, a further signal has nothing left to stop: Python's handlers back
+            # then, it killed the exiting process (status -2) or interrupted it with a
+            # KeyboardInterrupt ("aborted", or a traceback).
+            signal.signal(sig, signal.SIG_IGN if stop.requested else handler)
 
 
 class _FollowStop(StopFlag):
@@ -272,8 +275,17 @@ class _FollowStop(StopFlag):
     longer answers): a stop that waited for the look to end did not end the tail at all, even
     after three Ctrl-C. KeyboardInterrupt, not an exception of its own, because psycopg answers
     it by cancelling the query in the server (at most 5 s for the cancel, 5 s for the query to
-    end; another signal cuts that short too) instead of leaving it waiting there for the lock;
-    SQLAlchemy then discards the connection quietly."""
+    end) instead of leaving it waiting there for the lock; SQLAlchemy then discards the
+    connection quietly.
+
+    Another signal while that interruption is under way (a second Ctrl-C while the query is
+    cancelled) ends the process at once, with one line on stderr (:data:`STOPPED_AGAIN`) and
+    status 0, as the first one would have: nothing is written, and what was printed was flushed
+    with its look. A second KeyboardInterrupt raised there instead landed wherever the
+    interruption had got to: in psycopg's cancel, which abandons it with a warning, or in
+    SQLAlchemy's pool as it discarded the connection, which logged "Exception terminating
+    connection" with both tracebacks, or left the connection half-discarded (then "error:
+    ProgrammingError: can't change 'autocommit' now", status 1)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -281,8 +293,11 @@ class _FollowStop(StopFlag):
 
     def request(self, *_: object) -> None:
         """Signal-handler signature: ``signal.signal(signum, stop.request)``."""
+        again = self.requested
         super().request()
         if self._looking:
+            if again:  # a look interrupted already, its query being cancelled
+                _stop_at_once()
             raise KeyboardInterrupt
 
     @contextmanager
@@ -296,6 +311,21 @@ class _FollowStop(StopFlag):
             yield
         finally:
             self._looking = False
+
+
+STOPPED_AGAIN = (
+    "stopped at once on a second signal, without waiting for the database to cancel the query "
+    "in progress"
+)
+
+
+def _stop_at_once() -> NoReturn:
+    """End the process now (from a signal handler): :data:`STOPPED_AGAIN` on stderr, status 0.
+    Written to the descriptor, not through ``sys.stderr``, whose buffer the interrupted code may
+    be writing to (a reentrant call is an error)."""
+    with suppress(OSError):  # (stderr closed: the status says it)
+        os.write(sys.stderr.fileno(), f"{STOPPED_AGAIN}\n".encode())
+    os._exit(0)
 
 
 def _alert_lines(

@@ -58,7 +58,10 @@ def run(
         config.metrics_address = metrics_address
     setup_logging(config.log_level)
     roles = ["detector", "anomaly"] if role == "all" else [role]
-    run_workers(config, roles, until_idle)
+    # SIGTERM and SIGINT since the program started, before the workers' own handlers
+    # (sparsewatch.cli.EarlySignals; none in-process, where no handler was set)
+    early = ctx.obj.get("early_signals")
+    run_workers(config, roles, until_idle, early.received if early is not None else [])
 
 
 # The demo holds its generated stream and, for the plot, every stored document in memory

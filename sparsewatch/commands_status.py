@@ -14,16 +14,19 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from sparsewatch.cli_types import command_config
-from sparsewatch.consumers.kafka_client import SecurityErrors, admin_config, client_properties
+from sparsewatch.consumers.kafka_client import SecurityErrors, client_properties
+from sparsewatch.consumers.kafka_connection_failures import FailedConnections
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.kafka_options import (
@@ -35,6 +38,9 @@ from sparsewatch.kafka_options import (
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
 from sparsewatch.query_output import echo_data, encodable, json_value, printable, show_time
 from sparsewatch.storage.schema import ALERT_KINDS
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 Watermarks = dict[tuple[str, int], tuple[int, int]]
 
@@ -196,16 +202,18 @@ def ingest_rows(bootstrap: str, group: str, timeout: float) -> list[dict[str, An
     offset, the partition's end offset and the records not forwarded yet; none for a group
     that never committed. KafkaException when the broker does not answer."""
     from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient(admin_config(bootstrap))
     request = [ConsumerGroupTopicPartitions(group)]
-    answer = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group]
-    committed = {
-        (tp.topic, tp.partition): tp.offset
-        for tp in answer.result(timeout).topic_partitions
-        if tp.offset >= 0
-    }
+    with _offsets_admin(bootstrap) as (admin, why):
+        answer = admin.list_consumer_group_offsets(request, request_timeout=timeout)[group]
+        try:
+            # (a second past the request's own timeout: its error, not the wait's, which has none)
+            offsets = answer.result(timeout + 1.0).topic_partitions
+        except (KafkaException, TimeoutError) as exc:
+            error = exc.args[0] if exc.args else None
+            said = error.str() if isinstance(error, KafkaError) else first_line(exc)
+            raise KafkaException(why(said)) from None
+    committed = {(tp.topic, tp.partition): tp.offset for tp in offsets if tp.offset >= 0}
     marks, _, note = watermarks(bootstrap, sorted({t for t, _ in committed}), timeout)
     if note is not None:
         raise KafkaException(note)
@@ -226,6 +234,35 @@ def ingest_rows(bootstrap: str, group: str, timeout: float) -> list[dict[str, An
             }
         )
     return rows
+
+
+@contextmanager
+def _offsets_admin(bootstrap: str) -> Iterator[tuple[AdminClient, Callable[[str], str]]]:
+    """An AdminClient for the block (:func:`~sparsewatch.consumers.kafka_admin.admin_client`:
+    polled when the block ends, its librdkafka lines then logged), and a function of a failed
+    request's error giving why it failed in one line: the refusal (a wrong password, an
+    untrusted certificate) or the connection failures (a closed port, a host that does not
+    resolve) its error callback reported, served by a poll. The client was never polled: its
+    callbacks never ran, its lines stayed in its queue, and a broker gone since the probe made
+    the note end with nothing ("did not tell the ingest bridge's offsets: ", the wait's
+    TimeoutError having no message)."""
+    from sparsewatch.consumers.kafka_admin import admin_client
+
+    errors = SecurityErrors()
+    failed = FailedConnections()
+
+    def on_error(err: KafkaError) -> None:
+        errors(err)
+        failed(err)
+
+    with admin_client(bootstrap, error_cb=on_error) as admin:
+
+        def why(failure: str) -> str:
+            said = errors.why(admin, failure)
+            cause = None if errors.last else failed.why()
+            return f"{cause} ({said})" if cause else said
+
+        yield admin, why
 
 
 def _offset_table(

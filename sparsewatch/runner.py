@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -362,7 +362,12 @@ def _start_workers(
     return store, workers
 
 
-def run_workers(config: Config, roles: list[str], until_idle_s: float | None = None) -> None:
+def run_workers(
+    config: Config,
+    roles: list[str],
+    until_idle_s: float | None = None,
+    early_signals: Sequence[int] = (),
+) -> None:
     """Run the workers of ``roles`` against the configured broker and database; the anomaly worker
     only when ``anomaly.enabled`` (asked for alone when disabled: a SparsewatchError).
 
@@ -371,7 +376,17 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
     abandoned; and during a database or broker outage, the transaction or read being retried
     then abandoned (nothing of it committed: the next start does it again). They were Python's
     defaults until the workers ran: a SIGTERM in the first seconds killed the process (exit
-    status 143) and a Ctrl-C printed "aborted" (130)."""
+    status 143) and a Ctrl-C printed "aborted" (130).
+
+    ``early_signals``: the signals received before this call, which nothing obeyed yet (the
+    CLI's, from its first instruction: :class:`sparsewatch.cli.EarlySignals`); a live list, read
+    again once these handlers are in place. With one, nothing is started (or what was, the
+    metrics endpoint, is closed again) and the call returns normally, as for a signal while the
+    workers are built."""
+    if early_signals:
+        name = signal.Signals(early_signals[0]).name
+        log.info("%s before the start: no worker ran", name)
+        return
     if not config.anomaly.enabled:
         roles = [r for r in roles if r != "anomaly"]
         if not roles:
@@ -392,6 +407,8 @@ def run_workers(config: Config, roles: list[str], until_idle_s: float | None = N
     try:
         with _stop_signals(force_on_repeat=True) as stops:
             try:
+                if early_signals:  # one came while the endpoint opened, before these handlers
+                    raise KeyboardInterrupt
                 store, workers = _start_workers(config, roles, stops, health)
             except KeyboardInterrupt:
                 log.info("stopped while starting: no worker ran")
