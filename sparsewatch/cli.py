@@ -79,7 +79,7 @@ class _Commands(click.Group):
         self._registered = False
         super().__init__(*args, **kwargs)
 
-    @property  # type: ignore[override]
+    @property
     def commands(self) -> MutableMapping[str, click.Command]:
         if not self._registered:
             self._registered = True
