@@ -76,7 +76,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
@@ -293,14 +293,13 @@ class ResultWriter:
         now = time.monotonic()
         sweep = self._all_pending_due or now - self._swept_at >= _SWEEP_EVERY_S
         wanted = {*(streams or ()), *self._unsent_streams}
-        selections: list[tuple[list[str] | None, datetime | None]] = []
+        selections: list[tuple[list[str] | None, float | None]] = []
         if wanted:
             selections.append((sorted(wanted), None))
         if sweep:
-            aged = datetime.now(UTC) - timedelta(seconds=_LEFTOVER_AGE_S)
-            selections.append((None, None if self._all_pending_due else aged))
+            selections.append((None, None if self._all_pending_due else _LEFTOVER_AGE_S))
         try:
-            for selected, created_before in selections:
+            for selected, older_than_s in selections:
                 after_id = 0
                 while rows := self.store.pending_alerts(
                     topic,
@@ -308,7 +307,7 @@ class ResultWriter:
                     self.destination.alert_kinds,
                     after_id,
                     _PENDING_BATCH,
-                    created_before,
+                    older_than_s,
                 ):
                     self._send_alerts(rows, topic)
                     after_id = rows[-1]["id"]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -117,17 +117,25 @@ def fetch_pending_alerts(
     kinds: Sequence[str] | None,
     after_id: int,
     limit: int,
-    created_before: datetime | None = None,
+    older_than_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` alerts pending publication to ``topic`` (``publish_topic``; any topic
-    when ``None``; of ``streams`` and ``kinds``, stored before ``created_before``, any when
-    ``None``) with ``id`` above ``after_id``, by ``id``: a stream's alerts in the order they were
-    stored. The partial index ``ix_alerts_pending`` holds only the pending ones."""
+    when ``None``; of ``streams`` and ``kinds``, stored more than ``older_than_s`` seconds ago,
+    any when ``None``) with ``id`` above ``after_id``, by ``id``: a stream's alerts in the order
+    they were stored. The partial index ``ix_alerts_pending`` holds only the pending ones.
+
+    The age is by the clock ``created_at`` was taken from: on PostgreSQL the server's
+    (:meth:`~.store.StoreTx.insert_alerts`), so a writer whose own clock is off sweeps neither
+    early nor late; on SQLite this host's."""
     pending = alerts.c.publish_topic
     conditions = [pending.is_not(None) if topic is None else pending == topic]
     conditions.append(alerts.c.id > after_id)
-    if created_before is not None:
-        conditions.append(alerts.c.created_at < created_before)
+    if older_than_s is not None:
+        if conn.dialect.name == "postgresql":
+            now = conn.execute(sa.select(sa.func.clock_timestamp())).scalar_one()
+        else:
+            now = datetime.now(UTC)
+        conditions.append(alerts.c.created_at < now - timedelta(seconds=older_than_s))
     if streams is not None:
         conditions.append(alerts.c.stream.in_(list(streams)))
     if kinds is not None:

@@ -11,9 +11,15 @@ older documents the count windows closed last are not the newest by event time),
 model kind) keeps its newest ``keep_snapshots`` snapshots, and checkpoints and stored offsets are
 not touched. Dead letters have no window: they are deleted by the time they were stored.
 
-On PostgreSQL the documents are locked before they are deleted, window by window and by id
-(:func:`_lock_documents`): the order in which the workers' upserts lock them, so that pruning
-never deadlocks with an anomaly worker behind that scores documents of a window being pruned.
+On PostgreSQL the documents are locked before they are deleted (:func:`_lock_documents`) so
+that pruning never deadlocks with a worker over them (an anomaly worker behind, scoring documents
+of a window being pruned): those stored in the window that scored them, window by window and by
+id, the order in which the workers lock them; a late document (stored in its own, older window,
+but written and scored in the call of a later window, whose order pruning cannot know) only if no
+transaction holds it: pruning never waits for one, and one held is left for the next pruning.
+A batch that fails all the same on a lock conflict (PostgreSQL's "deadlock detected" or
+"could not serialize access", as with a writer that locks rows in some other order) is rolled back
+and run again, a few times (:func:`_write_batch`), and counted once.
 
 A consumer group no longer used is forgotten as a whole (:func:`forget_group`): its checkpoints
 and stored offsets, the state a restarted worker of that group would resume from.
@@ -25,11 +31,14 @@ prune, by ``db upgrade``, and by the workers' writers as the documents grow
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
 
 import sqlalchemy as sa
+from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.storage.engine import write_connection
 from sparsewatch.storage.schema import (
     alerts,
@@ -50,6 +59,11 @@ ORPHAN_BATCH = 5_000
 # a statement, and earlier prunes may leave tens of thousands.
 SNAPSHOT_BATCH = 5_000
 _BY_WINDOW = (documents, alerts, topics)
+# PostgreSQL's SQLSTATEs of a transaction rolled back over a lock conflict, safe to run again:
+# deadlock_detected, serialization_failure
+_LOCK_CONFLICTS = frozenset({"40P01", "40001"})
+# How long a batch is retried on lock conflicts (waits 0.2, 0.4, 0.8, 1.6 s: five tries)
+LOCK_CONFLICT_RETRY_S = 3.0
 
 
 @dataclass
@@ -66,6 +80,55 @@ class PruneReport:
     # outbox, :meth:`~sparsewatch.storage.store.Store.pending_alerts`): a later prune takes them
     # once they are sent
     kept_pending_alerts: int = 0
+
+    def add(self, other: PruneReport) -> None:
+        """Add ``other``'s counts (one batch's) to these."""
+        for table, n in other.deleted.items():
+            self.deleted[table] += n
+        self.kept_pending_alerts += other.kept_pending_alerts
+
+
+class _LockConflictError(Exception):
+    """A batch's transaction was rolled back over a lock conflict (:data:`_LOCK_CONFLICTS`); the
+    database's error is its ``__cause__``."""
+
+
+def _is_lock_conflict(exc: sa.exc.DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) in _LOCK_CONFLICTS
+
+
+def _write_batch(
+    engine: sa.Engine,
+    report: PruneReport,
+    what: str,
+    work: Callable[..., object],
+) -> None:
+    """Run ``work(conn, report=...)`` (counting into the report given) in one write
+    transaction, and add what it counted to ``report`` once it committed. A transaction rolled
+    back over a lock conflict (a deadlock with a writer that locks rows in another order:
+    PostgreSQL aborts one of the two after its ``deadlock_timeout``) is run again, with
+    :func:`~sparsewatch.consumers.retry.with_backoff`, for up to :data:`LOCK_CONFLICT_RETRY_S`;
+    then, or on any other error, the database's error is raised."""
+
+    def attempt() -> PruneReport:
+        counted = PruneReport(dry_run=report.dry_run)
+        try:
+            with write_connection(engine) as conn, conn.begin():
+                work(conn, report=counted)
+        except sa.exc.DBAPIError as exc:
+            if _is_lock_conflict(exc):
+                raise _LockConflictError(str(exc)) from exc
+            raise
+        return counted
+
+    try:
+        counted = with_backoff(
+            attempt, what, transient=(_LockConflictError,), max_wait_s=LOCK_CONFLICT_RETRY_S
+        )
+    except _LockConflictError as conflict:
+        assert conflict.__cause__ is not None
+        raise conflict.__cause__ from None
+    report.add(counted)
 
 
 def _old_windows(
@@ -169,7 +232,7 @@ def _delete_windows(
         if table is alerts:  # counted here in a dry run only, else as orphans once deleted
             where = _keep_pending(conn, where, report if report.dry_run else None)
         if table is documents and not report.dry_run:
-            _lock_documents(conn, where)
+            where = _lock_documents(conn, where)
         report.deleted[table.name] += _apply(conn, table, where, report.dry_run)
     s = snapshots.c
     found = sa.select(s.window_seq, s.model_kind).where(
@@ -218,26 +281,39 @@ def _keep_pending(
     return where & alerts.c.publish_topic.is_(None)
 
 
-def _lock_documents(conn: sa.Connection, where: sa.ColumnElement[bool]) -> None:
-    """PostgreSQL: lock the documents matching ``where`` (of one stream) in the order the
-    workers' upserts lock theirs: window by window, each by id (:mod:`~.bulk` inserts a call's
-    rows in primary-key order; an anomaly worker's transaction makes one call per window, in
-    window order). A bare DELETE locked them in the order it found them, the table's physical
-    order: an anomaly worker behind, scoring a window being pruned, held one document and waited
-    for another that the pruning held, which waited for the first, until PostgreSQL aborted one
-    of the two after its ``deadlock_timeout`` (``db prune`` failed with "deadlock detected").
-    SQLite needs nothing: a write transaction holds the whole database."""
+def _lock_documents(conn: sa.Connection, where: sa.ColumnElement[bool]) -> sa.ColumnElement[bool]:
+    """PostgreSQL: lock the documents matching ``where`` (of one stream) that can be deleted
+    without waiting in an order that differs from the workers'; return the condition of those to
+    delete. A worker's transaction locks its documents call by call, one call per window, in
+    window order (the windows of one job), each call's by id (:mod:`~.bulk` inserts a call's rows
+    in primary-key order). A document stored in the window whose call wrote and scored it (every
+    document but a late one) is locked here in that order too: window by window, each by id
+    (by id alone, a job of two windows, whose ids interleave, deadlocked). A late document is
+    stored in its own, older window, but the detector and the anomaly worker write it in the call
+    of the later window that scored it, a window no row records: locked in any order, pruning held
+    a late document of window 3 and waited for one of window 7 that an anomaly worker held, which
+    waited for the late one (PostgreSQL aborted one of the two after its ``deadlock_timeout``:
+    ``db prune`` failed with "deadlock detected", or the worker's transaction was rolled back).
+    So a late document is locked only if no transaction holds it (``SKIP LOCKED``), after the
+    others, and deleted only then: one held stays, an orphan once its window is gone, deleted by
+    a later pruning (:func:`_orphans`). A bare DELETE locked the rows in the order it found them,
+    the table's physical order. SQLite needs nothing: a write transaction holds the whole
+    database."""
     if conn.dialect.name != "postgresql":
-        return
+        return where
     d = documents.c
+    in_order = where & d.late.is_not(True)
     locked = (
         sa.select(d.doc_id)
-        .where(where)
+        .where(in_order)
         .order_by(d.window_seq, d.stream, d.doc_id)
         .with_for_update()
         .subquery()
     )
     conn.execute(sa.select(sa.func.count()).select_from(locked))
+    late = where & d.late.is_(True)
+    free = sa.select(d.stream, d.doc_id).where(late).with_for_update(skip_locked=True)
+    return in_order | (late & sa.tuple_(d.stream, d.doc_id).in_(free))
 
 
 def _orphan_snapshots(conn: sa.Connection, stream: str) -> list[sa.Row[int, str]]:
@@ -267,7 +343,7 @@ def _orphans(table: sa.Table, stream: str, horizon: datetime) -> sa.ColumnElemen
 
 def _delete_orphans(engine: sa.Engine, stream: str, horizon: datetime, report: PruneReport) -> None:
     """Delete (or count) ``stream``'s rows in windows that have no row (:func:`_orphans`), in
-    batches of keys: one short write transaction each."""
+    batches of keys, in key order: one short write transaction each."""
     for table, key in ((documents, documents.c.doc_id), (alerts, alerts.c.id)):
         where = _orphans(table, stream, horizon)
         if table is alerts:
@@ -277,15 +353,44 @@ def _delete_orphans(engine: sa.Engine, stream: str, horizon: datetime, report: P
             with engine.connect() as conn:
                 report.deleted[table.name] += _apply(conn, table, where, dry_run=True)
             continue
+        batches = _OrphanBatch(table, key, where)
+        what = f"db prune: {stream}'s {table.name} without a window"
         while True:
-            with write_connection(engine) as conn, conn.begin():
-                keys = list(conn.execute(sa.select(key).where(where).limit(ORPHAN_BATCH)).scalars())
-                if not keys:
-                    break
-                gone = where & key.in_(keys)  # still without a window (a worker wrote meanwhile)
-                if table is documents:
-                    _lock_documents(conn, gone)
-                report.deleted[table.name] += _apply(conn, table, gone, dry_run=False)
+            _write_batch(engine, report, what, batches)
+            if not batches.committed():
+                break
+
+
+@dataclass
+class _OrphanBatch:
+    """The batches of :func:`_delete_orphans`: the rows of ``table`` matching ``where``, the next
+    ``ORPHAN_BATCH`` keys after the last committed batch's (a late document held by a worker
+    stays, :func:`_lock_documents`: taking the first keys again, the batches never ended)."""
+
+    table: sa.Table
+    key: sa.Column[Any]
+    where: sa.ColumnElement[bool]
+    after: Any = None  # the last key of the last committed batch
+    found: list[Any] = field(default_factory=list)  # the keys of the batch run last
+
+    def __call__(self, conn: sa.Connection, report: PruneReport) -> None:
+        query = sa.select(self.key).where(self.where).order_by(self.key).limit(ORPHAN_BATCH)
+        if self.after is not None:
+            query = query.where(self.key > self.after)
+        self.found = list(conn.execute(query).scalars())
+        if self.found:
+            # still without a window (a worker may have written one meanwhile)
+            gone: sa.ColumnElement[bool] = self.where & self.key.in_(self.found)
+            if self.table is documents:
+                gone = _lock_documents(conn, gone)
+            report.deleted[self.table.name] += _apply(conn, self.table, gone, dry_run=False)
+
+    def committed(self) -> bool:
+        """Go on after the batch just committed; whether there are more."""
+        if not self.found:
+            return False
+        self.after = self.found[-1]
+        return True
 
 
 def _apply(
@@ -326,13 +431,15 @@ def prune(
                 kept = _kept_snapshots(conn, stream, keep_snapshots)
                 orphans = _orphan_snapshots(conn, stream)
             for i in range(0, len(seqs), WINDOW_BATCH):
-                with write_connection(engine) as conn, conn.begin():
-                    _delete_windows(conn, stream, seqs[i : i + WINDOW_BATCH], kept, report)
+                delete = partial(_delete_windows, stream=stream, seqs=seqs[i : i + WINDOW_BATCH])
+                what = f"db prune: windows {seqs[i]}.. of {stream}"
+                _write_batch(engine, report, what, partial(delete, kept_snapshots=kept))
             # kept by an earlier prune, now beyond this one's keep_snapshots: one short write
             # transaction a batch, as the windows'
             for i in range(0, len(orphans), SNAPSHOT_BATCH):
-                with write_connection(engine) as conn, conn.begin():
-                    _delete_snapshots(conn, stream, orphans[i : i + SNAPSHOT_BATCH], kept, report)
+                found = orphans[i : i + SNAPSHOT_BATCH]
+                delete = partial(_delete_snapshots, stream=stream, found=found, kept_snapshots=kept)
+                _write_batch(engine, report, f"db prune: snapshots of {stream}", delete)
             _delete_orphans(engine, stream, horizon, report)
     if dead_letters_before is not None:
         _prune_dead_letters(engine, dead_letters_before, report)

@@ -247,9 +247,22 @@ class StoreTx:
     ) -> None:
         """Raise alerts; an alert that exists (same kind, stream, subject) is left as it is.
         With ``publish_to``, an alerts topic, the new ones are pending publication there (the
-        writer's outbox: :meth:`Store.pending_alerts`, :meth:`mark_alerts_published`)."""
+        writer's outbox: :meth:`Store.pending_alerts`, :meth:`mark_alerts_published`).
+
+        On PostgreSQL ``created_at`` is the database server's clock (``clock_timestamp()``, read
+        once a call, as this host's was), not this host's: ``alerts --follow`` compares the
+        ``created_at`` of alerts that different hosts wrote
+        (:class:`~.alert_follower.AlertFollower`), and missed those of a host whose clock was
+        behind. And the transaction takes its id (``pg_current_xact_id()``) before the alerts
+        take theirs: the follower tells from the transaction ids in its snapshots which alert
+        ids a transaction still to commit may hold. (SQLite: this host's clock; its
+        writers take turns, a transaction's alerts commit in the order of their ids.)"""
         keys = ("kind", "stream", "subject_id", "score", "window_seq", "event_time", "summary")
         now = _now()
+        if rows and self.connection.dialect.name == "postgresql":
+            # the transaction's id first (assigned here if not yet), and the server's clock
+            query = sa.select(sa.func.pg_current_xact_id(), sa.func.clock_timestamp())
+            now = self.connection.execute(query).one()[1]
         params = []
         for r in rows:
             require_keys(r, keys, "alert")
@@ -583,14 +596,15 @@ class Store:
         kinds: Sequence[str] | None = None,
         after_id: int = 0,
         limit: int = 500,
-        created_before: datetime | None = None,
+        older_than_s: float | None = None,
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` alerts pending publication to ``topic`` (of ``streams`` and ``kinds``,
-        stored before ``created_before``; any when ``None``) with ``id`` above ``after_id``,
-        oldest first (:func:`~.alert_queries.fetch_pending_alerts`)."""
+        stored more than ``older_than_s`` seconds ago by the database's clock; any when ``None``)
+        with ``id`` above ``after_id``, oldest first
+        (:func:`~.alert_queries.fetch_pending_alerts`)."""
         with self.reading() as conn:
             return alert_queries.fetch_pending_alerts(
-                conn, topic, streams, kinds, after_id, limit, created_before
+                conn, topic, streams, kinds, after_id, limit, older_than_s
             )
 
     def story_alerts(

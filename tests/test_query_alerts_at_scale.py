@@ -13,6 +13,7 @@ import sparsewatch.storage.store as store_module
 import sqlalchemy as sa
 from sparsewatch.storage import alert_queries
 from sparsewatch.storage.alert_follower import AlertFollower
+from sparsewatch.storage.schema import alerts
 from sparsewatch.storage.store import Store
 
 from tests.support.query_plans import statement_plans
@@ -38,13 +39,22 @@ def _alerts(first: int, n: int, kind: str = "novel_document") -> list[dict[str, 
 
 def _fill(store: Store, *batches: list[dict[str, Any]], clock: Any = None) -> None:
     """Insert each batch in a transaction of its own, created an hour after the one before
-    when given the store module's ``clock`` (as a live stream's alerts spread over time)."""
+    when given the store module's ``clock`` (as a live stream's alerts spread over time; on
+    PostgreSQL, whose alerts take the server's clock, set afterwards)."""
+    postgres = store.engine.dialect.name == "postgresql"
     for n, rows in enumerate(batches):
         if clock is not None:
             clock.setattr(store_module, "_now", lambda n=n: T0 + timedelta(hours=n))
         with store.transaction() as tx:
             tx.insert_alerts(rows)
-    if store.engine.dialect.name == "postgresql":  # what autovacuum does on its own
+            if clock is not None and postgres:
+                created = alerts.c.created_at
+                tx.connection.execute(
+                    sa.update(alerts)
+                    .where(created > T0 + timedelta(days=365))
+                    .values(created_at=T0 + timedelta(hours=n))
+                )
+    if postgres:  # what autovacuum does on its own
         with store.engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE alerts")
 
