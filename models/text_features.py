@@ -8,8 +8,22 @@ memory stays flat on an unbounded stream: when the cap is exceeded the terms wit
 rows it kept (``kept_rows_``) and how many it appended (``n_new_``) so that model state can drop
 and pad the same rows (:func:`remap_rows`).
 
+Admission at the cap: a new term's count in one window is no match for the df a kept term
+gathered over many, so a term refused (or evicted) is not forgotten but becomes a *candidate*: a
+bounded counter (space-saving, Metwally et al. 2005; :data:`CANDIDATES_PER_FEATURE` times
+``max_features`` slots) keeps its document frequency, decayed as ``df_``, and a candidate seen
+again enters the vocabulary once that gathered frequency beats the rarest kept term's (ties: the
+staler term goes; then the incumbent, or the term of the window's earlier document, stays). A term
+new to a full counter takes the slot of the smallest count, whose count is then its over-count
+bound: slots are kept by count plus bound, admission uses the count alone (never an over-count).
+A steady new term thus enters even against terms that gathered their df long ago, with or
+without decay. The candidates are model state (:meth:`StreamingTfidf.get_state`).
+
 Tokenizer (deliberate choices for tweets and news):
 
+* NFKC and case folding (``𝐁𝐑𝐄𝐀𝐊𝐈𝐍𝐆``, ``ＢＲＥＡＫＩＮＧ`` and ``Breaking`` are ``breaking``,
+  ``ﬁ`` is ``fi``, ``ß`` is ``ss``), without the Arabic tatweel and vowel marks or Hebrew niqqud
+  (:func:`_normalized`); Latin diacritics stay (``café`` is not ``cafe``);
 * lower case, Unicode-aware words (``\\w`` letters of any script and the combining marks and
   zero-width (non-)joiners inside them, so Devanagari, vowelled Arabic or Persian words stay
   whole; a word starts at a ``\\w`` character and ends at no joiner, so the variation selector of
@@ -19,7 +33,9 @@ Tokenizer (deliberate choices for tweets and news):
   must contain a letter and have at least two characters; pure numbers are dropped, they are
   mostly noise in news wires);
 * URLs become one token ``url:<domain>`` (``urls="domain"``; the host only: no user, port, query
-  or the sentence's punctuation after it), or ``"drop"``;
+  or the sentence's punctuation after it), or ``"drop"``; a URL is its RFC 3986 characters but
+  ``'`` and ``,``, so it ends at the first non-ASCII character (``…``, ``）``) and a word glued
+  after a comma is kept; ``https://`` starts a URL even glued to a word (``詳細はhttps://``);
 * ``#hashtags`` become the bare word (``hashtags="word"``, so ``#quake`` and ``quake`` match, and a
   body that would not be a word token, a stop word or one character, is dropped), or are kept as
   ``#tag`` (``"keep"``), or both (``"both"``), or dropped;
@@ -27,7 +43,9 @@ Tokenizer (deliberate choices for tweets and news):
   a ``#`` or ``@`` inside a word (an e-mail address) starts no tag or mention;
 * scripts written without spaces between words (Chinese, Japanese, Korean, Thai, Lao, Khmer,
   Myanmar) become overlapping bigrams (``unsegmented="bigrams"``, the default; below);
-* English stop words (scikit-learn's list) are removed; optional bigrams of adjacent kept tokens;
+* English stop words (scikit-learn's list) are removed; optional bigrams of adjacent kept tokens
+  (across removed stop words, as scikit-learn), none across sentence punctuation (``.``, ``!``,
+  ``?``, ``;``, ``:`` before a space, ``。``) nor with a URL, hashtag or mention token;
 * tokens longer than ``max_token_chars`` (default 40) are dropped: a word, the body of a hashtag
   or mention (without ``#``/``@``) or a URL's domain. Such "words" are base64 blobs, hashes or
   glued-together junk, never the vocabulary of a story, and the vocabulary is a fixed-width
@@ -60,8 +78,8 @@ and keep current), a search engine indexes such text as overlapping bigrams (Luc
   as ``2024`` is); a word mixing scripts is cut there, each part read by its own rule
   (``iPhone発売``: ``iphone``, ``発売``; ``東京2020年``: ``東京``, ``年``);
 * half-width and full-width forms (U+FF00-U+FFEF, typed in Japanese text) are read as their
-  ordinary characters (NFKC of those only, as Lucene's CJK width filter): ``ＮＨＫ`` is ``nhk``,
-  ``＃地震`` a hashtag, half-width ``ｶﾀｶﾅ`` is ``カタカナ``;
+  ordinary characters (NFKC, as all text): ``ＮＨＫ`` is ``nhk``, ``＃地震`` a hashtag,
+  half-width ``ｶﾀｶﾅ`` is ``カタカナ``;
 * a hashtag's bare word (``hashtags="word"`` or ``"both"``) is read as a word is, so ``#地震``
   matches the ``地震`` of a text and ``#東日本大震災`` gives the bigrams of ``東日本大震災``; a
   kept ``#tag`` (``"keep"``, ``"both"``) stays whole, its body limited as before (Twitter's
@@ -77,7 +95,7 @@ and keep current), a search engine indexes such text as overlapping bigrams (Luc
   bigrams is a character trigram (four-gram across a run's end), many more terms, each rarer,
   for little more than the bigrams already match.
 
-Text without letters of those scripts and without width forms gets the same tokens in both modes:
+Text without letters of those scripts gets the same tokens in both modes:
 a block of :data:`TOKEN_BLOCK` texts is scanned for runs only when it holds such a character, so
 Latin text pays one scan of its non-ASCII blocks (about 2 ns a character).
 
@@ -144,7 +162,16 @@ _WCHAR = rf"[\w{_MARK[1:-1]}]"
 _WNEXT = rf"{_WCHAR}+(?<![{_JOINERS}])"
 # the variation selectors (VS1-VS16 and the ideographic variation selectors VS17-VS256)
 _VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
-_URL = r"(?:https?://|www\.)[^\s<>\"'\x00]+"
+# a URL: its RFC 3986 characters (ASCII letters, digits, unreserved, reserved and ``%``), so it
+# ends at a space, at any non-ASCII character (``（https://nhk.or.jp/a）大阪``, ``…``) and at
+# two deliberate exceptions: ``'`` (a URL quoted in a sentence) and ``,`` (``https://bbc.com/x,
+# quake``: a comma glued to a word is a tweet's missing space far more often than a path's
+# comma). A trailing ``.`` or ``)`` stays in the URL, as before: only its host is kept
+# (:data:`_URL_HOST`), which ends before them
+_URL = r"(?:https?://|www\.)[A-Za-z0-9\-._~:/?#\[\]@!$&()*+;=%]+"
+# where ``https://`` or ``http://`` is glued to a word (``詳細はhttps://nhk.or.jp``): a URL starts
+# there all the same (a space is put before it)
+_GLUED_URL = re.compile(r"\B(?=https?://)")
 # a run of word characters with a letter, from its first \w (the marks and joiners before it
 # are not the word's: ``⚠️BREAKING`` is U+26A0, the variation selector U+FE0F, a mark, then
 # ``breaking``) to its last \w or mark, two characters or more: the word is the group. It
@@ -158,6 +185,12 @@ _WORD = rf"(?<!\w)(?<!{_MARK})(?={_WCHAR}*[^\W\d_]){_MARK}*(\w{_WNEXT}(?:'{_WNEX
 # ``#`` or ``@`` first, so the lookbehinds are not tried at every position
 _TAG = rf"[#@](?<!\w[#@])(?<!{_WCHAR}{_MARK}[#@])\w(?:{_WNEXT})?"
 _TOKEN = re.compile(rf"({_URL})|({_TAG})|{_WORD}|(\x00)", re.UNICODE)
+# with ``bigrams``: the last group also matches sentence punctuation (a ``.``, ``!``, ``?``,
+# ``;`` or ``:`` before a space or a document's end, or ``。``), where no pair is made
+_BREAKS = r"\x00|[.!?;:]+(?=\s|\x00|$)|。"
+_TOKEN_BREAKS = re.compile(rf"({_URL})|({_TAG})|{_WORD}|({_BREAKS})", re.UNICODE)
+# what ends a pair in a document's tokens (no term holds it)
+_BREAK = "\x01"
 _HAS_LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
 # a URL's host: after any user, the run of word characters, dots and hyphens (the path, query,
 # fragment or port end it) up to its last word character, so the sentence's punctuation after it
@@ -233,15 +266,17 @@ _HAS_UNSEGMENTED = re.compile(_UNSEGMENTED_LETTER)
 _TOKEN_UNSEGMENTED = re.compile(
     rf"({_URL})|({_TAG})|{_WORD}|(?<!\w)(?<!{_MARK}){_MARK}*({_UNIT})|(\x00)", re.UNICODE
 )
-# Whether a text may hold such a letter or a half-width or full-width form: whole blocks of the
-# Basic Multilingual Plane, so the class is a bitmap (a text without them is tokenized by
-# _TOKEN, and the check costs about 2 ns a character)
+_TOKEN_UNSEGMENTED_BREAKS = re.compile(
+    rf"({_URL})|({_TAG})|{_WORD}|(?<!\w)(?<!{_MARK}){_MARK}*({_UNIT})|({_BREAKS})", re.UNICODE
+)
+# Whether a text may hold such a letter: whole blocks of the Basic Multilingual Plane, so the
+# class is a bitmap (a text without them is tokenized by _TOKEN, and the check costs about 2 ns
+# a character)
 _MAY_BE_UNSEGMENTED = re.compile(
     "["
     + "".join(f"{chr(lo)}-{chr(hi)}" for b in _UNSEGMENTED_BLOCKS.values() for lo, hi in b)
-    + "\uff00-\uffef]"
+    + "]"
 )
-_HALF_OR_FULL_WIDTH = re.compile("[\uff00-\uffef]+")
 
 
 def _special(
@@ -271,17 +306,36 @@ def _special(
     return {"word": word, "keep": [tag], "both": [tag, *word], "drop": []}[hashtags]
 
 
+# removed before normalisation: soft hyphens (invisible line-break hints inside words:
+# ``news\u00adpaper`` is ``newspaper``), the variation selectors (they choose a glyph: ``辻󠄀本``,
+# written with a Japanese ideographic variant, is ``辻本``), the Arabic tatweel (a stretch of the
+# baseline, ``خـبـر`` is ``خبر``), Arabic harakat and Quranic marks and Hebrew niqqud and
+# cantillation (vowel signs most text omits: a vowelled word is its bare word), and the trade
+# mark signs (NFKC spells ``™`` as ``tm``, gluing it to the brand)
+_REMOVED = re.compile(
+    "[\u00ad\ufe00-\ufe0f\U000e0100-\U000e01ef\u0640\u064b-\u065f\u0670\u06d6-\u06dc"
+    "\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5"
+    "\u05c7\u2120\u2122]"
+)
+
+
 def _normalized(text: str) -> str:
-    """``text`` as the tokenizer reads it: lower case, ``’`` as ``'``, without soft hyphens
-    (invisible line-break hints inside words: ``news\u00adpaper`` is ``newspaper``) and
-    variation selectors (they choose a glyph: ``辻󠄀本``, written with a Japanese ideographic
-    variant, is ``辻本``), then NFC (after lower-casing, which decomposes ``İ`` into ``i`` + a
-    combining dot, dropped: the dot of a lower-case ``i``; after the removals, so that a mark
-    behind a soft hyphen composes with its letter)."""
-    text = text.lower().replace("i\u0307", "i").replace("’", "'").replace("\u00ad", "")
-    if not text.isascii():
-        text = _VARIATION_SELECTORS.sub("", text)
-    return unicodedata.normalize("NFC", text)
+    """``text`` as the tokenizer reads it: NFKC, then case-folded (Unicode's caseless matching,
+    as ``NFKC_Casefold``): styled letters (``𝐁𝐑𝐄𝐀𝐊𝐈𝐍𝐆``), ligatures (``ﬁ``), half-width and
+    full-width forms (``ＮＨＫ``, ``＃地震``, half-width ``ｶﾞ``) are their plain letters and
+    ``ß`` is ``ss``; the dot of a case-folded Turkish ``İ`` is dropped; ``’`` and ``ʼ`` (U+02BC)
+    are ``'``; ``…`` is `` ... `` (NFKC's dots, spaced: they end a URL and a word); soft hyphens,
+    variation selectors, the Arabic tatweel and vowel marks, Hebrew niqqud and the trade mark
+    signs are removed (:data:`_REMOVED`), first, so that a mark behind a soft hyphen composes with
+    its letter; the Thai and Lao SARA AM, which NFKC splits, stay one vowel. Latin diacritics
+    stay (``café`` is not ``cafe``), typed precomposed or not."""
+    if text.isascii():
+        return text.lower()
+    text = _REMOVED.sub("", text.replace("\u2026", " ... "))
+    text = unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i")
+    text = text.replace("\u2019", "'").replace("\u02bc", "'")
+    # NFKC splits the Thai and Lao SARA AM into NIKHAHIT and SARA AA: one vowel again
+    return text.replace("\u0e4d\u0e32", "\u0e33").replace("\u0ecd\u0eb2", "\u0eb3")
 
 
 def tokenize(texts: Sequence[str], **options: Any) -> list[list[str]]:
@@ -328,37 +382,34 @@ def tokenize_flat(
         return [], []
     segment = unsegmented == "bigrams"
     words = _SEP.join(w.replace(_SEP, " ") for w in stop_words or ())
-    words = _width_folded(_normalized(words)) if segment else _normalized(words)
+    words = _normalized(words)
     stop = frozenset(words.split(_SEP)) if words else frozenset()
     cap = np.inf if max_token_chars is None else max_token_chars
     joined = _normalized(_SEP.join(t.replace(_SEP, " ") for t in texts))
+    if "://" in joined:
+        joined = _GLUED_URL.sub(" ", joined)
     grams: set[str] | None = set() if bigrams else None
-    # a block without a letter of those scripts (or a width form) is read as before, its
-    # tokens unchanged; the check costs one scan of a non-ASCII block
+    opts = _Options(urls, hashtags, mentions, cap, stop, bigrams)
+    # a block without a letter of those scripts is read as before, its tokens unchanged; the
+    # check costs one scan of a non-ASCII block
     if segment and not joined.isascii() and _MAY_BE_UNSEGMENTED.search(joined):
-        flat, ends = _scan_unsegmented(
-            _width_folded(joined), _Options(urls, hashtags, mentions, cap, stop), grams
-        )
+        flat, ends = _scan_unsegmented(joined, opts, grams)
     else:
-        flat, ends = _scan(joined, _Options(urls, hashtags, mentions, cap, stop))
+        flat, ends = _scan(joined, opts)
     ends.append(len(flat))
-    lens = [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-    if bigrams:
-        docs = [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-        if grams:  # no bigram of character bigrams (module docstring)
-            docs = [
-                d
-                + [
-                    f"{a} {b}"
-                    for a, b in itertools.pairwise(d)
-                    if a not in grams and b not in grams
-                ]
-                for d in docs
-            ]
-        else:
-            docs = [d + [f"{a} {b}" for a, b in itertools.pairwise(d)] for d in docs]
-        flat, lens = list(itertools.chain.from_iterable(docs)), [len(d) for d in docs]
-    return flat, lens
+    if not bigrams:
+        return flat, [b - a for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    # pairs of adjacent terms, none across a break (sentence punctuation, a URL, tag or
+    # mention) and none of character bigrams (module docstring)
+    docs = []
+    no_pair = (grams or set()) | {_BREAK}
+    for a, b in zip([0, *ends[:-1]], ends, strict=True):
+        d = flat[a:b]
+        pairs = [
+            f"{x} {y}" for x, y in itertools.pairwise(d) if x not in no_pair and y not in no_pair
+        ]
+        docs.append([t for t in d if t != _BREAK] + pairs)
+    return list(itertools.chain.from_iterable(docs)), [len(d) for d in docs]
 
 
 @dataclass(frozen=True)
@@ -371,6 +422,20 @@ class _Options:
     mentions: str
     cap: float
     stop: frozenset[str]
+    breaks: bool = False
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The token pattern of text without the unsegmented scripts (with ``breaks``, sentence
+        punctuation also matches, in the separator's group)."""
+        return _TOKEN_BREAKS if self.breaks else _TOKEN
+
+    def special(self, url: str, tag: str) -> list[str]:
+        """:func:`_special`'s tokens, each between breaks when pairs are made (``breaks``)."""
+        terms = _special(url, tag, self.urls, self.hashtags, self.mentions, self.cap, self.stop)
+        if self.breaks and terms:
+            return [_BREAK, *itertools.chain.from_iterable((t, _BREAK) for t in terms)]
+        return terms
 
     @cached_property
     def stop_grams(self) -> frozenset[str]:
@@ -380,18 +445,22 @@ class _Options:
 
 def _scan(joined: str, opts: _Options) -> tuple[list[str], list[int]]:
     """All tokens of ``joined`` (documents separated by ``_SEP``) and the token count before
-    each separator: a run of word characters is one word, whatever its script."""
+    each separator: a run of word characters is one word, whatever its script. With
+    ``opts.breaks``, :data:`_BREAK` where a pair ends (sentence punctuation, around a URL, tag
+    or mention)."""
     flat: list[str] = []
     ends: list[int] = []
     cap, stop = opts.cap, opts.stop
-    for url, tag, word, sep in _TOKEN.findall(joined):
+    for url, tag, word, sep in opts.pattern.findall(joined):
         if word:
             if len(word) <= cap and word not in stop:
                 flat.append(word)
-        elif sep:
+        elif sep == _SEP:
             ends.append(len(flat))
+        elif sep:
+            flat.append(_BREAK)
         else:
-            flat.extend(_special(url, tag, opts.urls, opts.hashtags, opts.mentions, cap, stop))
+            flat.extend(opts.special(url, tag))
     return flat, ends
 
 
@@ -404,7 +473,9 @@ def _scan_unsegmented(
     flat: list[str] = []
     ends: list[int] = []
     cap, stop = opts.cap, opts.stop
-    for url, tag, word, unit, sep in _TOKEN_UNSEGMENTED.findall(joined):
+    pattern = _TOKEN_UNSEGMENTED_BREAKS if opts.breaks else _TOKEN_UNSEGMENTED
+    brk = [_BREAK] if opts.breaks else []
+    for url, tag, word, unit, sep in pattern.findall(joined):
         if word:
             if word.isascii() or not _HAS_UNSEGMENTED.search(word):
                 if len(word) <= cap and word not in stop:
@@ -413,19 +484,21 @@ def _scan_unsegmented(
                 flat.extend(_split_word(word, opts, grams))
         elif unit:
             flat.extend(_split_word(unit, opts, grams))
-        elif sep:
+        elif sep == _SEP:
             ends.append(len(flat))
+        elif sep:
+            flat.append(_BREAK)
         elif tag[:1] == "#" and opts.hashtags in ("word", "both") and _HAS_UNSEGMENTED.search(tag):
-            whole = [tag] if opts.hashtags == "both" and len(tag) - 1 <= cap else []
-            flat.extend(whole + _split_word(tag[1:], opts, grams))
+            whole = [*brk, tag] if opts.hashtags == "both" and len(tag) - 1 <= cap else []
+            flat.extend(whole + brk + _split_word(tag[1:], opts, grams) + brk)
         elif tag[:1] == "@" and _HAS_UNSEGMENTED.search(tag):
             # the handle is the body's first run of one script (``@yamada地震``: ``@yamada``),
             # the rest is text
             end = cast("re.Match[str]", _SEGMENTS.match(tag, 1)).end()
-            flat.extend(_special("", tag[:end], opts.urls, opts.hashtags, opts.mentions, cap, stop))
+            flat.extend(opts.special("", tag[:end]))
             flat.extend(_split_word(tag[end:], opts, grams))
         else:
-            flat.extend(_special(url, tag, opts.urls, opts.hashtags, opts.mentions, cap, stop))
+            flat.extend(opts.special(url, tag))
     return flat, ends
 
 
@@ -448,14 +521,6 @@ def _split_word(word: str, opts: _Options, grams: set[str] | None) -> list[str]:
         else:
             terms += [w for w in _WORDS.findall(rest) if len(w) <= opts.cap and w not in opts.stop]
     return terms
-
-
-def _width_folded(text: str) -> str:
-    """``text`` with its half-width and full-width forms (U+FF00-U+FFEF) as their ordinary
-    characters (their NFKC: ``ＮＨＫ`` is ``nhk``, ``＃地震`` a hashtag, half-width ``ｶﾞ`` is
-    ``ガ``), then NFC again (a half-width voiced mark may follow a full-width kana)."""
-    folded, n = _HALF_OR_FULL_WIDTH.subn(lambda m: unicodedata.normalize("NFKC", m[0]), text)
-    return unicodedata.normalize("NFC", folded) if n else text
 
 
 # Texts tokenized at a time: a block's tokens live as strings only until they are numbered
@@ -513,6 +578,13 @@ def _within_token_chars(terms: np.ndarray, max_chars: int | None) -> np.ndarray:
     return ok
 
 
+# Capacity of the admission candidates, in vocabulary sizes (``max_features``). Space-saving
+# with ``k`` counters keeps every term of more than ``1 / k`` of the counted occurrences: twice
+# the vocabulary's room follows the terms that could enter it at little cost (a string, two
+# floats and an integer each)
+CANDIDATES_PER_FEATURE = 2
+
+
 def remap_rows(M: np.ndarray, kept_rows: np.ndarray, n_new: int) -> np.ndarray:
     """Drop evicted rows of ``M`` and zero-pad ``n_new`` rows at the end (vocabulary update)."""
     out = M[kept_rows]
@@ -526,8 +598,10 @@ class StreamingTfidf(BaseEstimator):
 
     Parameters
     ----------
-    max_features : vocabulary cap; beyond it the rarest, stalest terms are evicted. ``None``: no
-        cap, as in scikit-learn's vectorisers (the vocabulary then grows with the stream).
+    max_features : vocabulary cap; beyond it the rarest, stalest terms are evicted, and a new
+        term enters once its df, gathered as a candidate, beats the rarest kept term's (see
+        module). ``None``: no cap, as in scikit-learn's vectorisers (the vocabulary then grows
+        with the stream).
     df_half_life : half-life (> 0), in documents, of the document frequencies (``None``: no
         decay).
     min_df_new : a new term enters the vocabulary only when it appears in at least this many
@@ -559,7 +633,10 @@ class StreamingTfidf(BaseEstimator):
     frequency per row; last_seen_ : document counter when each term was last seen; n_docs_ : total
     documents seen; n_eff_ : decayed document count; kept_rows_, n_new_ : the row map of the last
     :meth:`partial_fit` (apply it to model state with :func:`remap_rows`); evicted_rows_ : the
-    rows (of the previous vocabulary) that it removed.
+    rows (of the previous vocabulary) that it removed; candidates_ : dict term -> slot of the
+    admission candidates (see module), whose candidate_terms_, candidate_df_ (decayed document
+    frequency gathered), candidate_err_ (its over-count bound) and candidate_last_ (last seen;
+    ``-1``: a free slot) are per slot.
 
     Input is a sequence of raw texts; unlike scikit-learn's vectorisers :meth:`transform` returns
     documents as COLUMNS (the paper's ``m x n`` layout: ``.T`` gives documents as rows).
@@ -689,6 +766,19 @@ class StreamingTfidf(BaseEstimator):
         self.kept_rows_ = np.zeros(0, dtype=np.int64)
         self.evicted_rows_ = np.zeros(0, dtype=np.int64)
         self.n_new_ = 0
+        self._set_candidates([], np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
+
+    def _set_candidates(
+        self, terms: list[str], df: np.ndarray, err: np.ndarray, last: np.ndarray
+    ) -> None:
+        """The candidates, slot by slot (a free slot: ``""``, last seen ``-1``)."""
+        self.candidate_terms_ = terms
+        self.candidate_df_ = df
+        self.candidate_err_ = err
+        self.candidate_last_ = last
+        self.candidates_ = {
+            t: i for i, (t, s) in enumerate(zip(terms, last.tolist(), strict=True)) if s >= 0
+        }
 
     # ------------------------------------------------------------------ learning
     def _check_params(self) -> None:
@@ -718,6 +808,7 @@ class StreamingTfidf(BaseEstimator):
             self._init_state()
         n = tokens.lens.size
         decay = 1.0 if self.df_half_life is None else 0.5 ** (n / self.df_half_life)
+        now = self.n_docs_ + n
         # documents containing each term; terms numbered in order of first appearance, so the
         # new rows are in that order: deterministic
         counts = tokens.document_counts()
@@ -725,36 +816,117 @@ class StreamingTfidf(BaseEstimator):
         new = np.flatnonzero((rows < 0) & (counts >= self.min_df_new))
         known = np.flatnonzero(rows >= 0)
         m_old = self.terms_.size
-        df = np.concatenate([self.df_ * decay, np.zeros(new.size)])
-        last = np.concatenate([self.last_seen_, np.zeros(new.size, dtype=np.int64)])
-        df[rows[known]] += counts[known]
-        last[rows[known]] = self.n_docs_ + n
-        df[m_old:] = counts[new]
-        last[m_old:] = self.n_docs_ + n
         new_terms = [tokens.terms[i] for i in new.tolist()]
+        # a new term's document frequency: this window's, plus what it gathered as a candidate
+        new_df, new_err = self._take_candidates(new_terms, decay)
+        df = np.concatenate([self.df_ * decay, new_df + counts[new]])
+        last = np.concatenate([self.last_seen_, np.full(new.size, now, dtype=np.int64)])
+        df[rows[known]] += counts[known]
+        last[rows[known]] = now
         # the window's terms are within max_token_chars; older ones may not be (a vocabulary
         # restored under a lower cap): the tokenizer never yields them again, so they go
-        keep = np.flatnonzero(
-            np.r_[_within_token_chars(self.terms_, self.max_token_chars), np.ones(new.size, bool)]
-        )
-        if self.max_features is not None and keep.size > self.max_features:
-            order = keep[np.lexsort((last[keep], df[keep]))]  # ascending: rarest, then stalest
-            keep = np.sort(order[keep.size - self.max_features :])
-        kept_old = keep[keep < m_old]
-        kept_new = keep[keep >= m_old] - m_old
-        terms = self.terms_[kept_old].tolist() + [new_terms[i] for i in kept_new.tolist()]
-        # a new array each time: its width is that of the longest term kept, so an evicted long
-        # term stops padding the others (indexing and concatenating keep the widest dtype seen)
-        self.terms_ = np.array(terms, dtype=str)
-        self.vocabulary_ = {t: i for i, t in enumerate(terms)}
+        fits = np.r_[
+            _within_token_chars(self.terms_, self.max_token_chars), np.ones(new.size, bool)
+        ]
+        keep = fits.copy()
+        if self.max_features is not None and np.count_nonzero(keep) > self.max_features:
+            rank = np.flatnonzero(keep)
+            keep[_lowest(rank.size - self.max_features, df[rank], last[rank], -rank, rank)] = False
+        evicted = ~keep[:m_old]
+        kept_new = np.flatnonzero(keep[m_old:])
+        if self.max_features is not None:  # refused and evicted terms are candidates
+            out = np.flatnonzero(~keep & fits)
+            err = np.r_[np.zeros(m_old), new_err][out]
+            terms = self.terms_[out[out < m_old]].tolist()
+            terms += [new_terms[i - m_old] for i in out[out >= m_old].tolist()]
+            self._add_candidates(terms, df[out], err, last[out])
+        added = [new_terms[i] for i in kept_new.tolist()]
+        if evicted.any():  # the rows after the first evicted one move up
+            gone = self.terms_[evicted]
+            terms = np.concatenate([self.terms_[~evicted], np.array(added, dtype=str)])
+            # an evicted longest term stops padding the others: the array is made as wide as
+            # the longest term kept (indexing and concatenating keep the widest dtype seen)
+            if terms.size and np.char.str_len(gone).max() * 4 >= self.terms_.itemsize:
+                terms = terms.astype(f"<U{max(int(np.char.str_len(terms).max()), 1)}")
+            for t in gone.tolist():
+                del self.vocabulary_[t]
+            first = int(np.argmax(evicted))
+            moved = terms[first:].tolist()
+            self.vocabulary_.update(zip(moved, range(first, terms.size), strict=True))
+            self.terms_ = terms
+        elif added:  # rows stay: the new ones are appended
+            self.terms_ = np.concatenate([self.terms_, np.array(added, dtype=str)])
+            self.vocabulary_.update(zip(added, range(m_old, m_old + len(added)), strict=True))
         self.df_ = df[keep]
         self.last_seen_ = last[keep]
-        self.n_docs_ += n
+        self.n_docs_ = now
         self.n_eff_ = self.n_eff_ * decay + n
-        self.kept_rows_ = kept_old
-        self.evicted_rows_ = np.setdiff1d(np.arange(m_old), kept_old)
+        self.kept_rows_ = np.flatnonzero(~evicted)
+        self.evicted_rows_ = np.flatnonzero(evicted)
         self.n_new_ = int(kept_new.size)
         return self
+
+    def _take_candidates(self, terms: list[str], decay: float) -> tuple[np.ndarray, np.ndarray]:
+        """Decay the candidates' counts (as ``df_``) and take ``terms`` out of them: the count
+        each gathered (0 for one not a candidate) and its over-count bound (space-saving: a term
+        not a candidate may have been one, evicted with at most the smallest count kept, which
+        is its bound when the candidates are full; else 0)."""
+        self.candidate_df_ = self.candidate_df_ * decay
+        self.candidate_err_ = self.candidate_err_ * decay
+        used = self.candidate_last_ >= 0
+        full = self.max_features is not None and np.count_nonzero(used) >= self._n_candidates()
+        floor = float((self.candidate_df_ + self.candidate_err_)[used].min()) if full else 0.0
+        slots = np.fromiter(
+            (self.candidates_.pop(t, -1) for t in terms), dtype=np.int64, count=len(terms)
+        )
+        found = slots >= 0
+        gathered, err = np.zeros(len(terms)), np.full(len(terms), floor)
+        gathered[found] = self.candidate_df_[slots[found]]
+        err[found] = self.candidate_err_[slots[found]]
+        self.candidate_last_[slots[found]] = -1  # free
+        return gathered, err
+
+    def _n_candidates(self) -> int:
+        """Capacity of the candidates: :data:`CANDIDATES_PER_FEATURE` times ``max_features``."""
+        return CANDIDATES_PER_FEATURE * int(self.max_features or 0)
+
+    def _add_candidates(
+        self, terms: list[str], df: np.ndarray, err: np.ndarray, last: np.ndarray
+    ) -> None:
+        """Make ``terms`` candidates with these counts; beyond the capacity, those of smallest
+        count (plus over-count bound), then stalest, then latest slot (an incoming term after
+        every slot) are dropped, as in space-saving."""
+        used = np.flatnonzero(self.candidate_last_ >= 0)
+        over = used.size + len(terms) - self._n_candidates()
+        if over > 0:
+            est = np.r_[(self.candidate_df_ + self.candidate_err_)[used], df + err]
+            stamp = np.r_[self.candidate_last_[used], last]
+            pos = np.arange(est.size)
+            drop = _lowest(over, est, stamp, -pos, pos)
+            gone = used[drop[drop < used.size]]
+            for slot in gone.tolist():
+                del self.candidates_[self.candidate_terms_[slot]]
+            self.candidate_last_[gone] = -1
+            stay = np.ones(len(terms), dtype=bool)
+            stay[drop[drop >= used.size] - used.size] = False
+            terms = [t for t, s in zip(terms, stay.tolist(), strict=True) if s]
+            df, err, last = df[stay], err[stay], last[stay]
+        free = np.flatnonzero(self.candidate_last_ < 0)[: len(terms)]
+        grow = len(terms) - free.size
+        if grow > 0:
+            self.candidate_terms_ += [""] * grow
+            self.candidate_df_ = np.r_[self.candidate_df_, np.zeros(grow)]
+            self.candidate_err_ = np.r_[self.candidate_err_, np.zeros(grow)]
+            self.candidate_last_ = np.r_[self.candidate_last_, np.full(grow, -1, dtype=np.int64)]
+            free = np.r_[
+                free, np.arange(len(self.candidate_terms_) - grow, len(self.candidate_terms_))
+            ]
+        for slot, term in zip(free.tolist(), terms, strict=True):
+            self.candidate_terms_[slot] = term
+            self.candidates_[term] = slot
+        self.candidate_df_[free] = df
+        self.candidate_err_[free] = err
+        self.candidate_last_[free] = last
 
     # ------------------------------------------------------------------ features
     def idf(self) -> np.ndarray:
@@ -874,10 +1046,21 @@ class StreamingTfidf(BaseEstimator):
             "last_seen": self.last_seen_.astype(np.int64),
             "n_docs": np.asarray(self.n_docs_, dtype=np.int64),
             "n_eff": np.asarray(self.n_eff_, dtype=np.float64),
+            "candidate_terms": np.array(
+                [
+                    t if s >= 0 else ""
+                    for t, s in zip(self.candidate_terms_, self.candidate_last_, strict=True)
+                ],
+                dtype=str,
+            ),
+            "candidate_df": self.candidate_df_.astype(np.float64),
+            "candidate_err": self.candidate_err_.astype(np.float64),
+            "candidate_last": self.candidate_last_.astype(np.int64),
         }
 
     def set_state(self, state: dict[str, np.ndarray]) -> StreamingTfidf:
-        """Restore what :meth:`get_state` returned."""
+        """Restore what :meth:`get_state` returned (a state without candidates, saved before
+        they were kept, restores with none)."""
         self._init_state()
         self.terms_ = np.asarray(state["terms"]).astype(str)
         self.vocabulary_ = {t: i for i, t in enumerate(self.terms_.tolist())}
@@ -886,7 +1069,23 @@ class StreamingTfidf(BaseEstimator):
         self.n_docs_ = int(state["n_docs"])
         self.n_eff_ = float(state["n_eff"])
         self.kept_rows_ = np.arange(self.terms_.size)
+        if "candidate_terms" in state:
+            self._set_candidates(
+                np.asarray(state["candidate_terms"]).astype(str).tolist(),
+                np.asarray(state["candidate_df"], dtype=np.float64).copy(),
+                np.asarray(state["candidate_err"], dtype=np.float64).copy(),
+                np.asarray(state["candidate_last"], dtype=np.int64).copy(),
+            )
         return self
+
+
+def _lowest(
+    k: int, key: np.ndarray, then: np.ndarray, last: np.ndarray, items: np.ndarray
+) -> np.ndarray:
+    """The ``k`` (>= 1) ``items`` lowest by ``key``, then ``then``, then ``last`` (distinct):
+    sorted are only those whose key is at most the ``k``-th smallest (a partition), not all."""
+    low = np.flatnonzero(key <= np.partition(key, k - 1)[k - 1])
+    return items[low[np.lexsort((last[low], then[low], key[low]))[:k]]]
 
 
 def _top_per_column(C: sp.csc_matrix, t: int) -> sp.csc_matrix:
