@@ -11,7 +11,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -179,19 +179,34 @@ def alerts(
         return
     if interval is not None:
         raise click.BadParameter("--interval needs --follow", param_hint="--interval")
-    with open_store(ctx, database_url) as store:
-        rows = store.alerts(
-            since=since,
-            until=until,
-            kinds=kinds,
-            streams=streams,
-            min_score=min_score,
-            limit=one_more(limit),
-            time_field=by,
-            text=text,
-            min_documents=min_documents,
-        )
-    emit(within_limit(rows, limit, "alerts"), fmt, ALERT_COLUMNS, view, "alerts")
+    filters = {
+        "since": since,
+        "until": until,
+        "kinds": kinds,
+        "streams": streams,
+        "min_score": min_score,
+        "limit": one_more(limit),
+        "time_field": by,
+        "text": text,
+        "min_documents": min_documents,
+    }
+    # read as written (emit): one transaction for the whole listing, open while it is printed
+    with open_store(ctx, database_url) as store, store.streamed_alerts(**filters) as rows:
+        emit(_within_limit(rows, limit, "alerts"), fmt, ALERT_COLUMNS, view, "alerts")
+
+
+def _within_limit(
+    rows: Iterable[dict[str, Any]], limit: int, what: str
+) -> Iterator[dict[str, Any]]:
+    """:func:`~sparsewatch.query_options.within_limit` as the rows are read: the first ``limit``
+    of ``rows`` (asked for with :func:`one_more`), then the note on stderr when there is one
+    more, in its words (after the rows, not before them: those printed were read already; a
+    table collects the rows first, so its note still comes before it)."""
+    for n, row in enumerate(rows):
+        if n == limit:
+            click.echo(f"note: {limit} {what} shown, more match: raise --limit", err=True)
+            return
+        yield row
 
 
 def _alert_view(by: AlertTime) -> list[TableColumn]:
@@ -445,32 +460,33 @@ def documents(
         if story is not None:
             stream, ids = _story(store, story, streams)
             streams = (stream,)
-        rows = store.documents(
-            ids=ids,
-            streams=streams,
-            window_seq=window_seq,
-            novel_only=novel_only,
-            anomalies_only=anomalies_only,
-            since=since,
-            until=until,
-            min_score=min_score,
-            limit=one_more(limit),
-            topic=topic,
-            text=text,
-        )
-    rows = within_limit(rows, limit, "documents")
-    view: list[TableColumn] = [
-        ("event time", "event_time", show_time),
-        ("stream", "stream", str),
-        ("id", "doc_id", str),
-        ("window", "window_seq", cell),
-        ("novelty", "novelty_score", show_number),
-        ("novel", "novel", show_flag),
-        ("late", "late", show_flag),
-        ("anomaly", "anomaly_score", show_number),
-        ("text", "text", shorten(60)),
-    ]
-    emit(rows, fmt, DOCUMENT_COLUMNS, view, "documents")
+        filters = {
+            "ids": ids,
+            "streams": streams,
+            "window_seq": window_seq,
+            "novel_only": novel_only,
+            "anomalies_only": anomalies_only,
+            "since": since,
+            "until": until,
+            "min_score": min_score,
+            "limit": one_more(limit),
+            "topic": topic,
+            "text": text,
+        }
+        view: list[TableColumn] = [
+            ("event time", "event_time", show_time),
+            ("stream", "stream", str),
+            ("id", "doc_id", str),
+            ("window", "window_seq", cell),
+            ("novelty", "novelty_score", show_number),
+            ("novel", "novel", show_flag),
+            ("late", "late", show_flag),
+            ("anomaly", "anomaly_score", show_number),
+            ("text", "text", shorten(60)),
+        ]
+        # read as written (emit): one transaction for the whole listing, open while it is printed
+        with store.streamed_documents(**filters) as rows:
+            emit(_within_limit(rows, limit, "documents"), fmt, DOCUMENT_COLUMNS, view, "documents")
 
 
 def _story(store: Store, subject: str, streams: Sequence[str]) -> tuple[str, list[str]]:

@@ -4,6 +4,10 @@ JSON is an array of objects with sorted keys, ISO-8601 UTC times and ``null`` fo
 NaN number (which JSON cannot hold); CSV writes an empty cell where JSON writes ``null`` (no
 value, and an infinite or NaN number alike: CSV wrote ``inf``); CSV and JSON carry text as stored
 (escape sequences included); a table cell is data, never Rich markup.
+
+JSON and CSV are written as the rows arrive (:func:`emit`: an export of a million documents held
+them all, and its whole text, in memory); a table is built whole, as it needs every row for its
+column widths and its count.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import csv
 import io
 import json
 import math
+import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,7 +82,13 @@ def csv_cells(row: dict[str, Any], columns: Sequence[str]) -> list[str]:
 
 
 def csv_lines(lines: Iterable[Sequence[str]]) -> str:
-    """CSV text of ``lines`` of cells, one record a line (no newline after the last).
+    """CSV text of ``lines`` of cells, one record a line (no newline after the last)
+    (:func:`csv_records`)."""
+    return "\n".join(csv_records(lines))
+
+
+def csv_records(lines: Iterable[Sequence[str]]) -> Iterator[str]:
+    """Each of ``lines`` of cells as a CSV record, without a line terminator, as it comes.
 
     A cell holding a line break of either kind (a newline or a bare carriage return) is quoted:
     the csv module quotes only the characters of its line terminator, so with a newline
@@ -86,13 +97,33 @@ def csv_lines(lines: Iterable[Sequence[str]]) -> str:
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    records = []
     for cells in lines:
         buffer.seek(0)
         buffer.truncate()
         writer.writerow(cells)
-        records.append(buffer.getvalue().removesuffix("\r\n"))
-    return "\n".join(records)
+        yield buffer.getvalue().removesuffix("\r\n")
+
+
+def json_text(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iterator[str]:
+    """The text of ``json.dumps([json_row(row, columns) for row in rows], indent=2,
+    sort_keys=True, ensure_ascii=False, allow_nan=False)``, in pieces, one row at a time: an
+    element is its own ``json.dumps`` with each line indented a level (a string in JSON holds
+    no line break: its lines are the structure's)."""
+    separator = "[\n  "
+    for row in rows:
+        data = json_row(row, columns)
+        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        yield separator + text.replace("\n", "\n  ")
+        separator = ",\n  "
+    yield "[]" if separator == "[\n  " else "\n]"
+
+
+def csv_text(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> Iterator[str]:
+    """The text of ``csv_lines([columns, *(csv_cells(row, columns) for row in rows)])``, in
+    pieces, one row at a time."""
+    yield csv_lines([columns])
+    for record in csv_records(csv_cells(row, columns) for row in rows):
+        yield "\n" + record
 
 
 def echo_data(text: str) -> None:
@@ -110,6 +141,41 @@ def echo_data(text: str) -> None:
     buffer.flush()
 
 
+def echo_data_pieces(pieces: Iterable[str]) -> None:
+    """Print the text of ``pieces`` and a newline as :func:`echo_data` does, each piece as it
+    comes (JSON or CSV written as its rows are read: :func:`emit`), flushed at the end.
+
+    A reader gone (``| head``: a closed pipe) ends it quietly: the pieces left are not asked
+    for (a query reading them stops), stdout is pointed at /dev/null so that the interpreter's
+    final flush does not report the broken pipe too (Python's documented recipe, as
+    ``alerts --follow`` does), and the command ends with status 0."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    try:
+        if buffer is None:  # a text-only stream put in place of stdout
+            for piece in pieces:
+                click.echo(piece, nl=False, color=True)
+            click.echo("", color=True)
+            return
+        sys.stdout.flush()
+        for piece in pieces:
+            buffer.write(piece.encode("utf-8"))
+        buffer.write(b"\n")
+        buffer.flush()
+    except BrokenPipeError:
+        _reader_gone()
+
+
+def _reader_gone() -> None:
+    """Point stdout at /dev/null after a broken pipe (:func:`echo_data_pieces`)."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's stream)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)
+
+
 def encodable(text: str) -> str:
     """``text`` with each character that stdout's encoding lacks shown as ``?``: a table, for
     people, is printed in their terminal's encoding (JSON and CSV, for programs, are UTF-8 bytes
@@ -121,21 +187,25 @@ def encodable(text: str) -> str:
 
 
 def emit(
-    rows: Sequence[dict[str, Any]],
+    rows: Iterable[dict[str, Any]],
     fmt: str,
     columns: Sequence[str],
     table_columns: Sequence[TableColumn],
     title: str,
 ) -> None:
     """Print ``rows`` as JSON (every column), CSV (``columns``) or a rich table (a chosen view);
-    JSON and CSV as UTF-8, exactly (:func:`echo_data`)."""
+    JSON and CSV as UTF-8, exactly (:func:`echo_data_pieces`).
+
+    JSON and CSV are written row by row as ``rows`` yields them (:func:`json_text`,
+    :func:`csv_text`: the same bytes as the whole text built at once), so an iterator over a
+    query's cursor is never held whole; a table collects every row first (its column widths
+    and its title's count need them all): it is for people, not for exports."""
     if fmt == "json":
-        data = [json_row(row, columns) for row in rows]
-        text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-        echo_data(text)
+        echo_data_pieces(json_text(rows, columns))
     elif fmt == "csv":
-        echo_data(csv_lines([columns, *(csv_cells(row, columns) for row in rows)]))
+        echo_data_pieces(csv_text(rows, columns))
     else:
+        rows = list(rows)
         table = Table(title=f"{title} ({len(rows)})", title_justify="left")
         for header, _, _ in table_columns:
             table.add_column(header, overflow="fold")

@@ -1,14 +1,15 @@
-"""The alerts behind ``sparsewatch alerts``: :func:`fetch_alerts`, by creation or event time
-(conventions: :mod:`~sparsewatch.storage.query_parts`)."""
+"""The alerts behind ``sparsewatch alerts``: :func:`fetch_alerts`, by creation or event time, or
+:func:`stream_alerts` for an export read as it is written (conventions:
+:mod:`~sparsewatch.storage.query_parts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from sparsewatch.storage.query_parts import _between, _in, _rows
+from sparsewatch.storage.query_parts import _between, _in, _rows, _stream_rows
 from sparsewatch.storage.schema import alerts
 from sparsewatch.storage.text_match import _contains
 
@@ -68,21 +69,94 @@ def _newest_alerts(
     ``limit`` matches: the same rows, as every alert left out is older than all those read.
     PostgreSQL cannot tell how often a text occurs and read every alert for the newest 50
     matches of a common word (0.45 s of 300,000 alerts)."""
-    stmt = (
-        sa.select(alerts)
-        .where(*conditions)
-        .order_by(time_column.desc(), alerts.c.score.desc(), alerts.c.id.desc())
-        .limit(limit)
-    )
+    stmt = _newest_statement(time_column, conditions, limit)
     if grep and limit:
-        newest = sa.select(time_column).where(time_column.is_not(None))
-        probe = newest.order_by(time_column.desc()).offset(GREP_PROBE_ROWS - 1).limit(1)
-        bound = conn.execute(probe).scalar()
+        bound = _probe_bound(conn, time_column)
         if bound is not None:
             rows = _rows(conn, stmt.where(time_column >= bound))
             if len(rows) >= limit:
                 return rows
     return _rows(conn, stmt)
+
+
+def _newest_statement(
+    time_column: sa.ColumnElement[Any], conditions: list[Any], limit: int | None
+) -> sa.Select[Any]:
+    """The query of :func:`_newest_alerts` (without its ``grep`` probe)."""
+    return (
+        sa.select(alerts)
+        .where(*conditions)
+        .order_by(time_column.desc(), alerts.c.score.desc(), alerts.c.id.desc())
+        .limit(limit)
+    )
+
+
+def _probe_bound(conn: sa.Connection, time_column: sa.ColumnElement[Any]) -> Any:
+    """The time of the ``GREP_PROBE_ROWS``-th newest alert by ``time_column`` (``None`` when
+    there are fewer): the oldest a ``grep`` probe reads (:func:`_newest_alerts`)."""
+    newest = sa.select(time_column).where(time_column.is_not(None))
+    probe = newest.order_by(time_column.desc()).offset(GREP_PROBE_ROWS - 1).limit(1)
+    return conn.execute(probe).scalar()
+
+
+def stream_alerts(
+    conn: sa.Connection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    kinds: Sequence[str] | None = None,
+    streams: Sequence[str] | None = None,
+    min_score: float | None = None,
+    limit: int | None = 100,
+    time_field: AlertTime = "created",
+    text: str | None = None,
+    min_documents: int | None = None,
+) -> Generator[dict[str, Any], None, None]:
+    """The rows of :func:`fetch_alerts` (the same filters), in its order, fetched a batch at a
+    time as they are read (:func:`~.query_parts._stream_rows`); close it to stop early."""
+    conditions = _alert_conditions(
+        conn, since, until, kinds, streams, min_score, time_field, text, min_documents
+    )
+    grep = bool(text)
+    if time_field == "created":
+        yield from _stream_newest(conn, alerts.c.created_at, conditions, limit, grep)
+        return
+    # as fetch_alerts: the timed alerts first, then those without a time
+    timed_conditions = [*conditions, alerts.c.event_time.is_not(None)]
+    timed = 0
+    for row in _stream_newest(conn, alerts.c.event_time, timed_conditions, limit, grep):
+        timed += 1
+        yield row
+    if (limit is not None and timed >= limit) or since is not None or until is not None:
+        return
+    left = None if limit is None else limit - timed
+    untimed = [*conditions, alerts.c.event_time.is_(None)]
+    yield from _stream_newest(conn, alerts.c.event_time, untimed, left)
+
+
+def _stream_newest(
+    conn: sa.Connection,
+    time_column: sa.ColumnElement[Any],
+    conditions: list[Any],
+    limit: int | None,
+    grep: bool = False,
+) -> Generator[dict[str, Any], None, None]:
+    """The rows of :func:`_newest_alerts`, streamed. With ``grep`` the probe's matches (the
+    newest ``GREP_PROBE_ROWS`` alerts') go out as they are read; when they are fewer than
+    ``limit`` the whole table's matches follow from where they end (OFFSET: the probe's are
+    its first rows, every alert it left out being older than all those it read)."""
+    stmt = _newest_statement(time_column, conditions, limit)
+    if grep and limit:
+        bound = _probe_bound(conn, time_column)
+        if bound is not None:
+            sent = 0
+            for row in _stream_rows(conn, stmt.where(time_column >= bound)):
+                sent += 1
+                yield row
+            if sent >= limit:
+                return
+            if sent:
+                stmt = stmt.offset(sent).limit(limit - sent)
+    yield from _stream_rows(conn, stmt)
 
 
 def _alert_conditions(

@@ -1,14 +1,15 @@
-"""The documents behind ``sparsewatch documents``: :func:`fetch_documents` (conventions:
+"""The documents behind ``sparsewatch documents``: :func:`fetch_documents`, or
+:func:`stream_documents` for an export read as it is written (conventions:
 :mod:`~sparsewatch.storage.query_parts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sparsewatch.storage.query_parts import _between, _in, _rows, _text
+from sparsewatch.storage.query_parts import _between, _in, _rows, _stream_rows, _text
 from sparsewatch.storage.schema import documents
 from sparsewatch.storage.text_match import _contains
 
@@ -34,6 +35,44 @@ def fetch_documents(
     ``topic``: documents whose dominant topic or announced emerging topic is that
     ``topics.topic_id`` (an emerging_topic alert's ``topic-<id>``); ``text``: documents whose
     text contains it, ignoring case; ``ids``: documents of these ids."""
+    stmt = _documents_statement(
+        conn,
+        streams=streams,
+        window_seq=window_seq,
+        novel_only=novel_only,
+        anomalies_only=anomalies_only,
+        since=since,
+        until=until,
+        min_score=min_score,
+        limit=limit,
+        topic=topic,
+        text=text,
+        ids=ids,
+    )
+    return _rows(conn, stmt)
+
+
+def stream_documents(conn: sa.Connection, **filters: Any) -> Generator[dict[str, Any], None, None]:
+    """The rows of :func:`fetch_documents` (the same ``filters``), in its order, fetched a batch
+    at a time as they are read (:func:`~.query_parts._stream_rows`)."""
+    return _stream_rows(conn, _documents_statement(conn, **filters))
+
+
+def _documents_statement(
+    conn: sa.Connection,
+    streams: Sequence[str] | None = None,
+    window_seq: int | None = None,
+    novel_only: bool = False,
+    anomalies_only: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    min_score: float | None = None,
+    limit: int | None = 100,
+    topic: int | None = None,
+    text: str | None = None,
+    ids: Sequence[str] | None = None,
+) -> sa.Select[Any]:
+    """The query of :func:`fetch_documents`."""
     conditions = [
         *_in(documents.c.stream, streams),
         *_in(documents.c.doc_id, ids),
@@ -52,7 +91,7 @@ def fetch_documents(
         conditions.append(
             sa.or_(documents.c.dominant_topic == topic, documents.c.emerging_topic == topic)
         )
-    stmt = (
+    return (
         sa.select(documents)
         .where(*conditions)
         .order_by(
@@ -62,4 +101,3 @@ def fetch_documents(
         )
         .limit(limit)
     )
-    return _rows(conn, stmt)

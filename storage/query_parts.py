@@ -1,6 +1,6 @@
-"""What the read-side queries share: a statement's rows as dictionaries (:func:`_rows`), the
-conditions of a list of values (:func:`_in`) and of a time range (:func:`_between`), and the sort
-key of text (:func:`_text`).
+"""What the read-side queries share: a statement's rows as dictionaries (:func:`_rows`, or
+fetched a batch at a time: :func:`_stream_rows`), the conditions of a list of values
+(:func:`_in`) and of a time range (:func:`_between`), and the sort key of text (:func:`_text`).
 
 Each query (:mod:`~sparsewatch.storage.alert_queries`,
 :mod:`~sparsewatch.storage.document_queries`, :mod:`~sparsewatch.storage.window_queries`,
@@ -13,7 +13,7 @@ without a time after those with one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,23 @@ import sqlalchemy as sa
 def _rows(conn: sa.Connection, stmt: sa.Executable) -> list[dict[str, Any]]:
     """The rows of ``stmt``, each as a dictionary of its columns."""
     return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+# How many rows a streamed query (:func:`_stream_rows`) fetches at a time
+STREAM_BATCH_ROWS = 1000
+
+
+def _stream_rows(conn: sa.Connection, stmt: sa.Executable) -> Generator[dict[str, Any], None, None]:
+    """The rows of ``stmt`` as :func:`_rows` gives them, fetched :data:`STREAM_BATCH_ROWS` at a
+    time as they are read: a server-side cursor on PostgreSQL (inside the connection's
+    transaction, so in its snapshot), SQLite's own cursor stepped row by row. An export of a
+    million rows held them all as dictionaries at once. The cursor stays open until the rows
+    are read or the iterator is closed (``close()``, as :class:`~.store.Store`'s streamed
+    queries do when their block ends)."""
+    options = {"stream_results": True, "yield_per": STREAM_BATCH_ROWS}
+    with conn.execute(stmt, execution_options=options) as result:
+        for row in result.mappings():
+            yield dict(row)
 
 
 def _in(column: sa.ColumnElement[Any], values: Sequence[Any] | None) -> list[Any]:

@@ -39,7 +39,7 @@ be timezone-aware.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -589,6 +589,29 @@ class Store:
         with self.reading() as conn:
             return alert_queries.fetch_alerts(conn, **filters)
 
+    @contextmanager
+    def streamed_alerts(self, **filters: Any) -> Iterator[Iterator[dict[str, Any]]]:
+        """The rows of :meth:`alerts`, fetched a batch at a time as the block reads them
+        (:func:`~.alert_queries.stream_alerts`), all in the one read-only transaction that the
+        block lasts (:meth:`reading`: one consistent view, the connection open meanwhile)."""
+        with self._streamed(alert_queries.stream_alerts, filters) as rows:
+            yield rows
+
+    @contextmanager
+    def _streamed(
+        self,
+        query: Callable[..., Generator[dict[str, Any], None, None]],
+        filters: Mapping[str, Any],
+    ) -> Iterator[Iterator[dict[str, Any]]]:
+        """``query``'s rows in a :meth:`reading` transaction; its cursor closed when the block
+        ends, read to the end or not (a reader gone, an error)."""
+        with self.reading() as conn:
+            rows = query(conn, **filters)
+            try:
+                yield rows
+            finally:
+                rows.close()
+
     def pending_alerts(
         self,
         topic: str | None = None,
@@ -619,6 +642,14 @@ class Store:
         """Documents (filters: :func:`~.document_queries.fetch_documents`)."""
         with self.reading() as conn:
             return document_queries.fetch_documents(conn, **filters)
+
+    @contextmanager
+    def streamed_documents(self, **filters: Any) -> Iterator[Iterator[dict[str, Any]]]:
+        """The rows of :meth:`documents`, fetched a batch at a time as the block reads them
+        (:func:`~.document_queries.stream_documents`), in one transaction as
+        :meth:`streamed_alerts`."""
+        with self._streamed(document_queries.stream_documents, filters) as rows:
+            yield rows
 
     def topics(self, **filters: Any) -> list[dict[str, Any]]:
         """Topics per window (filters: :func:`~.window_queries.fetch_topics`)."""
