@@ -395,11 +395,12 @@ class AnomalyStreamState:
         return list(docs.values()) + self._copies.pop((seq, n), [])
 
     def _fit(self) -> None:
-        """Fit on the standardised reference set; constant features are left out (DL-OCSVM
-        refuses them), as are features whose spread overflows (finite values as large as an
-        outside producer may send), and with no usable feature there is no model yet."""
-        # Constant: no spread at all (what DL-OCSVM refuses; the rounding of a large constant's
-        # mean leaves its std above zero) or a tiny one; a spread that overflows is no use either.
+        """Fit on the standardised reference set; constant features are left out (nothing to
+        standardise them by, nothing to learn from), as are features whose spread overflows
+        (finite values as large as an outside producer may send), and with no usable feature
+        there is no model yet."""
+        # Constant: no spread at all (the rounding of a large constant's mean leaves its std
+        # above zero) or a tiny one; a spread that overflows is no use either.
         with np.errstate(over="ignore", invalid="ignore"):
             center = self.reference.mean(axis=0)
             scale = self.reference.std(axis=0)

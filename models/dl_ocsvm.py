@@ -7,10 +7,12 @@ dictionary ``D`` with unit atoms, representations ``X`` (atoms x samples) and th
     F(D, X, w, rho) = 1/2 ||Y - D X||_F^2 + beta ||X||_{2,1}
                       + alpha (1/2 ||w||^2 - rho + 1/(nu N) sum_j max(0, rho - w^T x_j)).
 
-Algorithm 1 (training): OMP codes with sparsity ``s`` on an initial dictionary (no centring),
-an OC-SVM on the codes, then ``n_iter`` outer iterations of Algorithm 2, the modified K-SVD sweep:
-for atom ``i`` with residual ``R`` restricted to the signals that use it and ``c = alpha w_i
-lambda`` (``lambda`` the OC-SVM multipliers of those signals), Theorem 1 gives
+Algorithm 1 (training): OMP codes with sparsity ``s`` on an initial dictionary (no centring;
+a small ridge on OMP's least squares bounds the codes, :func:`._ocsvm_base.omp_codes`; the
+initial atoms are distinct, :func:`init_dictionary`), an OC-SVM on the codes, then ``n_iter``
+outer iterations of Algorithm 2, the modified K-SVD sweep: for atom ``i`` with residual ``R``
+restricted to the signals that use it and ``c = alpha w_i lambda`` (``lambda`` the OC-SVM
+multipliers of those signals), Theorem 1 gives
 
     d* = argmax_{||d|| = 1} ||R^T d + c||^2,   v = R^T d* + c,
     x* = (1 - beta / ||v||) v  if ||v|| >= beta, else 0 (the atom's row is trimmed),
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 from sparsewatch.models._ocsvm_base import (
+    OMP_RIDGE,
     FloatArray,
     LinearOCSVM,
     OCSVMDetectorBase,
@@ -49,6 +52,11 @@ from sparsewatch.models._ocsvm_base import (
     omp_codes,
     refit_linear_ocsvm,
 )
+
+# Largest coherence |d_i^T d_j| between two initial atoms, and the Gaussian draws tried for each
+# atom the data do not provide (:func:`init_dictionary`).
+INIT_MAX_COHERENCE = 0.99
+INIT_FILL_DRAWS = 100
 
 
 @dataclass
@@ -64,19 +72,48 @@ class DLOCSVMResult:
 
 
 def init_dictionary(Y: FloatArray, n_atoms: int, init: str, rng: np.random.Generator) -> FloatArray:
-    """Initial unit-norm dictionary: ``"data"`` picks random signals, ``"random"`` is Gaussian."""
+    """Initial unit-norm dictionary (features x atoms) for Algorithm 1's first OMP step.
+
+    ``"data"`` takes training signals (columns of ``Y``) in a random order, the paper's data
+    initialisation; ``"random"`` takes Gaussian directions. Either way a candidate is kept only
+    if its coherence ``|d_i^T d_j|`` with every atom kept before is at most
+    ``INIT_MAX_COHERENCE`` (0.99), so a repeated signal (coherence 1), its negative and nearly
+    parallel signals give one atom, and zero signals none. The atoms still missing (fewer distinct
+    directions in the data than atoms) are Gaussian directions, each the first of
+    ``INIT_FILL_DRAWS`` draws within that bound, or the least coherent draw where the signal
+    dimension cannot hold that many atoms that far apart (2 or 3 dimensions).
+
+    The data initialisation used to pick random signals and add 0.1 % noise to separate repeated
+    picks: on data with many identical rows all atoms were one row plus noise (coherence
+    0.9998), and OMP's codes of any signal outside that row's direction were noise-fitted
+    coefficients in the hundreds (see :func:`~sparsewatch.models._ocsvm_base.omp_codes`, whose
+    ridge bounds the codes over any atoms).
+    """
     m, n = Y.shape
     if init == "data":
-        D = Y[:, rng.choice(n, size=n_atoms, replace=n_atoms > n)].copy()
-        D += 1e-3 * np.abs(D).mean() * rng.standard_normal(D.shape)  # separate repeated picks
+        candidates = Y[:, rng.permutation(n)].T
     elif init == "random":
-        D = rng.standard_normal((m, n_atoms))
+        candidates = rng.standard_normal((n_atoms, m))
     else:
         raise ValueError(f"init must be 'data' or 'random', got {init!r}")
-    norms = np.linalg.norm(D, axis=0)
-    zero = norms == 0.0
-    D[:, zero] = rng.standard_normal((m, int(zero.sum())))
-    return D / np.linalg.norm(D, axis=0)
+    norms = np.linalg.norm(candidates, axis=1)
+    candidates = candidates[norms > 0.0] / norms[norms > 0.0, None]
+    atoms: list[FloatArray] = []
+    # greedy in the candidates' order: the largest coherence of each with the atoms kept so far
+    coherence = np.zeros(candidates.shape[0])
+    while len(atoms) < n_atoms:
+        free = np.flatnonzero(coherence <= INIT_MAX_COHERENCE)
+        if free.size == 0:
+            break
+        atoms.append(candidates[free[0]])
+        coherence = np.maximum(coherence, np.abs(candidates @ atoms[-1]))
+    while len(atoms) < n_atoms:
+        draws = rng.standard_normal((INIT_FILL_DRAWS, m))
+        draws /= np.linalg.norm(draws, axis=1, keepdims=True)
+        worst = np.abs(draws @ np.array(atoms).T).max(axis=1) if atoms else np.zeros(len(draws))
+        within = np.flatnonzero(worst <= INIT_MAX_COHERENCE)
+        atoms.append(draws[within[0] if within.size else int(np.argmin(worst))])
+    return np.array(atoms).T
 
 
 def composite_objective(
@@ -250,8 +287,12 @@ class DLOCSVM(OCSVMDetectorBase):
     omp_refresh : re-run OMP on the current dictionary between outer iterations (greedy codes:
         ``F`` may then rise between sweeps).
     replace_dead_atoms : restart unused atoms on the worst-represented signal during the sweep.
-    init : initial dictionary, ``"data"`` (random signals) or ``"random"`` (Gaussian).
-    ocsvm_tol : libsvm tolerance; ``None`` scales it to the codes (1e-5 of the mean ||x||^2).
+    init : initial dictionary, ``"data"`` (random training signals) or ``"random"`` (Gaussian);
+        no two initial atoms more coherent than 0.99, Gaussian atoms where the data have too few
+        distinct directions (:func:`init_dictionary`).
+    ocsvm_tol : libsvm tolerance; ``None`` scales it to the codes (1e-5 of the mean ||x||^2,
+        refined on the support vectors' when they are much shorter,
+        :func:`~sparsewatch.models._ocsvm_base.fit_linear_ocsvm`).
     random_state : seed of the dictionary initialisation (runs are reproducible).
     normalize : signal normalisation before coding, fitted on the training rows: ``"lift"``
         (default; z-score, extra coordinate, unit norm: the linear OC-SVM then keeps the rows near
@@ -264,6 +305,9 @@ class DLOCSVM(OCSVMDetectorBase):
     dictionary_ : (n_features, n_components) unit atoms.
     n_nonzero_coefs_ : the sparsity OMP uses (``n_nonzero_coefs`` capped as above).
     row_scale_ : (n_components,) inference row factors (0 for trimmed atoms).
+    omp_ridge_ : the ridge of OMP's least squares (``OMP_RIDGE``,
+        :func:`~sparsewatch.models._ocsvm_base.omp_codes`); 0 in a model restored from a state
+        saved before it, whose scores and ``threshold_`` came from plain OMP.
     ocsvm_support_vectors_, ocsvm_dual_coef_, ocsvm_intercept_ : the OC-SVM on the codes.
     objective_ : composite objective after the initialisation and after each outer iteration.
     n_rejected_updates_ : atom updates not taken because they would have raised the objective.
@@ -290,6 +334,8 @@ class DLOCSVM(OCSVMDetectorBase):
     """
 
     _state_keys: tuple[str, ...] = ("dictionary_", "row_scale_")
+    # states saved before the OMP ridge were fitted, and their threshold_ set, with plain OMP
+    _versioned_state_defaults = (("omp_ridge_", 0.0),)
 
     def __init__(
         self,
@@ -353,6 +399,7 @@ class DLOCSVM(OCSVMDetectorBase):
             )
         self.dictionary_ = result.dictionary
         self.row_scale_ = result.row_scale
+        self.omp_ridge_ = OMP_RIDGE
         self.objective_ = np.asarray(result.objective)
         self.n_rejected_updates_ = result.n_rejected
         self._store_ocsvm(result.ocsvm)
@@ -365,5 +412,10 @@ class DLOCSVM(OCSVMDetectorBase):
 
     def _codes(self, X: FloatArray) -> FloatArray:
         """Algorithm 3: OMP on the learned dictionary, then rows scaled by ``row_scale_``."""
-        codes = omp_codes(self.dictionary_, self._features(X).T, int(self.n_nonzero_coefs))
+        codes = omp_codes(
+            self.dictionary_,
+            self._features(X).T,
+            int(self.n_nonzero_coefs),
+            float(self.omp_ridge_),
+        )
         return codes.T * self.row_scale_

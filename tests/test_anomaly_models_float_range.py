@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.svm import OneClassSVM
-from sparsewatch.models._ocsvm_base import fit_linear_ocsvm, omp_codes
+from sparsewatch.models._ocsvm_base import OMP_RIDGE, fit_linear_ocsvm, omp_codes
 from sparsewatch.models.dl_ocsvm import DLOCSVM
 from sparsewatch.models.dpl_ocsvm import DPLOCSVM
 from sparsewatch.models.kernel_dl_ocsvm import KDLOCSVM, KDPLOCSVM
@@ -160,7 +160,8 @@ def test_linear_ocsvm_is_scikit_learns_and_scale_equivariant(seed, n, k, nu, exp
 
 def _greedy_reference(D: np.ndarray, y: np.ndarray, s: int) -> np.ndarray:
     """Textbook OMP: pick the atom most correlated with the residual, least squares on the
-    picked atoms, repeat ``s`` times (or until the residual vanishes)."""
+    picked atoms (with omp_codes' ridge ``OMP_RIDGE``), repeat ``s`` times (or until the
+    residual vanishes)."""
     chosen: list[int] = []
     code = np.zeros(D.shape[1])
     residual = y.copy()
@@ -170,7 +171,8 @@ def _greedy_reference(D: np.ndarray, y: np.ndarray, s: int) -> np.ndarray:
         if corr.max() <= 1e-12 * np.linalg.norm(y):
             break
         chosen.append(int(np.argmax(corr)))
-        coef = np.linalg.lstsq(D[:, chosen], y, rcond=None)[0]
+        Dc = D[:, chosen]
+        coef = np.linalg.solve(Dc.T @ Dc + OMP_RIDGE * np.eye(len(chosen)), Dc.T @ y)
         residual = y - D[:, chosen] @ coef
         code[:] = 0.0
         code[chosen] = coef
@@ -186,8 +188,8 @@ def _greedy_reference(D: np.ndarray, y: np.ndarray, s: int) -> np.ndarray:
     exponent=st.sampled_from([-120, -40, -20, 0, 20, 120]),
 )
 def test_omp_codes_match_the_greedy_reference_at_any_scale(seed, m, k, s, exponent) -> None:
-    """OMP codes equal textbook OMP; with ``s = 1`` (or ``s`` atoms spanning the signal) they
-    are the best ``s``-term approximation by brute force over the supports. A signal times
+    """OMP codes equal textbook OMP (with the ridge); with ``s = 1`` the atom chosen gives the
+    best ``s``-term approximation by brute force over the supports. A signal times
     2^exponent gets its code times 2^exponent (at 2^-20 and below scikit-learn's absolute stop
     gave zero or truncated codes)."""
     rng = np.random.default_rng(seed)
@@ -203,7 +205,9 @@ def test_omp_codes_match_the_greedy_reference_at_any_scale(seed, m, k, s, expone
             np.linalg.norm(y - D[:, list(S)] @ np.linalg.lstsq(D[:, list(S)], y, rcond=None)[0])
             for S in itertools.combinations(range(k), s_eff)
         )
-        assert np.linalg.norm(y - D @ code) <= best + 1e-10
+        S = np.flatnonzero(code)  # (the ridge shrinks the code: its plain fit is the best)
+        fit = D[:, S] @ np.linalg.lstsq(D[:, S], y, rcond=None)[0]
+        assert np.linalg.norm(y - fit) <= best + 1e-10
     scaled = omp_codes(D, np.ldexp(y, exponent)[:, None], s)[:, 0]
     np.testing.assert_allclose(np.ldexp(scaled, -exponent), code, rtol=1e-9, atol=1e-12)
 
@@ -222,8 +226,9 @@ def test_linear_kernel_map_is_an_isometry_and_kdl_is_dl_on_it(rows: np.ndarray) 
     psi = model._features(new)
     np.testing.assert_allclose(psi @ psi.T, new @ new.T, rtol=1e-9, atol=1e-9)
     dl = DLOCSVM(n_components=6, normalize=None)
+    versioned = tuple(k for k, _ in dl._versioned_state_defaults)  # (omp_ridge_)
     for key, value in model.get_state().items():
-        if key in dl._common_state_keys + dl._state_keys:
+        if key in dl._common_state_keys + dl._state_keys + versioned:
             setattr(dl, key, value.item() if value.ndim == 0 else value)
     dl.n_features_in_ = psi.shape[1]
     np.testing.assert_array_equal(dl.decision_function(psi), model.decision_function(new))

@@ -44,10 +44,12 @@ def test_rbf_rows_beyond_the_range_of_squares_score_as_the_far_limit(model_cls, 
         (KDPLOCSVM(kernel="poly", n_components=8, n_iter=2, random_state=0), 1e120 * SIGNS),
         (DLOCSVM(n_components=8, n_iter=2, random_state=0, normalize=None), HUGE),
         # (a row for which the model's linear score overflows whatever the batch: the row of
-        # HUGE it used scored +inf or -inf depending on the BLAS summation order of its batch)
+        # HUGE it used scored +inf or -inf depending on the BLAS summation order of its batch;
+        # which row does depends on the learned dictionary, here the one of distinct initial
+        # atoms, dl_ocsvm.init_dictionary)
         (
             DPLOCSVM(n_components=8, n_iter=2, random_state=0, normalize=None),
-            1e308 * np.array([[1.0, 1.0, -1.0, -1.0]]),
+            1e308 * np.array([[1.0, 1.0, -1.0, 1.0]]),
         ),
     ],
     ids=["KDL-poly", "KDPL-poly", "DL-raw", "DPL-raw"],

@@ -391,9 +391,11 @@ def test_a_window_is_scored_by_the_model_fitted_before_it():
 def test_a_drifted_representation_is_refitted_at_once():
     """When the detector's output shifts for good (its dictionary grew), the stale model flags
     nearly every document until the scheduled refit. A window with improbably many flags for
-    the contamination rate (0.1 here) triggers a refit at once; that refit's reference mixes
-    the old and the new documents, so it flags too few, which (summed over the windows since
-    that fit) triggers another; the rate stays far below the stale model's."""
+    the contamination rate (0.1 here) triggers a refit at once; the rate stays far below the
+    stale model's. (That refit's reference mixes the old and the new documents: the model of
+    coherent initial atoms flagged too few there, 2-3 %, which triggered another refit; the
+    one of distinct atoms flags 6-9 %, no improbable rate. The lower tail of the drift test is
+    test_the_drift_test_is_the_binomial_tail's.)"""
 
     def run(drift_p):
         rng = np.random.default_rng(2)
@@ -417,8 +419,6 @@ def test_a_drifted_representation_is_refitted_at_once():
     adapted, since_fit = run(1e-3)
     assert adapted[:5] == stale[:5]  # stationary: no refit before the shift
     assert adapted[5] > 0.9 and since_fit[5] == 0  # the shift is flagged, then refitted on
-    too_few = [i for i in range(6, 14) if since_fit[i] == 0 and adapted[i] < 0.1]
-    assert too_few  # refitted after too few flags
     assert max(adapted[6:]) <= 0.25 and np.mean(adapted[6:]) >= 0.03
 
 
