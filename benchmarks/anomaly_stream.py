@@ -104,9 +104,13 @@ def replay_anomaly(windows: list[list[dict]]) -> dict:
     """Feed the windows to the anomaly worker's state (this process's package, default
     configuration); per window: its size, flags, scores and foreign marks."""
     from sparsewatch.consumers.anomaly_worker import AnomalyStreamState
-    from sparsewatch.consumers.score_messages import parse_scored
 
     from sparsewatch.config import load_config
+
+    try:
+        from sparsewatch.consumers.score_messages import parse_scored
+    except ImportError:  # a baseline from before the consumers were split (a408e36)
+        from sparsewatch.consumers.anomaly_worker import parse_scored  # type: ignore[no-redef]
 
     state = AnomalyStreamState("s", load_config(env={}), None)
     per_window = []
@@ -187,11 +191,12 @@ def _child(site: str | None, windows_file: Path) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--child", str(windows_file)],
         env=env,
-        check=True,
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),  # not the checkout: its sparsewatch/ would shadow the site
     )
+    if out.returncode != 0:
+        raise SystemExit(f"the child for {site or 'this checkout'} failed:\n{out.stderr}")
     return json.loads(out.stdout)
 
 
