@@ -14,42 +14,9 @@ from sparsewatch.storage.schema import documents
 from sparsewatch.storage.text_match import _contains
 
 
-def fetch_documents(
-    conn: sa.Connection,
-    streams: Sequence[str] | None = None,
-    window_seq: int | None = None,
-    novel_only: bool = False,
-    anomalies_only: bool = False,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    min_score: float | None = None,
-    limit: int | None = 100,
-    topic: int | None = None,
-    text: str | None = None,
-    ids: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Documents by event time (then stream, id; rows without an event time, which an anomaly
-    worker before this version created ahead of the detector, last); filters combine with AND.
-    A row the detector has not written (yet, or ever: its window was pruned before a lagging
-    anomaly worker scored it) has the event time and window of its scores message, no text.
-    ``topic``: documents whose dominant topic or announced emerging topic is that
-    ``topics.topic_id`` (an emerging_topic alert's ``topic-<id>``); ``text``: documents whose
-    text contains it, ignoring case; ``ids``: documents of these ids."""
-    stmt = _documents_statement(
-        conn,
-        streams=streams,
-        window_seq=window_seq,
-        novel_only=novel_only,
-        anomalies_only=anomalies_only,
-        since=since,
-        until=until,
-        min_score=min_score,
-        limit=limit,
-        topic=topic,
-        text=text,
-        ids=ids,
-    )
-    return _rows(conn, stmt)
+def fetch_documents(conn: sa.Connection, **filters: Any) -> list[dict[str, Any]]:
+    """The documents matching ``filters`` (:func:`_documents_statement`'s), in its order."""
+    return _rows(conn, _documents_statement(conn, **filters))
 
 
 def stream_documents(conn: sa.Connection, **filters: Any) -> Generator[dict[str, Any], None, None]:
@@ -72,7 +39,13 @@ def _documents_statement(
     text: str | None = None,
     ids: Sequence[str] | None = None,
 ) -> sa.Select[Any]:
-    """The query of :func:`fetch_documents`."""
+    """Documents by event time (then stream, id; rows without an event time, which an anomaly
+    worker before this version created ahead of the detector, last); filters combine with AND.
+    A row the detector has not written (yet, or ever: its window was pruned before a lagging
+    anomaly worker scored it) has the event time and window of its scores message, no text.
+    ``topic``: documents whose dominant topic or announced emerging topic is that
+    ``topics.topic_id`` (an emerging_topic alert's ``topic-<id>``); ``text``: documents whose
+    text contains it, ignoring case; ``ids``: documents of these ids."""
     conditions = [
         *_in(documents.c.stream, streams),
         *_in(documents.c.doc_id, ids),

@@ -18,42 +18,11 @@ import pytest
 from sparsewatch.storage import alert_queries, query_parts
 from sparsewatch.storage.store import Store
 
+from sparsewatch.commands_query import ALERT_COLUMNS, DOCUMENT_COLUMNS
 from sparsewatch.query_output import csv_cells, csv_lines, json_row
 from tests.support.cli import limit_note, run_cli
 
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
-
-DOCUMENT_COLUMNS = (
-    "stream",
-    "doc_id",
-    "event_time",
-    "window_seq",
-    "novelty_score",
-    "reconstruction_error",
-    "novel",
-    "late",
-    "dominant_topic",
-    "emerging_topic",
-    "top_atoms",
-    "anomaly_score",
-    "anomaly",
-    "labels",
-    "text",
-)
-ALERT_COLUMNS = (
-    "id",
-    "kind",
-    "stream",
-    "subject_id",
-    "score",
-    "window_seq",
-    "event_time",
-    "created_at",
-    "summary",
-    "terms",
-    "n_documents",
-    "related_ids",
-)
 
 
 def _whole(rows: list[dict[str, Any]], fmt: str, columns: tuple[str, ...]) -> str:
