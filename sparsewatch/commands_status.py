@@ -26,7 +26,6 @@ from rich.text import Text
 
 from sparsewatch.cli_types import command_config
 from sparsewatch.consumers.kafka_client import SecurityErrors, client_properties
-from sparsewatch.consumers.kafka_connection_failures import FailedConnections
 from sparsewatch.consumers.messages import looks_like_epoch_seconds
 from sparsewatch.errors import first_line
 from sparsewatch.kafka_options import (
@@ -34,6 +33,7 @@ from sparsewatch.kafka_options import (
     KAFKA_TIMEOUT_OPTION,
     KafkaUnreachableError,
     broker_topics,
+    reporting_admin_client,
 )
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
 from sparsewatch.query_output import echo_data, encodable, json_value, printable, show_time
@@ -246,16 +246,7 @@ def _offsets_admin(bootstrap: str) -> Iterator[tuple[AdminClient, Callable[[str]
     callbacks never ran, its lines stayed in its queue, and a broker gone since the probe made
     the note end with nothing ("did not tell the ingest bridge's offsets: ", the wait's
     TimeoutError having no message)."""
-    from sparsewatch.consumers.kafka_admin import admin_client
-
-    errors = SecurityErrors()
-    failed = FailedConnections()
-
-    def on_error(err: KafkaError) -> None:
-        errors(err)
-        failed(err)
-
-    with admin_client(bootstrap, error_cb=on_error) as admin:
+    with reporting_admin_client(bootstrap) as (admin, errors, failed):
 
         def why(failure: str) -> str:
             said = errors.why(admin, failure)

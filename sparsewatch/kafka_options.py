@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -99,6 +100,24 @@ def _settle(outcome: Future[set[str]], bootstrap: str, timeout: float) -> None:
         outcome.set_exception(exc)
 
 
+@contextmanager
+def reporting_admin_client(
+    bootstrap: str,
+) -> Iterator[tuple[Any, SecurityErrors, FailedConnections]]:
+    """An admin client whose error callback records security refusals
+    (:class:`SecurityErrors`) and connection failures (:class:`FailedConnections`), served by
+    its polls; yields the client and both records."""
+    errors = SecurityErrors()
+    failed = FailedConnections()
+
+    def on_error(err: KafkaError) -> None:
+        errors(err)
+        failed(err)
+
+    with admin_client(bootstrap, error_cb=on_error) as admin:
+        yield admin, errors, failed
+
+
 def _ask_in_slices(bootstrap: str, timeout: float) -> set[str]:
     """:func:`broker_topics`'s requests. librdkafka reports a refusal only to the error callback,
     which a request waiting for its whole timeout left unserved (``run`` said so after 30 s): the
@@ -112,14 +131,7 @@ def _ask_in_slices(bootstrap: str, timeout: float) -> set[str]:
     Those failures do not end the wait early, not even when no bootstrap host resolves: a broker
     starting with its clients (a container's, a Kubernetes service's name in DNS only once it
     is up) is neither resolved nor listening in the first seconds, and the wait is for it."""
-    errors = SecurityErrors()
-    failed = FailedConnections()
-
-    def on_error(err: KafkaError) -> None:
-        errors(err)
-        failed(err)
-
-    with admin_client(bootstrap, error_cb=on_error) as admin:
+    with reporting_admin_client(bootstrap) as (admin, errors, failed):
         deadline = time.monotonic() + timeout
         wait = _FIRST_SLICE_S
         while True:
