@@ -500,6 +500,8 @@ def _step_sizes(blocks: _Blocks, phi: float, phi_scale: bool, dt: np.dtype) -> _
     rows_per_doc = np.bincount(blocks.doc_of_row, minlength=n)
     qnorm = np.bincount(blocks.doc_of_row, weights=np.abs(blocks.q), minlength=n)
     phi_doc = phi * rows_per_doc / np.maximum(qnorm, 1e-300) if phi_scale else np.full(n, phi)
+    # (a float32 document of mass 1e-38 took phi_d past float32's range: inf, then NaN iterates)
+    phi_doc = np.minimum(phi_doc, np.sqrt(np.finfo(dt).max))
     # the stall stop's bound on the dual residual ``(phi_d / kappa_d) ||x_d - x_d_old||``, in its
     # units (those of ``phi_d B_d^T q_d``, as ``x ~ q / B`` and ``1 / kappa ~ B^2``): those of
     # q without phi_scale, none with it (phi_d then divides by ||q_d||_1), so the
@@ -520,14 +522,24 @@ def _psi_max_bound(
     B: sp.csr_matrix, Bt: sp.csr_matrix, doc_of_var: np.ndarray, n: int
 ) -> np.ndarray:
     """An upper bound on the largest eigenvalue of each block's ``B_d^T B_d >= 0`` (``n,``): the
-    Collatz-Wielandt ratio after 15 power iterations from the ones vector."""
+    Collatz-Wielandt ratio after 15 power iterations from the ones vector.
+
+    The ratio bounds the eigenvalue only where the iterate is positive: an atom some 1e10 times
+    weaker than its block's strongest underflows to 0 (0/0 made the step size NaN), so such a
+    block takes the Gershgorin bound, the largest row sum of ``B_d^T B_d``, instead."""
     v = np.ones(B.shape[1], dtype=np.float64)
     for _ in range(15):
         v = Bt @ (B @ v)
         v /= np.sqrt(np.bincount(doc_of_var, weights=v * v, minlength=n))[doc_of_var]
-    ratio = (Bt @ (B @ v)) / v
     psi = np.zeros(n)
-    np.maximum.at(psi, doc_of_var, ratio)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.maximum.at(psi, doc_of_var, (Bt @ (B @ v)) / v)
+    weak = ~np.isfinite(psi) | np.isin(np.arange(n), doc_of_var[v <= 0])
+    if weak.any():
+        row_sums = Bt @ (B @ np.ones(B.shape[1]))
+        gershgorin = np.zeros(n)
+        np.maximum.at(gershgorin, doc_of_var, row_sums)
+        psi[weak] = gershgorin[weak]
     return psi
 
 
@@ -842,7 +854,9 @@ def _polish(
     Each document's rows are solved at unit scale (``q_d`` divided by ``||q_d||_1``, its codes
     multiplied back: the LP is positively homogeneous in ``q``, ``x`` and ``u``): HiGHS's
     tolerances are absolute (about ``1e-7``), and a document of entries that small came back
-    with all-zero codes, certified exact, at an objective far above the optimum."""
+    with all-zero codes, certified exact, at an objective far above the optimum. Each atom's
+    column is likewise solved at unit largest entry (``x_j`` scaled by it): HiGHS drops matrix
+    entries below ``1e-9``, and an atom of such entries was left out of the optimum."""
     B = sp.csr_matrix(B, dtype=np.float64)
     x = np.zeros(B.shape[1], dtype=np.float64)
     solved = np.zeros(B.shape[1], dtype=bool)
@@ -867,9 +881,11 @@ def _polish(
         r, n_vars = rows.size, cols.size
         Bg = B[rows][:, cols]
         cost = np.asarray(c[cols], dtype=np.float64) + w * np.asarray(Bg.sum(axis=0)).ravel()
+        col_max = np.asarray(abs(Bg).max(axis=0).todense()).ravel()
+        col_scale = np.where(col_max > 0, col_max, 1.0)
         lp = _lp(
-            np.r_[cost, np.full(r, 1.0 + w)],
-            sp.hstack([Bg, sp.identity(r, format="csr")], format="csc"),
+            np.r_[cost / col_scale, np.full(r, 1.0 + w)],
+            sp.hstack([Bg @ sp.diags(1.0 / col_scale), sp.identity(r, format="csr")], format="csc"),
             np.asarray(q[rows], dtype=np.float64),
         )
         if highs.passModel(lp) == highspy.HighsStatus.kError:
@@ -877,7 +893,7 @@ def _polish(
         highs.run()
         if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             continue
-        x[cols] = np.maximum(np.asarray(highs.getSolution().col_value[:n_vars]), 0)
+        x[cols] = np.maximum(np.asarray(highs.getSolution().col_value[:n_vars]), 0) / col_scale
         solved[cols] = True
     return x * doc_scale[var_doc], solved
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import warnings
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sparsewatch.consumers.detector_core import build_models
+from sparsewatch.models import l1_coding
 from sparsewatch.models.l1_coding import l1_sparse_code
 from sparsewatch.models.novelty import OnlineL1NoveltyDetector
 
@@ -140,39 +142,67 @@ def test_the_products_documented_ranges_pass_the_checks(overrides: dict[str, obj
     assert model.n_windows_ == 1
 
 
-def _failing_group_instance(bad_first: bool) -> tuple[np.ndarray, np.ndarray, int]:
+def _huge_atom_instance() -> tuple[np.ndarray, np.ndarray]:
     """121 documents of 50 active atoms each (two polish groups of up to 4,096 variables: 81
-    and 40 documents), one of which also uses an atom with an entry of 1e16, beyond what HiGHS
-    accepts (1e15): its group's LP is rejected. Returns ``(P, A, index of that document)``."""
+    and 40 documents) and an atom of one entry 1e16 on term ``m`` that no document uses."""
     rng = np.random.default_rng(0)
     m = 40
     A = np.zeros((m + 1, 51))
     A[:m, :50] = rng.random((m, 50))
     A[:, :50] /= A[:, :50].sum(axis=0)
-    A[m, 50] = 1e16  # only a document with term m can use it
+    A[m, 50] = 1e16
     P = np.zeros((m + 1, 121))
     P[:m] = rng.random((m, 121)) ** 3
-    bad = 0 if bad_first else 120
-    P[m, bad] = P[:m, bad].sum()
+    return P / P.sum(axis=0), A
+
+
+def test_polish_solves_an_atom_of_an_entry_beyond_highs_limits() -> None:
+    """HiGHS rejects matrix entries above 1e15: a document using an atom of entry 1e16 was left
+    unsolved with its whole group. Columns are solved at unit scale, so it is exact: term ``m``
+    is explained by that atom at a cost of ``lambda q_m / 1e16``, the rest as without it."""
+    P, A = _huge_atom_instance()
+    m = A.shape[0] - 1
+    P[m, 7] = P[:m, 7].sum()
     P /= P.sum(axis=0)
-    return P, A, bad
+    res = l1_sparse_code(P, A, 0.01, polish_after=0, dtype=np.float64)
+    assert res.converged.all() and res.n_polished == P.shape[1]
+    rest = l1_sparse_code(P[:m, [7]], A[:m, :50], 0.01, polish_after=0, dtype=np.float64)
+    np.testing.assert_allclose(res.objective[7], rest.objective[0], rtol=1e-7)
+    np.testing.assert_allclose(res.codes[7, 50], P[m, 7] / 1e16, rtol=1e-7)
 
 
 @pytest.mark.parametrize("bad_first", [True, False])
-def test_a_failed_polish_group_keeps_the_other_groups_exact(bad_first: bool) -> None:
+def test_a_failed_polish_group_keeps_the_other_groups_exact(
+    bad_first: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """HiGHS failing on one group of the polish left every document with the ADMM iterates:
     the other group keeps the exact codes HiGHS found (certified, the objectives of coding its
     documents without the failing one); only the failing group's documents are left
-    unconverged, with the objectives of their ADMM iterates."""
-    P, A, bad = _failing_group_instance(bad_first)
-    # (the 1e16 entry overflows the failing document's step-size estimate; ADMM never runs)
-    with np.errstate(invalid="ignore"), pytest.warns(ConvergenceWarning, match=r" of 121 "):
+    unconverged, with the objectives of their ADMM iterates. HiGHS is made to reject one group's
+    LP as it rejects any: by an entry above 1e15 (the polish itself no longer builds one)."""
+    P, A = _huge_atom_instance()
+    failing_call = 0 if bad_first else 1
+    calls = []
+    build_lp = l1_coding._lp
+
+    def lp_with_a_rejected_entry(*args: Any) -> Any:
+        lp = build_lp(*args)
+        if len(calls) == failing_call:
+            lp.a_matrix_.value_ = np.r_[1e16, np.asarray(lp.a_matrix_.value_)[1:]]
+        calls.append(lp)
+        return lp
+
+    monkeypatch.setattr(l1_coding, "_lp", lp_with_a_rejected_entry)
+    with pytest.warns(ConvergenceWarning, match=r" of 121 "):
         res = l1_sparse_code(P, A, 0.01, polish_after=0, dtype=np.float64)
+    assert len(calls) == 2
+    bad = 0 if bad_first else 120
     solved = np.flatnonzero(res.converged)
     assert not res.converged[bad]
     assert solved.size == res.n_polished >= 40  # a whole group of documents
     assert (res.gap[solved] == 0).all()
     assert (res.gap[~res.converged] == np.inf).all()
+    monkeypatch.undo()
     alone = l1_sparse_code(P[:, solved], A, 0.01, polish_after=0, dtype=np.float64)
     assert alone.converged.all()
     np.testing.assert_allclose(res.objective[solved], alone.objective, rtol=1e-7, atol=1e-9)

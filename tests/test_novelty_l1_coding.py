@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
+from sklearn.exceptions import ConvergenceWarning
 from sparsewatch.models.l1_coding import (
     l1_objective,
     l1_sparse_code,
@@ -371,3 +373,45 @@ def test_polish_prints_nothing_on_stdout() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout == ""
+
+
+def _weak_atom_instance() -> tuple[sp.csc_matrix, np.ndarray]:
+    """A document needing an atom of entries 1e-12 beside one of 0.5 (optimum 0 at lambda 0)."""
+    A = np.array([[0.5, 0.0], [0.5, 0.0], [0.0, 1e-12]])
+    return sp.csc_matrix(np.array([[0.4], [0.4], [0.2]])), A
+
+
+def test_an_atom_of_tiny_entries_keeps_step_sizes_finite() -> None:
+    """The power iterate of the step-size bound underflowed to 0 on the weak atom: 0/0 made the
+    step size, codes, objective and gap NaN."""
+    P, A = _weak_atom_instance()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = l1_sparse_code(P, A, 0.0, polish_after=None)
+    assert np.isfinite(res.objective).all() and np.isfinite(res.gap).all()
+    assert np.isfinite(res.codes.toarray()).all()
+    assert res.objective[0] <= 0.4 + 1e-9  # no worse than the strong atom alone
+
+
+def test_polish_reaches_an_optimum_through_an_atom_of_tiny_entries() -> None:
+    """HiGHS drops matrix entries below 1e-9: unscaled, the weak atom was left out and the
+    polish certified objective 0.2 (gap 0) where x = (0.8, 2e11) reaches 0."""
+    P, A = _weak_atom_instance()
+    res = l1_sparse_code(P, A, 0.0, polish_after=30)
+    assert res.converged[0]
+    assert res.objective[0] <= 1e-9
+    np.testing.assert_allclose(res.codes.toarray()[0], [0.8, 2e11], rtol=1e-6)
+
+
+def test_float32_document_of_tiny_mass_does_not_overflow_the_penalty() -> None:
+    """phi_d = phi * rows / ||q_d||_1 passed float32's range at mass 1e-38: NaN iterates."""
+    rng = np.random.default_rng(0)
+    A = rng.random((6, 4)) ** 2
+    A /= A.sum(axis=0)
+    p = rng.random((6, 1))
+    p *= 1e-38 / p.sum()
+    with np.errstate(under="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # (30,000 iterations at this scale)
+        res = l1_sparse_code(sp.csc_matrix(p), A.astype(np.float32), 0.01, polish_after=None)
+    assert np.isfinite(res.objective).all() and np.isfinite(res.gap).all()
+    assert res.objective[0] <= 1.01e-38  # no worse than x = 0
