@@ -2,12 +2,17 @@
 
 Protocol
 --------
-Documents are sorted by timestamp (ties by corpus position) and cut into a warm-up of
-``warmup`` documents (step 0) and steps of ``step_size`` documents (steps 1, 2, ...). A document of
-step ``s >= 1`` is *novel* when none of its labels occurs among the documents of steps ``< s``
-(``rule="none"``, the issue's definition); ``rule="any"`` (some label is new) is reported as well
-because it has more positives on Reuters. Documents without labels are fed to the models but not
-evaluated (a corpus without a label after the warm-up is refused: it has nothing to evaluate).
+Documents are sorted by timestamp (ties by corpus position; by NEWID for Reuters) and cut into a
+warm-up of ``warmup`` documents (step 0) and steps of ``step_size`` documents (steps 1, 2, ...);
+documents with equal timestamps are never split between two steps: a step (the warm-up too)
+ends after the documents that share its last one's timestamp, so it may hold a few more (one of
+two same-day first stories was novel or not by file order). A document of step ``s >= 1`` is
+*novel* when none of its labels occurs among the documents of steps ``< s`` (``rule="none"``, the
+issue's definition); ``rule="any"`` (some label is new) is reported as well because it has more
+positives on Reuters. Documents without labels are fed to the models but not evaluated (a corpus
+without a label after the warm-up is refused: it has nothing to evaluate), except Reuters
+stories without TOPICS, which :func:`load_reuters` drops by default (``labelled_only``): they are
+neither fed nor evaluated, and the run's ``protocol`` says how many.
 A document without terms (nothing left after tokenisation) scores 0 under every method of
 :mod:`sparsewatch.replay.eval_methods`, as in the product (see "Documents without terms" there),
 so it ranks alike in every AUC.
@@ -27,7 +32,7 @@ when a corpus has few novel documents) and the mean of per-step AUCs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,18 +69,35 @@ class Corpus:
 
 
 def assign_steps(
-    n_docs: int, warmup: int, step_size: int, max_steps: int | None = None
+    n_docs: int,
+    warmup: int,
+    step_size: int,
+    max_steps: int | None = None,
+    times: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Step of each document in time order: ``warmup`` docs in step 0, then ``step_size`` each.
 
-    Documents beyond ``max_steps`` get step ``-1`` (not used).
+    With ``times`` (the documents' event times, in their order) a step never ends between two
+    documents of the same time: each step, the warm-up too, goes on to the last document that
+    shares its last one's time, so it may hold more than ``warmup`` or ``step_size`` documents,
+    and the next step's count starts after it. Documents beyond ``max_steps`` get step ``-1``
+    (not used).
+
+    >>> assign_steps(7, 2, 2).tolist()
+    [0, 0, 1, 1, 2, 2, 3]
+    >>> assign_steps(7, 2, 2, times=[1, 2, 2, 3, 4, 4, 4]).tolist()
+    [0, 0, 0, 1, 1, 1, 1]
     """
     if warmup < 1 or step_size < 1:
         raise SparsewatchError("warm-up and step size must be positive")
-    idx = np.arange(n_docs)
-    steps = np.where(idx < warmup, 0, 1 + (idx - warmup) // step_size)
-    if max_steps is not None:
-        steps = np.where(steps > max_steps, -1, steps)
+    steps = np.full(n_docs, -1)
+    start, step, size = 0, 0, warmup
+    while start < n_docs and (max_steps is None or step <= max_steps):
+        end = min(start + size, n_docs)
+        while times is not None and end < n_docs and times[end] == times[end - 1]:
+            end += 1
+        steps[start:end] = step
+        start, step, size = end, step + 1, step_size
     return steps
 
 
@@ -168,9 +190,20 @@ def stratified_auc(
     return float(auc), float(np.sqrt(variance))
 
 
-def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
+class LoadedCorpus(list[dict]):
+    """Documents in time order, as a loader read them, with ``protocol``: how it ordered them and
+    what it left out, which :func:`make_corpus` records in the run's protocol."""
+
+    def __init__(self, docs: Iterable[dict], protocol: dict[str, Any]) -> None:
+        super().__init__(docs)
+        self.protocol = protocol
+
+
+def load_reuters(path: str | Path, labelled_only: bool = True) -> LoadedCorpus:
     """Reuters-21578 JSONL(.gz) as stream documents in time order (ties by NEWID).
 
+    With ``labelled_only`` (the default) stories without TOPICS are dropped, neither fed to the
+    models nor evaluated; the corpus' ``protocol`` records that, how many, and the tie order.
     ``text`` is title and body, ``labels`` the TOPICS codes, ``timestamp`` the story date. The
     file is read as ``replay`` reads JSONL (:func:`~sparsewatch.replay.readers.read_jsonl`:
     gzip known by its first bytes, a byte-order mark and blank lines skipped). Dates are
@@ -183,6 +216,7 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
     if not path.is_file():
         raise SparsewatchError(f"Reuters corpus not found at {path}")
     docs = []
+    dropped = 0
     for record in read_jsonl(path):
         if isinstance(record, Rejected):
             raise SparsewatchError(
@@ -190,6 +224,7 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
                 f"{record.reason}"
             )
         doc = _reuters_document(path, record, labelled_only)
+        dropped += doc is None
         if doc is not None:
             try:
                 time_ms = parse_timestamp_ms(doc["timestamp"])
@@ -197,7 +232,12 @@ def load_reuters(path: str | Path, labelled_only: bool = True) -> list[dict]:
                 raise SparsewatchError(f"{path}: line {record.line}: 'date': {exc}") from None
             docs.append(((time_ms, int(doc["id"])), doc))
     docs.sort(key=lambda item: item[0])
-    return [doc for _, doc in docs]
+    protocol = {
+        "order": "timestamp, ties by NEWID",
+        "labelled_only": labelled_only,
+        "unlabelled_dropped": dropped,
+    }
+    return LoadedCorpus((doc for _, doc in docs), protocol)
 
 
 def _reuters_document(path: Path, record: SourceRecord, labelled_only: bool) -> dict | None:
@@ -259,12 +299,15 @@ def load_jsonl(path: str | Path) -> list[dict]:
 def make_corpus(
     name: str, docs: list[dict], warmup: int, step_size: int, max_steps: int | None = None
 ) -> Corpus:
-    """A :class:`Corpus` from time-ordered documents with the warm-up/step protocol."""
+    """A :class:`Corpus` from time-ordered documents with the warm-up/step protocol; documents
+    of one timestamp share a step (:func:`assign_steps`). The protocol records the order and what
+    was left out as a :class:`LoadedCorpus` says (else: ties by corpus position)."""
     if len(docs) <= warmup:
         raise SparsewatchError(
             f"{name}: {len(docs)} documents, need more than the warm-up {warmup}"
         )
-    step_of = assign_steps(len(docs), warmup, step_size, max_steps)
+    times = [_time_ms(name, i, doc) for i, doc in enumerate(docs)]
+    step_of = assign_steps(len(docs), warmup, step_size, max_steps, times)
     if not any(doc.get("labels") for doc, step in zip(docs, step_of, strict=True) if step >= 1):
         # every AUC was null, exit status 0: a corpus whose labels are under another field name
         raise SparsewatchError(
@@ -273,12 +316,25 @@ def make_corpus(
         )
     protocol = {
         "order": "timestamp, ties by corpus position",
+        **(docs.protocol if isinstance(docs, LoadedCorpus) else {}),
         "warmup_docs": warmup,
         "step_docs": step_size,
+        "ties": "never split between steps: a step (and the warm-up) goes on to the last "
+        "document of its last timestamp, so it may hold more documents",
         "n_steps": int(step_of.max()),
         "novel": "no label seen in an earlier step (rule 'none'); rule 'any': some label unseen",
     }
     return Corpus(name, docs, step_of, protocol)
+
+
+def _time_ms(name: str, index: int, doc: dict) -> int:
+    """Epoch milliseconds of document ``index`` of corpus ``name`` (its ``timestamp``)."""
+    if "timestamp" not in doc:
+        raise SparsewatchError(f"{name}: document {index + 1} has no 'timestamp'")
+    try:
+        return parse_timestamp_ms(doc["timestamp"])
+    except RecordError as exc:
+        raise SparsewatchError(f"{name}: document {index + 1}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- methods

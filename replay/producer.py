@@ -251,26 +251,41 @@ class Pacer:
         self._count = 0
 
     def delay(self, timestamp_ms: int) -> float:
-        """Seconds to wait before sending the next document (its event time given).
+        """Seconds to wait before sending the next document (its event time given), which is
+        counted as sent: the pace goes on from it.
 
         With ``speedup``, a document is due the scaled gap between its timestamp and the previous
         one after the previous document was due: a timestamp out of order (earlier than the one
         before it) is due at once and the pace resumes from it, instead of every later document
         going out unpaced until event time is back past the out-of-order one."""
         now = self._clock()
+        due = self._due_time(timestamp_ms, now)
         if self._start is None:
-            self._start, self._due, self._previous_ms = now, now, timestamp_ms
-        index, self._count = self._count, self._count + 1
-        if self.rate is not None:
-            due = self._start + index / self.rate
-        elif self.speedup is not None:
-            due = self._due + max(0, timestamp_ms - self._previous_ms) / 1000 / self.speedup
-            if self.max_wait_s is not None and due - now > self.max_wait_s:
-                due = now + self.max_wait_s
-            self._due, self._previous_ms = due, timestamp_ms
-        else:
-            return 0.0
+            self._start = now
+        self._count += 1
+        self._due, self._previous_ms = due, timestamp_ms
         return max(0.0, due - now)
+
+    def upcoming(self, timestamp_ms: int) -> float:
+        """The :meth:`delay` of the next document, without counting it: for one that may be
+        rejected instead of sent (a rejected document cost a place in the pace, ``1 / rate``
+        seconds of waiting)."""
+        now = self._clock()
+        return max(0.0, self._due_time(timestamp_ms, now) - now)
+
+    def _due_time(self, timestamp_ms: int, now: float) -> float:
+        """When (clock time) the next document, with event time ``timestamp_ms``, is due; the
+        first one is due ``now``."""
+        if self._start is None:
+            return now
+        if self.rate is not None:
+            return self._start + self._count / self.rate
+        if self.speedup is None:
+            return now
+        due = self._due + max(0, timestamp_ms - self._previous_ms) / 1000 / self.speedup
+        if self.max_wait_s is not None and due - now > self.max_wait_s:
+            due = now + self.max_wait_s
+        return due
 
 
 def _messages(
@@ -300,18 +315,24 @@ def _refusal(exc: KafkaException) -> str:
 
 
 def _too_far_ahead(
-    message: dict[str, Any], max_ahead_ms: int, errors: ErrorFile, topic: str, position: int
+    message: dict[str, Any],
+    max_ahead_ms: int,
+    errors: ErrorFile,
+    topic: str,
+    position: int,
+    pacer: Pacer,
 ) -> bool:
-    """Whether the detector would refuse ``message`` sent now, its event time more than
-    ``max_ahead_ms`` after the message's Kafka timestamp (when it is sent); if so, why goes to
-    ``errors``, as for a message the producer refuses (``position`` in the ordered sequence; a
-    corpus dated in the future, a wrong time unit: the replay reported them all
-    produced, and the detector dead-lettered every one)."""
-    now_ms = time.time_ns() // 1_000_000
-    if message["timestamp"] - now_ms <= max_ahead_ms:
+    """Whether the detector would refuse ``message`` sent when ``pacer`` lets it go (its
+    :meth:`~Pacer.upcoming` pause from now), its event time more than ``max_ahead_ms`` after the
+    message's Kafka timestamp (when it is sent); if so, why goes to ``errors``, as for a message
+    the producer refuses (``position`` in the ordered sequence; a corpus dated in the future, a
+    wrong time unit: the replay reported them all produced, and the detector dead-lettered
+    every one)."""
+    sent_ms = time.time_ns() // 1_000_000 + round(pacer.upcoming(message["timestamp"]) * 1000)
+    if message["timestamp"] - sent_ms <= max_ahead_ms:
         return False
     event = datetime.fromtimestamp(message["timestamp"] / 1000, tz=UTC)
-    sent = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
+    sent = datetime.fromtimestamp(sent_ms / 1000, tz=UTC)
     reason = (
         f"event time {event.isoformat(timespec='seconds')} is more than windows.max_ahead "
         f"({max_ahead_ms} ms) after the time it is sent, {sent.isoformat(timespec='seconds')}: "
@@ -445,7 +466,7 @@ def replay_documents(
     last document) ends the wait, and what is still queued is counted as failed. A document
     whose event time lies more than ``max_ahead_ms`` after the moment it would be sent (the
     detector's ``windows.max_ahead``, checked against the message's Kafka timestamp) is
-    rejected, not sent.
+    rejected, not sent, before its pause: it takes no place in the pace.
     """
     pacer = Pacer(rate, speedup, max_wait_s)
     summary = ReplaySummary(resume_skip=skip)  # the skipped part was sent before
@@ -472,17 +493,19 @@ def replay_documents(
                 if summary.read <= skip:
                     summary.skipped += 1
                     continue
+                # (checked before the pause, at the time the document would be sent: a rejected
+                # document is not paced)
+                if max_ahead_ms is not None and _too_far_ahead(
+                    message, max_ahead_ms, errors, topic, summary.read, pacer
+                ):
+                    summary.rejected += 1
+                    summary.resume_skip = summary.read
+                    continue
                 wait = pacer.delay(message["timestamp"])
                 deadline = time.monotonic() + wait
                 while wait > 0:
                     _poll(producer, min(wait, _POLL_S), interrupts)
                     wait = deadline - time.monotonic()
-                if max_ahead_ms is not None and _too_far_ahead(
-                    message, max_ahead_ms, errors, topic, summary.read
-                ):
-                    summary.rejected += 1
-                    summary.resume_skip = summary.read
-                    continue
                 report = replay.on_delivery(summary.read, message["id"], marker=False)
                 key, value = message["stream"].encode(), encode(message)
                 replay.message = message

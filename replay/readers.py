@@ -21,7 +21,7 @@ import json
 import re
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -259,9 +259,11 @@ def read_jsonl(path: Path) -> Iterator[SourceRecord | Rejected]:
     replayed); a file that starts with ``[`` but is no JSON array is read line by line. The file
     is read once (:func:`_json_array_elements` tells an array from its lines as they come): a
     pipe's first mebibyte was read to tell, then lost (``cat f.jsonl | ... /dev/stdin`` read
-    nothing). A damaged spot in an array whose elements start on lines after its ``[`` (a
-    pretty-printed export) rejects only the element it lies in (:class:`_JsonArray`): one stray
-    byte, a cut gzip or a missing ``]`` had the file read line by line, every record lost."""
+    nothing). An array's elements are read as they are iterated, from a window of the file
+    (:class:`_JsonArray`): the whole file was held before the first. A damaged spot in an array
+    whose elements start on lines after its ``[`` (a pretty-printed export) rejects only the
+    element it lies in: one stray byte, a cut gzip or a missing ``]`` had the file read line by
+    line, every record lost."""
     source = str(path)
     lines = _lines(path)
     elements, read = _json_array_elements(lines, source)
@@ -294,42 +296,30 @@ _Element = tuple[int, bytes] | Rejected  # an array element (line, UTF-8 bytes),
 
 def _json_array_elements(
     lines: Iterator[_Line], source: str
-) -> tuple[list[_Element] | None, Iterable[_Line]]:
-    """``(elements, [])`` when ``lines`` (:func:`_lines`, read to their end) are one JSON array:
-    the (line where it starts, UTF-8 bytes) of each element, or the rejection of a damaged one
-    (:class:`_JsonArray`). Otherwise ``(None, the lines read from ``lines``)``, to be read as
-    JSON lines before the rest of ``lines``: ``lines`` are read no further than the first
-    non-blank one when it does not start with ``[``, nor than a line before it that is not UTF-8
-    or the error that ends them; a file that starts with ``[`` but is no JSON array is read line
-    by line, which says what is wrong where. Past the ``[``, a line that is not UTF-8 is kept
-    (its stray bytes as surrogate escapes), and an error that ends the lines ends the text."""
-    texts: list[str] = []  # the lines read (stray bytes as surrogate escapes)
-    first = 0  # the number of the first non-blank line
-    error: _Line | None = None  # the error entry that ended the lines
-    for number, line, message in lines:
-        if line is None:
-            error = (number, line, message)
-            if not first:
-                return None, itertools.chain(_utf8_lines(texts, 1), [error])
-            break
+) -> tuple[Iterator[_Element] | None, Iterable[_Line]]:
+    """``(elements, [])`` when ``lines`` (:func:`_lines`) are one JSON array: the (line where it
+    starts, UTF-8 bytes) of each element, or the rejection of a damaged one, read from ``lines``
+    as they are iterated (:class:`_JsonArray`). Otherwise ``(None, the lines read from
+    ``lines``)``, to be read as JSON lines before the rest of ``lines``: ``lines`` are read no
+    further than the first non-blank one when it does not start with ``[``, nor than a line
+    before it that is not UTF-8 or the error that ends them; a file that starts with ``[`` but is
+    no JSON array is read line by line, which says what is wrong where. Past the ``[``, a line
+    that is not UTF-8 is kept (its stray bytes as surrogate escapes), and an error that ends the
+    lines ends the text."""
+    texts: list[str] = []  # the blank lines before the array
+    for entry in lines:
         try:
-            text = line.decode("utf-8")
+            text = None if entry[1] is None else entry[1].decode("utf-8")
         except UnicodeDecodeError:
-            if not first:
-                return None, itertools.chain(_utf8_lines(texts, 1), [(number, line, message)])
-            text = line.decode("utf-8", "surrogateescape")
+            text = None
+        if text is None:  # the error that ends the lines, or a line that is not UTF-8
+            return None, itertools.chain(_utf8_lines(texts, 1), [entry])
         texts.append(text)
-        if not first and text.strip():
+        if text.strip():
             if not text.lstrip().startswith("["):
                 return None, _utf8_lines(texts, 1)
-            first = number
-    if not first:
-        return None, _utf8_lines(texts, 1)
-    del texts[: first - 1]  # the blank lines before the array
-    elements = _JsonArray(source, texts, first, error).split()
-    if elements is None:
-        return None, itertools.chain(_utf8_lines(texts, first), [] if error is None else [error])
-    return elements, []
+            return _JsonArray(source, text, entry[0], lines).read()
+    return None, _utf8_lines(texts, 1)
 
 
 def _utf8_lines(texts: list[str], first: int) -> Iterator[_Line]:
@@ -340,6 +330,9 @@ def _utf8_lines(texts: list[str], first: int) -> Iterator[_Line]:
 
 
 _STRAY_BYTE = re.compile("[\udc80-\udcff]")  # a byte that was not UTF-8, as decoded
+# How much more of the file an array's text window reads when it needs more (characters, at
+# least), and how much text before the element being read it keeps
+_WINDOW_CHARS = 1 << 16
 
 
 class _NoArrayError(Exception):
@@ -347,9 +340,13 @@ class _NoArrayError(Exception):
 
 
 class _JsonArray:
-    """The elements of the JSON array that ``texts`` (lines, the first being line ``first``,
-    ending where ``error``, a :func:`_lines` error entry, stopped the file) hold, for
-    :func:`_json_array_elements`.
+    """The elements of the JSON array whose first line (its ``[``) is ``text``, line number
+    ``first``, read from ``lines`` (:func:`_lines`, the rest of the file) as they are needed,
+    for :func:`_json_array_elements`. Positions are of the file's text from ``text`` on; the
+    class holds only a window of it (:attr:`text`, from :attr:`offset`, whole lines): an element
+    is decoded from the lines read so far, reading on while the decoder runs out of text, and
+    once the text is an array (below) what lies before the element being read is let go. The
+    whole file was held before the first element (215 MiB for a 100 MiB export).
 
     Once an element starts on a line after the ``[`` (a pretty-printed array: the export's
     form), the text is an array whatever is wrong in it, and each damaged spot costs only the
@@ -359,130 +356,227 @@ class _JsonArray:
     costs nothing; text after the closing ``]`` is rejected (another array after it is read
     too); an array that the file ends inside keeps its elements (the cut one, or a missing
     ``]``, is rejected). Before that, anything wrong means the text is no JSON array:
-    :meth:`split` returns ``None``, for it to be read line by line (JSON lines that start with
-    ``[1, 2``).
+    :meth:`read` returns ``None``, for it to be read line by line (JSON lines that start with
+    ``[1, 2``); the elements and lines read until then are held.
     """
 
-    def __init__(self, source: str, texts: list[str], first: int, error: _Line | None) -> None:
+    def __init__(self, source: str, text: str, first: int, lines: Iterator[_Line]) -> None:
         self.source = source
-        self.text = "".join(texts)
-        self.first = first
-        self.error = error
-        self.starts = [0]  # where each line starts in text (and where the text ends)
-        for line_text in texts:
-            self.starts.append(self.starts[-1] + len(line_text))
+        self.lines = lines
+        self.text = text  # the window
+        self.offset = 0  # the position of the window's start
+        self.line0 = first  # the number of the window's first line
+        self.starts = [0, len(text)]  # where each line of the window starts, and where it ends
+        self.after_bracket = len(text)  # where the line after the '[' starts
+        self.error: _Line | None = None  # the error entry that ended the lines
+        self.ended = False  # whether lines are read to their end
         self.decoder = json.JSONDecoder()
         self.established = False  # an element started on a line after the '['
 
-    def line(self, position: int) -> int:
-        """The number of the line that ``position`` (of :attr:`text`) lies on."""
-        return self.first - 1 + bisect.bisect_right(self.starts, position)
-
-    def split(self) -> list[_Element] | None:
-        """The elements, or ``None`` when the text is no JSON array (see the class doc)."""
-        elements: list[_Element] = []
-        position: int | None = _skip_blank(self.text, self.text.index("[") + 1)
+    def read(self) -> tuple[Iterator[_Element] | None, Iterable[_Line]]:
+        """``(the elements, [])``, or ``(None, the lines read)`` when the text is no JSON array
+        (see the class doc): the elements are read, and held, until an element starts on a line
+        after the ``[``, or the file ends; the rest as they are iterated."""
+        elements = self._elements()
+        held: list[_Element] = []
         try:
-            while position is not None:  # an array (another may follow the first)
-                position = self._array(position, elements)
-        except _NoArrayError:
-            return None
-        return elements
+            while not self.established:
+                held.append(next(elements))
+        except StopIteration:
+            return iter(held), []
+        except _NoArrayError:  # (nothing was let go)
+            texts = [self.text[a:b] for a, b in itertools.pairwise(self.starts)]
+            read = _utf8_lines(texts, self.line0)
+            return None, itertools.chain(read, [] if self.error is None else [self.error])
+        return itertools.chain(held, elements), []
 
-    def _array(self, position: int, elements: list[_Element]) -> int | None:
-        """Read the elements of the array whose first starts at ``position`` into
-        ``elements``; where the array after it starts, ``None`` when none does. A
-        :class:`_NoArrayError` when the text is no JSON array."""
-        text = self.text
-        after_bracket = self.starts[1] if len(self.starts) > 1 else len(text)
-        while not text.startswith("]", position):
-            if position >= len(text):  # the file ends inside the array
+    def line(self, position: int) -> int:
+        """The number of the line that ``position`` (in the window) lies on."""
+        return self.line0 - 1 + bisect.bisect_right(self.starts, position)
+
+    def _line_start(self, position: int) -> int:
+        """Where the line that ``position`` (in the window) lies on starts."""
+        return self.starts[self.line(position) - self.line0]
+
+    def _slice(self, start: int, stop: int) -> str:
+        """The text from ``start`` to ``stop`` (both in the window)."""
+        return self.text[start - self.offset : stop - self.offset]
+
+    def _read(self, chars: int) -> bool:
+        """Read at least ``chars`` characters more of the file (whole lines; fewer at its end)
+        into the window; whether any came."""
+        if self.ended:
+            return False
+        added: list[str] = []
+        starts = self.starts
+        end = goal = starts[-1]
+        goal += chars
+        for entry in self.lines:
+            if entry[1] is None:
+                self.error = entry
+                break
+            text = entry[1].decode("utf-8", _SURROGATES)
+            added.append(text)
+            end += len(text)
+            starts.append(end)
+            if end >= goal:
+                break
+        else:
+            self.ended = True
+        self.ended = self.ended or self.error is not None
+        self.text += "".join(added)
+        return bool(added)
+
+    def _read_to_end(self) -> None:
+        """Read the rest of the file, letting it go, for the error that may end it."""
+        if not self.ended:
+            self.error = next((entry for entry in self.lines if entry[1] is None), None)
+            self.ended = True
+
+    def _holds(self, position: int) -> bool:
+        """Whether the file's text goes on to ``position`` (read into the window)."""
+        while position >= self.starts[-1]:
+            if not self._read(_WINDOW_CHARS):
+                return False
+        return True
+
+    def _startswith(self, prefix: str | tuple[str, ...], position: int) -> bool:
+        """Whether the text at ``position`` starts with ``prefix`` (one character)."""
+        return self._holds(position) and self.text.startswith(prefix, position - self.offset)
+
+    def _skip(self, position: int, blanks: str = " \t\r\n") -> int:
+        """The first position from ``position`` on that is none of ``blanks`` (JSON whitespace),
+        or where the text ends."""
+        while True:
+            position = self.offset + _skip_blank(self.text, position - self.offset, blanks)
+            if position < self.starts[-1] or not self._read(_WINDOW_CHARS):
+                return position
+
+    def _decode(self, start: int) -> int:
+        """Where the JSON value at ``start`` ends, the window read on while the decoder runs out
+        of text (twice as much each time). A JSONDecodeError (its ``pos`` in the window), a
+        RecursionError (nested too deeply) or another ValueError when it is no JSON value."""
+        while True:
+            try:
+                return self.decoder.raw_decode(self.text, start - self.offset)[1] + self.offset
+            except json.JSONDecodeError as exc:
+                if _skip_blank(self.text, exc.pos) < len(self.text):
+                    raise
+                if not self._read(max(self.starts[-1] - start, _WINDOW_CHARS)):
+                    raise
+
+    def _let_go(self, position: int) -> None:
+        """Let go of the window's lines before ``position``'s, when the text is an array and
+        they are more than :data:`_WINDOW_CHARS`."""
+        if self.established and position - self.offset > _WINDOW_CHARS:
+            index = self.line(position) - self.line0
+            self.text = self.text[self.starts[index] - self.offset :]
+            self.offset = self.starts[index]
+            del self.starts[:index]
+            self.line0 += index
+
+    def _elements(self) -> Iterator[_Element]:
+        """The elements (see the class doc); a :class:`_NoArrayError` when the text is no JSON
+        array."""
+        position: int | None = self._skip(self.text.index("[") + 1)
+        while position is not None:  # an array (another may follow the first)
+            position = yield from self._array(position)
+
+    def _array(self, position: int) -> Generator[_Element, None, int | None]:
+        """The elements of the array whose first starts at ``position``; returns where the
+        array after it starts, ``None`` when none does. A :class:`_NoArrayError` when the text
+        is no JSON array."""
+        while not self._startswith("]", position):
+            if not self._holds(position):  # the file ends inside the array
                 self._require_array()
-                elements.append(self._unclosed())
+                yield self._unclosed()
                 return None
-            if position >= after_bracket:
+            if position >= self.after_bracket:
                 self.established = True
-            resume = self._element(position, elements)
+            self._let_go(position)
+            element, resume = self._element(position)
+            yield element
             if resume is None:
                 return None
-            position = _skip_blank(text, resume)
-            if text.startswith(",", position):  # (a missing comma costs nothing)
-                position = _skip_blank(text, position + 1)
-            elif not text.startswith("]", position):
+            position = self._skip(resume)
+            if self._startswith(",", position):  # (a missing comma costs nothing)
+                position = self._skip(position + 1)
+            elif not self._startswith("]", position):
                 self._require_array()
-        position = _skip_blank(text, position + 1)
-        if position >= len(text):
+        position = self._skip(position + 1)
+        if not self._holds(position):
             if self.error is not None:  # (after the array: the file's end is lost)
-                elements.append(Rejected(self.source, self.error[0], self.error[2]))
+                yield Rejected(self.source, self.error[0], self.error[2])
             return None
         self._require_array()  # something after the closing bracket
-        if not text.startswith("[", position):
-            elements.append(self._trailing(position))
+        if not self._startswith("[", position):
+            yield self._trailing(position)
             return None
-        return _skip_blank(text, position + 1)
+        return self._skip(position + 1)
 
     def _require_array(self) -> None:
         """A :class:`_NoArrayError` for something wrong before the text is :attr:`established`."""
         if not self.established:
             raise _NoArrayError
 
-    def _element(self, start: int, elements: list[_Element]) -> int | None:
-        """Read the element at ``start`` into ``elements`` (or its rejection); where reading
-        goes on, ``None`` when nowhere (the rest of the text rejected). A :class:`_NoArrayError`
-        when the text is no JSON array (not :attr:`established`)."""
-        text = self.text
+    def _element(self, start: int) -> tuple[_Element, int | None]:
+        """The element at ``start`` (or its rejection), and where reading goes on, ``None``
+        when nowhere (the rest of the text rejected). A :class:`_NoArrayError` when the text is
+        no JSON array (not :attr:`established`)."""
         try:
-            _, end = self.decoder.raw_decode(text, start)
+            end = self._decode(start)
         except (ValueError, RecursionError) as exc:  # not JSON, nested too deeply
             self._require_array()
+            reason = self._invalid(exc)
             resume = self._next_element(start)
-            elements.append(self._damaged(start, resume, exc))
-            return resume
-        stray = _STRAY_BYTE.search(text, start, end)
-        if stray is not None:
-            self._require_array()
-            at = stray.start()
-            column = len(
-                text[self.starts[self.line(at) - self.first] : at].encode("utf-8", _SURROGATES)
-            )
-            reason = f"not UTF-8 (line {self.line(at)}, byte {column + 1})"
-            elements.append(Rejected(self.source, self.line(start), reason, self._raw(start, end)))
-        else:
-            elements.append((self.line(start), text[start:end].encode("utf-8")))
-        return end
+            return self._damaged(start, resume, reason), resume
+        stray = _STRAY_BYTE.search(self.text, start - self.offset, end - self.offset)
+        if stray is None:
+            return (self.line(start), self._slice(start, end).encode("utf-8")), end
+        self._require_array()
+        at = stray.start() + self.offset
+        column = len(self._slice(self._line_start(at), at).encode("utf-8", _SURROGATES))
+        reason = f"not UTF-8 (line {self.line(at)}, byte {column + 1})"
+        return Rejected(self.source, self.line(start), reason, self._raw(start, end)), end
+
+    def _invalid(self, exc: Exception) -> str:
+        """Why an element is no JSON (``exc``, from :meth:`_decode`)."""
+        if not isinstance(exc, json.JSONDecodeError):
+            return "invalid JSON: nested too deeply"
+        at = exc.pos + self.offset
+        column = at - self._line_start(at) + 1
+        return f"invalid JSON: {exc.msg} (line {self.line(at)}, column {column})"
 
     def _next_element(self, start: int) -> int | None:
         """Where the next element after the damaged one at ``start`` starts: the first later
         line that starts with ``{`` at ``start``'s indentation (any, when ``start`` does not
         start its line) and that holds a whole JSON value followed by ``,`` or ``]``."""
-        text = self.text
-        index = self.line(start) - self.first  # of start's line in starts
+        index = self.line(start) - self.line0  # of start's line in starts
         line_start = self.starts[index]
-        indent = start - line_start if not text[line_start:start].strip() else None
-        for candidate in self.starts[index + 1 : -1]:
-            at = _skip_blank(text, candidate, " \t")
-            if not text.startswith("{", at) or (indent is not None and at - candidate != indent):
+        indent = start - line_start if not self._slice(line_start, start).strip() else None
+        while True:
+            index += 1
+            while index >= len(self.starts) - 1:
+                if not self._read(_WINDOW_CHARS):
+                    return None
+            candidate = self.starts[index]
+            at = self._skip(candidate, " \t")
+            if not self._startswith("{", at) or (indent is not None and at - candidate != indent):
                 continue
             try:
-                _, end = self.decoder.raw_decode(text, at)
+                end = self._decode(at)
             except (ValueError, RecursionError):
                 continue
-            after = _skip_blank(text, end)
-            if text.startswith((",", "]"), after) or after >= len(text):
+            after = self._skip(end)
+            if self._startswith((",", "]"), after) or not self._holds(after):
                 return at
-        return None
 
-    def _damaged(self, start: int, resume: int | None, exc: Exception) -> Rejected:
-        """The rejection of the damaged element at ``start`` (no JSON, ``exc`` says why), with
+    def _damaged(self, start: int, resume: int | None, reason: str) -> Rejected:
+        """The rejection of the damaged element at ``start`` (no JSON, ``reason`` says why), with
         the text up to ``resume`` (``None``: to the end)."""
         first_line = self.line(start)
-        if isinstance(exc, json.JSONDecodeError):
-            where = self.line(exc.pos), exc.pos - self.starts[self.line(exc.pos) - self.first]
-            reason = f"invalid JSON: {exc.msg} (line {where[0]}, column {where[1] + 1})"
-        else:
-            reason = "invalid JSON: nested too deeply"
-        stop = len(self.text) if resume is None else resume
-        last_line = self.line(start + max(len(self.text[start:stop].rstrip()) - 1, 0))
+        stop = self.starts[-1] if resume is None else resume
+        last_line = self.line(start + max(len(self._slice(start, stop).rstrip()) - 1, 0))
         if resume is None and self.error is not None:
             reason = f"{self.error[2]}, inside the array element that starts on line {first_line}"
         elif resume is None:
@@ -496,20 +590,24 @@ class _JsonArray:
         if self.error is not None:
             return Rejected(self.source, self.error[0], self.error[2])
         reason = "the file ends inside the JSON array (its closing ']' is missing)"
-        return Rejected(self.source, self.line(max(len(self.text) - 1, 0)), reason)
+        return Rejected(self.source, self.line(max(self.starts[-1] - 1, 0)), reason)
 
     def _trailing(self, position: int) -> Rejected:
         """The rejection of the text after the array's closing bracket (from ``position``)."""
+        raw = self._raw(position, None)
+        self._read_to_end()
         reason = "text after the JSON array's closing ']'"
         if self.error is not None:
             reason += f" ({self.error[2]})"
-        return Rejected(self.source, self.line(position), reason, self._raw(position, None))
+        return Rejected(self.source, self.line(position), reason, raw)
 
     def _raw(self, start: int, stop: int | None) -> str:
-        """The text from ``start`` to ``stop`` for an error report (stray bytes escaped)."""
-        end = len(self.text) if stop is None else stop
-        piece = self.text[start : min(end, start + _RAW_CHARS)].encode("utf-8", _SURROGATES)
-        return _raw(piece)
+        """The text from ``start`` to ``stop`` (``None``: the file's end) for an error report
+        (stray bytes escaped)."""
+        if stop is None:
+            self._holds(start + _RAW_CHARS - 1)
+        end = min(self.starts[-1] if stop is None else stop, start + _RAW_CHARS)
+        return _raw(self._slice(start, end).encode("utf-8", _SURROGATES))
 
 
 _SURROGATES = "surrogateescape"

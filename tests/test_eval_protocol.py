@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +17,7 @@ from sparsewatch.replay.evaluate import (
     assign_steps,
     auc_standard_error,
     evaluate_corpus,
+    load_jsonl,
     load_reuters,
     make_corpus,
     novelty_labels,
@@ -29,6 +33,75 @@ def test_assign_steps_warmup_then_fixed_steps() -> None:
     np.testing.assert_array_equal(assign_steps(9, 3, 2, max_steps=2), [0, 0, 0, 1, 1, 2, 2, -1, -1])
     with pytest.raises(SparsewatchError):
         assign_steps(5, 0, 2)
+
+
+def test_a_step_never_splits_documents_of_one_timestamp() -> None:
+    """A step, the warm-up too, goes on to the end of its last timestamp's documents; the next
+    step's count starts after them."""
+    times = [1, 2, 3, 3, 3, 4, 5, 6, 6]
+    np.testing.assert_array_equal(assign_steps(9, 2, 2, times=times), [0, 0, 1, 1, 1, 2, 2, 3, 3])
+    np.testing.assert_array_equal(
+        assign_steps(9, 3, 3, max_steps=1, times=times), [0, 0, 0, 0, 0, 1, 1, 1, 1]
+    )
+    np.testing.assert_array_equal(assign_steps(4, 1, 1, times=[7, 7, 7, 7]), [0, 0, 0, 0])
+
+
+_DAILY = [
+    *({"text": f"alpha doc {i}", "timestamp": "2020-01-01", "labels": ["a"]} for i in range(4)),
+    {"text": "beta news", "timestamp": "2020-01-02", "labels": ["b"]},
+    {"text": "beta again", "timestamp": "2020-01-02T00:00:00Z", "labels": ["b"]},
+    {"text": "alpha later", "timestamp": "2020-01-03", "labels": ["a"]},
+]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_two_first_stories_of_one_day_are_both_novel_in_any_file_order(
+    tmp_path: Path, order: int
+) -> None:
+    """The step cut fell between two same-day first stories: the first was novel, its twin (same
+    timestamp, next step) was not, and file order decided which."""
+    path = tmp_path / "daily.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in _DAILY[::order]))
+    docs = load_jsonl(path)
+    corpus = make_corpus("daily", docs, warmup=4, step_size=1)
+    novel, _ = novelty_labels([d["labels"] for d in docs], corpus.step_of)
+    assert corpus.step_of.tolist() == [0, 0, 0, 0, 1, 1, 2]
+    assert novel.tolist() == [False] * 4 + [True, True, False]
+    assert "never split" in corpus.protocol["ties"]
+    assert corpus.protocol["order"] == "timestamp, ties by corpus position"
+
+
+def test_a_document_without_a_readable_timestamp_is_refused_by_name() -> None:
+    docs = [{"text": "a", "timestamp": 1, "labels": ["x"]}, {"text": "b", "labels": ["y"]}]
+    with pytest.raises(SparsewatchError, match="tiny: document 2 has no 'timestamp'"):
+        make_corpus("tiny", docs, 1, 1)
+    docs[1]["timestamp"] = "yesterday"
+    with pytest.raises(SparsewatchError, match="tiny: document 2: bad timestamp 'yesterday'"):
+        make_corpus("tiny", docs, 1, 1)
+
+
+def test_the_reuters_protocol_records_the_tie_rule_and_the_dropped_stories(
+    tmp_path: Path,
+) -> None:
+    """It said "ties by corpus position" (they are by NEWID) and not that stories without
+    TOPICS were dropped."""
+    stories = [
+        {"id": 3, "title": "t", "body": "wheat crop", "date": "1987-02-26", "topics": ["grain"]},
+        {"id": 2, "title": "t", "body": "no topic", "date": "1987-02-26", "topics": []},
+        {"id": 1, "title": "t", "body": "oil price", "date": "1987-02-26", "topics": ["crude"]},
+        {"id": 4, "title": "t", "body": "gold mine", "date": "1987-02-27", "topics": ["gold"]},
+    ]
+    path = tmp_path / "reuters.jsonl"
+    path.write_text("".join(json.dumps(story) + "\n" for story in stories))
+    docs = load_reuters(path)
+    assert [d["id"] for d in docs] == ["1", "3", "4"]
+    protocol = make_corpus("reuters", docs, 1, 1).protocol
+    assert protocol["order"] == "timestamp, ties by NEWID"
+    assert protocol["labelled_only"] is True
+    assert protocol["unlabelled_dropped"] == 1
+    every = load_reuters(path, labelled_only=False)
+    assert [d["id"] for d in every] == ["1", "2", "3", "4"]
+    assert make_corpus("reuters", every, 1, 1).protocol["unlabelled_dropped"] == 0
 
 
 def test_novelty_labels_on_a_hand_built_corpus() -> None:
@@ -127,6 +200,8 @@ def test_reuters_loader_protocol(shared_data) -> None:
     stamps = [d["timestamp"] for d in docs]
     assert stamps == sorted(stamps)
     corpus = make_corpus("reuters", docs, 1000, 1000, max_steps=7)
+    # unique timestamps: the steps are the plain counts' (the committed results stand)
+    np.testing.assert_array_equal(corpus.step_of, assign_steps(len(docs), 1000, 1000, 7))
     novel, evaluable = novelty_labels([d["labels"] for d in docs], corpus.step_of)
     assert evaluable.sum() == 7000
     assert 5 <= novel.sum() <= 30

@@ -4,14 +4,17 @@ parameter checks and time zone of the synthetic generators."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from sparsewatch.consumers.field_mapping import FieldMapping
+from sparsewatch.replay import producer as producer_module
 from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
-from sparsewatch.replay.producer import Pacer
+from sparsewatch.replay.producer import Pacer, replay_documents
 from sparsewatch.replay.synthetic import generate_stream
 from sparsewatch.replay.topic_simulation import simulate_topic_stream
 
@@ -49,6 +52,78 @@ def test_one_corrupt_future_timestamp_does_not_switch_pacing_off() -> None:
     # a timestamp 11 days ahead, capped at 2 s; the documents after it keep their 1 s gaps
     delays = _paced(pacer, clock, [0, 10**9, 1_000, 2_000, 3_000, 4_000])
     assert delays == pytest.approx([0.0, 2.0, 0.0, 1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize(("pace", "pause"), [({"rate": 0.5}, 2.0), ({"speedup": 2.0}, 1.5)])
+def test_the_upcoming_pause_is_the_delay_without_counting_the_document(
+    pace: dict[str, float], pause: float
+) -> None:
+    pacer = Pacer(**pace, clock=FakeClock())
+    assert pacer.upcoming(1_000) == 0.0
+    assert pacer.delay(1_000) == 0.0
+    assert pacer.upcoming(4_000) == pacer.upcoming(4_000) == pytest.approx(pause)
+    assert pacer.delay(4_000) == pytest.approx(pause)
+
+
+class FakeLimits:
+    """A topic without a size limit of its own."""
+
+    def producer_settings(self) -> dict:
+        return {}
+
+    def message_limit(self, topic: str) -> int:
+        return producer_module.PRODUCER_LIMIT
+
+
+class FakeProducer:
+    """A producer that delivers every message at once."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    def produce(self, topic: str, key: bytes, value: bytes, on_delivery: Any) -> None:
+        self.values.append(value)
+        on_delivery(None, None)
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
+
+    def purge(self) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_documents_too_far_ahead_are_rejected_before_their_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each rejected document was paced first, then rejected: it cost 1 / rate seconds, and the
+    documents sent after it waited for its place in the pace."""
+    fake = FakeProducer()
+    paced: list[int] = []
+
+    class SpyPacer(Pacer):
+        def delay(self, timestamp_ms: int) -> float:
+            paced.append(timestamp_ms)
+            return super().delay(timestamp_ms)
+
+    monkeypatch.setattr(producer_module.TopicLimits, "read", lambda *_: FakeLimits())
+    monkeypatch.setattr(producer_module, "make_producer", lambda *_, **__: fake)
+    monkeypatch.setattr(producer_module, "Pacer", SpyPacer)
+    now_ms = time.time_ns() // 1_000_000
+    future = now_ms + 10 * 365 * 86_400_000
+    stamps = [future, future + 1, future + 2, now_ms, now_ms + 1]
+    docs = [{"id": str(i), "text": "hello", "timestamp": ts} for i, ts in enumerate(stamps)]
+    started = time.monotonic()
+    summary = replay_documents(docs, "fake:9092", "docs", rate=4.0, sort=False, max_ahead_ms=60_000)
+    assert (summary.rejected, summary.produced, summary.resume_skip) == (3, 2, 5)
+    assert paced == [now_ms, now_ms + 1]
+    assert [json.loads(v)["id"] for v in fake.values] == ["3", "4"]
+    assert time.monotonic() - started < 0.75  # one pause of 1 / rate; the rejections took four
 
 
 def _read(tmp_path: Path, name: str, body: str) -> tuple[list[dict], list[dict]]:

@@ -10,14 +10,17 @@ gzip or a missing ``]`` was read line by line, every record rejected (0 document
 from __future__ import annotations
 
 import gzip
+import io
 import json
-from pathlib import Path
+from pathlib import Path, PosixPath
+from typing import Any
 
 import pytest
 from sparsewatch.consumers.messages import RecordError
 from sparsewatch.consumers.timestamps import parse_timestamp_ms
+from sparsewatch.replay import readers
 from sparsewatch.replay.documents import ErrorFile, read_documents
-from sparsewatch.replay.readers import Rejected
+from sparsewatch.replay.readers import Rejected, SourceRecord, read_jsonl
 
 T0 = 1767225600000
 
@@ -188,6 +191,76 @@ def test_text_after_the_closing_bracket_is_rejected_and_the_array_kept(tmp_path:
     docs, rejected = read(path)
     assert len(docs) == N
     assert [(r.line, r.raw) for r in rejected] == [(len(text.splitlines()) + 1, "trailing words")]
+
+
+class CountingPath(PosixPath):
+    """A path whose file counts the bytes read from it (:attr:`bytes_read`)."""
+
+    bytes_read = 0
+
+    def open(self, *args: Any, **kwargs: Any) -> Any:  # (``_open_binary``'s "rb")
+        return io.BufferedReader(_CountedReads(super().open("rb", buffering=0), self))
+
+
+class _CountedReads(io.RawIOBase):
+    """A raw file whose reads add to ``path.bytes_read``."""
+
+    def __init__(self, raw: Any, path: CountingPath) -> None:
+        super().__init__()
+        self.raw = raw
+        self.path = path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        size = self.raw.readinto(buffer)
+        self.path.bytes_read += size
+        return size
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def test_a_large_array_yields_its_first_record_after_reading_only_its_start(
+    tmp_path: Path,
+) -> None:
+    """The whole file was read, and held (215 MiB for a 55 MB export), before the first
+    element; the elements are now read as they come, from a bounded window of the file."""
+    docs = [{"id": f"d{i}", "text": "word " * 20, "timestamp": T0 + i} for i in range(40_000)]
+    (tmp_path / "export.json").write_text(json.dumps(docs, indent=2))
+    path = CountingPath(tmp_path / "export.json")
+    size = path.stat().st_size
+    records = read_jsonl(path)
+    assert next(records) == SourceRecord(str(path), 2, docs[0])
+    assert path.bytes_read <= 2 * 2**20 < size // 3  # (the first MiB tells the line ending)
+    assert [r.fields["id"] for r in records] == [d["id"] for d in docs[1:]]
+    assert path.bytes_read == size
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text.replace("story number 500", "story number 500 caf\udce9", 1),
+        lambda text: text.replace('"id": "d3"', '"id": d3 oops', 1),
+        lambda text: text.rstrip().removesuffix("]"),
+        lambda text: text + "\ntrailing words\n",
+        lambda text: text.replace("  {", "  {{", 1) + "\n[\n" + text[2:],
+        lambda text: text[: len(text) // 2],
+    ],
+)
+def test_a_small_window_reads_an_array_as_a_large_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Any
+) -> None:
+    """Elements and damaged spots across the window's edges: the same records, and the same
+    rejections, where they are."""
+    path = tmp_path / "export.json"
+    path.write_bytes(damage(export_text()).encode("utf-8", "surrogateescape"))
+    whole = list(read_jsonl(path))
+    monkeypatch.setattr(readers, "_WINDOW_CHARS", 3)
+    assert list(read_jsonl(path)) == whole
+    assert sum(isinstance(r, Rejected) for r in whole) <= 2
 
 
 def test_a_one_line_array_that_is_no_array_is_still_read_line_by_line(tmp_path: Path) -> None:
