@@ -4,7 +4,9 @@ A message is a UTF-8 JSON object ``{"id": str, "text": str, "timestamp": ISO-860
 "stream": str (optional, "default"), "labels": [str] (optional), "meta": {} (optional)}``, or an
 end-of-stream marker ``{"stream": str, "end_of_stream": true}`` (sent by ``sparsewatch replay
 --end-of-stream`` after a bounded corpus: the detector closes the stream's open windows at once
-instead of after the idle timeout, like the final watermark of a bounded source).
+instead of after the idle timeout, like the final watermark of a bounded source). A marker
+carries no field of a document: one that does is refused, not taken for a bare marker with its
+document dropped unseen.
 :func:`parse_message` and :func:`parse_document` raise nothing but :class:`InvalidMessageError`,
 whose ``reason`` goes to the dead-letter topic with the original bytes.
 """
@@ -26,6 +28,8 @@ MAX_EPOCH_MS = 7_258_118_400_000
 _SECONDS_AS_MS = (10**9, 10**11)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
+# The fields of a document message besides its stream (see Document.to_json).
+_DOCUMENT_FIELDS = ("id", "text", "timestamp", "labels", "meta")
 
 
 def looks_like_epoch_seconds(ms: int) -> bool:
@@ -212,6 +216,12 @@ def parse_message(payload: bytes | None, max_text_bytes: int = 100_000) -> Docum
         return _document(obj, max_text_bytes)
     if obj["end_of_stream"] is not True:
         raise InvalidMessageError("field 'end_of_stream' must be true")
+    carried = [key for key in _DOCUMENT_FIELDS if key in obj]
+    if carried:
+        raise InvalidMessageError(
+            "an end-of-stream marker carries no document fields: "
+            + ", ".join(f"'{key}'" for key in carried)
+        )
     return EndOfStream(string_field(obj, "stream", MAX_STREAM_CHARS, default="default"))
 
 

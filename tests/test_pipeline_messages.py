@@ -120,6 +120,25 @@ def test_bad_end_of_stream_markers_have_reasons(payload, reason):
 
 
 @pytest.mark.parametrize(
+    ("fields", "carried"),
+    [
+        ({"id": "last", "text": "the final article", "timestamp": 1_700_000_000_000},
+         "'id', 'text', 'timestamp'"),
+        ({"text": "the final article"}, "'text'"),
+        ({"labels": ["acq"], "meta": {}}, "'labels', 'meta'"),
+    ],
+)  # fmt: skip
+def test_an_end_of_stream_marker_carrying_document_fields_is_refused(fields, carried):
+    """Taken for a bare marker, the document it carries was dropped unseen (neither processed
+    nor dead-lettered): it is refused with a reason, as a marker with 'end_of_stream' false."""
+    payload = json.dumps({"stream": "news", **fields, "end_of_stream": True}).encode()
+    reason = f"an end-of-stream marker carries no document fields: {carried}"
+    with pytest.raises(InvalidMessageError) as refused:
+        parse_message(payload)
+    assert refused.value.reason == reason
+
+
+@pytest.mark.parametrize(
     ("payload", "reason"),
     [
         (b"\xff\xfe garbage", "not UTF-8 (byte 0 of the message)"),
