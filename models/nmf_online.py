@@ -31,13 +31,18 @@ sample ``v`` is a row of ``X`` and ``h`` the matching row of ``H``.
 * Section III extensions: l1-regularised ``h`` (``alpha_h_l1``), Tikhonov-regularised ``W``
   (``alpha_W``), box constraints (``h_max`` on coefficients, ``w_min``/``w_max`` on bases), and
   OR-NMF-IS (``beta_loss="itakura-saito"``): ``h`` by the multiplicative updates of Fevotte et al.
-  (2009) for fixed ``W`` and ``W`` by Algorithm 2 on the majorised online objective: with ``W_0``
-  the bases when a sample arrived and ``y_0 = W_0 h``, Jensen's bound on ``v / y`` and the tangent
-  of ``log y`` give ``sum_fk Q_fk / W_fk + P_fk W_fk`` with ``P = sum (1 / y_0) h^T`` and
-  ``Q = W_0^2 * sum (v / y_0^2) h^T`` (stored in ``A_``/``B_``). Its gradient ``P - Q / W^2`` is
-  unbounded near ``W = 0``, which makes ``M_*`` useless, so the step direction is the gradient
-  preconditioned by ``W^2`` (``W^2 P - Q``, a descent direction; its fixed points are those of
-  the multiplicative rule ``W = sqrt(Q / P)`` of Lefevre, Bach and Fevotte, 2011).
+  (2009) for fixed ``W`` (each document scaled to a largest entry of 1 first: the IS divergence
+  is scale-invariant, and ``y^2`` of documents of entries ``1e-170`` underflowed to NaN codes),
+  and ``W`` minimising the majorised online objective: with ``W_0`` the bases when a sample
+  arrived and ``y_0 = W_0 h``, Jensen's bound on ``v / y`` and the tangent of ``log y`` give
+  ``sum_fk Q_fk / W_fk + P_fk W_fk`` with ``P = sum (1 / y_0) h^T`` and
+  ``Q = W_0^2 * sum (v / y_0^2) h^T`` (stored in ``A_``/``B_``). It separates by column, so it is
+  minimised exactly over the feasible set (:func:`_is_majoriser_minimum`: per entry
+  ``P - Q / W^2 + n alpha_W W = lambda`` clipped to the box, ``lambda`` per column by bisection)
+  instead of by Algorithm 2: its gradient is unbounded near ``W = 0``, which makes ``M_*``
+  useless, and the step along the gradient preconditioned by ``W^2`` followed by the Euclidean
+  projection stopped at points that are not KKT points of the majoriser (and could increase it).
+  ``horizon``, ``tau`` and ``max_inner_iter`` are not used by this update.
 
 Cost of one step on sparse text (Frobenius loss). ``X`` stays CSR: only ``X W`` (``n x r``),
 ``X^T H`` and the squared norms of the stored entries touch it. The chunk's NNLS needs only
@@ -65,7 +70,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import Tags, check_random_state
 from sklearn.utils.validation import check_is_fitted
 from sparsewatch.models._validation import (
@@ -102,7 +107,116 @@ def _dense(X: np.ndarray | sp.csr_matrix) -> np.ndarray:
     return X if isinstance(X, np.ndarray) else X.toarray()
 
 
-class ORNMF(TransformerMixin, BaseEstimator):
+def _check_statistics(A: np.ndarray, B: np.ndarray, sq: float) -> None:
+    """``ValueError`` when statistics about to be stored are not finite: finite documents whose
+    ``H^T H``, ``X^T H`` or squared norms overflow float64 made them inf or NaN, and Algorithm 2
+    then froze the bases for good (its ``M_*`` stayed 0) with only runtime warnings."""
+    if not (math.isfinite(sq) and np.isfinite(A).all() and np.isfinite(B).all()):
+        raise ValueError(
+            "the statistics of this chunk overflow float64 (inf or NaN): the documents are too "
+            "large in magnitude; rescale them (nothing was learned from this chunk)"
+        )
+
+
+_SIGN = np.int64(-(2**63))  # the sign bit of a float64, as an int64
+_MAGNITUDE = np.int64(2**63 - 1)
+
+
+def _float_key(x: np.ndarray) -> np.ndarray:
+    """Monotone map of float64 (no NaN) onto int64: consecutive floats, consecutive keys."""
+    bits = np.ascontiguousarray(x, dtype=np.float64).view(np.int64)
+    return np.where(bits < 0, -(bits & _MAGNITUDE), bits)
+
+
+def _key_float(key: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_float_key`."""
+    return np.ascontiguousarray(np.where(key < 0, (-key) | _SIGN, key)).view(np.float64)
+
+
+# cap on Newton steps per entry (from a start within a factor 2 of the root, on the left, the
+# relative error falls 0.25, 0.1, 2e-2, 6e-4, 5e-7, 3e-13, 1e-16)
+_NEWTON_STEPS = 30
+
+
+def _is_entries(
+    P: np.ndarray, Q: np.ndarray, a: float, lam: np.ndarray, lo: float, hi: float
+) -> np.ndarray:
+    """Minimiser of ``P w + Q / w + a/2 w^2 - lam w`` over ``lo <= w <= hi`` for every entry
+    (``lam``: one multiplier per column): the root of the increasing
+    ``g(w) = P - Q / w^2 + a w = lam`` clipped to the box.
+
+    ``a = 0``: ``w = sqrt(Q / (P - lam))`` (``hi`` when ``P <= lam``). ``a > 0``: Newton on the
+    concave increasing ``g - lam`` from a lower bound within a factor 2 of the root (monotone
+    from the left): ``c = P - lam > 0`` puts the root in ``[min((Q/2a)^(1/3), (Q/2c)^(1/2)),
+    min((Q/a)^(1/3), (Q/c)^(1/2))]``, ``c <= 0`` in ``[b, 2 b]`` with
+    ``b = max(-c/a, (Q/a)^(1/3))``. The step is written ``w (a w^3 + c w^2 - Q) / (a w^3 + 2Q)``
+    so that no ``Q / w^3`` overflows at small ``lo``."""
+    c = P - lam
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        if a == 0.0:
+            w = np.where(c > 0, np.sqrt(Q / np.where(c > 0, c, 1.0)), np.inf)
+            return np.clip(w, lo, hi)
+        left = np.minimum(np.cbrt(Q / (2.0 * a)), np.sqrt(Q / (2.0 * c)))
+        w = np.clip(np.where(c > 0, left, np.maximum(-c / a, np.cbrt(Q / a))), lo, hi)
+        for _ in range(_NEWTON_STEPS):
+            cube = a * w**3
+            den = cube + 2.0 * Q
+            step = np.where(den > 0, w * (cube + c * w**2 - Q) / np.where(den > 0, den, 1.0), 0.0)
+            new = np.clip(w - step, lo, hi)
+            done = np.all(np.abs(new - w) <= 4.0 * np.finfo(np.float64).eps * w)
+            w = new
+            if done:  # (the last ulp can cycle)
+                break
+    return w
+
+
+def _is_majoriser_minimum(
+    P: np.ndarray, Q: np.ndarray, a: float, lo: float, hi: float, W: np.ndarray
+) -> np.ndarray:
+    """Exact minimiser of the majorised Itakura-Saito objective ``sum_fk P_fk W_fk + Q_fk /
+    W_fk + a/2 W_fk^2`` (``n f_t`` with ``a = n alpha_W``, Section III) over the feasible set:
+    columns on the simplex with ``lo <= W_fk <= hi`` (``lo > 0``, ``m lo <= 1 <= m hi``).
+
+    The objective separates by column, and each column's KKT conditions are
+    ``P - Q / w^2 + a w = lambda`` on its free entries (:func:`_is_entries`: the entry's
+    minimiser for a multiplier ``lambda``, nondecreasing in ``lambda``) with the one ``lambda``
+    that makes the column sum to 1. ``lambda`` is found for all columns at once by bisection on
+    the bit patterns of float64 (:func:`_float_key`: at most 64 halvings from the bracket
+    ``[min g(lo), max g(hi)]``, widened by one float, whatever the scale of ``P`` and ``Q``)
+    down to two adjacent floats; the column is then the convex combination of their minimisers
+    that sums to 1 (which also resolves ties, entries with ``Q = 0`` and ``a = 0`` whose ``g``
+    is constant). Columns
+    with ``P = Q = 0`` and ``a = 0`` (statistics forgotten by :meth:`ORNMF.replace_components`)
+    have a constant objective and keep their ``W``."""
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        g_lo = P - Q / lo**2 + a * lo
+        g_hi = P - Q / hi**2 + a * hi
+    # one float outside [min g(lo), max g(hi)]: every entry at lo, every entry at hi (also an
+    # entry whose g is constant at the bound), kept within [-inf, inf]
+    infinite = _float_key(np.array(np.inf))
+    low = np.maximum(_float_key(g_lo.min(axis=0)) - 1, -infinite)
+    high = np.minimum(_float_key(g_hi.max(axis=0)) + 1, infinite)
+    for _ in range(70):  # 64 halvings reach adjacent keys
+        active = low + 1 < high
+        if not active.any():
+            break
+        mid = (low >> 1) + (high >> 1) + (low & high & 1)  # no int64 overflow
+        below = _is_entries(P, Q, a, _key_float(mid), lo, hi).sum(axis=0) < 1.0
+        low = np.where(active & below, mid, low)
+        high = np.where(active & ~below, mid, high)
+    w_low = _is_entries(P, Q, a, _key_float(low), lo, hi)
+    w_high = _is_entries(P, Q, a, _key_float(high), lo, hi)
+    s_low, s_high = w_low.sum(axis=0), w_high.sum(axis=0)
+    gap = s_high - s_low
+    t = np.clip((1.0 - s_low) / np.where(gap > 0, gap, 1.0), 0.0, 1.0)
+    out = w_low + t * (w_high - w_low)
+    if a == 0.0:
+        flat = ~(P.any(axis=0) | Q.any(axis=0))
+        out[:, flat] = W[:, flat]
+    return out
+
+
+class ORNMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """OR-NMF (Algorithms 1 and 2): online NMF with robust stochastic approximation.
 
     Parameters
@@ -112,7 +226,9 @@ class ORNMF(TransformerMixin, BaseEstimator):
         ``partial_fit`` call one step (one chunk, problem (27)).
     horizon : ``T`` of ``theta_t``, with warm restarts every ``T`` steps (module docstring).
     tau : tolerance of stopping rule (9).
-    max_inner_iter : cap on Algorithm 2 iterations per step.
+    max_inner_iter : cap on Algorithm 2 iterations per step. ``horizon``, ``tau`` and
+        ``max_inner_iter`` tune Algorithm 2 (Frobenius loss); under Itakura-Saito the bases
+        minimise the majorised objective exactly (module docstring).
     alpha_h_l1, alpha_h_l2 : l1 and ridge weights on coefficients (Section III).
     alpha_W : Tikhonov weight on the bases (Section III).
     h_max : upper bound of the box constraint on coefficients (``None``: unbounded).
@@ -143,12 +259,20 @@ class ORNMF(TransformerMixin, BaseEstimator):
     (3, 2)
     >>> model.predict(X[[0, 1, 38, 39]])  # dominant topic
     array([0, 0, 1, 1])
+    >>> model.get_feature_names_out()  # one output column per topic (``set_output``)
+    array(['ornmf0', 'ornmf1'], dtype=object)
     """
 
     # learned state (the first step)
     n_features_in_: int
     components_: np.ndarray
     sq_: float
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of :meth:`transform` (one per topic), named by ``get_feature_names_out``
+        (``ClassNamePrefixFeaturesOutMixin``; ``AttributeError`` until fitted)."""
+        return int(self.components_.shape[0])
 
     def __init__(
         self,
@@ -204,6 +328,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
         self._check_loss(X)
         self._check_params()
         self._check_init(X.shape[1])
+        self._check_box(X.shape[1])
         self._reset()
         for _ in range(self.max_epochs):
             self.partial_fit(X)
@@ -216,7 +341,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
         extended with :meth:`resize_features` (new terms appended) first. Until a first ``X``
         with samples and features arrives nothing is learned (the bases need both; an empty
         vocabulary has no simplex to put them on). ``X`` with NaN or infinite entries raises
-        ``ValueError`` before anything changes (they would poison ``B_`` for good).
+        ``ValueError`` before anything changes (they would poison ``B_`` for good), and so do
+        box bounds (``set_params`` of ``w_min``/``w_max`` after fitting) that no basis over the
+        vocabulary can meet (the statistics and ``n_steps_`` changed before the projection
+        failed). A step whose statistics overflow float64 raises ``ValueError`` with nothing of
+        that step stored (the steps before it in the same call are kept).
         """
         X = _as_float(X, type(self).__name__)
         self._check_loss(X)
@@ -235,6 +364,7 @@ class ORNMF(TransformerMixin, BaseEstimator):
                 np.shape(self.A_), self.n_features_in_, "the model", "fit it again, or clone it"
             )
             check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
+            self._check_box(max(X.shape[1], self.n_features_in_))
             if X.shape[1] > self.n_features_in_:
                 self.resize_features(X.shape[1])
         step = X.shape[0] if self.batch_size is None else self.batch_size
@@ -262,6 +392,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
         projected onto the feasible set) and forget their statistics, so that they learn from
         the next steps only.
 
+        ``bases`` must have shape ``(len(index), n_features_in_)`` (a single index also takes a
+        1-d row) and ``index`` distinct topics; anything else raises ``ValueError`` before
+        anything changes (bases of another shape were reshaped, which scrambled the
+        ``n_features x k`` layout of ``init``; a repeated index kept only its last row).
+
         Not part of Guan et al.'s algorithms: an extension for drifting streams. The averaged
         stochastic-approximation steps move a basis only by what its documents add to ``B_``,
         so a topic no document uses any more, or a second copy of another, stays as it is while
@@ -269,16 +404,27 @@ class ORNMF(TransformerMixin, BaseEstimator):
         bases explain worst, :func:`sparsewatch.consumers.detector_core.reseed_topics`).
         """
         check_is_fitted(self, "components_")
-        idx = np.asarray(index, dtype=np.int64).ravel()
-        if not idx.size:  # nothing to replace (numpy could not reshape the empty bases)
+        raw = np.asarray(index)
+        if raw.ndim > 1 or (raw.size and raw.dtype.kind not in "iu"):
+            raise ValueError(f"index must be a sequence of integer topic indices, got {index!r}")
+        idx = raw.astype(np.int64).ravel()
+        if not idx.size:  # nothing to replace
             if np.size(bases):
                 raise ValueError("bases given, but no topic index to put them at")
             return self
-        W = np.asarray(bases, dtype=np.float64).reshape(idx.size, -1)
-        if W.shape[1] != self.n_features_in_:
-            raise ValueError(f"bases have {W.shape[1]} terms, the model {self.n_features_in_}")
-        if idx.size and not (idx.min() >= 0 and idx.max() < self.n_components):
+        W = np.asarray(bases, dtype=np.float64)
+        if W.ndim == 1 and idx.size == 1:
+            W = W[None, :]
+        expected = (idx.size, self.n_features_in_)
+        if W.shape != expected:
+            raise ValueError(
+                f"bases have shape {np.shape(bases)}, expected (len(index), n_features_in_) = "
+                f"{expected}: one row per topic"
+            )
+        if not (idx.min() >= 0 and idx.max() < self.n_components):
             raise ValueError(f"topic index out of range 0..{self.n_components - 1}: {idx}")
+        if np.unique(idx).size != idx.size:
+            raise ValueError(f"topic index has repeated topics: {idx}")
         if np.any(W < 0) or not np.all(np.isfinite(W)):
             raise ValueError("bases must be finite and non-negative")
         W = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-300)
@@ -577,42 +723,80 @@ class ORNMF(TransformerMixin, BaseEstimator):
         return H
 
     def _codes_is(self, X: np.ndarray, W: np.ndarray) -> np.ndarray:
-        """Multiplicative updates for ``h`` under Itakura-Saito (Fevotte et al. 2009), W fixed.
+        """Coefficients under Itakura-Saito: :meth:`_codes_is_scaled`, scaled back."""
+        _, H, scale = self._codes_is_scaled(X, W)
+        return H * scale[:, None]
 
-        No samples, no coefficients (the start ``mean(X)`` warned "Mean of empty slice")."""
+    def _codes_is_scaled(
+        self, X: np.ndarray, W: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Multiplicative updates for ``h`` under Itakura-Saito (Fevotte et al. 2009), W fixed,
+        on each document scaled to a largest entry of 1: returns the scaled documents
+        ``X / c``, their coefficients ``H / c`` and the scales ``c``.
+
+        ``d(c v | c y) = d(v | y)``, so with the l1 weight times ``c``, the ridge weight times
+        ``c^2`` and ``h_max / c`` these are the iterates on ``X`` itself (from the same start,
+        ``mean(X) / mean column sum of W``, unless that start over- or underflows in the
+        scaled units; then the document's own mean), without ``y^2`` under- or overflowing
+        (documents of entries ``1e-170`` gave NaN codes). No samples, no coefficients (the
+        start ``mean(X)`` warned "Mean of empty slice")."""
+        r = W.shape[1]
         if X.shape[0] == 0:
-            return np.zeros((0, W.shape[1]))
-        H = np.full((X.shape[0], W.shape[1]), X.mean() / max(W.sum(axis=0).mean(), 1e-300))
-        hi = np.inf if self.h_max is None else self.h_max
+            return X, np.zeros((0, r)), np.ones(0)
+        scale = X.max(axis=1)
+        Xs = X / scale[:, None]
+        mass = max(W.sum(axis=0).mean(), 1e-300)
+        with np.errstate(over="ignore", under="ignore"):
+            start = X.mean() / scale / mass
+        start = np.where(np.isfinite(start) & (start > 0), start, Xs.mean(axis=1) / mass)
+        H = np.repeat(start[:, None], r, axis=1)
+        l1 = (self.alpha_h_l1 * scale)[:, None]
+        with np.errstate(over="ignore", under="ignore"):  # inf: h at its lower clip
+            l2 = (self.alpha_h_l2 * scale**2)[:, None]
+        hi = np.inf if self.h_max is None else (self.h_max / scale)[:, None]
         for _ in range(self.is_inner_iter):
             Y = H @ W.T
-            H *= ((X / Y**2) @ W) / ((1.0 / Y) @ W + self.alpha_h_l1 + self.alpha_h_l2 * H)
+            H *= (((Xs / Y) / Y) @ W) / ((1.0 / Y) @ W + l1 + l2 * H)
             np.clip(H, 1e-300, hi, out=H)
-        return H
+        return Xs, H, scale
 
     def _loss(self, X: np.ndarray | sp.csr_matrix, H: np.ndarray, W: np.ndarray) -> float:
+        """Loss of ``X`` for coefficients ``H`` and bases ``W``. Frobenius:
+        ``1/2 (||X||^2 - 2 sum((X W) * H) + sum((W^T W) * (H^T H)))``; for sparse ``X`` the
+        cross term is taken from ``X W`` (``n x r``), never from the dense ``n x m`` product
+        ``H W^T`` (200,000 documents over 100,000 terms: 160 GB)."""
         if self.beta_loss == _IS:
             R = X / (H @ W.T)
             return float(np.sum(R - np.log(R) - 1.0))
-        sq = np.sum(X * X) if isinstance(X, np.ndarray) else X.multiply(X).sum()
-        HW = H @ W.T
-        cross = float(np.sum(X * HW)) if isinstance(X, np.ndarray) else float(X.multiply(HW).sum())
-        return 0.5 * (float(sq) - 2.0 * cross + float(np.sum((H.T @ H) * (W.T @ W))))
+        if isinstance(X, np.ndarray):
+            sq = float(np.sum(X * X))
+            cross = float(np.sum(X * (H @ W.T)))
+        else:
+            sq = float(np.dot(X.data, X.data))
+            cross = float(np.sum(np.asarray(X @ W) * H))
+        return 0.5 * (sq - 2.0 * cross + float(np.sum((H.T @ H) * (W.T @ W))))
 
     def _chunk_stats(
-        self, X: np.ndarray | sp.csr_matrix, H: np.ndarray, W: np.ndarray
+        self, X: np.ndarray | sp.csr_matrix, W: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, float]:
-        """Contribution of one chunk to ``A``, ``B`` and ``1/2 sum ||v||^2`` (Algorithm 1)."""
+        """Contribution of one chunk (coefficients for the bases ``W``) to ``A``, ``B`` and
+        ``1/2 sum ||v||^2`` (Algorithm 1). Under Itakura-Saito ``P`` and ``Q`` are invariant
+        under scaling a document and its coefficients, so they are taken from the scaled ones
+        (:meth:`_codes_is_scaled`)."""
         if self.beta_loss == _IS:
+            Xs, H, _ = self._codes_is_scaled(X, W)
             Y = H @ W.T
-            return (1.0 / Y).T @ H, W**2 * ((X / Y**2).T @ H), 0.0
+            return (1.0 / Y).T @ H, W**2 * (((Xs / Y) / Y).T @ H), 0.0
+        H = self._codes(X, W)
         data = X.data if sp.issparse(X) else X.ravel()
         return H.T @ H, np.asarray(X.T @ H), 0.5 * float(np.dot(data, data))
 
     def _accumulate(self, A: np.ndarray, B: np.ndarray, sq: float, n: int) -> None:
-        self.A_ = self.A_ + A
-        self.B_ = self.B_ + B
-        self.sq_ = self.sq_ + sq
+        """Add one step's statistics; ``ValueError`` with nothing changed when the sums are not
+        finite (:func:`_check_statistics`)."""
+        A_sum, B_sum, sq_sum = self.A_ + A, self.B_ + B, self.sq_ + sq
+        _check_statistics(A_sum, B_sum, sq_sum)
+        self.A_, self.B_, self.sq_ = A_sum, B_sum, sq_sum
         self.n_samples_seen_ += n
 
     def _stat_count(self) -> int:
@@ -639,13 +823,11 @@ class ORNMF(TransformerMixin, BaseEstimator):
         self._add_term_sq(self.sq_terms_, X)
 
     def _step(self, X: np.ndarray | sp.csr_matrix) -> None:
-        W = self.components_.T
-        H = self._codes(X, W)
-        self._accumulate(*self._chunk_stats(X, H, W), X.shape[0])
+        self._accumulate(*self._chunk_stats(X, self.components_.T), X.shape[0])
         self._accumulate_sq_terms(X)
         self.n_steps_ += 1
         if self.beta_loss == _IS:
-            self.components_ = np.ascontiguousarray(self._update_bases(W).T)
+            self.components_ = self._update_bases_is()
         else:
             self.components_ = self._update_bases_frobenius()
 
@@ -653,23 +835,19 @@ class ORNMF(TransformerMixin, BaseEstimator):
         return theta_schedule(self.n_steps_, self.horizon)
 
     def _grad_obj(self, W: np.ndarray, n: int) -> tuple[np.ndarray, float]:
-        """Gradient and value of ``f_t`` (Frobenius, or the majorised Itakura-Saito objective)."""
-        if self.beta_loss == _IS:
-            grad = (W**2 * self.A_ - self.B_) / n
-            value = float(np.sum(self.A_ * W + self.B_ / W)) / n
-        else:
-            WA = W @ self.A_
-            grad = (WA - self.B_) / n
-            value = (0.5 * float(np.sum(W * WA)) - float(np.sum(W * self.B_)) + self.sq_) / n
+        """Gradient and value of ``f_t`` (Frobenius loss)."""
+        WA = W @ self.A_
+        grad = (WA - self.B_) / n
+        value = (0.5 * float(np.sum(W * WA)) - float(np.sum(W * self.B_)) + self.sq_) / n
         if self.alpha_W:
             grad = grad + self.alpha_W * W
             value += 0.5 * self.alpha_W * float(np.sum(W * W))
         return grad, value
 
     def _update_bases(self, W: np.ndarray) -> np.ndarray:
-        """Algorithm 2 as a plain float64 loop on ``W`` (``m x r``),
-        :func:`~sparsewatch.models.robust_sa.robust_sa` on :meth:`_grad_obj`. Used for OR-NMF-IS;
-        the reference of the fast Frobenius path :meth:`_update_bases_frobenius` (tested equal)."""
+        """Algorithm 2 (Frobenius loss) as a plain float64 loop on ``W`` (``m x r``),
+        :func:`~sparsewatch.models.robust_sa.robust_sa` on :meth:`_grad_obj`: the reference of
+        the fast path :meth:`_update_bases_frobenius` (tested equal)."""
         n = max(self._stat_count(), 1)
         return robust_sa(
             W,
@@ -696,6 +874,21 @@ class ORNMF(TransformerMixin, BaseEstimator):
             project_rows=lambda V: self._project(V, axis=1),
             float32=self._plain_simplex(),
         )
+
+    def _update_bases_is(self) -> np.ndarray:
+        """OR-NMF-IS bases (``r x m``): the exact minimiser of the majorised objective
+        ``(1/n) sum(P W + Q / W) + alpha_W/2 ||W||^2`` (``P = A_``, ``Q = B_``) over the
+        feasible set, :func:`_is_majoriser_minimum` (module docstring)."""
+        n = max(self._stat_count(), 1)
+        W = _is_majoriser_minimum(
+            self.A_,
+            self.B_,
+            n * self.alpha_W,
+            self._w_min(),
+            min(self.w_max, 1.0),
+            self.components_.T,
+        )
+        return np.ascontiguousarray(W.T)
 
 
 class WORNMF(ORNMF):
@@ -921,21 +1114,24 @@ class MORNMF(ORNMF):
         """Replace the oldest slot by this step; constant work per step.
 
         ``A_`` (``r x r``) and the scalars are re-summed over the ring. ``B_`` (``n_features x
-        r``, the large one) is updated in place by the difference of the new and the evicted
-        slot, and re-summed exactly once per turn of the ring, so rounding cannot accumulate.
+        r``, the large one) is updated by the difference of the new and the evicted slot, and
+        re-summed exactly once per turn of the ring, so rounding cannot accumulate. The new sums
+        are checked finite (:func:`_check_statistics`) before anything changes.
         """
         pos = self.ring_pos_
-        self.B_ += B
-        self.B_ -= self.ring_B_[pos]
-        self.ring_A_[pos] = A
+        ring_A, ring_sq = self.ring_A_.copy(), self.ring_sq_.copy()
+        ring_A[pos], ring_sq[pos] = A, sq
+        B_sum = self.B_ + B
+        B_sum -= self.ring_B_[pos]
+        A_sum, sq_sum = ring_A.sum(axis=0), float(ring_sq.sum())
+        _check_statistics(A_sum, B_sum, sq_sum)  # before anything changes
+        self.ring_A_, self.ring_sq_ = ring_A, ring_sq
+        self.A_, self.B_, self.sq_ = A_sum, B_sum, sq_sum
         self.ring_B_[pos] = B
-        self.ring_sq_[pos] = sq
         self.ring_n_[pos] = n
         self.ring_pos_ = (pos + 1) % self.buffer_size
-        self.A_ = self.ring_A_.sum(axis=0)
         if self.ring_pos_ == 0:
             self.B_ = self.ring_B_.sum(axis=0)
-        self.sq_ = float(self.ring_sq_.sum())
         self.n_samples_seen_ += n
 
     def _stat_count(self) -> int:

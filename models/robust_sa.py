@@ -6,12 +6,13 @@ optionally with box bounds): ``W^{k+1} = P(W^k - r_k grad f_t(W^k))`` with
 ``r_k = theta_t D_W / (M_* sqrt(k))``, ``D_W = sqrt(2 r)`` and ``M_*`` the running maximum of the
 gradient norm; the result is the average ``sum_k r_k W^k / sum_k r_k``. The iteration stops by
 rule (9), when the objective of the averaged iterate changes by at most ``tau`` relative to its
-value, or after ``max_iter`` iterations. The objectives, the diameter and the horizon with warm
-restarts: the module docstring of :mod:`sparsewatch.models.nmf_online`.
+value, or after ``max_iter`` iterations; a gradient norm that is not finite raises
+``ValueError``. The objectives, the diameter and the horizon with warm restarts: the module
+docstring of :mod:`sparsewatch.models.nmf_online`.
 
 * :func:`theta_schedule` -- ``theta_t`` of step ``t``, restarted every ``horizon`` steps.
-* :func:`robust_sa` -- the plain float64 loop on ``W`` (``m x r``) for any objective (OR-NMF-IS,
-  and the reference of the fast path).
+* :func:`robust_sa` -- the plain float64 loop on ``W`` (``m x r``) for any objective (the
+  reference of the fast path; OR-NMF-IS minimises its majorised objective exactly instead).
 * :func:`robust_sa_frobenius` -- the same iteration for the Frobenius objective on ``W^T``
   (``r x m``), organised for speed.
 """
@@ -33,6 +34,18 @@ def theta_schedule(t: int, horizon: int) -> float:
     return 0.1 * np.cos(((t - 1) % T) * np.pi / (2.0 * T))
 
 
+def _finite_norm(norm: float) -> float:
+    """``norm`` of a gradient, or ``ValueError`` when it is NaN or infinite: ``max(M_*, nan)``
+    kept ``M_* = 0``, and the iteration stopped as if at a stationary point, which froze the
+    bases for good (statistics overflowed by large documents)."""
+    if not math.isfinite(norm):
+        raise ValueError(
+            f"Algorithm 2: the gradient of f_t has norm {norm} (statistics with NaN or "
+            "infinite entries)"
+        )
+    return norm
+
+
 def robust_sa(
     W: np.ndarray,
     grad_obj: Callable[[np.ndarray], tuple[np.ndarray, float]],
@@ -52,7 +65,7 @@ def robust_sa(
     W_avg = W
     for k in range(1, max_iter + 1):
         grad, _ = grad_obj(W_k)
-        M = max(M, float(np.linalg.norm(grad)))
+        M = max(M, _finite_norm(float(np.linalg.norm(grad))))
         if M == 0.0:
             break
         r_k = theta * D / (M * np.sqrt(k))
@@ -122,7 +135,7 @@ def robust_sa_frobenius(
         np.subtract(AW, Bt, out=grad)
         if alpha_W:
             grad += dtype(alpha_W) * W_k
-        M = max(M, float(np.sqrt(np.vdot(grad, grad))))
+        M = max(M, _finite_norm(float(np.sqrt(np.vdot(grad, grad)))))
         if M == 0.0:
             break
         r_k = step0 / (M * np.sqrt(k))

@@ -445,9 +445,73 @@ def test_a_replaced_topic_starts_from_its_seed_with_no_statistics(cls) -> None:
 
 def test_replacing_topics_refuses_bad_bases() -> None:
     model = MORNMF(n_components=2, batch_size=10, random_state=0).fit(_documents())
-    with pytest.raises(ValueError, match="bases have 5 terms, the model 12"):
+    with pytest.raises(ValueError, match=r"bases have shape \(1, 5\), expected .* \(1, 12\)"):
         model.replace_components([0], np.ones((1, 5)))
     with pytest.raises(ValueError, match="topic index out of range"):
         model.replace_components([2], np.ones((1, 12)))
     with pytest.raises(ValueError, match="finite and non-negative"):
         model.replace_components([0], -np.ones((1, 12)))
+
+
+def test_replacing_topics_checks_the_shape_and_the_index() -> None:
+    """Review 52, item 2: ``bases`` were reshaped to ``(len(index), -1)``: the ``n_features x k``
+    layout of ``init`` was scrambled silently, and ``(4, 3)`` bases passed for two topics of 6
+    terms. A repeated index kept only its last row. All refused now, before anything changes."""
+    X = np.random.default_rng(0).random((30, 6))
+    model = MORNMF(n_components=3, random_state=0).fit(X)
+    before = _state(model)
+    columns = np.zeros((6, 2))
+    columns[:3, 0] = columns[3:, 1] = 1.0 / 3.0
+    for index, bases in (
+        ([0, 1], columns),  # init's layout
+        ([0, 1], np.ones((4, 3))),
+        ([0, 1], np.ones(12)),  # 1-d only for a single topic
+        ([0], np.ones((6, 1))),
+        ([[0], [1]], np.ones((2, 6))),
+    ):
+        with pytest.raises(ValueError, match=r"expected|integer topic indices"):
+            model.replace_components(index, bases)
+    with pytest.raises(ValueError, match="repeated"):
+        model.replace_components([1, 1], np.ones((2, 6)))
+    with pytest.raises(ValueError, match="integer topic indices"):
+        model.replace_components([0.5], np.ones((1, 6)))
+    _assert_same_state(model, before)
+    model.replace_components([0, 1], columns.T)
+    model.replace_components(2, np.arange(6.0))  # a single topic: one 1-d row
+    np.testing.assert_allclose(model.components_, [*columns.T, np.arange(6.0) / 15.0])
+
+
+@pytest.mark.parametrize("cls", [ORNMF, MORNMF])
+@pytest.mark.parametrize("params", [{"w_min": 0.01}, {"w_max": 0.001}])
+def test_a_box_set_after_fitting_that_no_basis_meets_changes_nothing(cls, params) -> None:
+    """Review 52, item 3: ``set_params`` of ``w_min``/``w_max`` to a box no basis over the
+    vocabulary (200 terms) can meet failed in the projection, after the step had accumulated
+    its statistics and counted itself."""
+    X = np.random.default_rng(0).random((20, 200))
+    model = cls(n_components=3, batch_size=10, random_state=0).fit(X)
+    before = _state(model)
+    model.set_params(**params)
+    with pytest.raises(ValueError, match="for 200 terms"):
+        model.partial_fit(X[:10])
+    with pytest.raises(ValueError, match="for 205 terms"):
+        model.partial_fit(np.hstack([X[:10], X[:10, :5]]))  # wider: would grow the terms
+    _assert_same_state(model, before)
+
+
+@pytest.mark.parametrize("cls", [ORNMF, WORNMF, MORNMF])
+def test_statistics_that_overflow_are_refused_before_any_state_changes(cls) -> None:
+    """Review 52, item 4: finite documents of entries ``1e160`` overflowed ``A_``/``B_``/``sq_``
+    to inf/NaN with warnings only, and the bases froze for good (Algorithm 2's ``M_*`` stayed
+    0). The step is refused, and the model learns on from ordinary documents."""
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 20)) * (rng.random((40, 20)) < 0.4)
+    ring = {"buffer_size": 2} if cls is MORNMF else {}
+    model = cls(3, batch_size=10, random_state=0, **ring).fit(X)
+    twin = clone(model).fit(X)
+    before = _state(model)
+    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(ValueError, match="overflow"):
+        model.partial_fit(X[:10] * 1e160)
+    _assert_same_state(model, before)
+    model.partial_fit(X)
+    twin.partial_fit(X)
+    np.testing.assert_array_equal(model.components_, twin.components_)
