@@ -83,17 +83,21 @@ def with_backoff(
     sleep: Callable[[float], None] = time.sleep,
     stop: Stop | None = None,
 ) -> T:
-    """Run ``action``; on a ``transient`` error wait 0.2 s, 0.4 s, ... (at most 10 s), retry.
+    """Run ``action``; on a ``transient`` error wait 0.2 s, 0.4 s, ... (at most 10 s), retry,
+    until the waits or the time since the first attempt reach ``max_wait_s`` (the attempts' own
+    time counts: SQLite waits 30 s on a locked database before it fails, and counting the waits
+    alone made a 120 s limit last some 11 minutes).
 
     With ``stop``, the waits end as soon as a stop is requested and the operation is abandoned
     (:class:`RetryAbandonedError`): a worker told to shut down during an outage exits at once
     instead of retrying for ``max_wait_s`` past its grace period; its next start resumes."""
     delay, waited, failures = first_delay_s, 0.0, 0
+    started = time.monotonic()
     while True:
         try:
             result = action()
         except transient as exc:
-            if waited >= max_wait_s:
+            if waited >= max_wait_s or time.monotonic() - started >= max_wait_s:
                 raise
             failures += 1
             if stop is None or not stop.is_set():

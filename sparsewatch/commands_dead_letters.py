@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from sparsewatch.cli_types import utf8_text
+from sparsewatch.cli_types import utf8_name, utf8_text
 from sparsewatch.query_options import (
     DATABASE_OPTION,
     FORMAT_OPTION,
@@ -69,7 +69,7 @@ def _with_payload_views(row: dict[str, Any]) -> dict[str, Any]:
     "--topic",
     "source_topics",
     multiple=True,
-    callback=utf8_text,
+    callback=utf8_name,
     help="Only messages refused on this topic (repeatable; <prefix>.docs: the detector's, "
     "<prefix>.scores: the anomaly worker's, an ingest source topic: the bridge's).",
 )

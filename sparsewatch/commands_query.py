@@ -603,7 +603,7 @@ def snapshots() -> None:
     "--model-kind",
     "model_kinds",
     multiple=True,
-    callback=utf8_text,
+    callback=utf8_name,
     help="Only this kind (repeatable).",
 )
 @LIMIT_OPTION

@@ -277,7 +277,13 @@ def _apply(obj: Any, values: dict[str, Any], where: str) -> None:
             continue
         typ = hints[key]
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # (an integer of 400 digits)
+                raise SparsewatchError(
+                    f"'{where}{key}' ({_env_name(where + key)}) must be a finite number, got an "
+                    "integer too large for one"
+                ) from None
         if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
             raise SparsewatchError(
                 f"'{where}{key}' ({_env_name(where + key)}) must be {typ.__name__}, got "
@@ -475,6 +481,7 @@ def _check_client(config: Config, path: str | Path | None, env: dict[str, str]) 
         else:
             where = "kafka.client (file and SPARSEWATCH_KAFKA_CLIENT_* variables)"
         said = f"client {exc}" if exc.name else str(exc)  # "librdkafka refused them: ..."
+        said = " ".join(said.split())  # (the client library's text ends in a newline)
         raise SparsewatchError(f"{where}: {said}") from None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
-from sparsewatch.cli_types import command_config, not_blank, utf8_text
+from sparsewatch.cli_types import command_config, not_blank, utf8_name
 from sparsewatch.config import MAX_INT64
 from sparsewatch.errors import SparsewatchError, first_line
 from sparsewatch.storage.engine import is_in_memory_sqlite, mask_url
@@ -144,5 +144,5 @@ def within_limit(rows: list[dict[str, Any]], limit: int, what: str) -> list[dict
 
 
 STREAMS_OPTION = click.option(
-    "--stream", "streams", multiple=True, callback=utf8_text, help="Only this stream (repeatable)."
+    "--stream", "streams", multiple=True, callback=utf8_name, help="Only this stream (repeatable)."
 )

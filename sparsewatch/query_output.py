@@ -162,10 +162,10 @@ def echo_data_pieces(pieces: Iterable[str]) -> None:
         buffer.write(b"\n")
         buffer.flush()
     except BrokenPipeError:
-        _reader_gone()
+        reader_gone()
 
 
-def _reader_gone() -> None:
+def reader_gone() -> None:
     """Point stdout at /dev/null after a broken pipe (:func:`echo_data_pieces`)."""
     try:
         fileno = sys.stdout.fileno()

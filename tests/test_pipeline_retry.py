@@ -53,6 +53,21 @@ def test_persistent_failure_is_raised():
         with_backoff(fail, "test", max_wait_s=1.0, sleep=lambda _: None)
 
 
+def test_the_attempts_own_time_counts_towards_the_limit():
+    """Only the waits were counted: attempts of 0.2 s each (SQLite waits 30 s on a lock before
+    it fails) with waits from 1 ms went on for ten attempts, 2 s, under a 0.5 s limit."""
+    attempts = []
+
+    def slow_failure() -> None:
+        attempts.append(time.monotonic())
+        time.sleep(0.2)
+        raise sa.exc.OperationalError("stmt", {}, Exception("database is locked"))
+
+    with pytest.raises(sa.exc.OperationalError):
+        with_backoff(slow_failure, "test", max_wait_s=0.5, first_delay_s=0.001)
+    assert len(attempts) <= 4  # 3: at 0, 0.2 and 0.4 s, the third failing past 0.5 s
+
+
 def _down() -> None:
     raise sa.exc.OperationalError("stmt", {}, Exception("connection refused\nDETAIL: more"))
 

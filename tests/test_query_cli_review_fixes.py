@@ -178,3 +178,84 @@ def test_status_shows_what_a_latin1_stdout_lacks_as_question_marks(tmp_path) -> 
     shown = done.stdout.decode("latin-1")
     assert SHOWN in shown.splitlines()  # the stream's line
     assert shown.count("?stanbul") >= 2  # and its topic in the offsets' table
+
+
+def _empty_sqlite(tmp_path) -> str:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    Store.open(url).dispose()
+    return url
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("topics",),
+        ("alerts",),
+        ("snapshots", "list"),
+        ("status", "--no-kafka", "--format", "json"),
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_a_reader_gone_before_any_output_ends_any_listing_quietly(tmp_path, args) -> None:
+    """``sparsewatch topics | true``: click's closed-pipe exit was status 1 for tables and
+    ``status --format json`` (0 for JSON and CSV listings, which end it themselves)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sparsewatch", *args, "--database-url", _empty_sqlite(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()
+    err = child.stderr.read()
+    assert child.wait(timeout=60) == 0, err
+    assert err == b""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("alerts", "--stream", ""),
+        ("documents", "--stream", "  "),
+        ("dead-letters", "--topic", ""),
+        ("snapshots", "list", "--model-kind", ""),
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_a_blank_name_filter_is_a_usage_error(monkeypatch, capsys, tmp_path, args) -> None:
+    """No stream, topic or model kind is blank: such a filter (an empty ``$STREAM``) matched
+    nothing, status 0."""
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--database-url", _empty_sqlite(tmp_path))
+    assert code == 2 and out == ""
+    assert "cannot be blank" in err and len(err.splitlines()) == 1
+
+
+def test_an_integer_too_large_for_a_float_option_names_the_option(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    """``novel_top_q = 1000...0`` (400 digits) ended in ``error: OverflowError: int too large
+    to convert to float``, status 1, naming neither the key nor the file."""
+    config = tmp_path / "big.toml"
+    config.write_text("[detector]\nnovel_top_q = 1" + "0" * 400 + "\n")
+    code, _, err = run_cli(
+        monkeypatch,
+        capsys,
+        "--config",
+        str(config),
+        "alerts",
+        "--database-url",
+        _empty_sqlite(tmp_path),
+    )
+    assert code == 2
+    assert "'detector.novel_top_q' (SPARSEWATCH_DETECTOR_NOVEL_TOP_Q)" in err
+    assert str(config) in err and len(err.splitlines()) == 1
+
+
+def test_a_client_property_the_library_refuses_is_one_line(monkeypatch, capsys, tmp_path) -> None:
+    """The Kafka client library's message ends in a newline: the error was followed by an
+    empty line."""
+    monkeypatch.setenv("SPARSEWATCH_KAFKA_CLIENT_LINGER_MS", "99999999999999")
+    code, _, err = run_cli(monkeypatch, capsys, "alerts", "--database-url", _empty_sqlite(tmp_path))
+    assert code == 2
+    assert err.startswith("error: environment variable SPARSEWATCH_KAFKA_CLIENT_LINGER_MS")
+    assert err.count("\n") == 1 and err.endswith("outside allowed range 0..900000\n")
