@@ -6,7 +6,6 @@ non-zero exit status; ``--debug`` (or ``SPARSEWATCH_DEBUG=1``) shows the traceba
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
@@ -91,6 +90,18 @@ class _Commands(click.Group):
     def commands(self, value: MutableMapping[str, click.Command]) -> None:
         self._commands = value
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command; a reader gone (``| head``: a closed pipe) ends it quietly, status 0, as
+        it ends a JSON or CSV listing (click's own exit for it, status 1, left tables and
+        ``status --format json`` failing a ``pipefail`` script)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from sparsewatch.query_output import reader_gone  # (rich: not at every start)
+
+            reader_gone()
+            return 0
+
 
 @click.group(cls=_Commands)
 @click.option(
@@ -155,28 +166,12 @@ def main() -> None:
         early.restore()
 
 
-def _invoke(early: EarlySignals) -> Any:
-    """``cli.main`` (not standalone); click's exit for a closed pipe (``| head``) made quiet and
-    status 0, as a reader gone from a JSON or CSV listing ends it (a table, ``status --format
-    json`` and the other listings exited 1)."""
-    try:
-        return cli.main(standalone_mode=False, obj={"early_signals": early})
-    except SystemExit as exc:
-        gone = exc.__context__
-        if exc.code == 1 and isinstance(gone, OSError) and gone.errno == errno.EPIPE:
-            from sparsewatch.query_output import reader_gone  # (rich: not at every start)
-
-            reader_gone()
-            sys.exit(0)
-        raise
-
-
 def _main(early: EarlySignals) -> None:
     debug = (
         os.environ.get("SPARSEWATCH_DEBUG", "").strip().lower() in _TRUE or "--debug" in sys.argv
     )
     try:
-        result = _invoke(early)
+        result = cli.main(standalone_mode=False, obj={"early_signals": early})
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

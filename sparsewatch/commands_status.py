@@ -36,7 +36,14 @@ from sparsewatch.kafka_options import (
     reporting_admin_client,
 )
 from sparsewatch.query_options import DATABASE_OPTION, STREAMS_OPTION, open_store
-from sparsewatch.query_output import echo_data, encodable, json_value, printable, show_time
+from sparsewatch.query_output import (
+    TableConsole,
+    echo_data,
+    encodable,
+    json_value,
+    printable,
+    show_time,
+)
 from sparsewatch.storage.schema import ALERT_KINDS
 
 if TYPE_CHECKING:
@@ -297,7 +304,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
             f"  newest checkpoints: {checkpoints or 'none'}",
         ]
         click.echo("\n".join(encodable(printable(line)) for line in lines))
-    console = Console(width=max(Console().width, 120))
+    console = TableConsole(width=max(Console().width, 120))
     headers = ("group", "topic", "partition", "resume offset", "end offset", "not stored")
     keys = ("group_id", "topic", "partition", "next_offset", "end_offset", "not_stored")
     title = f"partitions ({len(status['offsets'])})"

@@ -165,6 +165,16 @@ def echo_data_pieces(pieces: Iterable[str]) -> None:
         reader_gone()
 
 
+class TableConsole(Console):
+    """Rich's console for tables on stdout, a closed pipe raised as ``BrokenPipeError``: Rich's
+    own handling exits with status 1 (``SystemExit(1)``), where a reader gone ends a listing
+    quietly with status 0 (the ``sparsewatch`` group's ``invoke``)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def reader_gone() -> None:
     """Point stdout at /dev/null after a broken pipe (:func:`echo_data_pieces`)."""
     try:
@@ -218,7 +228,7 @@ def emit(
                 Text(encodable(printable(show(cell_value(row, k))))) for _, k, show in table_columns
             )
             table.add_row(*cells)
-        Console(width=max(Console().width, 120)).print(table)
+        TableConsole(width=max(Console().width, 120)).print(table)
 
 
 def show_time(value: datetime | None) -> str:

@@ -192,13 +192,14 @@ def _empty_sqlite(tmp_path) -> str:
         ("topics",),
         ("alerts",),
         ("snapshots", "list"),
+        ("status", "--no-kafka"),
         ("status", "--no-kafka", "--format", "json"),
     ],
     ids=lambda a: " ".join(a),
 )
 def test_a_reader_gone_before_any_output_ends_any_listing_quietly(tmp_path, args) -> None:
-    """``sparsewatch topics | true``: click's closed-pipe exit was status 1 for tables and
-    ``status --format json`` (0 for JSON and CSV listings, which end it themselves)."""
+    """``sparsewatch topics | true``: Rich's closed-pipe exit (tables) and click's (``status
+    --format json``) were status 1; JSON and CSV listings, which end it themselves, 0."""
     child = subprocess.Popen(
         [sys.executable, "-m", "sparsewatch", *args, "--database-url", _empty_sqlite(tmp_path)],
         stdout=subprocess.PIPE,
