@@ -534,7 +534,8 @@ def _psi_max_bound(
     psi = np.zeros(n)
     with np.errstate(divide="ignore", invalid="ignore"):
         np.maximum.at(psi, doc_of_var, (Bt @ (B @ v)) / v)
-    weak = ~np.isfinite(psi) | np.isin(np.arange(n), doc_of_var[v <= 0])
+    weak = ~np.isfinite(psi)
+    weak[doc_of_var[v <= 0]] = True
     if weak.any():
         row_sums = Bt @ (B @ np.ones(B.shape[1]))
         gershgorin = np.zeros(n)
