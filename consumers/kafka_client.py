@@ -905,15 +905,26 @@ class BatchConsumer:
     def rewind_to_committed(self) -> None:
         """Send every owned partition back to the group's committed offset (the earliest
         retained message where none is committed): what was read since is read again."""
+        self.rewind({})
+
+    def rewind(self, positions: TopicOffsets) -> None:
+        """Send every owned partition back to its offset in ``positions`` (where a worker's
+        store says it stopped), else to the group's committed offset, else to the earliest
+        retained message, as an assignment starts: what was read since is read again (the
+        client drops what it had fetched beyond)."""
         assigned = self._consumer.assignment()
-        if not assigned:
-            return
-        for tp in self._consumer.committed(assigned, timeout=30):
-            self._consumer.seek(
-                TopicPartition(
-                    tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
-                )
-            )
+        missing = [tp for tp in assigned if (tp.topic, tp.partition) not in positions]
+        committed = self._consumer.committed(missing, timeout=30) if missing else []
+        starts = dict(positions)
+        for tp in committed:
+            if tp.offset >= 0:
+                starts[(tp.topic, tp.partition)] = tp.offset
+        for tp in assigned:
+            key = (tp.topic, tp.partition)
+            offset = starts.get(key, OFFSET_BEGINNING)
+            self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+            if key in starts:
+                self._start[key] = offset
 
     def assignment(self) -> list[tuple[str, int]]:
         """The (topic, partition) pairs this consumer owns now."""

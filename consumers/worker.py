@@ -69,10 +69,22 @@ topic of its input topic's name (deleted and created again), and to restore a st
 checkpoint taken from a topic of another name (the prefix changed under the same group):
 :class:`InputTopicChangedError`, whose message names ``sparsewatch db forget-group``. Restored,
 its offsets made the stream take the new topic's messages for messages read before.
+
+A member whose partitions the group gave to another without a revocation (its session expired:
+a stall, a network partition from the broker but not from the database) learns of it only at its
+next poll, or never while cut off; meanwhile its transactions, last write wins, would replace the
+new owner's checkpoints and resume offsets with older ones. So the loop claims each partition the
+group assigns it (:meth:`~sparsewatch.storage.store.Store.claim_partitions`, before it reads the
+resume offsets), and each of its transactions stores nothing once another member has claimed one
+of its partitions since (:class:`~sparsewatch.storage.store.PartitionsFencedError`). Fenced off,
+the loop drops every stream's state (all of them were ahead of the store by that transaction),
+leaves the claimed partitions' messages to their owner until the group takes them away or
+assigns them again, and re-reads its other partitions from the stored resume offsets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -93,7 +105,7 @@ from sparsewatch.consumers.metrics import WorkerMetrics
 from sparsewatch.consumers.processor import Output, Processor, StreamState
 from sparsewatch.consumers.retry import with_backoff
 from sparsewatch.consumers.writer import Destination, Pending, WriteJob, Writer, make_writer
-from sparsewatch.storage.store import Checkpoint, Store
+from sparsewatch.storage.store import Checkpoint, PartitionsFencedError, Store
 
 from sparsewatch.errors import SparsewatchError
 
@@ -157,6 +169,11 @@ class _Partition:
             while self.highs and self.highs[-1][1] >= high:
                 self.highs.pop()  # it held no more at ``now``: the later time says more
             self.highs.append((now, high))
+
+
+class _FencedOffError(Exception):
+    """The transaction in flight was fenced off (see the module docstring): the batch being
+    worked on is abandoned, its partitions re-read from the store."""
 
 
 @dataclass
@@ -274,6 +291,13 @@ class WorkerLoop:
         # The resume offsets of the last transaction handed to the writer: a batch that closes
         # nothing and leaves them unchanged needs no transaction.
         self._submitted_offsets: dict[int, int] | None = None
+        # The token of each partition claimed on assignment (Store.claim_partitions); those
+        # claimed by another member since (fenced off: their messages are skipped until the group
+        # takes them away or assigns them again); whether the partitions still owned are to be
+        # re-read from the stored resume offsets (a transaction was fenced off).
+        self._owners: dict[int, str] = {}
+        self._fenced: set[int] = set()
+        self._rewind_due = False
 
     @property
     def streams_in_memory(self) -> frozenset[str]:
@@ -342,7 +366,10 @@ class WorkerLoop:
                 # A writer process killed while no job was in flight stops the worker now, not
                 # when the next window's transaction finds it gone (a whole window later).
                 self._writer.raise_if_gone()
+                self._rewind_if_fenced()
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
+                if self._rewind_if_fenced():  # (fenced off in a rebalance callback of the poll)
+                    batch = []
                 now = time.monotonic()
                 self.health.beat(readiness.why_not(now))
                 if batch:  # the lag while it is worked on (an empty poll sets it below)
@@ -356,7 +383,11 @@ class WorkerLoop:
                     quiet_since = now
                 # (a day's window, or a database outage waited out, may outlast the broker's
                 # max.poll.interval.ms: the consumer keeps this member in its group meanwhile)
-                with self.health.phase("computing", _COMPUTING), self._consumer.keepalive():
+                with (
+                    contextlib.suppress(_FencedOffError),  # (re-read at the next iteration)
+                    self.health.phase("computing", _COMPUTING),
+                    self._consumer.keepalive(),
+                ):
                     self._process(batch, now)
                     if self._in_flight is not None and self._in_flight.done.ready():
                         self._wait_written()  # account for it now, not at the next transaction
@@ -369,7 +400,7 @@ class WorkerLoop:
                 self.health.phase("stopping", "checkpointing its streams"),
                 self._consumer.keepalive(),
             ):
-                self._wait_written()
+                self._settle()
                 self._checkpoint_dirty(set(self._partitions))
         finally:
             # After an error: let the transaction in flight end (committed or rolled back) before
@@ -379,8 +410,17 @@ class WorkerLoop:
 
     # -- rebalancing -----------------------------------------------------------------------------
     def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        self._wait_written()
+        self._settle()
         self._submitted_offsets = None
+        assigned = [p for _, p in partitions]
+        # (claimed first: a transaction of the previous owner still in flight is then either
+        # stored before the offsets are read, or fenced off)
+        claimed = self._retried(
+            lambda: self.store.claim_partitions(self.group_id, self.input_topic, assigned),
+            "claiming its partitions",
+        )
+        self._owners.update(claimed)
+        self._fenced -= set(assigned)
         stored = self._retried(
             lambda: self.store.partition_offsets(self.group_id, self.input_topic),
             "reading resume offsets",
@@ -391,16 +431,19 @@ class WorkerLoop:
         return {(t, p): stored[p] for t, p in partitions if p in stored}
 
     def _on_revoke(self, partitions: list[tuple[str, int]]) -> None:
-        self._wait_written()
+        self._settle()
         self._checkpoint_dirty({p for _, p in partitions})
         self._drop(partitions)
+        self._disown(partitions)
         self._submitted_offsets = None
         log.info("%s revoked %s", self.processor.name, partitions)
 
     def _on_lost(self, partitions: list[tuple[str, int]]) -> None:
-        """Partitions taken away (session timeout): their new owner replays; write nothing more."""
-        self._wait_written()
+        """Partitions taken away (session timeout): their new owner replays; write nothing more
+        (the transaction in flight is stored only if it comes before the new owner's claim)."""
+        self._settle()
         self._drop(partitions)
+        self._disown(partitions)
         self._submitted_offsets = None
         log.warning("%s lost %s", self.processor.name, partitions)
 
@@ -415,6 +458,52 @@ class WorkerLoop:
                 self._dirty.pop(stream, None)
                 self._forced.discard(stream)
                 self._last_read.pop(stream, None)
+
+    def _disown(self, partitions: list[tuple[str, int]]) -> None:
+        for _, p in partitions:
+            self._owners.pop(p, None)
+            self._fenced.discard(p)
+
+    def _settle(self) -> None:
+        """Wait for the transaction in flight, as :meth:`_wait_written`; one fenced off leaves
+        its partitions to be re-read (:meth:`_fenced_off`) and is not raised."""
+        with contextlib.suppress(_FencedOffError):
+            self._wait_written()
+
+    def _fenced_off(self, exc: PartitionsFencedError) -> None:
+        """A transaction stored nothing: ``exc.partitions`` are another member's now. Every
+        stream's state was ahead of the store by it: all are dropped; the fenced partitions'
+        messages are skipped from now on (see :meth:`_process`), and the others are re-read
+        from the stored resume offsets before the next batch (:meth:`_rewind_if_fenced`)."""
+        log.error(
+            "%s: %s; its other partitions are read again from the stored resume offsets",
+            self.processor.name,
+            exc,
+        )
+        kept = set(self._partitions) - exc.partitions
+        self._drop([(self.input_topic, p) for p in list(self._partitions)])
+        self._partitions.update((p, _Partition()) for p in kept)
+        for p in exc.partitions:
+            self._owners.pop(p, None)
+        self._fenced |= exc.partitions
+        self._submitted_offsets = None
+        self._consistent = True  # (nothing in memory is ahead of the store any more)
+        self._rewind_due = True
+
+    def _rewind_if_fenced(self) -> bool:
+        """After :meth:`_fenced_off`: send the partitions still owned back to their stored
+        resume offsets (what was read since is read again); whether it did."""
+        if not self._rewind_due or self._consumer is None:
+            return False
+        self._rewind_due = False
+        stored = self._retried(
+            lambda: self.store.partition_offsets(self.group_id, self.input_topic),
+            "reading resume offsets",
+        )
+        self._consumer.rewind(
+            {(self.input_topic, p): o for p, o in stored.items() if p in self._owners}
+        )
+        return True
 
     def _input_source(self) -> dict[str, str]:
         """The input topic's name and id, which every checkpoint records. Refuses to start
@@ -475,15 +564,21 @@ class WorkerLoop:
             return
         checkpoints = {s: self._checkpoint(s) for s in due}
         offsets = {p: o for p, o in self._resume_offsets(clean=due).items() if p in partitions}
+        owners = {p: token for p, token in self._owners.items() if p in partitions}
 
         def transaction() -> None:
             with self.store.transaction() as tx:
+                tx.check_owners(self.group_id, self.input_topic, owners)
                 for stream, (state, meta) in checkpoints.items():
                     tx.put_checkpoint(self.group_id, stream, state, meta)
                 if offsets:
                     tx.set_partition_offsets(self.group_id, self.input_topic, offsets)
 
-        self._retried(transaction, "writing checkpoints")
+        try:
+            self._retried(transaction, "writing checkpoints")
+        except PartitionsFencedError as exc:  # (their new owner re-reads them)
+            log.warning("%s: checkpoints not written: %s", self.processor.name, exc)
+            return
         self._mark_checkpointed(due)
 
     def _writer_waits(self, what: str, seconds: float) -> None:
@@ -543,6 +638,7 @@ class WorkerLoop:
 
     def _process(self, batch: list[Message], now: float) -> None:
         self._consistent = False
+        batch = self._not_fenced(batch)
         outputs: list[Output] = []
         dead: list[dict[str, Any]] = []
         pending = False  # messages consumed since the last commit
@@ -609,6 +705,13 @@ class WorkerLoop:
                 self._anchor.pop(stream, None)
                 self._last_read.pop(stream, None)
         self._consistent = True
+
+    def _not_fenced(self, batch: list[Message]) -> list[Message]:
+        """``batch`` without the messages of fenced partitions: another member's now (see
+        :meth:`_fenced_off`)."""
+        if not self._fenced:
+            return batch
+        return [msg for msg in batch if msg.partition() not in self._fenced]
 
     def _idle_streams(self) -> list[str]:
         """Streams in memory whose last message was read at least ``idle_checkpoint_s`` before
@@ -679,7 +782,7 @@ class WorkerLoop:
         for (_, p), n in lag.items():
             if n is not None and p in self._partitions:
                 self._partitions[p].observe_lag(now, n)
-        return {p for (_, p), n in lag.items() if n is None or n > 0}
+        return {p for (_, p), n in lag.items() if (n is None or n > 0) and p not in self._fenced}
 
     def _resume_offsets(self, clean: AbstractSet[str] = frozenset()) -> dict[int, int]:
         """Per partition, where to re-read from after a crash once the checkpoints of ``clean``
@@ -734,6 +837,7 @@ class WorkerLoop:
             dead=dead,
             checkpoints=checkpoints,
             offsets=offsets,
+            owners=dict(self._owners),
         )
         with self.health.phase("writing", "handing a transaction to its writer"):
             pending = self._writer.submit(job)
@@ -744,13 +848,18 @@ class WorkerLoop:
 
     def _wait_written(self) -> None:
         """Wait for the transaction in flight (raising its error), then commit its offsets to
-        Kafka and account for it."""
+        Kafka and account for it. One fenced off (see the module docstring) raises
+        :class:`_FencedOffError` once the states are dropped: the batch being worked on is
+        abandoned."""
         job, self._in_flight = self._in_flight, None
         if job is None:
             return
         try:
             with self.health.phase("writing", "waiting for its writer's transaction"):
                 committed = job.done.result()
+        except PartitionsFencedError as exc:
+            self._fenced_off(exc)
+            raise _FencedOffError from exc
         except BaseException:
             # The states are ahead of the store for good: no checkpoint may be written any more
             # (not even by the revocation when the consumer closes); a restart replays.

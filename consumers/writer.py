@@ -32,9 +32,11 @@ Two places to run it, at most one job in flight either way:
 
 The job is pickled (``multiprocessing.connection.Connection``) over a socket pair between the worker
 and its own child only; nothing read from Kafka or the database is ever unpickled. The child
-answers a job with ``("ok", committed_at)`` or ``("error", ...)``, after a ``("retrying", what,
-seconds)`` for every wait before a retry, which the parent reads as it waits for the answer or
-polls for it.
+answers a job with ``("ok", committed_at)``, ``("fenced", (group, topic, partitions))`` (its
+transaction found partitions claimed by another member and stored nothing:
+:class:`~sparsewatch.storage.store.PartitionsFencedError`, raised as such in the parent) or
+``("error", ...)``, after a ``("retrying", what, seconds)`` for every wait before a retry, which
+the parent reads as it waits for the answer or polls for it.
 
 The output, dead-letter and alerts topics may take smaller messages than the producer's
 1,000,000 bytes (their ``max.message.bytes``): the broker refuses a record batch over that limit
@@ -97,7 +99,7 @@ from sparsewatch.consumers.retry import (
 from sparsewatch.storage.engine import is_in_memory_sqlite
 from sparsewatch.storage.retention import StatisticsPolicy, StatisticsRefresh
 from sparsewatch.storage.serialization import arrays_to_npz
-from sparsewatch.storage.store import Store, StoreTx
+from sparsewatch.storage.store import PartitionsFencedError, Store, StoreTx
 from sparsewatch.storage.values import opt_int
 
 from sparsewatch.config import WRITER_MODES
@@ -196,6 +198,9 @@ class WriteJob:
     dead: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, StateAndMeta] = field(default_factory=dict)
     offsets: dict[int, int] = field(default_factory=dict)
+    # The worker's owner token of each partition it writes for (Store.claim_partitions): the
+    # transaction stores nothing once another member has claimed one (PartitionsFencedError).
+    owners: dict[int, str] = field(default_factory=dict)
 
 
 class Pending(Protocol):
@@ -369,6 +374,7 @@ class ResultWriter:
     def _transaction(self, job: WriteJob, blobs: dict[str, tuple[bytes, dict[str, Any]]]) -> None:
         d = self.destination
         with self.store.transaction() as tx:
+            tx.check_owners(d.group_id, d.input_topic, job.owners)  # (first: see there)
             for name, args in job.calls:
                 if name == "insert_alerts":
                     tx.insert_alerts(args[0], publish_to=d.alerts_topic)
@@ -672,6 +678,8 @@ class _ThreadPending:
     def result(self) -> float:
         try:
             return self._future.result()
+        except PartitionsFencedError:
+            raise
         except Exception as exc:  # the same error as from the process writer
             raise WriterError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -688,6 +696,8 @@ class _ProcessPending:
         if self._outcome is None:
             self._outcome = self._writer._receive()
         status, value = self._outcome
+        if status == "fenced":
+            raise PartitionsFencedError(*value)
         if status != "ok":
             message, child_traceback = value
             error = WriterError(message)
@@ -868,11 +878,11 @@ def _failure(exc: Exception) -> tuple[str, str]:
 
 def serve(fd: int) -> None:
     """The writer process (started by :class:`ProcessWriter`): read its settings, then perform
-    jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)`` or
-    ``("error", (message, traceback))``, after a ``("retrying", what, seconds)`` for each wait
-    before a retry of its transaction; after a job's answer, the planner statistics' refresh
-    (:meth:`ResultWriter.refresh_statistics`), while the loop computes the next window. Its log
-    lines' ``thread`` is ``<worker>-writer``."""
+    jobs from the socket ``fd`` until it closes, answering each with ``("ok", committed_at)``,
+    ``("fenced", ...)`` or ``("error", (message, traceback))``, after a ``("retrying", what,
+    seconds)`` for each wait before a retry of its transaction; after a job's answer, the planner
+    statistics' refresh (:meth:`ResultWriter.refresh_statistics`), while the loop computes the
+    next window. Its log lines' ``thread`` is ``<worker>-writer``."""
     # Checkpoints (arrays and their npz, megabytes, growing with the model) go back to the
     # system when done; the per-window result rows (around a megabyte) stay on the heap:
     # mapping them costs page faults on every job.
@@ -908,6 +918,8 @@ def serve(fd: int) -> None:
                 break
             try:
                 answer: tuple[str, Any] = ("ok", writer.write(job))
+            except PartitionsFencedError as exc:  # (not a failure: the loop goes on without them)
+                answer = ("fenced", (exc.group, exc.topic, sorted(exc.partitions)))
             except Exception as exc:  # the parent raises it; nothing of the job was committed
                 answer = ("error", _failure(exc))
             conn.send(answer)

@@ -47,6 +47,7 @@ from sparsewatch.storage.schema import (
     documents,
     metadata,
     partition_offsets,
+    partition_owners,
     snapshots,
     topics,
     windows,
@@ -590,7 +591,10 @@ def stored_groups(engine: sa.Engine) -> list[str]:
 
 def forget_group(engine: sa.Engine, group: str, dry_run: bool = False) -> dict[str, int]:
     """Delete, in one transaction, what the database keeps for consumer group ``group``: its
-    checkpoints (one per stream) and its stored resume offsets; results (windows, documents,
+    checkpoints (one per stream) and its stored resume offsets, counted in the answer, and its
+    partitions' owners (revision 0010: a worker of the group still running is fenced off, storing
+    nothing more until the group assigns it partitions again); results (windows, documents,
     alerts, ...) stay. Returns the rows deleted per table (with ``dry_run``, counted only)."""
     with write_connection(engine) as conn, conn.begin():
+        _apply(conn, partition_owners, partition_owners.c.group_id == group, dry_run)
         return {t.name: _apply(conn, t, t.c.group_id == group, dry_run) for t in _GROUP_STATE}

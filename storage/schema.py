@@ -160,6 +160,21 @@ partition_offsets = sa.Table(
     sa.Column("next_offset", sa.BigInteger, nullable=False),
 )
 
+# Which member of the group owns each partition (revision 0010): a worker claims its partitions
+# when the group assigns them, with a token of its own, and each of its transactions stores
+# nothing unless the tokens of the partitions it writes for are still its own. A member whose
+# partitions the group gave to another (its session expired) is fenced off: it cannot rewind
+# the new owner's checkpoints and resume offsets with its own older ones.
+partition_owners = sa.Table(
+    "partition_owners",
+    metadata,
+    sa.Column("group_id", sa.String(200), primary_key=True),
+    sa.Column("topic", sa.String(249), primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("claimed_at", UTCDateTime(), nullable=False),
+)
+
 _NUMBER = re.compile(r"(?<![\w-])\d+(?!\w)")  # not the 8 of "UTF-8"
 
 

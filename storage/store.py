@@ -39,6 +39,7 @@ be timezone-aware.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ from sparsewatch.storage.schema import (
     dead_letters,
     documents,
     partition_offsets,
+    partition_owners,
     snapshots,
     topics,
     windows,
@@ -153,6 +155,25 @@ def _set_anomaly_columns(insert: Any) -> Any:
         index_elements=["stream", "doc_id"],
         set_={**{c: insert.excluded[c] for c in ("anomaly_score", "anomaly")}, **context},
     )
+
+
+class PartitionsFencedError(SparsewatchError):
+    """Partitions of the group's input topic that another member claimed since this worker
+    claimed them (:meth:`Store.claim_partitions`): the transaction that found it stored nothing."""
+
+    def __init__(self, group: str, topic: str, partitions: Iterable[int]) -> None:
+        self.group = group
+        self.topic = topic
+        self.partitions = frozenset(int(p) for p in partitions)
+        super().__init__(group, topic, sorted(self.partitions))
+
+    def __str__(self) -> str:
+        shown = ", ".join(map(str, sorted(self.partitions)))
+        return (
+            f"partitions {shown} of {self.topic!r} were claimed by another member of group "
+            f"{self.group!r} (this worker's session expired, or the group's state was deleted): "
+            "nothing of this transaction was stored, and their new owner re-reads them"
+        )
 
 
 class StoreTx:
@@ -393,6 +414,26 @@ class StoreTx:
         )
         self._execute(stmt, params)
 
+    def check_owners(self, group: str, topic: str, owners: Mapping[int, str]) -> None:
+        """Lock the owner rows of ``owners``' partitions until the transaction ends and raise
+        :class:`PartitionsFencedError` unless each still holds its token of ``owners``
+        (:meth:`Store.claim_partitions`). Called first in a worker's transaction: a claim by
+        another member then waits for its commit (PostgreSQL: ``FOR UPDATE``; SQLite: the write
+        lock taken at ``BEGIN IMMEDIATE``), so that the new owner reads what it stored."""
+        if not owners:
+            return
+        o = partition_owners.c
+        stmt = (
+            sa.select(o.partition, o.owner)
+            .where((o.group_id == group) & (o.topic == topic) & o.partition.in_(list(owners)))
+            .order_by(o.partition)
+            .with_for_update()
+        )
+        held = {int(p): owner for p, owner in self.connection.execute(stmt)}
+        fenced = {p for p, token in owners.items() if held.get(int(p)) != token}
+        if fenced:
+            raise PartitionsFencedError(group, topic, fenced)
+
     def insert_dead_letters(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Record poison messages; a message already recorded is left as it is."""
         now = _now()
@@ -574,6 +615,32 @@ class Store:
                 created_at=r["created_at"],
             )
         return found
+
+    def claim_partitions(self, group: str, topic: str, partitions: Iterable[int]) -> dict[int, str]:
+        """Make this caller the owner of ``topic``'s ``partitions`` in ``group``, in a
+        transaction of its own, and return its token for each: a transaction carrying the tokens
+        (:meth:`StoreTx.check_owners`) stores nothing once another member has claimed one of
+        them since. A worker claims the partitions the group assigns it before it reads their
+        resume offsets (revision 0010). Tokens are random, never a counter: one taken before
+        ``db forget-group`` deleted the rows is never given again."""
+        claimed = {int(p): secrets.token_hex(16) for p in sorted(set(partitions))}
+        if not claimed:
+            return claimed
+        now = _now()
+        params = [
+            {"group_id": group, "topic": topic, "partition": p, "owner": token, "claimed_at": now}
+            for p, token in claimed.items()
+        ]
+        # (not through :meth:`transaction`, the results' transactions: nothing else goes in it)
+        with write_connection(self.engine) as conn, conn.begin():
+            tx = StoreTx(conn)
+            stmt = tx._insert(partition_owners)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["group_id", "topic", "partition"],
+                set_={"owner": stmt.excluded.owner, "claimed_at": stmt.excluded.claimed_at},
+            )
+            tx.connection.execute(stmt, params)
+        return claimed
 
     def partition_offsets(self, group: str, topic: str) -> dict[int, int]:
         """The resume offset of each partition of ``topic`` stored for ``group``."""
