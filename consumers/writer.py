@@ -389,7 +389,7 @@ class ResultWriter:
 
     def _publish(self, job: WriteJob) -> None:
         d = self.destination
-        for row in job.dead:
+        for row in self._unsent_dead_letters(job.dead):
             dlq_key, payload, headers = dead_letter_message(
                 row["topic"], row["partition"], row["offset"], row["reason"], row["payload"]
             )
@@ -400,6 +400,21 @@ class ResultWriter:
                 for key, value in batch:
                     self._produce(d.output_topic, key.encode(), value)
         self._deliver()
+
+    def _unsent_dead_letters(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` less the dead letters the table holds already: a row is stored only after
+        its copy reached the dead-letter topic (:meth:`write`), so a message refused again when
+        it is read again (after a restart or a rebalance, from a resume offset held back by an
+        open window) is not sent twice. (A crash between the sending and the commit still sends
+        it again: the topic is at-least-once, the table exact.)"""
+        if not rows:
+            return rows
+        keys = [(str(r["topic"]), int(r["partition"]), int(r["offset"])) for r in rows]
+        what = "reading the dead letters stored"
+        stored = with_backoff(
+            lambda: self.store.stored_dead_letters(keys), what, stop=self._reported(what)
+        )
+        return [row for row, key in zip(rows, keys, strict=True) if key not in stored]
 
     def _deliver(self) -> None:
         """Wait for the delivery of the messages produced (:meth:`_flush`); raise

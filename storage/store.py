@@ -616,6 +616,22 @@ class Store:
             )
         return found
 
+    def stored_dead_letters(
+        self, keys: Sequence[tuple[str, int, int]]
+    ) -> set[tuple[str, int, int]]:
+        """Which of the messages ``keys`` (topic, partition, offset) the ``dead_letters`` table
+        holds."""
+        d = dead_letters.c
+        found: set[tuple[str, int, int]] = set()
+        unique = sorted(set(keys))
+        with self.reading() as conn:
+            for lo in range(0, len(unique), 500):  # (well below SQLite's bound parameters)
+                chunk = unique[lo : lo + 500]
+                where = sa.tuple_(d.topic, d.partition, d.offset).in_(chunk)
+                rows = conn.execute(sa.select(d.topic, d.partition, d.offset).where(where))
+                found.update((str(t), int(p), int(o)) for t, p, o in rows)
+        return found
+
     def claim_partitions(self, group: str, topic: str, partitions: Iterable[int]) -> dict[int, str]:
         """Make this caller the owner of ``topic``'s ``partitions`` in ``group``, in a
         transaction of its own, and return its token for each: a transaction carrying the tokens
