@@ -241,7 +241,7 @@ def run_ingest(
             mapper = partial(to_message, limit=limits.message_limit(route.docs_topic))
             try:
                 outcome = _transfer(
-                    batch, route, mapper, producer, consumer, record_dead_letters, limits
+                    batch, route, mapper, producer, consumer, record_dead_letters, limits, stop
                 )
             except _TakeOverError as exc:
                 replacement = _taking_over(exc, route, tid, stop, limits)
@@ -251,6 +251,13 @@ def run_ingest(
                 producer = replacement  # (it fenced the old one, aborting its transaction)
                 consumer.rewind_to_committed()
                 outcome = None
+            except _StoppedInTransactionError as exc:
+                log.warning(
+                    "%s; stopped: the transaction is left open, for the next start's producer "
+                    "to abort, and the batch is read again then",
+                    exc,
+                )
+                break
             except _TooLargeError as exc:  # (aborted, and sent back to the committed offsets)
                 fitted, fresh = _refitted(exc, route, tid, stop, producer, limits, replaced)
                 if fitted is None:  # stopped while the broker was down
@@ -488,6 +495,7 @@ def _transfer(
     consumer: BatchConsumer,
     record_dead_letters: DeadLetterSink | None,
     limits: TopicLimits,
+    stop: StopFlag,
 ) -> tuple[int, dict[str, int]] | None:
     """One batch in one transaction: the documents forwarded and the dead letters (cut to fit
     ``limits``) per reason it committed. On an abortable error the transaction is aborted
@@ -533,9 +541,9 @@ def _transfer(
         for key, value in documents:
             produce(producer, route.docs_topic, key, value)
         _send_offsets(
-            producer, consumer.positions_for(next_offsets(batch)), consumer.group_metadata()
+            producer, consumer.positions_for(next_offsets(batch)), consumer.group_metadata(), stop
         )
-        _commit(producer)
+        _commit(producer, stop)
     except KafkaException as exc:
         error: KafkaError = exc.args[0]
         if error.fatal():
@@ -577,6 +585,12 @@ _REFUSALS = frozenset(
         KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 )
+
+
+class _StoppedInTransactionError(Exception):
+    """A stop was requested while ending a transaction waited for the broker (down): the
+    transaction is left open; the next start's producer aborts it (``init_transactions``), and
+    the batch is read again then."""
 
 
 class _TakeOverError(Exception):
@@ -659,12 +673,15 @@ def _replacement_producer(
     return _transactional_producer(bootstrap, tid, stop, None, settings)
 
 
-def _send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any) -> None:
-    """``send_offsets_to_transaction``, retried while the client calls its error retriable;
-    a :class:`_HungClientError` when a call has not returned ``_HUNG_AFTER_S`` after its own
-    timeout. librdkafka (2.16 and before: issues 5456 and 5511) can wait for ever for a group
-    coordinator it cached as down when a broker restarts, ignoring the call's timeout; the
-    call therefore runs on a thread of its own, left behind if it hangs."""
+def _send_offsets(
+    producer: Producer, offsets: list[TopicPartition], group: Any, stop: StopFlag
+) -> None:
+    """``send_offsets_to_transaction``, retried while the client calls its error retriable
+    (:class:`_StoppedInTransactionError` once ``stop`` is set); a :class:`_HungClientError` when
+    a call has not returned ``_HUNG_AFTER_S`` after its own timeout. librdkafka (2.16 and
+    before: issues 5456 and 5511) can wait for ever for a group coordinator it cached as down
+    when a broker restarts, ignoring the call's timeout; the call therefore runs on a thread of
+    its own, left behind if it hangs."""
     while True:
         exc = _on_a_thread(
             lambda: producer.send_offsets_to_transaction(offsets, group, _TXN_TIMEOUT_S),
@@ -675,6 +692,10 @@ def _send_offsets(producer: Producer, offsets: list[TopicPartition], group: Any)
         error: KafkaError = exc.args[0]
         if not error.retriable() or error.txn_requires_abort():
             raise exc
+        if stop.is_set():
+            raise _StoppedInTransactionError(
+                f"committing offsets to the transaction: {error.str()}"
+            ) from None
         log.warning("committing offsets to the transaction: %s; retrying", error.str())
 
 
@@ -721,8 +742,9 @@ def _abort(producer: Producer) -> None:
         raise
 
 
-def _commit(producer: Producer) -> None:
-    """Commit the open transaction, retrying what the client calls retriable."""
+def _commit(producer: Producer, stop: StopFlag) -> None:
+    """Commit the open transaction, retrying what the client calls retriable (the broker down:
+    until it is back) until ``stop`` is set (:class:`_StoppedInTransactionError`)."""
     while True:
         try:
             producer.commit_transaction(_TXN_TIMEOUT_S)
@@ -730,4 +752,8 @@ def _commit(producer: Producer) -> None:
         except KafkaException as exc:
             if not exc.args[0].retriable():
                 raise
+            if stop.is_set():
+                raise _StoppedInTransactionError(
+                    f"committing the transaction: {exc.args[0].str()}"
+                ) from None
             log.warning("committing the transaction: %s; retrying", exc.args[0].str())

@@ -132,6 +132,23 @@ class _RoleMetrics:
 
     worker: str
 
+    def __init__(self) -> None:
+        # The last known lag of each partition owned (see set_lag).
+        self._lag: dict[tuple[str, int], int] = {}
+
+    def set_lag(self, lag: dict[tuple[str, int], int | None]) -> None:
+        """Total lag over the partitions owned (``lag``'s keys). A partition whose lag is
+        unknown now (``None``: not fetched from yet, the consumer's keep-alive polling while a
+        long window is computed, the broker not answering) counts with its last known lag: the
+        gauge read 0 after every batch of a backlog of long windows, when the worker was
+        furthest behind, and the bridge's fell by a partition's lag whenever it was unknown."""
+        self._lag = {
+            tp: n if n is not None else self._lag[tp]
+            for tp, n in lag.items()
+            if n is not None or tp in self._lag
+        }
+        LAG.labels(self.worker).set(sum(self._lag.values()))
+
     def skipped(self, topic: str, partition: int, n: int) -> None:
         """Count input messages the broker no longer held when they were to be read (the
         ``on_reset`` of :class:`~sparsewatch.consumers.kafka_client.BatchConsumer`)."""
@@ -176,9 +193,8 @@ class WorkerMetrics(_RoleMetrics):
     documents counted are remembered by their natural key, the one the store writes them under."""
 
     def __init__(self, worker: str) -> None:
+        super().__init__()
         self.worker = worker
-        # The last known lag of each partition owned (see set_lag).
-        self._lag: dict[tuple[str, int], int] = {}
         self._windows = _Counted(REMEMBERED_COUNTED)
         self._late = _Counted(REMEMBERED_COUNTED)
         # Every series exists, at 0, from the start: a series born at its first increment hides
@@ -210,18 +226,6 @@ class WorkerMetrics(_RoleMetrics):
         if n_dead:
             DEAD_LETTERS.labels(self.worker).inc(n_dead)
 
-    def set_lag(self, lag: dict[tuple[str, int], int | None]) -> None:
-        """Total lag over the partitions this worker owns (``lag``'s keys). A partition whose lag
-        is unknown now (``None``: not fetched from yet, or the consumer's keep-alive polling
-        while a long window is computed) counts with its last known lag: the gauge read 0
-        after every batch of a backlog of long windows, when the worker was furthest behind."""
-        self._lag = {
-            tp: n if n is not None else self._lag[tp]
-            for tp, n in lag.items()
-            if n is not None or tp in self._lag
-        }
-        LAG.labels(self.worker).set(sum(self._lag.values()))
-
 
 class IngestMetrics(_RoleMetrics):
     """The metrics of the ingest bridge; its consumer lag and dead letters are the workers'
@@ -230,6 +234,7 @@ class IngestMetrics(_RoleMetrics):
     worker = "ingest"
 
     def __init__(self) -> None:
+        super().__init__()
         for outcome in ("forwarded", "dead_lettered"):
             INGEST_RECORDS.labels(outcome)
         for result in ("committed", "aborted"):
@@ -247,10 +252,6 @@ class IngestMetrics(_RoleMetrics):
 
     def aborted(self) -> None:
         INGEST_TRANSACTIONS.labels("aborted").inc()
-
-    def set_lag(self, lag: dict[tuple[str, int], int | None]) -> None:
-        """Total lag over the source partitions the bridge owns (unknown ones left out)."""
-        LAG.labels(self.worker).set(sum(n for n in lag.values() if n is not None))
 
 
 class _QuietHandler(WSGIRequestHandler):

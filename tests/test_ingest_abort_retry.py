@@ -91,6 +91,47 @@ def _broker_hung_mid_transaction(
         LocalKafka(tmp_path / "broker", port=port).down()
 
 
+@contextmanager
+def _broker_hung_at_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[IngestRoute, Callable[[], None]]]:
+    """As :func:`_broker_hung_mid_transaction`, but the broker hangs as the bridge's first
+    transaction commits, every message of it delivered: only its end (EndTxn) waits, and the
+    client calls a commit that times out retriable, for as long as the broker does not answer."""
+    broker = LocalKafka(tmp_path / "broker", port=0)
+    port = int(broker.up().rsplit(":", 1)[1])
+    hung = [False]
+
+    class HangsTheBroker(Producer):
+        def commit_transaction(self, *args: Any) -> None:
+            if not hung[0]:
+                hung[0] = True
+                assert self.flush(10) == 0
+                os.kill(broker.status().pid, signal.SIGSTOP)
+            super().commit_transaction(*args)
+
+    def make(bootstrap: str, **overrides: Any) -> Producer:
+        return HangsTheBroker(producer_config(bootstrap, **overrides))
+
+    def restart() -> None:
+        broker.kill()
+        deadline = time.monotonic() + 30
+        while _listening(port):
+            assert time.monotonic() < deadline, f"port {port} still listened on"
+            time.sleep(0.1)
+        LocalKafka(tmp_path / "broker", port=port).up()
+
+    monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(ingest, "make_producer", make)
+    try:
+        route = make_route(f"127.0.0.1:{port}", f"commit-{time.monotonic_ns()}")
+        prepare(route, source_partitions=1)
+        yield route, restart
+    finally:
+        broker.kill()
+        LocalKafka(tmp_path / "broker", port=port).down()
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -175,5 +216,44 @@ def test_a_stop_while_an_abort_waits_for_the_broker_ends_the_bridge_cleanly(
         restart()
         with bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
             _wait_committed(route, thread, out)
+        assert "error" not in out, out
+        assert_exactly_once(route, store, good, bad)
+
+
+def test_a_stop_while_a_commit_waits_for_the_broker_ends_the_bridge(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    store: Store,
+) -> None:
+    """The broker hangs as a transaction commits (its messages all delivered): the commit is
+    retried while the broker does not answer, and a stop requested meanwhile ends the bridge at
+    the next attempt, the transaction left open; once the broker is back, a bridge started again
+    aborts it and delivers every record exactly once. (Before, the commit was retried until the
+    broker came back, whatever the stop: a SIGTERM during an outage did not end the bridge.)"""
+    records, good, bad = tweets_with_bad(2_000)
+    with _broker_hung_at_commit(tmp_path, monkeypatch) as (route, restart):
+        produce(route.bootstrap, route.source_topics[0], records)
+        with (
+            caplog.at_level(logging.WARNING, logger="sparsewatch.consumers.ingest"),
+            bridge_in_a_thread(route, store, batch_size=500) as (stop, thread, out),
+        ):
+            deadline = time.monotonic() + 60
+            while "committing the transaction" not in caplog.text:
+                assert thread.is_alive() and time.monotonic() < deadline, out
+                time.sleep(0.1)
+            stop.request()
+            thread.join(30)
+            assert not thread.is_alive(), "the stop did not end the commit's retries"
+        assert "error" not in out, out
+        assert "the transaction is left open" in caplog.text
+        restart()
+        with bridge_in_a_thread(route, store, batch_size=500) as (_, thread, out):
+            deadline = time.monotonic() + 240
+            while committed_or_none(route.bootstrap, route.group_id, route.source_topics[0]) != len(
+                records
+            ):
+                assert thread.is_alive() and time.monotonic() < deadline, out
+                time.sleep(0.2)
         assert "error" not in out, out
         assert_exactly_once(route, store, good, bad)

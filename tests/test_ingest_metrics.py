@@ -49,6 +49,7 @@ class _LagLog(IngestMetrics):
     """The bridge's metrics, also remembering every lag it reported."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.lags: list[int] = []
 
     def set_lag(self, lag: dict[tuple[str, int], int | None]) -> None:

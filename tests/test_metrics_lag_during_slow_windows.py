@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparsewatch.consumers.metrics import WorkerMetrics
+from sparsewatch.consumers.metrics import IngestMetrics, WorkerMetrics
 from sparsewatch.consumers.processor import Output
 
 from tests.support.worker_stubs import (
@@ -74,3 +74,14 @@ def test_an_unknown_lag_keeps_the_last_known_one() -> None:
     assert consumer_lag(metrics.worker) == 125
     metrics.set_lag({("t", 1): 0})  # partition 0 revoked
     assert consumer_lag(metrics.worker) == 0
+
+
+def test_the_ingest_bridge_keeps_an_unknown_lag_at_its_last_known_value() -> None:
+    """The bridge's gauge (``worker="ingest"``) left a partition of unknown lag out: it fell by
+    that partition's lag whenever its lag was unknown (the broker not answering)."""
+    metrics = IngestMetrics()
+    metrics.set_lag({("src", 0): 40, ("src", 1): 7})
+    metrics.set_lag({("src", 0): None, ("src", 1): 2})
+    assert consumer_lag("ingest") == 42
+    metrics.set_lag({("src", 1): 1})  # partition 0 revoked
+    assert consumer_lag("ingest") == 1
