@@ -406,14 +406,16 @@ class ResultWriter:
         its copy reached the dead-letter topic (:meth:`write`), so a message refused again when
         it is read again (after a restart or a rebalance, from a resume offset held back by an
         open window) is not sent twice. (A crash between the sending and the commit still sends
-        it again: the topic is at-least-once, the table exact.)"""
+        it again: the topic is at-least-once, the table exact.) The database not answering, all
+        are sent: the transaction after them waits out the outage (and a stop) as before."""
         if not rows:
             return rows
         keys = [(str(r["topic"]), int(r["partition"]), int(r["offset"])) for r in rows]
-        what = "reading the dead letters stored"
-        stored = with_backoff(
-            lambda: self.store.stored_dead_letters(keys), what, stop=self._reported(what)
-        )
+        try:
+            stored = self.store.stored_dead_letters(keys)
+        except TRANSIENT_DB_ERRORS as exc:
+            log.info("dead letters sent without asking which are stored: %s", first_line(exc))
+            return rows
         return [row for row, key in zip(rows, keys, strict=True) if key not in stored]
 
     def _deliver(self) -> None:
