@@ -67,16 +67,6 @@ def _broker_hung_mid_transaction(
         overrides["transaction.timeout.ms"] = 5_000
         return HangsTheBroker(producer_config(bootstrap, **overrides))
 
-    def restart() -> None:
-        broker.kill()
-        # (kill() may return while the stopped JVM still holds its listening socket: a restart
-        # on the port then failed now and then with "already in use")
-        deadline = time.monotonic() + 30
-        while _listening(port):
-            assert time.monotonic() < deadline, f"port {port} still listened on"
-            time.sleep(0.1)
-        LocalKafka(tmp_path / "broker", port=port).up()
-
     monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 2.0)
     # (a call to the hung broker waits for its 5 s request timeout, past the 2 s call timeout:
     # not taken for the client's hang, which a new producer would take over as well)
@@ -85,7 +75,7 @@ def _broker_hung_mid_transaction(
     try:
         route = make_route(f"127.0.0.1:{port}", f"abort-{time.monotonic_ns()}")
         prepare(route, source_partitions=1)
-        yield route, restart
+        yield route, lambda: _restart(tmp_path / "broker", port)
     finally:
         broker.kill()  # (SIGKILL: also when it is stopped)
         LocalKafka(tmp_path / "broker", port=port).down()
@@ -113,23 +103,28 @@ def _broker_hung_at_commit(
     def make(bootstrap: str, **overrides: Any) -> Producer:
         return HangsTheBroker(producer_config(bootstrap, **overrides))
 
-    def restart() -> None:
-        broker.kill()
-        deadline = time.monotonic() + 30
-        while _listening(port):
-            assert time.monotonic() < deadline, f"port {port} still listened on"
-            time.sleep(0.1)
-        LocalKafka(tmp_path / "broker", port=port).up()
-
     monkeypatch.setattr(ingest, "_TXN_TIMEOUT_S", 2.0)
     monkeypatch.setattr(ingest, "make_producer", make)
     try:
         route = make_route(f"127.0.0.1:{port}", f"commit-{time.monotonic_ns()}")
         prepare(route, source_partitions=1)
-        yield route, restart
+        yield route, lambda: _restart(tmp_path / "broker", port)
     finally:
         broker.kill()
         LocalKafka(tmp_path / "broker", port=port).down()
+
+
+def _restart(folder: Path, port: int) -> None:
+    """The broker of ``folder`` killed (SIGKILL: also when it is stopped) and started again on
+    ``port``."""
+    LocalKafka(folder, port=port).kill()
+    # (kill() may return while the stopped JVM still holds its listening socket: a restart on
+    # the port then failed now and then with "already in use")
+    deadline = time.monotonic() + 30
+    while _listening(port):
+        assert time.monotonic() < deadline, f"port {port} still listened on"
+        time.sleep(0.1)
+    LocalKafka(folder, port=port).up()
 
 
 def _listening(port: int) -> bool:

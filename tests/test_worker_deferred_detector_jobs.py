@@ -341,11 +341,11 @@ def _run_to_end(data: WorkerInput, url: str, group: str):
         store.dispose()
 
 
-def test_a_stop_while_deferred_windows_wait_commits_them_or_nothing(kafka_bootstrap, databases):
-    """The real loop over a backlog on the broker (every stream ends with a marker, so that
-    no window closes by the wall clock), transactions slower than windows: stopped after its
-    first transactions, while windows wait for the one in flight, it ends cleanly, and a
-    restart completes the input with the database of an uninterrupted run."""
+def produced_with_reference(
+    kafka_bootstrap: str, databases: _Databases
+) -> tuple[WorkerInput, dict[str, list[tuple[Any, ...]]]]:
+    """The input (every stream ending with a marker, so that no window closes by the wall clock)
+    produced to its topic of two partitions, and what an uninterrupted run over it stores."""
     data = _input(kafka_bootstrap, markers=True)
     ensure_topics(kafka_bootstrap, {data.topic: 2})
     producer = make_producer(kafka_bootstrap)
@@ -354,7 +354,15 @@ def test_a_stop_while_deferred_windows_wait_commits_them_or_nothing(kafka_bootst
     assert producer.flush(30) == 0
     expected = _run_to_end(data, databases.fresh(), f"{data.config.kafka.group_id}-reference")
     assert len(expected["windows"]) == STREAMS * WINDOWS
+    return data, expected
 
+
+def test_a_stop_while_deferred_windows_wait_commits_them_or_nothing(kafka_bootstrap, databases):
+    """The real loop over a backlog on the broker (every stream ends with a marker, so that
+    no window closes by the wall clock), transactions slower than windows: stopped after its
+    first transactions, while windows wait for the one in flight, it ends cleanly, and a
+    restart completes the input with the database of an uninterrupted run."""
+    data, expected = produced_with_reference(kafka_bootstrap, databases)
     url = databases.fresh()
     store = _SlowStore.open(url)
     assert isinstance(store, _SlowStore)

@@ -19,8 +19,6 @@ import time
 from typing import Any
 
 import pytest
-from sparsewatch.consumers.kafka_admin import ensure_topics
-from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.writer import Destination, WriteJob, make_writer
 from sparsewatch.storage.store import PartitionsFencedError, Store
 from sqlalchemy import text
@@ -29,13 +27,11 @@ from sparsewatch.runner import build_worker
 from tests.support.gated_writer import CountingStore, feed, finish, open_counting
 from tests.test_worker_deferred_detector_jobs import (
     BATCH,
-    STREAMS,
-    WINDOWS,
     _contents,
-    _input,
     _run_to_end,
     _SlowStore,
     databases,  # noqa: F401  (a fixture)
+    produced_with_reference,
     reference,  # noqa: F401  (a fixture)
 )
 
@@ -214,15 +210,7 @@ def test_a_running_worker_fenced_off_one_partition_rereads_the_other(
     nothing more of partition 1, re-reads partition 0 from the stored offsets and completes it;
     a worker started afterwards completes the input: the database of an uninterrupted run."""
     caplog.set_level(logging.ERROR, logger="sparsewatch.consumers.worker")
-    data = _input(kafka_bootstrap, markers=True)
-    ensure_topics(kafka_bootstrap, {data.topic: 2})
-    producer = make_producer(kafka_bootstrap)
-    for m in data.messages:
-        producer.produce(data.topic, value=m.value(), partition=m.partition())
-    assert producer.flush(30) == 0
-    expected = _run_to_end(data, databases.fresh(), f"{data.config.kafka.group_id}-reference")
-    assert len(expected["windows"]) == STREAMS * WINDOWS
-
+    data, expected = produced_with_reference(kafka_bootstrap, databases)
     url = databases.fresh()
     store = _SlowStore.open(url)
     assert isinstance(store, _SlowStore)
