@@ -907,12 +907,17 @@ class BatchConsumer:
         retained message where none is committed): what was read since is read again."""
         self.rewind({})
 
-    def rewind(self, positions: TopicOffsets) -> None:
-        """Send every owned partition back to its offset in ``positions`` (where a worker's
-        store says it stopped), else to the group's committed offset, else to the earliest
-        retained message, as an assignment starts: what was read since is read again (the
-        client drops what it had fetched beyond)."""
+    def rewind(
+        self, positions: TopicOffsets, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> None:
+        """Send every owned partition (of ``partitions``, if given) back to its offset in
+        ``positions`` (where a worker's store says it stopped), else to the group's committed
+        offset, else to the earliest retained message, as an assignment starts: what was read
+        since is read again (the client drops what it had fetched beyond)."""
         assigned = self._consumer.assignment()
+        if partitions is not None:
+            wanted = set(partitions)
+            assigned = [tp for tp in assigned if (tp.topic, tp.partition) in wanted]
         missing = [tp for tp in assigned if (tp.topic, tp.partition) not in positions]
         committed = self._consumer.committed(missing, timeout=30) if missing else []
         starts = dict(positions)

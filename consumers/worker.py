@@ -79,7 +79,11 @@ resume offsets), and each of its transactions stores nothing once another member
 of its partitions since (:class:`~sparsewatch.storage.store.PartitionsFencedError`). Fenced off,
 the loop drops every stream's state (all of them were ahead of the store by that transaction),
 leaves the claimed partitions' messages to their owner until the group takes them away or
-assigns them again, and re-reads its other partitions from the stored resume offsets.
+assigns them again, and re-reads its other partitions from the stored resume offsets. A fenced
+partition the group still gives this member after ``fenced_grace_s`` (the group's state deleted
+under a running worker, or a claim of a member expelled meanwhile that landed after its new
+owner's) stops the worker (:class:`PartitionsStillFencedError`): its messages would otherwise be
+skipped for ever; started again, it claims what the group assigns it.
 """
 
 from __future__ import annotations
@@ -169,6 +173,16 @@ class _Partition:
             while self.highs and self.highs[-1][1] >= high:
                 self.highs.pop()  # it held no more at ``now``: the later time says more
             self.highs.append((now, high))
+
+
+FENCED_GRACE_S = 60.0
+"""How long a fenced partition may stay assigned to the worker (the group should take it away
+within its session timeout, 10 s) before the worker stops (:class:`PartitionsStillFencedError`)."""
+
+
+class PartitionsStillFencedError(SparsewatchError):
+    """Partitions claimed by another member stayed assigned to this worker for
+    ``fenced_grace_s``: the worker stops rather than skip their messages for ever."""
 
 
 class _FencedOffError(Exception):
@@ -297,6 +311,8 @@ class WorkerLoop:
         # re-read from the stored resume offsets (a transaction was fenced off).
         self._owners: dict[int, str] = {}
         self._fenced: set[int] = set()
+        self._fenced_since = 0.0  # (monotonic) when the first of them was fenced off
+        self.fenced_grace_s = FENCED_GRACE_S
         self._rewind_due = False
 
     @property
@@ -366,10 +382,11 @@ class WorkerLoop:
                 # A writer process killed while no job was in flight stops the worker now, not
                 # when the next window's transaction finds it gone (a whole window later).
                 self._writer.raise_if_gone()
-                self._rewind_if_fenced()
                 batch = self._consumer.poll_batch(self.poll_batch, timeout=self.poll_timeout_s)
-                if self._rewind_if_fenced():  # (fenced off in a rebalance callback of the poll)
+                if self._rewind_due:  # (read beyond the store: read again once rewound)
                     batch = []
+                    self._rewind_if_fenced()
+                self._stop_if_still_fenced()
                 now = time.monotonic()
                 self.health.beat(readiness.why_not(now))
                 if batch:  # the lag while it is worked on (an empty poll sets it below)
@@ -383,14 +400,8 @@ class WorkerLoop:
                     quiet_since = now
                 # (a day's window, or a database outage waited out, may outlast the broker's
                 # max.poll.interval.ms: the consumer keeps this member in its group meanwhile)
-                with (
-                    contextlib.suppress(_FencedOffError),  # (re-read at the next iteration)
-                    self.health.phase("computing", _COMPUTING),
-                    self._consumer.keepalive(),
-                ):
-                    self._process(batch, now)
-                    if self._in_flight is not None and self._in_flight.done.ready():
-                        self._wait_written()  # account for it now, not at the next transaction
+                with self.health.phase("computing", _COMPUTING), self._consumer.keepalive():
+                    self._work_on(batch, now)
                 if busy and not batch:  # the input went quiet: give freed heap memory back
                     release_free_heap()
                 busy = bool(batch)
@@ -407,6 +418,15 @@ class WorkerLoop:
             # the clients close; its own error, if any, is not the one being raised.
             self._writer.close()
             self._consumer.close()
+
+    def _work_on(self, batch: list[Message], now: float) -> None:
+        """Process ``batch``, and account for the transaction in flight if it is done; a
+        fenced transaction abandons the batch (re-read at the next iteration), inside the
+        consumer's keep-alive, which then raises what its own polls' callbacks raised."""
+        with contextlib.suppress(_FencedOffError):
+            self._process(batch, now)
+            if self._in_flight is not None and self._in_flight.done.ready():
+                self._wait_written()  # account for it now, not at the next transaction
 
     # -- rebalancing -----------------------------------------------------------------------------
     def _on_assign(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -485,25 +505,52 @@ class WorkerLoop:
         self._partitions.update((p, _Partition()) for p in kept)
         for p in exc.partitions:
             self._owners.pop(p, None)
+        if not self._fenced:
+            self._fenced_since = time.monotonic()
         self._fenced |= exc.partitions
         self._submitted_offsets = None
         self._consistent = True  # (nothing in memory is ahead of the store any more)
         self._rewind_due = True
 
-    def _rewind_if_fenced(self) -> bool:
-        """After :meth:`_fenced_off`: send the partitions still owned back to their stored
-        resume offsets (what was read since is read again); whether it did."""
-        if not self._rewind_due or self._consumer is None:
-            return False
-        self._rewind_due = False
+    def _rewind_if_fenced(self) -> None:
+        """After :meth:`_fenced_off`: send the partitions still owned (not the fenced ones)
+        back to their stored resume offsets (what was read since is read again). The broker not
+        answering (a partition without a stored offset starts at the group's committed one), it
+        is tried again after the next poll, whose messages are left unread meanwhile."""
+        assert self._consumer is not None, "rewound only inside run()"
         stored = self._retried(
             lambda: self.store.partition_offsets(self.group_id, self.input_topic),
             "reading resume offsets",
         )
-        self._consumer.rewind(
-            {(self.input_topic, p): o for p, o in stored.items() if p in self._owners}
+        kept = [(self.input_topic, p) for p in self._owners]
+        try:
+            self._consumer.rewind(
+                {(self.input_topic, p): o for p, o in stored.items() if p in self._owners}, kept
+            )
+        except KafkaException as exc:
+            log.warning(
+                "%s: re-reading its partitions failed, tried again: %s", self.processor.name, exc
+            )
+            return
+        self._rewind_due = False
+
+    def _stop_if_still_fenced(self) -> None:
+        """Raise :class:`PartitionsStillFencedError` when a fenced partition is still assigned
+        to this worker ``fenced_grace_s`` after it was fenced off (see the module docstring)."""
+        if not self._fenced or time.monotonic() - self._fenced_since < self.fenced_grace_s:
+            return
+        assert self._consumer is not None, "fenced only inside run()"
+        still = sorted(p for t, p in self._consumer.assignment() if p in self._fenced)
+        if not still:
+            return
+        raise PartitionsStillFencedError(
+            f"{self.processor.name}: partitions {', '.join(map(str, still))} of "
+            f"{self.input_topic!r} are claimed in the database by another member of group "
+            f"{self.group_id!r}, while the group has assigned them to this worker for "
+            f"{self.fenced_grace_s:g} s since (was the group's state deleted under a running "
+            "worker, with 'db forget-group'?): the worker stops rather than skip their messages; "
+            "started again, it claims the partitions the group assigns it"
         )
-        return True
 
     def _input_source(self) -> dict[str, str]:
         """The input topic's name and id, which every checkpoint records. Refuses to start
@@ -782,7 +829,8 @@ class WorkerLoop:
         for (_, p), n in lag.items():
             if n is not None and p in self._partitions:
                 self._partitions[p].observe_lag(now, n)
-        return {p for (_, p), n in lag.items() if (n is None or n > 0) and p not in self._fenced}
+        # (a fenced partition is never drained: see _stop_if_still_fenced)
+        return {p for (_, p), n in lag.items() if n is None or n > 0} | self._fenced
 
     def _resume_offsets(self, clean: AbstractSet[str] = frozenset()) -> dict[int, int]:
         """Per partition, where to re-read from after a crash once the checkpoints of ``clean``

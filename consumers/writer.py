@@ -402,15 +402,20 @@ class ResultWriter:
         self._deliver()
 
     def _unsent_dead_letters(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``rows`` less the dead letters the table holds already: a row is stored only after
-        its copy reached the dead-letter topic (:meth:`write`), so a message refused again when
-        it is read again (after a restart or a rebalance, from a resume offset held back by an
-        open window) is not sent twice. (A crash between the sending and the commit still sends
-        it again: the topic is at-least-once, the table exact.) The database not answering, all
-        are sent: the transaction after them waits out the outage (and a stop) as before."""
+        """``rows`` less the dead letters the table holds already (the same message: its
+        coordinates and bytes; a topic deleted and created again reuses coordinates): a row is
+        stored only after its copy reached the dead-letter topic (:meth:`write`), so a message
+        refused again when it is read again (after a restart or a rebalance, from a resume
+        offset held back by an open window) is not sent twice. (A transaction that fails after
+        the sending sends them again: the topic is at-least-once, the table exact.) The
+        database not answering, all are sent: the transaction after them waits out the outage
+        (and a stop) as before."""
         if not rows:
             return rows
-        keys = [(str(r["topic"]), int(r["partition"]), int(r["offset"])) for r in rows]
+        keys = [
+            (str(r["topic"]), int(r["partition"]), int(r["offset"]), bytes(r["payload"]))
+            for r in rows
+        ]
         try:
             stored = self.store.stored_dead_letters(keys)
         except TRANSIENT_DB_ERRORS as exc:
@@ -850,7 +855,7 @@ class ProcessWriter:
         pending, self._pending = self._pending, None
         if pending is not None:
             # Its error was already raised to the loop, or the loop is unwinding from another.
-            with contextlib.suppress(WriterError):
+            with contextlib.suppress(WriterError, PartitionsFencedError):
                 pending.result()
         with contextlib.suppress(OSError):
             self._conn.send(None)

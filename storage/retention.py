@@ -583,8 +583,9 @@ _GROUP_STATE = (checkpoints, partition_offsets)
 
 
 def stored_groups(engine: sa.Engine) -> list[str]:
-    """The consumer groups the database keeps a checkpoint or a resume offset for."""
-    query = sa.union(*(sa.select(t.c.group_id) for t in _GROUP_STATE))
+    """The consumer groups the database keeps a checkpoint, a resume offset or a partition's
+    owner for."""
+    query = sa.union(*(sa.select(t.c.group_id) for t in (*_GROUP_STATE, partition_owners)))
     with engine.connect() as conn:
         return sorted(conn.execute(query).scalars())
 
@@ -592,9 +593,10 @@ def stored_groups(engine: sa.Engine) -> list[str]:
 def forget_group(engine: sa.Engine, group: str, dry_run: bool = False) -> dict[str, int]:
     """Delete, in one transaction, what the database keeps for consumer group ``group``: its
     checkpoints (one per stream) and its stored resume offsets, counted in the answer, and its
-    partitions' owners (revision 0010: a worker of the group still running is fenced off, storing
-    nothing more until the group assigns it partitions again); results (windows, documents,
-    alerts, ...) stay. Returns the rows deleted per table (with ``dry_run``, counted only)."""
+    partitions' owners (revision 0010: a worker of the group still running is fenced off: it
+    stores nothing more, and stops once the group keeps assigning it those partitions); results
+    (windows, documents, alerts, ...) stay. Returns the rows deleted per table (with
+    ``dry_run``, counted only)."""
     with write_connection(engine) as conn, conn.begin():
         _apply(conn, partition_owners, partition_owners.c.group_id == group, dry_run)
         return {t.name: _apply(conn, t, t.c.group_id == group, dry_run) for t in _GROUP_STATE}

@@ -617,19 +617,22 @@ class Store:
         return found
 
     def stored_dead_letters(
-        self, keys: Sequence[tuple[str, int, int]]
-    ) -> set[tuple[str, int, int]]:
-        """Which of the messages ``keys`` (topic, partition, offset) the ``dead_letters`` table
-        holds."""
+        self, messages: Sequence[tuple[str, int, int, bytes]]
+    ) -> set[tuple[str, int, int, bytes]]:
+        """Which of ``messages`` (topic, partition, offset, payload) the ``dead_letters`` table
+        holds: at those coordinates, with those bytes."""
         d = dead_letters.c
-        found: set[tuple[str, int, int]] = set()
-        unique = sorted(set(keys))
+        found: set[tuple[str, int, int, bytes]] = set()
+        wanted = set(messages)
+        coordinates = sorted({m[:3] for m in wanted})
         with self.reading() as conn:
-            for lo in range(0, len(unique), 500):  # (well below SQLite's bound parameters)
-                chunk = unique[lo : lo + 500]
-                where = sa.tuple_(d.topic, d.partition, d.offset).in_(chunk)
-                rows = conn.execute(sa.select(d.topic, d.partition, d.offset).where(where))
-                found.update((str(t), int(p), int(o)) for t, p, o in rows)
+            for lo in range(0, len(coordinates), 500):  # (well below SQLite's bound parameters)
+                where = sa.tuple_(d.topic, d.partition, d.offset).in_(coordinates[lo : lo + 500])
+                stmt = sa.select(d.topic, d.partition, d.offset, d.payload).where(where)
+                for t, p, o, payload in conn.execute(stmt):
+                    message = (str(t), int(p), int(o), bytes(payload))
+                    if message in wanted:
+                        found.add(message)
         return found
 
     def claim_partitions(self, group: str, topic: str, partitions: Iterable[int]) -> dict[int, str]:

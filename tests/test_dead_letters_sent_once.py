@@ -38,8 +38,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Any:
         yield url
 
 
-def _dead(offset: int, reason: str = "not JSON") -> dict[str, Any]:
-    return {"topic": "docs", "partition": 0, "offset": offset, "reason": reason, "payload": b"{x"}
+def _dead(offset: int, reason: str = "not JSON", payload: bytes = b"{x") -> dict[str, Any]:
+    return {"topic": "docs", "partition": 0, "offset": offset, "reason": reason, "payload": payload}
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
@@ -53,11 +53,14 @@ def test_the_writer_sends_only_dead_letters_the_table_does_not_hold(
         try:
             writer.submit(WriteJob(dead=[_dead(3), _dead(7)])).result()
             writer.submit(WriteJob(dead=[_dead(7, "again"), _dead(3), _dead(9)])).result()
+            # the same coordinates, other bytes (a topic deleted and created again): sent
+            writer.submit(WriteJob(dead=[_dead(3, payload=b"{other")])).result()
         finally:
             writer.close()
         assert sorted(r["offset"] for r in store.dead_letters(limit=None)) == [3, 7, 9]
     sent = consume_messages(kafka_bootstrap, dlq)
-    assert sorted(m.key() for m in sent) == [b"docs:0:3", b"docs:0:7", b"docs:0:9"]
+    assert sorted(m.key() for m in sent) == [b"docs:0:3", b"docs:0:3", b"docs:0:7", b"docs:0:9"]
+    assert sorted(m.value() for m in sent if m.key() == b"docs:0:3") == [b"{other", b"{x"]
 
 
 def test_a_restart_rereading_a_malformed_message_in_an_open_window_sends_it_once(

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 import pytest
+from sparsewatch.consumers.worker import PartitionsStillFencedError
 from sparsewatch.consumers.writer import Destination, WriteJob, make_writer
 from sparsewatch.storage.store import PartitionsFencedError, Store
 from sqlalchemy import text
@@ -73,6 +74,7 @@ def test_claims_fence_off_the_previous_owner_and_roll_back_its_transaction(datab
             tx.set_partition_offsets("g", "t", {0: 6})
         assert store.partition_offsets("g", "t") == {0: 6, 1: 7}
 
+        assert store.claim_partitions("owners-only", "t", [0]) and "owners-only" in store.groups()
         store.forget_group("g")  # the group's state deleted: no token is anyone's any more
         with pytest.raises(PartitionsFencedError) as caught, store.transaction() as tx:
             tx.check_owners("g", "t", {0: mine[0]})
@@ -143,8 +145,10 @@ def test_a_writer_answers_a_fenced_job_with_the_partitions(
             assert store.partition_offsets("g", "docs") == {}
             writer.submit(WriteJob(offsets={0: 3}, owners={0: mine[0]})).result()
             assert store.partition_offsets("g", "docs") == {0: 3}
+            writer.submit(WriteJob(offsets={1: 5}, owners=mine))  # fenced, its answer unread
         finally:
-            writer.close()
+            writer.close()  # (the fence is no error of closing)
+        assert store.partition_offsets("g", "docs") == {0: 3}
 
 
 @pytest.mark.parametrize("after_batches", [1, 3])
@@ -206,9 +210,13 @@ def test_a_running_worker_fenced_off_one_partition_rereads_the_other(
     caplog: pytest.LogCaptureFixture,
 ):
     """The real loop over a backlog of two partitions, transactions slower than windows; while
-    it runs, another member claims partition 1. Its next transaction is fenced off: it stores
-    nothing more of partition 1, re-reads partition 0 from the stored offsets and completes it;
-    a worker started afterwards completes the input: the database of an uninterrupted run."""
+    it runs, the database's owner of partition 1 changes (as a claim of the group's state
+    deleted under it, or of a member expelled meanwhile, leaves it; the group still assigns
+    partition 1 to this worker). Its next transaction is fenced off: it stores nothing more of
+    partition 1, re-reads partition 0 from the stored offsets and completes it, and, partition
+    1 still assigned to it after ``fenced_grace_s``, stops with a one-line error instead of
+    skipping its messages for ever (before, it went on, and ended as "drained"). A worker
+    started afterwards completes the input: the database of an uninterrupted run."""
     caplog.set_level(logging.ERROR, logger="sparsewatch.consumers.worker")
     data, expected = produced_with_reference(kafka_bootstrap, databases)
     url = databases.fresh()
@@ -219,6 +227,7 @@ def test_a_running_worker_fenced_off_one_partition_rereads_the_other(
         worker = build_worker("detector", data.config, store)
         worker.writer_mode = "thread"
         worker.poll_batch = 60
+        worker.fenced_grace_s = 30.0
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -236,7 +245,9 @@ def test_a_running_worker_fenced_off_one_partition_rereads_the_other(
         other.claim_partitions(data.group, data.topic, [1])
         claimed = _group_state(other, data.group, data.topic)
         runner.join(120)
-        assert not runner.is_alive() and not errors
+        assert not runner.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], PartitionsStillFencedError), errors
+        assert "partitions 1 of" in str(errors[0]) and "for 30 s" in str(errors[0])
 
         offsets, digests = _group_state(other, data.group, data.topic)
         assert offsets.get(1) == claimed[0].get(1), "partition 1 written after its claim"
