@@ -493,7 +493,7 @@ class WorkerLoop:
     def _fenced_off(self, exc: PartitionsFencedError) -> None:
         """A transaction stored nothing: ``exc.partitions`` are another member's now. Every
         stream's state was ahead of the store by it: all are dropped; the fenced partitions'
-        messages are skipped from now on (see :meth:`_process`), and the others are re-read
+        messages are skipped from now on (:meth:`_not_fenced`), and the others are re-read
         from the stored resume offsets before the next batch (:meth:`_rewind_if_fenced`)."""
         log.error(
             "%s: %s; its other partitions are read again from the stored resume offsets",

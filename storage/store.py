@@ -414,6 +414,21 @@ class StoreTx:
         )
         self._execute(stmt, params)
 
+    def set_partition_owners(self, group: str, topic: str, owners: Mapping[int, str]) -> None:
+        """Make ``owners``' tokens the owners of ``topic``'s partitions in ``group`` (what
+        :meth:`Store.claim_partitions` writes)."""
+        now = _now()
+        params = [
+            {"group_id": group, "topic": topic, "partition": int(p), "owner": t, "claimed_at": now}
+            for p, t in sorted(owners.items())
+        ]
+        stmt = self._insert(partition_owners)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["group_id", "topic", "partition"],
+            set_={"owner": stmt.excluded.owner, "claimed_at": stmt.excluded.claimed_at},
+        )
+        self._execute(stmt, params)
+
     def check_owners(self, group: str, topic: str, owners: Mapping[int, str]) -> None:
         """Lock the owner rows of ``owners``' partitions until the transaction ends and raise
         :class:`PartitionsFencedError` unless each still holds its token of ``owners``
@@ -643,22 +658,9 @@ class Store:
         resume offsets (revision 0010). Tokens are random, never a counter: one taken before
         ``db forget-group`` deleted the rows is never given again."""
         claimed = {int(p): secrets.token_hex(16) for p in sorted(set(partitions))}
-        if not claimed:
-            return claimed
-        now = _now()
-        params = [
-            {"group_id": group, "topic": topic, "partition": p, "owner": token, "claimed_at": now}
-            for p, token in claimed.items()
-        ]
         # (not through :meth:`transaction`, the results' transactions: nothing else goes in it)
         with write_connection(self.engine) as conn, conn.begin():
-            tx = StoreTx(conn)
-            stmt = tx._insert(partition_owners)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["group_id", "topic", "partition"],
-                set_={"owner": stmt.excluded.owner, "claimed_at": stmt.excluded.claimed_at},
-            )
-            tx.connection.execute(stmt, params)
+            StoreTx(conn).set_partition_owners(group, topic, claimed)
         return claimed
 
     def partition_offsets(self, group: str, topic: str) -> dict[int, int]:
