@@ -134,6 +134,23 @@ def _sqlite_events(engine: sa.Engine, busy_timeout: float) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+def _postgres_events(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _lost_session(context: sa.engine.ExceptionContext) -> BaseException | None:
+        """A lost session as an ``OperationalError``: most are already (the server shut down,
+        the connection broken), but the server's end of a session idle in a transaction
+        (``idle_in_transaction_session_timeout``, set by ``StoreTx.check_owners``) is SQLSTATE
+        25P03, an ``InternalError``, which the retries took for a defect and stopped on."""
+        error = context.sqlalchemy_exception
+        if not context.is_disconnect or not isinstance(error, sa.exc.DBAPIError):
+            return None
+        if isinstance(error, sa.exc.OperationalError) or error.orig is None:
+            return None
+        return sa.exc.OperationalError(
+            error.statement, error.params, error.orig, connection_invalidated=True
+        )
+
+
 def parse_url(url: str | sa.engine.URL) -> sa.engine.URL:
     """``url`` parsed, with a password that holds an unencoded ``@`` kept whole: the host follows
     the last ``@``, as in :func:`urllib.parse.urlsplit` (SQLAlchemy alone made ``u:se@cret@db``
@@ -183,7 +200,7 @@ def create_engine(url: str) -> sa.Engine:
         )
     connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
     try:
-        return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+        engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != "psycopg":
             raise
@@ -191,6 +208,8 @@ def create_engine(url: str) -> sa.Engine:
             "PostgreSQL needs the psycopg driver, an extra of sparsewatch: "
             "pip install 'sparsewatch[postgres]'"
         ) from None
+    _postgres_events(engine)
+    return engine
 
 
 def _refuse_misread_sqlite_url(parsed: sa.engine.URL) -> None:

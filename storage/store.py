@@ -118,6 +118,12 @@ def _now() -> datetime:
 # (the detector's own values replace them): the document's event time, and the window the
 # detector scored it in (for a late document, not its own window).
 ANOMALY_CONTEXT_COLUMNS = ("event_time", "window_seq")
+# PostgreSQL ends the session of a transaction that holds partition owners' locks
+# (:meth:`StoreTx.check_owners`) once it has waited this long for its client between two
+# statements: a worker stopped mid-transaction (SIGSTOP, a paused VM) or cut off from the
+# database then no longer blocks the new owner's claim until TCP gives up (hours, or never
+# for a stopped process on a live host). Its statements follow one another without waits.
+OWNER_LOCK_IDLE_TIMEOUT_S = 60.0
 
 
 def _detector_unwritten() -> sa.ColumnElement[bool]:
@@ -434,9 +440,18 @@ class StoreTx:
         :class:`PartitionsFencedError` unless each still holds its token of ``owners``
         (:meth:`Store.claim_partitions`). Called first in a worker's transaction: a claim by
         another member then waits for its commit (PostgreSQL: ``FOR UPDATE``; SQLite: the write
-        lock taken at ``BEGIN IMMEDIATE``), so that the new owner reads what it stored."""
+        lock taken at ``BEGIN IMMEDIATE``), so that the new owner reads what it stored. On
+        PostgreSQL the server ends the transaction's session if it then waits for its client
+        longer than :data:`OWNER_LOCK_IDLE_TIMEOUT_S` (a stalled worker holds the claim up no
+        longer); the worker's next statement fails as a lost connection, and its retry is
+        fenced off if the claim came in between."""
         if not owners:
             return
+        if self.connection.dialect.name == "postgresql":
+            idle_ms = round(OWNER_LOCK_IDLE_TIMEOUT_S * 1000)
+            self.connection.exec_driver_sql(
+                f"SET LOCAL idle_in_transaction_session_timeout = {idle_ms}"
+            )
         o = partition_owners.c
         stmt = (
             sa.select(o.partition, o.owner)

@@ -16,12 +16,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from sparsewatch.consumers.worker import PartitionsStillFencedError
 from sparsewatch.consumers.writer import Destination, WriteJob, make_writer
-from sparsewatch.storage.store import PartitionsFencedError, Store
+from sparsewatch.storage import store as store_module
+from sparsewatch.storage.store import PartitionsFencedError, Store, StoreTx
 from sqlalchemy import text
 
 from sparsewatch.runner import build_worker
@@ -119,6 +122,73 @@ def test_a_claim_waits_for_the_previous_owners_transaction_in_progress(databases
         with pytest.raises(PartitionsFencedError), old.transaction() as tx:
             tx.check_owners("g", "t", tokens)
     finally:
+        old.dispose()
+        new.dispose()
+
+
+class _StalledStore(Store):
+    """A database whose transactions stop right after checking their owners until ``resume``
+    is set (a worker stopped mid-transaction: SIGSTOP, a paused VM)."""
+
+    stalled: threading.Event
+    resume: threading.Event
+
+    @contextmanager
+    def transaction(self) -> Iterator[StoreTx]:
+        with super().transaction() as tx:
+            check_owners = tx.check_owners
+
+            def checked_then_stalled(*args: Any) -> None:
+                check_owners(*args)
+                if not self.resume.is_set():
+                    self.stalled.set()
+                    assert self.resume.wait(60)
+
+            tx.check_owners = checked_then_stalled  # type: ignore[method-assign]
+            yield tx
+
+
+def test_a_stalled_previous_owner_holds_up_the_claim_only_for_the_idle_timeout(
+    kafka_bootstrap: str,
+    postgres_database: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """PostgreSQL: the previous owner's writer stops inside a transaction that checked its
+    tokens and holds the owner rows' lock. The new owner's claim waits for it only until the
+    server ends that idle session (1 s here, OWNER_LOCK_IDLE_TIMEOUT_S); before, it waited as
+    long as the stall (for ever for a stopped process, whose host still answers TCP). The
+    stalled writer, resumed, finds its session gone, retries as after any lost connection
+    (the server's 25P03 is an InternalError to the driver: the retries stopped on it), and is
+    fenced off: nothing of its job stored."""
+    monkeypatch.setattr(store_module, "OWNER_LOCK_IDLE_TIMEOUT_S", 1.0)
+    url = postgres_database[0]
+    old = _StalledStore.open(url)
+    old.stalled, old.resume = threading.Event(), threading.Event()
+    new = Store.open(url)
+    writer = make_writer(
+        "thread", old, Destination(kafka_bootstrap, "g", "docs", None, "docs.dlq"), "test"
+    )
+    try:
+        tokens = old.claim_partitions("g", "docs", [0])
+        job = writer.submit(WriteJob(offsets={0: 3}, owners=tokens))
+        assert old.stalled.wait(30)
+        started = time.monotonic()
+        claimed = new.claim_partitions("g", "docs", [0])
+        waited = time.monotonic() - started
+        assert waited < 10, f"the claim waited {waited:.1f} s for the stalled transaction"
+        assert claimed[0] != tokens[0]
+        old.resume.set()
+        with pytest.raises(PartitionsFencedError) as caught:
+            job.result()
+        assert caught.value.partitions == {0}
+        assert new.partition_offsets("g", "docs") == {}
+        with new.transaction() as tx:
+            tx.check_owners("g", "docs", claimed)
+            tx.set_partition_offsets("g", "docs", {0: 9})
+        assert new.partition_offsets("g", "docs") == {0: 9}
+    finally:
+        old.resume.set()
+        writer.close()
         old.dispose()
         new.dispose()
 
