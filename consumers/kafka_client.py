@@ -157,6 +157,30 @@ _SENSITIVE_WORDS = (
 _REDACTED = "[redacted]"
 
 
+# librdkafka's partitioners that hash a message's key: a stream's messages (keyed by stream) then
+# share one partition, which the workers require. ``consistent_random`` (CRC32) is librdkafka's
+# default and sparsewatch's; the Java clients (and Kafka Connect) hash with murmur2, so other
+# producers of a documents topic written by those take ``murmur2_random``.
+HASHING_PARTITIONERS = frozenset(
+    {"consistent", "consistent_random", "murmur2", "murmur2_random", "fnv1a", "fnv1a_random"}
+)
+DEFAULT_PARTITIONER = "consistent_random"
+
+
+def refused_value_reason(name: str, value: str) -> str | None:
+    """Why ``[kafka.client]`` may not give the librdkafka property ``name`` this ``value``, or
+    None when it may: a partitioner that does not hash the key (``random``) would spread a
+    stream's messages over partitions, and the workers send those off a stream's partition to
+    the dead letters."""
+    if name == "partitioner" and value not in HASHING_PARTITIONERS:
+        hashing = ", ".join(sorted(HASHING_PARTITIONERS))
+        return (
+            f"must hash the key (one of {hashing}): a stream's messages, keyed by stream, must "
+            "share one partition"
+        )
+    return None
+
+
 def owned_property_reason(name: str) -> str | None:
     """Why ``[kafka.client]`` may not set the librdkafka property ``name``, or None when it may:
     one of :data:`OWNED_PROPERTIES`, or a callback (``*_cb``, ``on_*``: sparsewatch's own, and
@@ -283,6 +307,8 @@ class KafkaConnection(str):
         for name, value in properties.items():
             if why := owned_property_reason(name):
                 raise ClientPropertyError(name, f"is set by sparsewatch: {why}")
+            if why := refused_value_reason(name, value):
+                raise ClientPropertyError(name, f"= {value!r} {why}")
             try:
                 kinds = _kinds(name, value)
             except KafkaException as exc:
@@ -416,9 +442,12 @@ def consumer_config(bootstrap: str, group_id: str, **overrides: Any) -> dict[str
 
 
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
-    """Producer settings: idempotent (no duplicates on retry), acks from all replicas, batched;
-    librdkafka's lines and the client properties as a consumer's (:func:`consumer_config`)."""
+    """Producer settings: idempotent (no duplicates on retry), acks from all replicas, batched,
+    the partition chosen by a hash of the key (:data:`DEFAULT_PARTITIONER`, unless the client
+    properties choose another hashing one); librdkafka's lines and the client properties as a
+    consumer's (:func:`consumer_config`)."""
     config: dict[str, Any] = {
+        "partitioner": DEFAULT_PARTITIONER,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,

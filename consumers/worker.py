@@ -653,7 +653,10 @@ class WorkerLoop:
             # dropped as "seen", or replayed from the wrong offset after a restart.
             raise InvalidMessageError(
                 f"stream {stream!r} arrives on partition {partition} but is read from partition "
-                f"{owner}: a stream's messages must share one partition (key them by stream id)"
+                f"{owner}: a stream's messages must share one partition (key them by stream id, "
+                "and have every producer of the topic hash keys alike: sparsewatch's producers "
+                "use kafka.client.partitioner, librdkafka's consistent_random unless set; the "
+                "Java clients' is murmur2_random)"
             )
         state = self._states.get(stream)
         if state is None:
