@@ -203,6 +203,38 @@ def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int
     return None if entry is None or entry.value is None else int(entry.value)
 
 
+def refuse_compacted_topics(
+    bootstrap: str, topics: Iterable[str | None], timeout: float = 10.0
+) -> None:
+    """A one-line :class:`SparsewatchError` when one of ``topics`` (``None``s left out) is
+    compacted: its ``cleanup.policy`` holds ``compact``, so the broker keeps only the newest
+    message of each key, and the documents and scores topics are keyed by stream (replay
+    reported every document produced, and the worker read one per stream). A topic the broker
+    does not have or does not describe (unreachable within ``timeout``, not allowed) passes."""
+    names = [t for t in dict.fromkeys(topics) if t]
+    if not names:
+        return
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in names]
+    try:
+        with admin_client(bootstrap) as admin:
+            answers = admin.describe_configs(resources, request_timeout=timeout)
+            for resource, answer in answers.items():
+                try:
+                    entry = answer.result(timeout + 1.0).get("cleanup.policy")
+                except (KafkaException, TimeoutError):
+                    continue
+                policy = "" if entry is None or entry.value is None else str(entry.value)
+                if "compact" in policy.split(","):
+                    raise SparsewatchError(
+                        f"topic {resource.name} is compacted (cleanup.policy={policy}): the "
+                        "broker keeps only the newest message of each key, and its messages are "
+                        "keyed by stream, so messages not yet read would be deleted; give it "
+                        "cleanup.policy=delete"
+                    )
+    except KafkaException:
+        return
+
+
 def topic_id(bootstrap: str, topic: str, timeout: float = 10.0) -> str | None:
     """The topic's id (base64), new each time a topic of that name is created; ``None`` when the
     broker does not say (unreachable, no such topic, not allowed, no ids)."""

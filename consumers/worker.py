@@ -101,7 +101,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
 from sparsewatch.consumers.health import ConsumerReadiness, Heartbeat
-from sparsewatch.consumers.kafka_admin import ensure_topics, topic_id
+from sparsewatch.consumers.kafka_admin import ensure_topics, refuse_compacted_topics, topic_id
 from sparsewatch.consumers.kafka_client import BatchConsumer
 from sparsewatch.consumers.memory import FreeHeapBound, release_free_heap
 from sparsewatch.consumers.messages import InvalidMessageError
@@ -279,6 +279,7 @@ class WorkerLoop:
             if topic:
                 topics[topic] = partitions
         ensure_topics(bootstrap, topics)
+        refuse_compacted_topics(bootstrap, (input_topic, output_topic))
         self.window_latencies: deque[float] = deque(maxlen=10_000)
         self.last_commit_at = 0.0
         self.first_message_at = 0.0
