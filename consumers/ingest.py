@@ -72,7 +72,7 @@ from sparsewatch.consumers.field_mapping import (
     to_document,
 )
 from sparsewatch.consumers.health import ConsumerReadiness, Heartbeat
-from sparsewatch.consumers.kafka_admin import TopicLimits, refuse_compacted_topics
+from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import (
     BatchConsumer,
     dead_letter_message,
@@ -218,7 +218,6 @@ def run_ingest(
     producer, limits = _started_producer(route, tid, stop, replaced)
     if producer is None:
         return stats
-    refuse_compacted_topics(route.bootstrap, (route.docs_topic,))
     consumer = _bridge_consumer(route, metrics)
     health.started()
     readiness = ConsumerReadiness(
@@ -435,6 +434,7 @@ def _limited(
     broker was down."""
     limits = TopicLimits.read(route.bootstrap, (route.docs_topic, route.dlq_topic))
     limits.check_dead_letter_topic(route.dlq_topic)
+    limits.check_not_compacted(route.docs_topic)
     settings = limits.producer_settings()
     if settings == made_for.producer_settings():
         return producer, limits

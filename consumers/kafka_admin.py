@@ -76,19 +76,40 @@ class TopicLimits:
     :meth:`message_limit` (or be cut: :meth:`fit`)."""
 
     max_message_bytes: dict[str, int] = field(default_factory=dict)
+    cleanup_policies: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, bootstrap: str, topics: Iterable[str], timeout: float = 5.0) -> TopicLimits:
         """The limits of ``topics`` as the broker applies them (a topic's own
-        ``max.message.bytes``, else the broker's default). A topic the broker says nothing of is
-        left out (the producer's limit then applies): one it does not have quietly (created
-        later, it takes the broker's default), one it does not describe (unreachable within
-        ``timeout``, not allowed) with a warning."""
+        ``max.message.bytes``, else the broker's default), and their ``cleanup.policy``. A topic
+        the broker says nothing of is left out (the producer's limit then applies): one it does
+        not have quietly (created later, it takes the broker's default), one it does not
+        describe (unreachable within ``timeout``, not allowed) with a warning."""
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in dict.fromkeys(topics)]
         with admin_client(bootstrap) as admin:
             answers = admin.describe_configs(resources, request_timeout=timeout)
-            found = {r.name: _max_message_bytes(r, f, timeout) for r, f in answers.items()}
-        return cls({name: limit for name, limit in found.items() if limit is not None})
+            found = {r.name: _topic_config(r, f, timeout) for r, f in answers.items()}
+        return cls(
+            {
+                name: int(c["max.message.bytes"])
+                for name, c in found.items()
+                if c.get("max.message.bytes")
+            },
+            {name: c["cleanup.policy"] for name, c in found.items() if c.get("cleanup.policy")},
+        )
+
+    def check_not_compacted(self, topic: str) -> None:
+        """A one-line SparsewatchError when ``topic`` is compacted: its ``cleanup.policy`` holds
+        ``compact``, so the broker keeps only the newest message of each key, and the documents
+        and scores topics are keyed by stream (replay reported every document produced, and the
+        worker read one per stream). A topic the broker did not describe passes."""
+        policy = self.cleanup_policies.get(topic, "")
+        if "compact" in policy.split(","):
+            raise SparsewatchError(
+                f"topic {topic} is compacted (cleanup.policy={policy}): the broker keeps only "
+                "the newest message of each key, and its messages are keyed by stream, so "
+                "messages not yet read would be deleted; give it cleanup.policy=delete"
+            )
 
     def message_limit(self, topic: str) -> MessageLimit:
         """The largest message ``topic`` takes (alone in its batch), measured as the producer
@@ -145,11 +166,12 @@ class TopicLimits:
         return value[: max(room, 0)], headers
 
 
-def _max_message_bytes(resource: ConfigResource, answer: Future, timeout: float) -> int | None:
-    """The ``max.message.bytes`` of the topic ``resource`` in the broker's ``answer``; ``None``
-    when the broker does not have the topic, and (with a warning) when it did not say."""
+def _topic_config(resource: ConfigResource, answer: Future, timeout: float) -> dict[str, str]:
+    """The ``max.message.bytes`` and ``cleanup.policy`` of the topic ``resource`` in the broker's
+    ``answer`` (those it gives a value); none when the broker does not have the topic, and (with
+    a warning) when it did not say."""
     try:
-        entry = answer.result(timeout + 1.0).get("max.message.bytes")
+        entries = answer.result(timeout + 1.0)
     except (KafkaException, TimeoutError) as exc:
         if not (isinstance(exc, KafkaException) and _unknown_topic(exc)):
             log.warning(
@@ -158,8 +180,13 @@ def _max_message_bytes(resource: ConfigResource, answer: Future, timeout: float)
                 exc,
                 MAX_MESSAGE_BYTES,
             )
-        return None
-    return None if entry is None or entry.value is None else int(entry.value)
+        return {}
+    wanted = ("max.message.bytes", "cleanup.policy")
+    return {
+        name: str(entries[name].value)
+        for name in wanted
+        if name in entries and entries[name].value is not None
+    }
 
 
 def _unknown_topic(exc: KafkaException) -> bool:
@@ -206,33 +233,13 @@ def topic_retention_ms(bootstrap: str, topic: str, timeout: float = 10.0) -> int
 def refuse_compacted_topics(
     bootstrap: str, topics: Iterable[str | None], timeout: float = 10.0
 ) -> None:
-    """A one-line :class:`SparsewatchError` when one of ``topics`` (``None``s left out) is
-    compacted: its ``cleanup.policy`` holds ``compact``, so the broker keeps only the newest
-    message of each key, and the documents and scores topics are keyed by stream (replay
-    reported every document produced, and the worker read one per stream). A topic the broker
-    does not have or does not describe (unreachable within ``timeout``, not allowed) passes."""
+    """:meth:`TopicLimits.check_not_compacted` for each of ``topics`` (``None``s left out), read
+    from the broker now; a topic it does not have or describe passes."""
     names = [t for t in dict.fromkeys(topics) if t]
-    if not names:
-        return
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in names]
-    try:
-        with admin_client(bootstrap) as admin:
-            answers = admin.describe_configs(resources, request_timeout=timeout)
-            for resource, answer in answers.items():
-                try:
-                    entry = answer.result(timeout + 1.0).get("cleanup.policy")
-                except (KafkaException, TimeoutError):
-                    continue
-                policy = "" if entry is None or entry.value is None else str(entry.value)
-                if "compact" in policy.split(","):
-                    raise SparsewatchError(
-                        f"topic {resource.name} is compacted (cleanup.policy={policy}): the "
-                        "broker keeps only the newest message of each key, and its messages are "
-                        "keyed by stream, so messages not yet read would be deleted; give it "
-                        "cleanup.policy=delete"
-                    )
-    except KafkaException:
-        return
+    if names:
+        limits = TopicLimits.read(bootstrap, names, timeout)
+        for name in names:
+            limits.check_not_compacted(name)
 
 
 def topic_id(bootstrap: str, topic: str, timeout: float = 10.0) -> str | None:

@@ -44,7 +44,7 @@ from sparsewatch.consumers.field_mapping import (
     MessageLimit,
     to_document,
 )
-from sparsewatch.consumers.kafka_admin import TopicLimits, refuse_compacted_topics
+from sparsewatch.consumers.kafka_admin import TopicLimits
 from sparsewatch.consumers.kafka_client import make_producer
 from sparsewatch.consumers.messages import EndOfStream, RecordError, encode
 from sparsewatch.replay.documents import ErrorFile, LocatedDocument, raw_json
@@ -472,7 +472,7 @@ def replay_documents(
     summary = ReplaySummary(resume_skip=skip)  # the skipped part was sent before
     errors = errors or ErrorFile(None)
     limits = TopicLimits.read(bootstrap, (topic,))
-    refuse_compacted_topics(bootstrap, (topic,), timeout=5.0)
+    limits.check_not_compacted(topic)
     producer = make_producer(bootstrap, **{**limits.producer_settings(), **producer_overrides})
     _check_end_of_stream(end_of_stream, limit, sort)
     started = time.monotonic()

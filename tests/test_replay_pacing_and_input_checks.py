@@ -65,16 +65,6 @@ def test_the_upcoming_pause_is_the_delay_without_counting_the_document(
     assert pacer.delay(4_000) == pytest.approx(pause)
 
 
-class FakeLimits:
-    """A topic without a size limit of its own."""
-
-    def producer_settings(self) -> dict:
-        return {}
-
-    def message_limit(self, topic: str) -> int:
-        return producer_module.PRODUCER_LIMIT
-
-
 class FakeProducer:
     """A producer that delivers every message at once."""
 
@@ -111,7 +101,10 @@ def test_documents_too_far_ahead_are_rejected_before_their_pause(
             paced.append(timestamp_ms)
             return super().delay(timestamp_ms)
 
-    monkeypatch.setattr(producer_module.TopicLimits, "read", lambda *_: FakeLimits())
+    # a topic without a size limit or cleanup policy of its own
+    monkeypatch.setattr(
+        producer_module.TopicLimits, "read", lambda *_: producer_module.TopicLimits()
+    )
     monkeypatch.setattr(producer_module, "make_producer", lambda *_, **__: fake)
     monkeypatch.setattr(producer_module, "Pacer", SpyPacer)
     now_ms = time.time_ns() // 1_000_000
