@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -26,7 +29,7 @@ from sparsewatch.kafka_options import (
     field_mapping_options,
     topic_names,
 )
-from sparsewatch.replay.documents import ErrorFile, ReadStats, read_documents
+from sparsewatch.replay.documents import ErrorFile, GoneOver, ReadStats, read_documents
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
 from sparsewatch.replay.readers import detect_format
 from sparsewatch.runtime import sigterm_interrupts
@@ -72,7 +75,8 @@ from sparsewatch.runtime import sigterm_interrupts
     type=click.IntRange(0, MAX_INT64),
     default=0,
     show_default=True,
-    help="Skip the first N documents (in event-time order), e.g. to resume.",
+    help="Skip the first N documents (in event-time order), e.g. to resume (the errors file "
+    "then keeps the earlier entries that this replay does not go over).",
 )
 @click.option("--limit", type=click.IntRange(0, MAX_INT64), default=None, help="Produce at most N.")
 @click.option("--no-sort", is_flag=True, help="Trust the input order (no event-time sort).")
@@ -90,7 +94,7 @@ from sparsewatch.runtime import sigterm_interrupts
     callback=not_blank,
     default=None,
     help="Where rejected records go (default: DATA_DIR/replay-errors.jsonl); replaced when the "
-    "replay completes, removed when nothing was rejected.",
+    "replay completes (updated, given --skip), removed when nothing was rejected.",
 )
 @click.option(
     "--partitions",
@@ -171,7 +175,9 @@ def replay(
     started = time.time()
     console = Console(stderr=True)
     show = console.is_terminal if progress is None else progress
-    with sigterm_interrupts(), ErrorFile(errors_file) as errors:  # SIGTERM stops as Ctrl-C
+    resumed = ctx.get_parameter_source("skip") is not ParameterSource.DEFAULT
+    errors = ErrorFile(errors_file, on_failure=_stop_replay)
+    with sigterm_interrupts(), errors:  # SIGTERM stops as Ctrl-C
         docs = read_documents(inputs, mapping, errors, fmt, stats, config.max_text_bytes)
         bar = Progress(
             TextColumn("replay"),
@@ -213,14 +219,21 @@ def replay(
                 max_ahead_ms=config.windows.max_ahead_ms(),
             )
             bar.update(task, completed=summary.read, total=summary.read)
-    if not errors.count and not errors.special:
-        _remove_earlier_errors(errors_file, started)
-    _report(summary, stats, topic, errors_file if errors.count else None, as_json)
+        gone_over = GoneOver(topic, skip + 1, summary.resume_skip, stats) if resumed else None
+        listed = _close_errors(errors, errors_file, gone_over, started)
+    _report(summary, stats, topic, errors_file if listed else None, as_json)
     if mapping.timestamp_unit_ms == 1 and stats.looks_like_seconds():
         click.echo(
             "note: read as epoch milliseconds, every timestamp falls in 1970-01-12..1973-03-03; "
             "if they are epoch seconds, replay them with --timestamp-unit s",
             err=True,
+        )
+    if errors.failure is not None:
+        unlisted = f"the records it rejected or did not deliver ({errors.count}) are not listed, "
+        raise SparsewatchError(
+            f"cannot write the errors file {errors_file}: "
+            f"{errors.failure.strerror or errors.failure}; {unlisted if errors.count else ''}"
+            "and an earlier file there is left as it was"
         )
     if summary.interrupted:
         ctx.exit(130)
@@ -229,6 +242,36 @@ def replay(
             f"{summary.failed} messages were not delivered ({'; '.join(summary.errors[:3])}); "
             f"they are listed in {errors_file}"
         )
+
+
+def _close_errors(
+    errors: ErrorFile, errors_file: Path, gone_over: GoneOver | None, started: float
+) -> bool:
+    """Close ``errors`` (a failure kept as its ``failure``, reported after the summary): given
+    ``gone_over`` (a replay given --skip), keeping the earlier entries that it does not cover;
+    else an earlier errors file removed when nothing was rejected. Whether ``errors_file``
+    lists anything now."""
+    if gone_over is not None:
+        errors.keep_earlier(gone_over)
+    with contextlib.suppress(OSError):  # (kept as errors.failure)
+        errors.close()
+    if errors.failure is not None:
+        return False
+    if gone_over is None and not errors.count and not errors.special:
+        _remove_earlier_errors(errors_file, started)
+    return bool(errors.count or errors.kept)
+
+
+def _stop_replay(failure: OSError) -> None:
+    """Stop the replay as SIGTERM or Ctrl-C does, for a ``failure`` to write the errors file
+    (reported after the summary): by calling the SIGTERM handler in place, which the replay's
+    producer defers while it hands a document over and counts it, or runs delivery reports (an
+    exception raised there escaped its final flush: no summary, what was still queued lost),
+    so that the summary and resume point stay right."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if not callable(handler):  # (not in the main thread: no handler was set)
+        raise KeyboardInterrupt from failure
+    handler(signal.SIGTERM, None)
 
 
 def _remove_earlier_errors(errors_file: Path, started: float) -> None:
@@ -256,9 +299,14 @@ def _refuse_input_as_errors_file(errors_file: Path, inputs: list[Path]) -> None:
 
 
 def _refuse_unwritable_errors_file(errors_file: Path) -> None:
-    """A usage error when the errors file could not be written (its folder is a file, or not
-    writable), before anything is produced: the replay used to fail at its first rejected record,
-    half done, or after completing, when removing an earlier errors file."""
+    """A usage error when the errors file could not be written (it is a folder, its folder is a
+    file, or not writable), before anything is produced: the replay used to fail at its first
+    rejected record, half done, or after completing, when removing an earlier errors file."""
+    if errors_file.is_dir():  # (the default path: --errors takes no folder)
+        raise click.UsageError(
+            f"cannot write the errors file {errors_file}: it is a folder; give --errors another "
+            "path"
+        )
     folder = errors_file.parent
     while not folder.exists() and folder != folder.parent:  # the folders it would make
         folder = folder.parent
