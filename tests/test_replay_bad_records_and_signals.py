@@ -167,8 +167,8 @@ def test_unprocessed_reuters_stories_keep_their_text(tmp_path) -> None:
         ('{"id": "a", "text": "t", "timestamp": 0}\n', 1),  # JSONL read as Reuters
         ("id,text\n1,t\n", 1),
         ('<!DOCTYPE lewis SYSTEM "lewis.dtd">\n', 1),
-        ("", 0),  # an empty file is no error
-        ("  \n\n", 0),
+        ("", 1),  # an empty file is one rejection, as a CSV's (it was none)
+        ("  \n\n", 1),
     ],
 )
 def test_a_file_without_reuters_elements_is_reported(tmp_path, content, rejected) -> None:
@@ -178,9 +178,9 @@ def test_a_file_without_reuters_elements_is_reported(tmp_path, content, rejected
     path.write_text(content)
     records = list(read_reuters_sgml(path))
     assert all(isinstance(r, Rejected) for r in records) and len(records) == rejected
-    if rejected:
-        assert records[0].line == 1 and "no REUTERS element" in records[0].reason
-        assert records[0].raw.strip() == content.strip()[: len(records[0].raw.strip())]
+    expected = "no REUTERS element" if content.strip() else "empty file (no records)"
+    assert records[0].line == 1 and expected in records[0].reason
+    assert records[0].raw.strip() == content.strip()[: len(records[0].raw.strip())]
 
 
 def test_an_errors_path_that_is_no_regular_file_is_written_not_replaced(tmp_path) -> None:
