@@ -212,7 +212,7 @@ def apply_normalizer(
     if normalize == "lift":
         Z = np.hstack([Z, np.full((Z.shape[0], 1), lift)])
     with np.errstate(over="ignore"):  # (such rows are redone below)
-        norms = np.linalg.norm(Z, axis=1, keepdims=True)
+        norms = row_norms(Z)[:, None]
     out = Z / np.where(norms > 0.0, norms, 1.0)
     # A row whose squared norm overflows (entries beyond ~1e154, or standardised to inf) became
     # the zero row and one whose squared norm underflows (under ~1e-154) lost its digits: both
@@ -248,7 +248,35 @@ def _unit_rows(Z: FloatArray) -> FloatArray:
     inf = np.isinf(Z)
     Z = np.where(inf.any(axis=1, keepdims=True), np.where(inf, np.sign(Z), 0.0), Z)
     Z = Z / np.abs(Z).max(axis=1, keepdims=True)
-    return Z / np.linalg.norm(Z, axis=1, keepdims=True)
+    return Z / row_norms(Z)[:, None]
+
+
+def row_products(Z: FloatArray, W: FloatArray) -> FloatArray:
+    """``Z @ W`` with each row's result a function of that row alone, bit for bit: every sum
+    over ``Z``'s columns is taken in column order, by elementwise products and additions (each
+    entry one correctly rounded operation after another), whatever the number of rows, their
+    place in the batch or the memory layout. ``W`` is a vector (one weight per column of ``Z``)
+    or a matrix (a row per column of ``Z``).
+
+    BLAS (``@``) blocks and vectorises its sums by the shape of the whole batch, and numpy calls
+    another kernel for a single row: the same row scored alone or at another place in another
+    batch differed in its last bits, and one identical to the training rows that set the
+    threshold (more than the ``contamination`` share of them identical: the threshold is their
+    score) was flagged or not by its batch. numpy's own row reductions (``einsum``,
+    ``sum(axis=1)``, ``np.linalg.norm``) change their order with the layout: the rows of an
+    F-ordered batch (OMP's codes, a DataFrame's values) are summed column by column, a single
+    row pairwise. The loop runs over the columns (atoms or features, a few), not the rows.
+    """
+    out = np.zeros((Z.shape[0], *W.shape[1:]))
+    for j in range(Z.shape[1]):
+        out += np.multiply.outer(Z[:, j], W[j])
+    return out
+
+
+def row_norms(Z: FloatArray) -> FloatArray:
+    """The l2 norms of the rows of ``Z``, each a function of its row alone
+    (:func:`row_products`); ``inf`` where the squares overflow."""
+    return np.sqrt(row_products(Z * Z, np.ones(Z.shape[1])))
 
 
 def _safe_row_norms(Z: FloatArray) -> FloatArray:
@@ -301,7 +329,8 @@ def omp_codes(
     # an absolute threshold: raw signals of size 1e-9 got all-zero codes (1e-6: codes cut after
     # one atom). OMP is scale-equivariant per signal, so a signal whose largest correlation is
     # outside [2^-10, 2^10] is coded divided by a power of two (exact) and its code scaled back.
-    DtY = D.T @ Y
+    # (each signal's correlations computed from it alone: its code does not depend on its batch)
+    DtY = row_products(Y.T, D).T
     peak = np.abs(DtY).max(axis=0)
     unit = np.ones_like(peak)
     odd = (peak > 0.0) & ((peak < 2.0**-10) | (peak > 2.0**10))
@@ -468,9 +497,9 @@ def atom_objective(
 class LinearOCSVM:
     """A fitted linear one-class SVM stored as support vectors, dual coefficients, intercept.
 
-    ``decision(Z) = Z SV^T lambda_SV + intercept`` equals scikit-learn's
-    ``OneClassSVM(kernel="linear").decision_function`` (positive = inlier). ``lambda_full`` are the
-    multipliers of all training columns, ``w`` the normal vector ``sum_j lambda_j z_j``.
+    ``decision(Z) = Z w + intercept`` equals scikit-learn's
+    ``OneClassSVM(kernel="linear").decision_function`` (positive = inlier), to rounding.
+    ``w = SV^T lambda_SV`` is the normal vector ``sum_j lambda_j z_j``.
     """
 
     support_vectors: FloatArray
@@ -486,8 +515,12 @@ class LinearOCSVM:
         return -self.intercept
 
     def decision(self, Z: FloatArray) -> FloatArray:
-        """scikit-learn sign convention: ``w^T z - rho`` (negative = outlier)."""
-        return (Z @ self.support_vectors.T) @ self.dual_coef + self.intercept
+        """scikit-learn sign convention: ``w^T z - rho`` (negative = outlier); each row's value
+        depends on that row alone, bit for bit (:func:`row_products`): the training scores, and
+        so the threshold, are what the same rows score in any batch. Through ``w``, not the
+        kernel values ``z^T sv_i`` it was the weighted sum of: those of a row far out overflowed
+        (to ``inf - inf``) where its score does not."""
+        return row_products(Z, self.w) + self.intercept
 
 
 def fit_linear_ocsvm(Z: FloatArray, nu: float, tol: float | None) -> tuple[LinearOCSVM, FloatArray]:

@@ -34,12 +34,13 @@ REASON = (
 )
 
 
-def _config():
+def _config(**env: str):
     return load_config(
         env={
             "SPARSEWATCH_ANOMALY_REFERENCE_DOCUMENTS": "20",
             "SPARSEWATCH_ANOMALY_REFIT_EVERY_WINDOWS": "1000",
             "SPARSEWATCH_ANOMALY_REFIT_DRIFT_P": "0",
+            **env,
         }
     )
 
@@ -103,7 +104,7 @@ def test_the_forgotten_windows_offset_applies_on_their_partition_only(first_run)
 def test_a_message_still_pending_is_not_counted_as_taken(monkeypatch):
     """A message pending while the windows after it are forgotten (a stray window far ahead,
     one message of it amid each window's) is taken again when read again after a restore: the
-    offset kept stays below it. (Fewer windows remembered: the stray's reassembly is quadratic.)
+    offset kept stays below it. (Fewer windows remembered: a shorter test.)
     """
     monkeypatch.setattr(anomaly_worker, "REMEMBERED_WINDOWS", 40)
     stray, total = 10**6, 52  # windows 0-11 are forgotten

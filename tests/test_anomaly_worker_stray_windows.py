@@ -255,3 +255,79 @@ def test_a_stray_amid_a_window_neither_stops_the_stream_nor_holds_its_partition_
     assert run.scored == {f"{seq}-{i}" for seq in range(101, 108) for i in range(10)}
     assert run.offsets == {0: len(sent)}
     assert [(offset, payload) for offset, _, payload in run.dead] == [(5, stray)]
+
+
+def test_windows_dropped_together_keep_their_order_and_reasons():
+    """Strays behind the window that completes are dropped by window number, the versions it
+    supersedes next, then the windows sent entirely before it in the order they arrived (not by
+    number); a window with a message on each side of its first waits for the next one. (The
+    dead letters as the reassembly gave them before it kept the pending windows' offsets.)"""
+    sent = [
+        window_message(90, 0, 2),  # 0: strays far ahead ...
+        window_message(95, 0, 3),  # 1: ... one with a message after window 10's first
+        window_message(7, 0, 3),  # 2: a stray behind
+        window_message(70, 0, 2),  # 3
+        window_message(6, 1, 4),  # 4: a stray behind
+        window_message(80, 0, 3),  # 5
+        window_message(10, 0, 3),  # 6: window 10 cut at 3 documents ...
+        window_message(10, 0, 2),  # 7: ... and recomputed with 2
+        window_message(95, 1, 3),  # 8
+        window_message(10, 1, 2),  # 9: window 10 complete
+        window_message(11, 0, 2),
+        window_message(11, 1, 2),
+    ]
+    state = AnomalyStreamState("s", _config(), None)
+    outputs = _feed(state, sent)
+    assert [out.window for out in outputs if out.is_window] == [("s", 10), ("s", 11)]
+    head = "scores message of window"
+    assert [(row["offset"], row["reason"]) for out in outputs for row in out.dead] == [
+        (4, f"{head} 6 (4 documents) not used: incomplete; window 10, sent after it, completed"),
+        (2, f"{head} 7 (3 documents) not used: incomplete; window 10, sent after it, completed"),
+        (6, f"{head} 10 (3 documents) not used: superseded by its complete version of 2 documents"),
+        (0, f"{head} 90 (2 documents) not used: sent before window 10, which completed"),
+        (3, f"{head} 70 (2 documents) not used: sent before window 10, which completed"),
+        (5, f"{head} 80 (3 documents) not used: sent before window 10, which completed"),
+        (1, f"{head} 95 (3 documents) not used: sent before window 11, which completed"),
+        (8, f"{head} 95 (3 documents) not used: sent before window 11, which completed"),
+    ]
+    assert state.min_buffered_offset(0) is None
+
+
+def _strays_then_a_window(n: int) -> list[bytes]:
+    """``n`` stray messages, each of its own window (1 of 2 documents), then a later window."""
+    return [window_message(seq, 0, 2) for seq in range(n)] + [window_message(n + 5, 0, 1)]
+
+
+def test_each_stray_window_is_looked_at_a_bounded_number_of_times(monkeypatch):
+    """Each window dropped scanned every pending window (and all their messages for their
+    offsets): 2,000 strays dropped when a later window completed took 0.9 s, 16,000 took 96 s.
+    Counted, not timed: which versions of a pending window are complete is asked about each
+    window a bounded number of times, not once per window dropped before it."""
+    asked = 0
+    complete_size = AnomalyStreamState._complete_size
+
+    def counted(self: AnomalyStreamState, seq: int) -> int | None:
+        nonlocal asked
+        asked += 1
+        return complete_size(self, seq)
+
+    monkeypatch.setattr(AnomalyStreamState, "_complete_size", counted)
+    n = 2000
+    state = AnomalyStreamState("s", _config(), None)
+    outputs = _feed(state, _strays_then_a_window(n))
+    assert [row["offset"] for out in outputs for row in out.dead] == list(range(n))
+    assert asked <= 2 * (n + 1)
+
+
+def test_twenty_thousand_stray_windows_are_dropped_when_a_later_window_completes():
+    n = 20_000
+    state = AnomalyStreamState("s", _config(), None)
+    outputs = _feed(state, _strays_then_a_window(n))
+    dead = [row for out in outputs for row in out.dead]
+    assert [row["offset"] for row in dead] == list(range(n))
+    assert dead[-1]["reason"] == (
+        f"scores message of window {n - 1} (2 documents) not used: incomplete; window {n + 5}, "
+        "sent after it, completed"
+    )
+    assert [out.window for out in outputs if out.is_window] == [("s", n + 5)]
+    assert state.min_buffered_offset(0) is None
