@@ -305,7 +305,7 @@ def _print_tables(status: dict[str, Any], kafka_note: str | None, filtered: bool
         ]
         click.echo("\n".join(encodable(printable(line)) for line in lines))
     console = TableConsole(width=max(Console().width, 120))
-    headers = ("group", "topic", "partition", "resume offset", "end offset", "not stored")
+    headers = ("group", "topic", "partition", "resume offset", "end offset", "to re-read")
     keys = ("group_id", "topic", "partition", "next_offset", "end_offset", "not_stored")
     title = f"partitions ({len(status['offsets'])})"
     console.print(_offset_table(title, headers, keys, status["offsets"]))
