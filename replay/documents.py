@@ -295,11 +295,14 @@ def read_documents(
     fmt: InputFormat | None = None,
     stats: ReadStats | None = None,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    watch: Callable[[SourceRecord], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Document messages from every file in turn (input order), each a
     :class:`LocatedDocument`; rejects go to ``errors``. ``max_text_bytes`` is the detector's
     text limit (its configured ``max_text_bytes``). A record counts as read through in ``stats``
-    once it is rejected, or its document taken (the next one asked for)."""
+    once it is rejected, or its document taken (the next one asked for). ``watch`` is shown
+    every record read before it is mapped: what the raw fields tell that a document no longer
+    does (:class:`~sparsewatch.replay.early_timestamps.EarlyTimestamps`)."""
     errors = errors or ErrorFile(None)
     stats = stats if stats is not None else ReadStats()
     for path in paths:
@@ -312,6 +315,8 @@ def read_documents(
                 stats.rejected += 1
                 errors.write(record)
             else:
+                if watch is not None:
+                    watch(record)
                 try:
                     document = to_document(record.fields, mapping, max_text_bytes)
                 except RecordError as exc:

@@ -30,6 +30,7 @@ from sparsewatch.kafka_options import (
     topic_names,
 )
 from sparsewatch.replay.documents import ErrorFile, GoneOver, ReadStats, read_documents
+from sparsewatch.replay.early_timestamps import EarlyTimestamps
 from sparsewatch.replay.producer import ReplaySummary, replay_documents
 from sparsewatch.replay.readers import detect_format
 from sparsewatch.runtime import sigterm_interrupts
@@ -145,7 +146,7 @@ def replay(
     Records that cannot be read or mapped, or that the detector would refuse (also for an event
     time more than windows.max_ahead after the time it is sent), are written, with their file
     and line, to the error file and counted; the summary says how many were read,
-    produced and rejected.
+    produced and rejected. A replay that rejects every record fails (exit status 2).
     """
     if rate is not None and speedup is not None:
         raise click.UsageError("give --rate or --speedup, not both")
@@ -177,8 +178,11 @@ def replay(
     show = console.is_terminal if progress is None else progress
     resumed = ctx.get_parameter_source("skip") is not ParameterSource.DEFAULT
     errors = ErrorFile(errors_file, on_failure=_stop_replay)
+    early = EarlyTimestamps(mapping)
     with sigterm_interrupts(), errors:  # SIGTERM stops as Ctrl-C
-        docs = read_documents(inputs, mapping, errors, fmt, stats, config.max_text_bytes)
+        docs = read_documents(
+            inputs, mapping, errors, fmt, stats, config.max_text_bytes, watch=early
+        )
         bar = Progress(
             TextColumn("replay"),
             BarColumn(),
@@ -222,12 +226,7 @@ def replay(
         gone_over = GoneOver(topic, skip + 1, summary.resume_skip, stats) if resumed else None
         listed = _close_errors(errors, errors_file, gone_over, started)
     _report(summary, stats, topic, errors_file if listed else None, as_json)
-    if mapping.timestamp_unit_ms == 1 and stats.looks_like_seconds():
-        click.echo(
-            "note: read as epoch milliseconds, every timestamp falls in 1970-01-12..1973-03-03; "
-            "if they are epoch seconds, replay them with --timestamp-unit s",
-            err=True,
-        )
+    _timestamp_notes(mapping.timestamp_unit_ms, stats, early)
     if errors.failure is not None:
         unlisted = f"the records it rejected or did not deliver ({errors.count}) are not listed, "
         raise SparsewatchError(
@@ -242,6 +241,25 @@ def replay(
             f"{summary.failed} messages were not delivered ({'; '.join(summary.errors[:3])}); "
             f"they are listed in {errors_file}"
         )
+    if 0 < stats.read == stats.rejected + summary.rejected:
+        raise SparsewatchError(
+            f"no document was produced: every record read ({stats.read}) was rejected; the "
+            f"rejections are listed in {errors_file}"
+        )
+
+
+def _timestamp_notes(unit_ms: int, stats: ReadStats, early: EarlyTimestamps) -> None:
+    """After the summary, a note on timestamps that look misread: every one of them epoch
+    seconds read as milliseconds (``unit_ms`` 1), or else numbers read as moments before 1980
+    (relative times: ``early``), as epoch seconds fall too."""
+    if unit_ms == 1 and stats.looks_like_seconds():
+        click.echo(
+            "note: read as epoch milliseconds, every timestamp falls in 1970-01-12..1973-03-03; "
+            "if they are epoch seconds, replay them with --timestamp-unit s",
+            err=True,
+        )
+    elif (note := early.note()) is not None:
+        click.echo(note, err=True)
 
 
 def _close_errors(
