@@ -9,7 +9,9 @@ partition. :func:`run_ingest` (``sparsewatch ingest``) bridges such a topic to
 such as ``user.lang``, or the record's own Kafka timestamp as the event time) to a document message
 keyed by its stream; a record that cannot be mapped (not JSON, a missing field, a bad date, a
 text the detector would refuse, a tombstone) goes to ``<prefix>.dlq`` with the reason and its
-source ``topic:partition:offset``, as the workers' dead letters do, and (given a sink) to the
+source ``topic:partition:offset``, as the workers' dead letters do, with its own key in a
+``source_key`` header and, for a tombstone (an empty value there), a ``null_value`` header
+(:func:`~sparsewatch.consumers.kafka_client.dead_letter_message`), and (given a sink) to the
 results database's ``dead_letters`` table, where ``sparsewatch dead-letters`` finds it.
 
 Consume-transform-produce runs in Kafka transactions: a batch's documents, its dead letters and
@@ -50,6 +52,7 @@ import hashlib
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -215,17 +218,17 @@ def run_ingest(
     health = health or Heartbeat("ingest")
     health.count_waits(metrics.retried)
     replaced: list[Producer] = []  # kept alive: a call may never return from one
-    producer, limits = _started_producer(route, tid, stop, replaced)
-    if producer is None:
+    started = _started(route, tid, stop, metrics, replaced)
+    if started is None:
         return stats
-    consumer = _bridge_consumer(route, metrics)
-    health.started()
-    readiness = ConsumerReadiness(
-        consumer, health, patterns=any(s.startswith("^") for s in route.source_topics)
-    )
+    producer, limits, consumer = started
     # (the records are mapped in _transfer, called from this frame: a frame more or less between
     # them and the caller moves the nesting depth at which a record's JSON is refused)
     try:
+        health.started()
+        readiness = ConsumerReadiness(
+            consumer, health, patterns=any(s.startswith("^") for s in route.source_topics)
+        )
         idleness = _Idleness(route, consumer, until_idle_s)
         while not stop.is_set():
             batch = _poll(consumer, batch_size, tid)
@@ -271,17 +274,53 @@ def run_ingest(
     return stats
 
 
-def _started_producer(
-    route: IngestRoute, tid: str, stop: StopFlag, replaced: list[Producer]
-) -> tuple[Producer | None, TopicLimits]:
-    """The bridge's transactional producer (waiting at start for the broker's transaction
-    coordinator: :func:`_transactional_producer`) made for the documents and dead-letter topics'
-    limits (:func:`_limited`), and those limits; None when stopped while it waited."""
-    producer = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
-    if producer is None:  # stopped while the transaction coordinator was loading
-        return None, TopicLimits()
-    # (a new producer's limits are the producer's own)
-    return _limited(route, tid, stop, producer, TopicLimits(), replaced)
+def _started(
+    route: IngestRoute,
+    tid: str,
+    stop: StopFlag,
+    metrics: IngestMetrics,
+    replaced: list[Producer],
+) -> tuple[Producer, TopicLimits, BatchConsumer] | None:
+    """The bridge's clients: its transactional producer (waiting at start for the broker's
+    transaction coordinator: :func:`_transactional_producer`) made for the documents and
+    dead-letter topics' limits (:func:`_limited`; the first producer, when another one is made
+    for them, goes to ``replaced``), those limits, and its consumer (:func:`_bridge_consumer`).
+    None when stopped while it waited. A start check that fails (a one-line SparsewatchError: a
+    compacted documents topic, a dead-letter topic too small) or a consumer that cannot be made
+    releases the producers made so far (:func:`_release`) before the error goes on: they were
+    left open (their threads and connections) for as long as the error was held."""
+    first = _transactional_producer(route.bootstrap, tid, stop, _START_RETRY_S)
+    if first is None:  # stopped while the transaction coordinator was loading
+        return None
+    producer: Producer | None = first
+    try:
+        # (a new producer's limits are the producer's own)
+        producer, limits = _limited(route, tid, stop, first, TopicLimits(), replaced)
+        if producer is not None:
+            return producer, limits, _bridge_consumer(route, metrics)
+    except BaseException:
+        _release(first, producer)
+        raise
+    _release(first)  # stopped while the broker was down
+    return None
+
+
+def _release(*producers: Producer | None) -> None:
+    """Close the producers of a start that failed or was stopped (each once; None is none).
+    Nothing was produced with them, so nothing is delivered or aborted: their threads and
+    connections end now. Closing one whose ``init_transactions`` did not finish warns that it
+    could not abort a transaction, though none was begun, and raises the fatal error that ended
+    its start, if any, once it is closed: neither is passed on (the start's own error, or its
+    stop, goes on)."""
+    for producer in {id(p): p for p in producers if p is not None}.values():
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", "Producer abort_transaction failed during close", RuntimeWarning
+            )
+            try:
+                producer.close()
+            except KafkaException as exc:
+                log.debug("closed a producer of a failed start: %s", exc.args[0].str())
 
 
 def _bridge_consumer(route: IngestRoute, metrics: IngestMetrics) -> BatchConsumer:
@@ -523,7 +562,7 @@ def _transfer(
                     "topic": msg.topic(),
                     "partition": msg.partition(),
                     "offset": msg.offset(),
-                    "reason": reason,
+                    "reason": reason,  # (a tombstone's says so: a payload is never null here)
                     "payload": msg.value() or b"",
                 }
                 for msg, reason in dead
@@ -535,7 +574,7 @@ def _transfer(
         for msg, reason in dead:
             reasons[reason] = reasons.get(reason, 0) + 1
             dkey, payload, headers = dead_letter_message(
-                *source_of(msg), reason, msg.value() or b""
+                *source_of(msg), reason, msg.value(), msg.key()
             )
             payload, headers = limits.fit(route.dlq_topic, dkey, payload, headers)
             produce(producer, route.dlq_topic, dkey, payload, headers=headers)
@@ -638,13 +677,28 @@ def _transactional_producer(
     of 0.5 s, 1 s, ... (at most 5 s), until the broker answers, ``stop`` is set (None then: the
     waits end at once, a call in progress within ``_TXN_TIMEOUT_S``) or, unless it is None,
     ``give_up_after_s`` has passed; such an error then, and any other error, is a one-line
-    SparsewatchError."""
+    SparsewatchError. The producer is closed when it is not returned (:func:`_release`)."""
     producer = make_producer(bootstrap, **{"transactional.id": tid, **(settings or {})})
+    try:
+        if _initialised(producer, tid, stop, give_up_after_s):
+            return producer
+    except BaseException:
+        _release(producer)
+        raise
+    _release(producer)
+    return None
+
+
+def _initialised(
+    producer: Producer, tid: str, stop: StopFlag, give_up_after_s: float | None
+) -> bool:
+    """Whether ``producer``'s transactions were initialised (False: ``stop`` was set first),
+    retrying as :func:`_transactional_producer` says."""
     started, delay = time.monotonic(), _RETRY_FIRST_DELAY_S
     while True:
         try:
             producer.init_transactions(_TXN_TIMEOUT_S)
-            return producer
+            return True
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if not error.retriable():
@@ -655,12 +709,12 @@ def _transactional_producer(
                     f"cannot start Kafka transactions ({tid}; retried for {waited:.0f}s): {exc}"
                 ) from None
         if stop.is_set():
-            return None
+            return False
         log.warning(
             "starting Kafka transactions (%s): %s; retrying in %.1fs", tid, error.str(), delay
         )
         if stop.wait(delay):
-            return None
+            return False
         delay = min(2 * delay, _RETRY_MAX_DELAY_S)
 
 

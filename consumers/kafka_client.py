@@ -47,6 +47,9 @@ _EVENT = "an event, not a message: only events (errors) lack a topic, partition 
 # original may be as large as the broker accepts, and the copy (a longer key, two headers) must
 # not exceed the producer's 1,000,000-byte message limit. The SQL row keeps every byte.
 DLQ_MAX_PAYLOAD_BYTES = 512 * 1024
+# ... and at most this much of its key (a header): with the coordinates, the reason and the
+# framing, a copy still fits a dead-letter topic of the smallest size allowed (4,096 bytes).
+DLQ_MAX_KEY_BYTES = 1024
 
 
 def source_of(msg: Message) -> tuple[str, int, int]:
@@ -58,14 +61,31 @@ def source_of(msg: Message) -> tuple[str, int, int]:
 
 
 def dead_letter_message(
-    topic: str, partition: int, offset: int, reason: str, payload: bytes
+    topic: str,
+    partition: int,
+    offset: int,
+    reason: str,
+    payload: bytes | None,
+    source_key: bytes | None = None,
 ) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """Key, value and headers of a refused message's copy on the dead-letter topic: the key and
     the ``source`` header are ``topic:partition:offset``, the ``reason`` header says why, the value
     is the original bytes (cut at ``DLQ_MAX_PAYLOAD_BYTES``, the original size then in a
-    ``truncated_from_bytes`` header)."""
+    ``truncated_from_bytes`` header). A null ``payload`` (a tombstone) is an empty value with a
+    ``null_value`` header (``true``), so that it is told from an empty message. A ``source_key``
+    (the refused message's own key) goes to a ``source_key`` header, cut at
+    ``DLQ_MAX_KEY_BYTES`` (the original size then in a ``source_key_truncated_from_bytes``
+    header); without one (a message without a key, and the workers' dead letters, which give
+    none) there is no such header."""
     source = f"{topic}:{partition}:{offset}".encode()
     headers = [("reason", reason.encode()), ("source", source)]
+    if source_key is not None:
+        headers.append(("source_key", source_key[:DLQ_MAX_KEY_BYTES]))
+        if len(source_key) > DLQ_MAX_KEY_BYTES:
+            headers.append(("source_key_truncated_from_bytes", str(len(source_key)).encode()))
+    if payload is None:
+        headers.append(("null_value", b"true"))
+        payload = b""
     if len(payload) > DLQ_MAX_PAYLOAD_BYTES:
         headers.append(("truncated_from_bytes", str(len(payload)).encode()))
         payload = payload[:DLQ_MAX_PAYLOAD_BYTES]
@@ -573,9 +593,13 @@ class BatchConsumer:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._on_lost = on_lost or on_revoke
-        self._consumer.subscribe(
-            list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
-        )
+        try:
+            self._consumer.subscribe(
+                list(topics), on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
+            )
+        except BaseException:
+            self._consumer.close()  # (refused: no client is left behind the error)
+            raise
 
     def _on_error(self, err: KafkaError) -> None:
         """Broker unreachable and similar: remembered so that silence is not taken for idleness.
