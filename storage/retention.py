@@ -560,23 +560,39 @@ class StatisticsRefresh:
 
 
 def _prune_dead_letters(engine: sa.Engine, before: datetime, report: PruneReport) -> None:
-    d = dead_letters.c
-    old = d.created_at < before
+    """Delete (or count) the dead letters stored before ``before``, ``DEAD_LETTER_BATCH`` at a
+    time, one short write transaction each (:func:`_delete_dead_letter_batch`), until a batch
+    finds none."""
+    old = dead_letters.c.created_at < before
     if report.dry_run:
         with engine.connect() as conn:
             report.deleted["dead_letters"] = _apply(conn, dead_letters, old, dry_run=True)
         return
-    while True:  # in batches of keys: one short write transaction each
+    delete = _delete_dead_letter_batch(engine.dialect.name, old)
+    while True:
         with write_connection(engine) as conn, conn.begin():
-            keys = conn.execute(
-                sa.select(d.topic, d.partition, d.offset).where(old).limit(DEAD_LETTER_BATCH)
-            ).all()
-            if not keys:
-                return
-            where = sa.tuple_(d.topic, d.partition, d.offset).in_([tuple(k) for k in keys])
-            report.deleted["dead_letters"] += int(
-                conn.execute(sa.delete(dead_letters).where(where)).rowcount
-            )
+            deleted = int(conn.execute(delete).rowcount)
+        if not deleted:
+            return
+        report.deleted["dead_letters"] += deleted
+
+
+def _delete_dead_letter_batch(dialect: str, old: sa.ColumnElement[bool]) -> sa.Delete:
+    """A statement deleting at most ``DEAD_LETTER_BATCH`` dead letters matching ``old``, chosen
+    by the database itself: PostgreSQL, by their row versions' ``ctid`` (a TID scan of the rows
+    its subquery found); SQLite, by their keys, a row-value ``IN`` a subquery (SQLite 3.15+).
+    Its text is the same at every batch: reading the keys first and deleting a literal list of
+    them cost PostgreSQL 20 s to plan at 5,000 keys (an OR of each), 0.4 s to run."""
+    if dialect == "postgresql":
+        ctid: sa.ColumnElement[Any] = sa.literal_column("ctid")
+        chosen = sa.select(ctid).select_from(dead_letters).where(old).limit(DEAD_LETTER_BATCH)
+        return sa.delete(dead_letters).where(
+            ctid == sa.any_(sa.func.array(chosen.scalar_subquery()))
+        )
+    d = dead_letters.c
+    key = sa.tuple_(d.topic, d.partition, d.offset)
+    chosen = sa.select(d.topic, d.partition, d.offset).where(old).limit(DEAD_LETTER_BATCH)
+    return sa.delete(dead_letters).where(key.in_(chosen))
 
 
 _GROUP_STATE = (checkpoints, partition_offsets)

@@ -39,6 +39,7 @@ be timezone-aware.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -650,20 +651,17 @@ class Store:
         self, messages: Sequence[tuple[str, int, int, bytes]]
     ) -> set[tuple[str, int, int, bytes]]:
         """Which of ``messages`` (topic, partition, offset, payload) the ``dead_letters`` table
-        holds: at those coordinates, with those bytes."""
-        d = dead_letters.c
-        found: set[tuple[str, int, int, bytes]] = set()
+        holds: at those coordinates, with those bytes. One statement whatever their number
+        (:func:`_dead_letters_at`); the worker's writer asks before each transaction with dead
+        letters."""
         wanted = set(messages)
+        if not wanted:
+            return set()
         coordinates = sorted({m[:3] for m in wanted})
         with self.reading() as conn:
-            for lo in range(0, len(coordinates), 500):  # (well below SQLite's bound parameters)
-                where = sa.tuple_(d.topic, d.partition, d.offset).in_(coordinates[lo : lo + 500])
-                stmt = sa.select(d.topic, d.partition, d.offset, d.payload).where(where)
-                for t, p, o, payload in conn.execute(stmt):
-                    message = (str(t), int(p), int(o), bytes(payload))
-                    if message in wanted:
-                        found.add(message)
-        return found
+            rows = conn.execute(_dead_letters_at(conn.dialect.name, coordinates))
+            stored = {(str(t), int(p), int(o), bytes(payload)) for t, p, o, payload in rows}
+        return stored & wanted
 
     def claim_partitions(self, group: str, topic: str, partitions: Iterable[int]) -> dict[int, str]:
         """Make this caller the owner of ``topic``'s ``partitions`` in ``group``, in a
@@ -829,3 +827,34 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.dispose()
+
+
+def _dead_letters_at(dialect: str, coordinates: Sequence[tuple[str, int, int]]) -> sa.Select[Any]:
+    """The dead letters (topic, partition, offset, payload) at ``coordinates`` (topic, partition,
+    offset): the coordinates travel as a constant number of bound parameters, joined to the table
+    by its primary key. PostgreSQL: three arrays, ``unnest``-ed into rows; SQLite: one JSON array,
+    read by ``json_each``. A list of row values (``(topic, partition, offset) IN (...)``, three
+    parameters a key) cost PostgreSQL 0.15 s to plan at 500 keys and 1 s at 5,000 (an OR of each
+    key), and SQLite read the whole table for each batch of 500."""
+    d = dead_letters.c
+    if dialect == "postgresql":
+        names, partitions, offsets = (list(column) for column in zip(*coordinates, strict=True))
+        keys = (
+            sa.func.unnest(
+                sa.bindparam("topics", names, type_=postgresql.ARRAY(sa.String)),
+                sa.bindparam("partitions", partitions, type_=postgresql.ARRAY(sa.Integer)),
+                sa.bindparam("offsets", offsets, type_=postgresql.ARRAY(sa.BigInteger)),
+            )
+            .table_valued("topic", "partition", "offset")
+            .render_derived(name="k")
+        )
+        key: list[sa.ColumnElement[Any]] = [keys.c.topic, keys.c.partition, keys.c.offset]
+    else:
+        listed = sa.bindparam("coordinates", json.dumps([list(c) for c in coordinates]), sa.String)
+        keys = sa.func.json_each(listed).table_valued("value").alias("k")
+        key = [sa.func.json_extract(keys.c.value, f"$[{i}]") for i in range(3)]
+    topic, partition, offset = key
+    on = (d.topic == topic) & (d.partition == partition) & (d.offset == offset)
+    return sa.select(d.topic, d.partition, d.offset, d.payload).select_from(
+        keys.join(dead_letters, on)
+    )
