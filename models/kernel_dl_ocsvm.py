@@ -35,8 +35,12 @@ Both values were chosen on validation scores of k-fold splits of the training da
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics.pairwise import pairwise_kernels
-from sparsewatch.models._ocsvm_base import FloatArray, OCSVMDetectorBase
+from sparsewatch.models._ocsvm_base import (
+    FloatArray,
+    OCSVMDetectorBase,
+    row_matmul,
+    row_products,
+)
 from sparsewatch.models.dl_ocsvm import DLOCSVM
 from sparsewatch.models.dpl_ocsvm import DPLOCSVM
 
@@ -49,20 +53,44 @@ def kernel_matrix(
     A: FloatArray, B: FloatArray, kernel: str, gamma: float, degree: int, coef0: float
 ) -> FloatArray:
     """``k(a_i, b_j)`` for the RBF ``exp(-gamma ||a-b||^2)``, polynomial
-    ``(gamma a^T b + coef0)^degree`` and linear ``a^T b`` kernels.
+    ``(gamma a^T b + coef0)^degree`` and linear ``a^T b`` kernels, each row a function of
+    ``a_i`` alone, bit for bit.
+
+    The formulas are scikit-learn's (``pairwise_kernels``; the RBF's squared distance is
+    ``||a||^2 - 2 a^T b + ||b||^2``, clipped at 0), but its matrix products went through BLAS,
+    whose sums depend on the shape of the whole batch: the same row scored alone or at another
+    place in another batch got other kernel values in the last bits, and so another score.
+    Here the products ``a^T b`` are :func:`~._ocsvm_base.row_matmul`'s and the squared norms
+    :func:`~._ocsvm_base.row_products`' (the rest is elementwise).
 
     An RBF value of a finite row whose squared norm overflows is 0, its limit far from the
-    landmarks (scikit-learn's ``||a||^2 + ||b||^2 - 2 a^T b`` gave ``inf - inf``, NaN, and
-    the row a NaN score, which ``predict`` took for an inlier)."""
+    landmarks (``||a||^2 + ||b||^2 - 2 a^T b`` gave ``inf - inf``, NaN, and the row a NaN
+    score, which ``predict`` took for an inlier)."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    if kernel != "rbf":
-        params = {"gamma": gamma, "degree": degree, "coef0": coef0} if kernel == "poly" else {}
-        return pairwise_kernels(A, B, metric=kernel, **params)
+    K = row_matmul(A, B.T)
+    if kernel == "linear":
+        return K
+    if kernel == "poly":
+        K *= gamma
+        K += coef0
+        K **= degree
+        return K
     with np.errstate(over="ignore", invalid="ignore"):  # (the NaN values are set below)
-        K = pairwise_kernels(A, B, metric="rbf", gamma=gamma)
+        K *= -2.0
+        K += _squared_norms(A)[:, None]
+        K += _squared_norms(B)[None, :]
+        np.maximum(K, 0.0, out=K)
+        K *= -gamma
+        np.exp(K, out=K)
     K[np.isnan(K)] = 0.0
     return K
+
+
+def _squared_norms(A: FloatArray) -> FloatArray:
+    """The squared l2 norms of the rows of ``A``, each a function of its row alone
+    (:func:`~._ocsvm_base.row_products`); ``inf`` where they overflow."""
+    return row_products(A * A, np.ones(A.shape[1]))
 
 
 def kernel_sqrt_inverse(K: FloatArray, eig_floor: float) -> FloatArray:
@@ -116,7 +144,7 @@ class _KernelMapMixin(OCSVMDetectorBase):
         self.gamma_ = float(gamma)
         K = self._kernel(self.landmarks_, self.landmarks_)
         self.kernel_map_ = kernel_sqrt_inverse(K, float(self.eig_floor))
-        return self._kernel(X, self.landmarks_) @ self.kernel_map_
+        return self._kernel_map(X)
 
     def _kernel(self, A: FloatArray, B: FloatArray) -> FloatArray:
         return kernel_matrix(
@@ -125,7 +153,14 @@ class _KernelMapMixin(OCSVMDetectorBase):
 
     def _features(self, X: FloatArray) -> FloatArray:
         """``psi(x) = Lambda^{-1/2} U^T k(Y_L, x)`` for the normalised rows of ``X`` (rows x r)."""
-        return self._kernel(self._normalize(X), self.landmarks_) @ self.kernel_map_
+        return self._kernel_map(self._normalize(X))
+
+    def _kernel_map(self, X: FloatArray) -> FloatArray:
+        """``psi`` of normalised rows (the training ones at fit, as they are scored), each row's
+        a function of that row alone, bit for bit (:func:`kernel_matrix`,
+        :func:`~._ocsvm_base.row_matmul`): through BLAS's matrix products, a row got other
+        codes, and so another score, alone or at another place in another batch."""
+        return row_matmul(self._kernel(X, self.landmarks_), self.kernel_map_)
 
 
 class KDLOCSVM(_KernelMapMixin, DLOCSVM):
@@ -218,7 +253,8 @@ class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
     coordinates ``psi`` of the module docstring. Kernel parameters as in :class:`KDLOCSVM`, but
     ``gamma_scale`` defaults to 1 (``gamma=None`` is scikit-learn's ``"scale"``);
     ``tau`` as in :class:`~sparsewatch.models.dpl_ocsvm.DPLOCSVM` (default ``"auto"`` = ``0.02 N``,
-    ``N`` the number of training rows).
+    ``N`` the number of training rows). ``analysis_coefficients_`` gives ``B`` (atoms x
+    landmarks).
 
     Examples
     --------
@@ -279,3 +315,20 @@ class KDPLOCSVM(_KernelMapMixin, DPLOCSVM):
         self.coef0 = coef0
         self.n_landmarks = n_landmarks
         self.eig_floor = eig_floor
+
+    @property
+    def analysis_coefficients_(self) -> FloatArray:
+        """``B`` with analysis rows ``B Phi(landmarks_)^T`` (atoms x landmarks): ``P psi(y) =
+        B k(Y_L, y)``."""
+        return self.analysis_ @ self.kernel_map_.T
+
+    def _codes(self, X: FloatArray) -> FloatArray:
+        """The codes ``P psi(y)`` of the rows as ``B k(Y_L, y)`` (Section 5.2's ``P = B
+        Phi(Y_L)^T``), each row's a function of that row alone, bit for bit
+        (:func:`kernel_matrix`, :func:`~._ocsvm_base.row_matmul`). Through ``psi`` (a
+        coordinate per kept eigenvalue of the landmarks' Gram, up to ``n_landmarks``) each row
+        took a product by a landmarks x landmarks matrix, one BLAS call per row; ``B`` has a row
+        per atom."""
+        return row_matmul(
+            self._kernel(self._normalize(X), self.landmarks_), self.analysis_coefficients_.T
+        )
