@@ -29,7 +29,8 @@ weights ``W >= 0`` (``N x K``):
   the quadratic keeps their weights at 0 and only the hinge, rewarding any rise of ``S w``, would
   give them weight on an emerging topic (they were then labelled with it and counted in its
   ``n_documents``). They are left out of the problem: zero weights, their columns of ``S``
-  zeroed (no volume), not counted in the averages ``a`` and ``b``, label -1.
+  zeroed (no volume), not counted in the averages ``a`` and ``b``, label -1, and they seed no
+  emerging topic.
 * Rank-one cyclic updates (HALS order, one topic at a time, residual ``R_i = X - sum_{j != i}
   w_j h_j``): evolving ``w_i = max(0, R_i h_i) / ||h_i||^2`` in closed form; emerging ``w_i`` by
   projected gradient on problem (9) (the quadratic plus ``mu L``); ``h_i`` by projecting
@@ -38,21 +39,24 @@ weights ``W >= 0`` (``N x K``):
   from the topic's threshold one sweep earlier.
 * Hot start: topics and the weights of documents still in the window are kept from ``t - 1``;
   new documents get NNLS weights on the current topics; emerging topics start from the positive
-  residuals ``max(x - w H, 0)`` of new documents, the worst-fitted first, one per story (our
-  choice, not the paper's): a document whose positive residual has cosine ``seed_similarity``
-  (default 0.3) or more with a seed already chosen seeds no other. The ``K_em`` worst-fitted
+  residuals ``max(x - w H, 0)`` of new documents, the worst-fitted first (only documents with
+  a positive residual), one per story (our choice, not the paper's): a document whose positive
+  residual has cosine ``seed_similarity`` (default 0.3) or more with a seed already chosen
+  seeds no other. The ``K_em`` worst-fitted
   documents were the seeds before, usually all of one burst: on 80 documents with a new story
   in 20 of them, ``K_em = 3`` split it into three topics of 9, 6 and 5 documents (term cosines
   0.17-0.43, three alerts), and two stories born together got topics mixing both. When fewer
   than ``K_em`` documents remain unlike the seeds, fewer emerging topics are added.
 * The first time point is a plain NMF (no box, no emerging topics) of ``n_initial_topics``.
-* After each time point documents of ``X(t)`` are tagged with their dominant topic id
-  (``labels_``) and each emerging topic yields an :class:`EmergingTopicEvent` (``events_``) with
-  its top terms, its raw volume ``S w`` over the window and that volume's rise at the time point
-  (the event's score), and its smoothed trend ``F S w``. The smoother belongs to the hinge (the
-  paper's objective); as a report it invented history: a story only in the last of 7 time points
-  (raw volumes 0.49 0.22 0.54 0.47 0.42 0.55 18.56) had the trend -1.95 -0.74 0.58 2.2 4.29 6.91
-  9.96, negative volumes and a rise over the whole window, and slope 3.05 for a jump of 18.
+* After each time point documents of ``X(t)`` are tagged with their dominant topic id (``labels_``,
+  as :meth:`DynamicNMF.predict` gives it: the largest NNLS weight on the final topics, not the
+  solver's weights, which the hinge raises on emerging topics) and each emerging topic yields an
+  :class:`EmergingTopicEvent` (``events_``) with its top terms, its raw volume ``S w`` over the
+  window and that volume's rise at the time point (the event's score), and its smoothed trend
+  ``F S w``. The smoother belongs to the hinge (the paper's objective); as a report it invented
+  history: a story only in the last of 7 time points (raw volumes 0.49 0.22 0.54 0.47 0.42 0.55
+  18.56) had the trend -1.95 -0.74 0.58 2.2 4.29 6.91 9.96, negative volumes and a rise over the
+  whole window, and slope 3.05 for a jump of 18.
 * With a growing vocabulary, a wider ``X(t)`` appends terms (zero weight in every topic);
   :meth:`resize_features` also handles evicted terms. At most ``max_topics`` topics are kept:
   beyond that, the evolving topics with the least weight in the window are dropped.
@@ -61,9 +65,9 @@ weights ``W >= 0`` (``N x K``):
   index: a restart draws the same), each sampled document standing for ``n_t / kept_t`` of
   them (``doc_weights_``): it weighs that much in the quadratic term, the volumes ``S w`` and
   the averages ``a`` and ``b``, so the objective and the volumes are unbiased estimates of the
-  whole time point's. Every document of ``X(t)`` still gets a label: the others by NNLS on the
-  final topics (they count in an event's ``n_documents``; its ``strength`` is the weighted
-  sample's, on the scale of its volume). Without the
+  whole time point's. Every document of ``X(t)`` still gets a label, by NNLS on the final
+  topics as the sampled ones (they count in an event's ``n_documents``; its ``strength`` is the
+  weighted sample's, on the scale of its volume). Without the
   bound the model kept every document of the last ``window`` time points (state, checkpoint
   and each solve grow with them): measured on Reuters TF-IDF at 20,000 terms, time points of
   8,000 documents grew the state by 11.6 MB each, to 84 MB at 56,000 documents, and the peak
@@ -274,10 +278,12 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         ``ValueError`` before the state is forgotten for invalid ``X`` or ``vocabulary`` (as in
         :meth:`partial_fit`) and for ``X`` without documents or terms (a stream's
         :meth:`partial_fit` waits for data instead; ``fit`` would return a model without topics).
+        ``X`` may have fewer terms than the forgotten state (the feature-count check of
+        :meth:`partial_fit` ran before the state was forgotten and refused it).
         """
         X = _as_documents(X)
         require_samples_and_features(X, type(self).__name__)
-        self._check_time_point(X, vocabulary)
+        self._check_time_point(X, vocabulary, check_features=False)
         for name in (*self._state_names(), "labels_", "events_", "n_iter_"):
             if hasattr(self, name):
                 delattr(self, name)
@@ -291,10 +297,10 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         Until a first time point with documents and terms arrives nothing is learned (labels
         -1, no events): with no terms (an empty vocabulary) there is nothing to factorise.
 
-        Sets ``labels_`` (dominant topic id of every row of ``X``; -1 for a row without weight,
-        e.g. an empty document), ``events_`` (the emerging topics of this time point) and, once
-        there are topics, ``n_iter_`` (cyclic sweeps run at the last solved time point; like
-        ``labels_`` it is not part of :meth:`get_state`).
+        Sets ``labels_`` (dominant topic id of every row of ``X``, as :meth:`predict` gives it after
+        the time point; -1 for a row without weight, e.g. an empty document), ``events_`` (the
+        emerging topics of this time point) and, once there are topics, ``n_iter_`` (cyclic sweeps
+        run at the last solved time point; like ``labels_`` it is not part of :meth:`get_state`).
         ``vocabulary[j]`` names column ``j`` in the events. ``X`` with NaN or infinite entries
         raises ``ValueError`` before anything changes, and so do negative entries and a
         ``vocabulary`` that does not name every column (it raised ``IndexError`` after the time
@@ -381,17 +387,19 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ window bookkeeping
-    def _check_time_point(self, X: sp.csr_matrix, vocabulary: list[str] | None) -> None:
+    def _check_time_point(
+        self, X: sp.csr_matrix, vocabulary: list[str] | None, *, check_features: bool = True
+    ) -> None:
         """``ValueError`` for a ``vocabulary`` that does not name every column, a
-        ``max_step_documents`` below 1, or, once fitted, ``X`` with fewer terms than the model
-        (a wider one appends terms)."""
+        ``max_step_documents`` below 1, or, once fitted and with ``check_features``, ``X`` with
+        fewer terms than the model (a wider one appends terms; :meth:`fit` forgets the model)."""
         if vocabulary is not None and len(vocabulary) != X.shape[1]:
             raise ValueError(f"vocabulary has {len(vocabulary)} terms, X has {X.shape[1]} columns")
         cap = self.max_step_documents
         if cap is not None and cap < 1:
             raise ValueError(f"max_step_documents must be >= 1 or None, got {cap}")
         self._check_params()
-        if hasattr(self, "components_"):
+        if check_features and hasattr(self, "components_"):
             check_feature_count(X.shape[1], self.n_features_in_, type(self).__name__)
 
     def _check_params(self) -> None:
@@ -552,34 +560,39 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
 
     def _emerging_init(self, X_new: sp.csr_matrix, W_new: np.ndarray, H: np.ndarray) -> np.ndarray:
         """Seeds of at most ``n_emerging`` emerging topics: the positive residuals of new
-        documents, the worst-fitted first, skipping a document whose positive residual has cosine
-        ``seed_similarity`` or more with a seed already chosen (module docstring, "Hot start").
+        documents, the worst-fitted (largest ``||x - w H||^2``) first, skipping a document whose
+        positive residual has cosine ``seed_similarity`` or more with a seed already chosen
+        (module docstring, "Hot start").
 
-        Seeding from the ``n_emerging`` worst-fitted documents alone split one new story (its
-        documents are all the worst fitted) into as many emerging topics, each with a share of
-        its documents and a third of its alerts, and mixed two stories born together.
+        Only documents with a positive residual are seeds: an empty or fully explained one
+        seeded a uniform topic, which split a story once the real ones ran out (with 3 emerging
+        topics, two empty documents took 3 to 6 of a new story's 30 documents and halved its
+        alert's rise); fewer emerging topics are added instead, none at a time point of empty
+        documents only. Seeding from the ``n_emerging`` worst-fitted documents alone
+        split one new story (its documents are all the worst fitted) into as many emerging
+        topics, each with a share of its documents and a third of its alerts, and mixed two
+        stories born together.
         """
-        n_seeds = min(self.n_emerging, X_new.shape[0])
-        if n_seeds == 0:
-            return np.zeros((0, H.shape[1]))
-        XH = np.asarray(X_new @ H.T)
-        sq = np.asarray(X_new.multiply(X_new).sum(axis=1)).ravel()
-        residual = sq - 2.0 * np.sum(W_new * XH, axis=1) + np.sum((W_new @ (H @ H.T)) * W_new, 1)
         R = _positive_residual(X_new, W_new, H)
         norms = np.sqrt(np.asarray(R.multiply(R).sum(axis=1)).ravel())
-        U = sp.diags(np.divide(1.0, norms, out=np.zeros(norms.size), where=norms > 0)) @ R
-        taken = np.zeros(X_new.shape[0], dtype=bool)  # a residual like a chosen seed's
+        candidates = np.flatnonzero(norms > 0)  # x != 0 too: R <= x entrywise
+        if min(self.n_emerging, candidates.size) == 0:
+            return np.zeros((0, H.shape[1]))
+        X_c, W_c = X_new[candidates], W_new[candidates]
+        sq = np.asarray(X_c.multiply(X_c).sum(axis=1)).ravel()
+        XH = np.asarray(X_c @ H.T)
+        residual = sq - 2.0 * np.sum(W_c * XH, axis=1) + np.sum((W_c @ (H @ H.T)) * W_c, axis=1)
+        U = sp.diags(1.0 / norms[candidates]) @ R[candidates]
+        taken = np.zeros(candidates.size, dtype=bool)  # a residual like a chosen seed's
         seeds: list[int] = []
         for j in np.argsort(-residual, kind="stable").tolist():
             if taken[j]:
                 continue
-            seeds.append(j)
-            if len(seeds) == n_seeds:
+            seeds.append(int(candidates[j]))
+            if len(seeds) == self.n_emerging:
                 break
             taken |= np.asarray((U @ U[j].T).todense()).ravel() >= self.seed_similarity
         Hem = R[seeds].toarray()
-        empty = Hem.sum(axis=1) <= 0
-        Hem[empty] = 1.0
         return Hem / Hem.sum(axis=1, keepdims=True)
 
     def _prune(self) -> None:
@@ -739,19 +752,21 @@ class DynamicNMF(TransformerMixin, BaseEstimator):
     def _tag_and_emit(
         self, X: sp.csr_matrix, sample: np.ndarray, vocabulary: list[str] | None
     ) -> None:
-        """Labels and events of the time point ``X``, of which rows ``sample`` were solved for;
-        the others are labelled by NNLS weights on the final topics. An event's strength is the
-        sample's weight on its topic, each document counted for those it stands for (its volume
-        at the time point)."""
-        n_new = X.shape[0]
+        """Labels and events of the time point ``X``, of which rows ``sample`` were solved for.
+
+        Every row is labelled as :meth:`predict` labels it: the dominant topic of its NNLS
+        weights on the final topics (-1 for a row no topic explains), so ``labels_`` and
+        ``n_documents`` reflect the documents' terms. The solver's weights of the solved rows
+        carry the hinge of problem (9), which raises every document of the latest time point on
+        an emerging topic alike: a document sharing no term with any topic had its only weight
+        (about 3e-5) there and was labelled with it (and counted in its ``n_documents``) while
+        :meth:`predict` gave -1. An event's strength is the sample's solver weight on its topic,
+        each document counted for those it stands for (its volume at the time point)."""
         W_solved = self.weights_[self.weights_.shape[0] - sample.size :]
         strength = self.doc_weights_[self.doc_weights_.size - sample.size :] @ W_solved
-        self.labels_ = np.full(n_new, -1, dtype=np.int64)
-        self.labels_[sample] = self._dominant(W_solved)
-        rest = np.setdiff1d(np.arange(n_new), sample, assume_unique=True)
-        for lo in range(0, rest.size, COLUMN_BLOCK):  # the weights of a block at a time
-            rows = rest[lo : lo + COLUMN_BLOCK]
-            self.labels_[rows] = self._dominant(self.transform(X[rows]))
+        self.labels_ = np.full(X.shape[0], -1, dtype=np.int64)
+        for lo in range(0, X.shape[0], COLUMN_BLOCK):  # the weights of a block at a time
+            self.labels_[lo : lo + COLUMN_BLOCK] = self.predict(X[lo : lo + COLUMN_BLOCK])
         S = self._temporal_operator()
         F = hp_smoother(S.shape[0], self.hp_lambda)
         events = []
