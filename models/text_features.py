@@ -23,15 +23,19 @@ Tokenizer (deliberate choices for tweets and news):
 
 * NFKC and case folding (``𝐁𝐑𝐄𝐀𝐊𝐈𝐍𝐆``, ``ＢＲＥＡＫＩＮＧ`` and ``Breaking`` are ``breaking``,
   ``ﬁ`` is ``fi``, ``ß`` is ``ss``), without the Arabic tatweel and vowel marks or Hebrew niqqud
-  (:func:`_normalized`); Latin diacritics stay (``café`` is not ``cafe``);
+  (:func:`_normalized`), whose hamza and madda stay parts of their letters (``أ``, ``آ``); Latin
+  diacritics stay (``café`` is not ``cafe``);
 * lower case, Unicode-aware words (``\\w`` letters of any script and the combining marks and
   zero-width (non-)joiners inside them, so Devanagari, vowelled Arabic or Persian words stay
   whole; a word starts at a ``\\w`` character and ends at no joiner, so the variation selector of
   ``⚠️BREAKING`` or a joiner glued to an emoji is no part of a word or tag; text is
-  NFC-normalised, so a word typed precomposed or decomposed is one token, the dot of a
+  NFKC-normalised, so a word typed precomposed, decomposed or in presentation forms (Hebrew
+  ``שׁ``, U+FB2A; Arabic ``ﺃ``, U+FE83) is one token, the dot of a
   lower-cased Turkish ``İ`` is dropped, and so are soft hyphens and variation selectors; tokens
   must contain a letter and have at least two characters; pure numbers are dropped, they are
-  mostly noise in news wires);
+  mostly noise in news wires); an apostrophe inside a word is part of it, so a possessive is a
+  term apart from its noun (``company's`` is not ``company``, as ``don't`` is one term): a
+  deliberate choice, without stemming, that every benchmark's features were measured with;
 * URLs become one token ``url:<domain>`` (``urls="domain"``; the host only: no user, port, query
   or the sentence's punctuation after it), or ``"drop"``; a URL is its RFC 3986 characters but
   ``'`` and ``,``, so it ends at the first non-ASCII character (``…``, ``）``) and a word glued
@@ -105,10 +109,11 @@ truncation (keep the ``max_terms_per_doc`` largest weights of each document), th
 Terms not in the vocabulary (when scoring without learning) keep their weight in the normaliser and
 are returned as ``oov_mass``: no atom covers them, so they add exactly that mass to the l1 error.
 
-Memory: a window is tokenized :data:`TOKEN_BLOCK` texts at a time and its tokens are kept as
-numbers (an index of the window's distinct terms), so learning and weighting a window of tweets
-peaks at about 0.8 kB a tweet instead of 2.1 kB with a list of token strings per tweet; the
-features are the same.
+Memory: a window is tokenized :data:`TOKEN_BLOCK` texts at a time, a block of at most
+:data:`TOKEN_BLOCK_CHARS` characters (so a block of long stories peaks near 60 MB, not near 10 GB
+for 4,096 stories of 100 kB), and its tokens are kept as numbers (an index of the window's
+distinct terms), so learning and weighting a window of tweets peaks at about 0.8 kB a tweet
+instead of 2.1 kB with a list of token strings per tweet; the features are the same.
 """
 
 from __future__ import annotations
@@ -119,6 +124,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from numbers import Integral
 from typing import Any, Literal, cast, overload
 
 import numpy as np
@@ -306,16 +312,21 @@ def _special(
     return {"word": word, "keep": [tag], "both": [tag, *word], "drop": []}[hashtags]
 
 
-# removed before normalisation: soft hyphens (invisible line-break hints inside words:
-# ``news\u00adpaper`` is ``newspaper``), the variation selectors (they choose a glyph: ``辻󠄀本``,
-# written with a Japanese ideographic variant, is ``辻本``), the Arabic tatweel (a stretch of the
-# baseline, ``خـبـر`` is ``خبر``), Arabic harakat and Quranic marks and Hebrew niqqud and
-# cantillation (vowel signs most text omits: a vowelled word is its bare word), and the trade
-# mark signs (NFKC spells ``™`` as ``tm``, gluing it to the brand)
-_REMOVED = re.compile(
-    "[\u00ad\ufe00-\ufe0f\U000e0100-\U000e01ef\u0640\u064b-\u065f\u0670\u06d6-\u06dc"
-    "\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5"
-    "\u05c7\u2120\u2122]"
+# removed before normalisation, so that a mark behind one composes with its letter: soft hyphens
+# (invisible line-break hints inside words: ``news\u00adpaper`` is ``newspaper``), the variation
+# selectors (they choose a glyph: ``辻󠄀本``, written with a Japanese ideographic variant, is
+# ``辻本``) and the trade mark signs (NFKC spells ``™`` as ``tm``, gluing it to the brand)
+_REMOVED_FIRST = re.compile("[\u00ad\ufe00-\ufe0f\U000e0100-\U000e01ef\u2120\u2122]")
+# removed after NFKC, which yields some of them (the Hebrew presentation forms ``שׁ``, U+FB2A, and
+# ``בּ``, U+FB31, are a letter and its niqqud; the Arabic U+FE77 a tatweel and a fatha): the Arabic
+# tatweel (a stretch of the baseline, ``خـبـر`` is ``خبر``), harakat and Quranic marks and Hebrew
+# niqqud and cantillation (vowel signs most text omits: a vowelled word is its bare word), but
+# not the madda and hamza above and below (U+0653-U+0655): parts of the letters ``آ``, ``أ``,
+# ``إ``, ``ؤ``, ``ئ``, which NFKC composes from them (removed first, a decomposed ``أحمد`` lost
+# its hamza and was ``احمد``)
+_REMOVED_MARKS = re.compile(
+    "[\u0640\u064b-\u0652\u0656-\u065f\u0670\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8"
+    "\u06ea-\u06ed\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7]"
 )
 
 
@@ -325,14 +336,20 @@ def _normalized(text: str) -> str:
     full-width forms (``ＮＨＫ``, ``＃地震``, half-width ``ｶﾞ``) are their plain letters and
     ``ß`` is ``ss``; the dot of a case-folded Turkish ``İ`` is dropped; ``’`` and ``ʼ`` (U+02BC)
     are ``'``; ``…`` is `` ... `` (NFKC's dots, spaced: they end a URL and a word); soft hyphens,
-    variation selectors, the Arabic tatweel and vowel marks, Hebrew niqqud and the trade mark
-    signs are removed (:data:`_REMOVED`), first, so that a mark behind a soft hyphen composes with
-    its letter; the Thai and Lao SARA AM, which NFKC splits, stay one vowel. Latin diacritics
+    variation selectors and the trade mark signs are removed first (:data:`_REMOVED_FIRST`), the
+    Arabic tatweel and vowel marks and Hebrew niqqud after NFKC (:data:`_REMOVED_MARKS`), and
+    the text composed again (NFC) when one was removed (a tatweel or mark between a letter and
+    its hamza kept them apart), so a word typed precomposed, decomposed or in presentation forms
+    is one token; the Thai and Lao SARA AM, which NFKC splits, stay one vowel. Latin diacritics
     stay (``café`` is not ``cafe``), typed precomposed or not."""
     if text.isascii():
         return text.lower()
-    text = _REMOVED.sub("", text.replace("\u2026", " ... "))
-    text = unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i")
+    text = _REMOVED_FIRST.sub("", text.replace("\u2026", " ... "))
+    text = unicodedata.normalize("NFKC", text)
+    bare = _REMOVED_MARKS.sub("", text)
+    if len(bare) != len(text):
+        text = unicodedata.normalize("NFC", bare)
+    text = text.casefold().replace("i\u0307", "i")
     text = text.replace("\u2019", "'").replace("\u02bc", "'")
     # NFKC splits the Thai and Lao SARA AM into NIKHAHIT and SARA AA: one vowel again
     return text.replace("\u0e4d\u0e32", "\u0e33").replace("\u0ecd\u0eb2", "\u0eb3")
@@ -526,6 +543,14 @@ def _split_word(word: str, opts: _Options, grams: set[str] | None) -> list[str]:
 # Texts tokenized at a time: a block's tokens live as strings only until they are numbered
 # (:class:`_Tokens`), so a window's tokens take 8 bytes each, not a string object each.
 TOKEN_BLOCK = 4096
+# Characters tokenized at a time: a block also ends before the text that would take it past
+# this many (a longer text is a block alone). A block's tokens, as strings and the scan's match
+# tuples, peak at about 150 bytes each, 27 bytes a character of English: a block of 4,096 texts
+# bounded by count alone peaked near 1 GB for 10 kB stories (by extrapolation 10 GB at 100 kB),
+# under this budget near 60 MB whatever the texts' length. 4,096 tweets stay under it (280
+# characters at most): their blocks are unchanged. Smaller blocks cost time (1M characters:
+# Reuters-21578 in 17 blocks instead of 6, 10% slower; 2M: 9 blocks, 4%).
+TOKEN_BLOCK_CHARS = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -544,6 +569,22 @@ class _Tokens:
         pairs = np.sort(doc * n_terms + self.ids)
         first = np.r_[True, pairs[1:] != pairs[:-1]] if pairs.size else np.zeros(0, dtype=bool)
         return np.bincount(pairs[first] % n_terms, minlength=len(self.terms))
+
+
+def _blocks(texts: list[str]) -> list[tuple[int, int]]:
+    """Bounds ``(lo, hi)`` of the consecutive blocks ``texts[lo:hi]`` tokenized at a time: at
+    most :data:`TOKEN_BLOCK` texts and :data:`TOKEN_BLOCK_CHARS` characters each, but at least
+    one text; one empty block for no texts (the tokenizer then still checks its options)."""
+    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    bounds: list[tuple[int, int]] = []
+    lo = 0
+    while lo < len(texts) or not bounds:
+        start = int(ends[lo - 1]) if lo else 0
+        fits = int(np.searchsorted(ends, start + TOKEN_BLOCK_CHARS, side="right"))
+        hi = min(max(fits, lo + 1), lo + TOKEN_BLOCK, len(texts))
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
 
 
 def checked_texts(texts: Sequence[str]) -> list[str]:
@@ -605,7 +646,9 @@ class StreamingTfidf(BaseEstimator):
     df_half_life : half-life (> 0), in documents, of the document frequencies (``None``: no
         decay).
     min_df_new : a new term enters the vocabulary only when it appears in at least this many
-        documents of the window that introduces it (1 = every term).
+        documents of the window that introduces it (1 = every term); a term already a candidate
+        (refused or evicted at ``max_features``) adds the documents of every window it appears
+        in to its gathered df, however few.
     max_terms_per_doc : salient-term truncation (keep the largest TF-IDF weights), ``None`` = all.
     idf_power : exponent on the idf (0: plain tf, 1: TF-IDF; between: damped rare terms).
     stop_words : "english" (scikit-learn's list), None, or a list of words.
@@ -738,14 +781,15 @@ class StreamingTfidf(BaseEstimator):
         }
 
     def _numbered_tokens(self, texts: Sequence[str]) -> _Tokens:
-        """The tokens of ``texts``, tokenized :data:`TOKEN_BLOCK` texts at a time and numbered
-        as they come (invalid input raises as :meth:`tokenize` does)."""
+        """The tokens of ``texts``, tokenized a block at a time (:func:`_blocks`) and numbered
+        as they come (invalid input raises as :meth:`tokenize` does). A text's tokens do not
+        depend on the others', so neither do the blocks' bounds change them."""
         texts = checked_texts(texts)
         options = self._tokenizer_options()
         index: dict[str, int] = {}
         ids, lens = [], []
-        for lo in range(0, max(len(texts), 1), TOKEN_BLOCK):  # once for no texts: option checks
-            flat, counts = tokenize_flat(texts[lo : lo + TOKEN_BLOCK], **options)
+        for lo, hi in _blocks(texts):
+            flat, counts = tokenize_flat(texts[lo:hi], **options)
             new = [t for t in dict.fromkeys(flat) if t not in index]  # in order of appearance
             index.update(zip(new, range(len(index), len(index) + len(new)), strict=True))
             ids.append(np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat)))
@@ -782,9 +826,23 @@ class StreamingTfidf(BaseEstimator):
 
     # ------------------------------------------------------------------ learning
     def _check_params(self) -> None:
-        """``ValueError`` for a ``df_half_life`` neither ``None`` nor > 0 (0 divided by zero)."""
+        """``ValueError`` naming the parameter out of its range (each failed deep inside, with an
+        unrelated error, or gave empty documents): ``df_half_life`` neither ``None`` nor > 0 (0
+        divided by zero), ``max_features`` or ``max_terms_per_doc`` neither ``None`` nor an
+        integer >= 1 (``max_terms_per_doc=0`` kept no term of any document: every column was
+        empty; ``None`` keeps them all), ``min_df_new`` not an integer >= 1."""
         if self.df_half_life is not None and not self.df_half_life > 0:
             raise ValueError(f"df_half_life must be > 0 or None, got {self.df_half_life}")
+        for name, value, optional in (
+            ("max_features", self.max_features, True),
+            ("max_terms_per_doc", self.max_terms_per_doc, True),
+            ("min_df_new", self.min_df_new, False),
+        ):
+            if value is None and optional:
+                continue
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+                allowed = "an integer >= 1 or None" if optional else "an integer >= 1"
+                raise ValueError(f"{name} must be {allowed}, got {value!r}")
 
     def fit(self, texts: Sequence[str], y: None = None) -> StreamingTfidf:
         """Forget what was learned, then :meth:`partial_fit` ``texts``."""
@@ -813,7 +871,13 @@ class StreamingTfidf(BaseEstimator):
         # new rows are in that order: deterministic
         counts = tokens.document_counts()
         rows = self._rows_of(tokens.terms)
+        # min_df_new gates terms not yet candidates; a candidate gathers its df whatever its
+        # count in the window (else one seen in fewer documents a window never gained)
         new = np.flatnonzero((rows < 0) & (counts >= self.min_df_new))
+        if self.min_df_new > 1 and self.candidates_:
+            rare = np.flatnonzero((rows < 0) & (counts < self.min_df_new)).tolist()
+            cand = [i for i in rare if tokens.terms[i] in self.candidates_]
+            new = np.union1d(new, np.asarray(cand, dtype=np.int64))
         known = np.flatnonzero(rows >= 0)
         m_old = self.terms_.size
         new_terms = [tokens.terms[i] for i in new.tolist()]
@@ -958,6 +1022,7 @@ class StreamingTfidf(BaseEstimator):
         before any :meth:`fit`, :meth:`partial_fit` or :meth:`set_state`.
         """
         check_is_fitted(self, "terms_")
+        self._check_params()
         return self._transform(self._numbered_tokens(texts), return_oov)
 
     @overload
