@@ -55,7 +55,8 @@ class EarlyTimestamps:
         if column is None or not _is_number(value):
             return
         unit_ms = self.mapping.timestamp_unit_ms
-        if (float(value) if isinstance(value, str) else value) * unit_ms >= EARLIEST_MS:
+        # (str.strip, as the parser's \s: float() keeps the separators U+001C-U+001F)
+        if (float(value.strip()) if isinstance(value, str) else value) * unit_ms >= EARLIEST_MS:
             return  # (most timestamps: read no further; a huge integer is no float)
         try:
             timestamp_ms = parse_timestamp_ms(value, unit_ms)

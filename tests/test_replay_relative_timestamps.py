@@ -121,6 +121,7 @@ def test_epoch_seconds_read_as_milliseconds_get_their_own_note_only(
         (0, True),
         (2.5, True),
         ("  12 ", True),
+        ("\x1c5", True),  # (read as 5 ms by the parser; float() refused it: the replay stopped)
         (EARLIEST_MS - 1, True),
         (EARLIEST_MS, False),
         (10**400, False),  # outside 1970..2200: rejected, not noted (it raised OverflowError)
