@@ -41,8 +41,10 @@ from tests.support.ingest_kafka import (
 PARTITIONS = 8
 LANGS = ("en", "de", "fr", "es", "it", "pt", "ja", "ar")  # stream i on source partition i
 RECORDS = 6_000
-BACKLOG = 1_000  # waiting when the first bridge starts; the rest arrives over about 58 s
-FEED_SECONDS = 58.0
+BACKLOG = 1_000  # waiting when the first bridge starts; the rest arrives over about 58 s,
+FEED_SECONDS = 52.0  # all but the last HELD_BACK over FEED_SECONDS, those once the killed
+HELD_BACK = 480  # member has left, over TAIL_SECONDS
+TAIL_SECONDS = 6.0
 
 
 def _wait(what: str, done: Callable[[], bool], alive: Callable[[], None], limit: float) -> None:
@@ -55,11 +57,14 @@ def _wait(what: str, done: Callable[[], bool], alive: Callable[[], None], limit:
 
 class _Feeder(threading.Thread):
     """Writes ``records`` (record i to source partition i mod PARTITIONS) in chunks over about
-    FEED_SECONDS."""
+    FEED_SECONDS, except the last HELD_BACK, which it writes over about TAIL_SECONDS once
+    ``release`` is set: records still arrive after the killed member has left, however long
+    the group took to get there (on a loaded machine the 45 s session could outlast the feed)."""
 
     def __init__(self, bootstrap: str, source: str, records: list[tuple[int, tuple]]) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.source, self.records = bootstrap, source, records
+        self.release = threading.Event()
         self.errors: list[BaseException] = []
 
     def write(self, chunk: list[tuple[int, tuple]], producer: Producer) -> None:
@@ -67,14 +72,18 @@ class _Feeder(threading.Thread):
             producer.produce(self.source, key=key, value=value, partition=i % PARTITIONS)
         assert producer.flush(30) == 0
 
+    def _paced(self, records: list[tuple[int, tuple]], seconds: float, producer: Producer) -> None:
+        step = 40
+        for start in range(0, len(records), step):
+            self.write(records[start : start + step], producer)
+            time.sleep(seconds * step / len(records))
+
     def run(self) -> None:
         try:
             producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
-            step = 40
-            pause = FEED_SECONDS * step / len(self.records)
-            for start in range(0, len(self.records), step):
-                self.write(self.records[start : start + step], producer)
-                time.sleep(pause)
+            self._paced(self.records[:-HELD_BACK], FEED_SECONDS, producer)
+            assert self.release.wait(180), "never released"
+            self._paced(self.records[-HELD_BACK:], TAIL_SECONDS, producer)
         except BaseException as exc:  # reported by alive()
             self.errors.append(exc)
 
@@ -202,11 +211,11 @@ def test_bridges_joining_killed_and_leaving_forward_every_record_exactly_once(
     kafka_bootstrap: str, topic_name: str, tmp_path: Path
 ) -> None:
     """8 source partitions, 6,000 records (3% malformed), 1,000 waiting and the rest arriving
-    over about 58 s, bridges of 20-record transactions: instance 0 starts; 1 and then 2 join
-    (cooperative rebalances); 2 is SIGKILLed for good; 0 and 1 are SIGKILLed mid-stream and
-    restarted at once; 3 joins while 2 is still a dead member; 2's session ends (45 s) and its
-    partitions move to the others while they work. Every record is forwarded or dead-lettered
-    exactly once."""
+    over about 58 s (the last 480 only once the killed member has left), bridges of 20-record
+    transactions: instance 0 starts; 1 and then 2 join (cooperative rebalances); 2 is
+    SIGKILLed for good; 0 and 1 are SIGKILLed mid-stream and restarted at once; 3 joins while 2
+    is still a dead member; 2's session ends (45 s) and its partitions move to the others while
+    they work and records arrive. Every record is forwarded or dead-lettered exactly once."""
     route = make_route(kafka_bootstrap, topic_name)
     create(kafka_bootstrap, route.source_topics[0], PARTITIONS)
     create(kafka_bootstrap, route.docs_topic, 4)
@@ -249,7 +258,8 @@ def test_bridges_joining_killed_and_leaving_forward_every_record_exactly_once(
     left_after = time.monotonic() - killed_at
     # (its partitions move to bridges still forwarding records as they arrive)
     assert feeder.is_alive(), "the records stopped arriving before the member left"
-    feeder.join(FEED_SECONDS + 30)
+    feeder.release.set()
+    feeder.join(FEED_SECONDS + TAIL_SECONDS + 30)
     assert not feeder.is_alive() and not feeder.errors, feeder.errors
     _wait("every record committed", lambda: bridges.committed() == len(records), bridges.alive, 60)
     summaries = bridges.stop_all()

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from sparsewatch.consumers.field_mapping import FieldMapping
 from sparsewatch.consumers.ingest import IngestRoute, run_ingest, transactional_id
@@ -109,14 +116,34 @@ def dead_letter_source(msg: Message) -> tuple[str, int, int]:
     return topic, int(partition), int(offset)
 
 
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
-    """Records the bridge's group has committed (its transactions' offsets), over all partitions."""
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+
+
+def _committed_once(bootstrap: str, group: str, topic: str, partitions: int) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
         return sum(max(tp.offset, 0) for tp in offsets)
     finally:
         consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    """Records the bridge's group has committed (its transactions' offsets), over all partitions.
+    Asked again for up to 30 s while the group's coordinator is moving or loading (a fresh
+    broker answered the first question of a test NOT_COORDINATOR)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return _committed_once(bootstrap, group, topic, partitions)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 _SPAWNED: list[subprocess.Popen] = []
@@ -237,7 +264,7 @@ def committed_or_none(bootstrap: str, group: str, topic: str) -> int | None:
     """:func:`committed` over 3 partitions, or None while the broker cannot say (its group
     coordinator still loading after a restart)."""
     try:
-        return committed(bootstrap, group, topic, 3)
+        return _committed_once(bootstrap, group, topic, 3)
     except KafkaException:
         return None
 
