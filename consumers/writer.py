@@ -489,6 +489,11 @@ class ResultWriter:
         self._delivery_errors = []
 
     def _produce(self, topic: str, key: bytes, value: bytes, **kwargs: Any) -> None:
+        """Hand one message to the producer. A refusal at the hand-over (librdkafka already
+        knows the topic refuses it: an authorization error seen in a delivery report or in
+        the metadata, a message too large) is a delivery error like one reported later:
+        :meth:`_deliver` raises :class:`DeliveryError` for both, which of the two a refused
+        message meets depending only on how soon the producer learned of the refusal."""
         try:
             produce(
                 self.producer,
@@ -503,6 +508,9 @@ class ResultWriter:
         except RetryAbandonedError:
             self._purge()
             raise
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            self._delivery_errors.append(f"to {topic}: {KafkaError(error.code()).str()}")
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:

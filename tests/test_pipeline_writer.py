@@ -19,8 +19,12 @@ import uuid
 import numpy as np
 import pytest
 from confluent_kafka import Consumer
+from sparsewatch.consumers.kafka_client import make_producer
+from sparsewatch.consumers.retry import StopFlag
 from sparsewatch.consumers.writer import (
+    DeliveryError,
     ProcessWriter,
+    ResultWriter,
     ThreadWriter,
     WriteJob,
     WriterError,
@@ -125,6 +129,33 @@ def test_a_failing_job_commits_nothing_and_raises(kafka_bootstrap, tmp_path, kin
         store.dispose()
     assert [d[0] for d in docs] == [f"d{i}" for i in range(5)]
     assert windows == [("s", 0, 5)]
+
+
+def test_a_message_refused_at_the_hand_over_is_a_delivery_error(kafka_bootstrap, tmp_path):
+    """A message the producer refuses when it is handed over (librdkafka knew the refusal
+    already: here one larger than its ``message.max.bytes``; in CI a topic whose write an ACL
+    denies, once a first delivery report had said so) fails the job as a refused delivery does,
+    in the same words, and commits nothing; it raised the producer's own exception before."""
+    store = Store.open(f"sqlite:///{tmp_path / 'r.db'}")
+    dest = destination(kafka_bootstrap)
+    producer = make_producer(kafka_bootstrap, **{"message.max.bytes": 4096})
+    writer = ResultWriter(store, producer, dest, StopFlag())
+    job = write_job(n=5)
+    job.messages[0][2] = ("s:d2", b"x" * 8192)
+    try:
+        with pytest.raises(DeliveryError) as refused:
+            writer.write(job)
+        assert str(refused.value) == (
+            f"1 messages could not be delivered, the first to {dest.output_topic}: "
+            "Broker: Message size too large"
+        )
+        assert stored_nothing(f"sqlite:///{tmp_path / 'r.db'}")
+        assert store.partition_offsets("g", dest.input_topic) == {}
+        writer.write(write_job(n=5))  # the writer goes on after a refused job
+    finally:
+        writer.close()
+        store.dispose()
+    assert len(_scores(kafka_bootstrap, dest.output_topic or "", 9)) == 9  # 4 + 5 delivered
 
 
 CHILD = """
