@@ -47,11 +47,18 @@ HELD_BACK = 480  # member has left, over TAIL_SECONDS
 TAIL_SECONDS = 6.0
 
 
-def _wait(what: str, done: Callable[[], bool], alive: Callable[[], None], limit: float) -> None:
+def _wait(
+    what: str | Callable[[], str],
+    done: Callable[[], bool],
+    alive: Callable[[], None],
+    limit: float,
+) -> None:
     deadline = time.monotonic() + limit
     while not done():
         alive()
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, (
+            f"timed out waiting for {what() if callable(what) else what}"
+        )
         time.sleep(0.05)
 
 
@@ -66,11 +73,13 @@ class _Feeder(threading.Thread):
         self.bootstrap, self.source, self.records = bootstrap, source, records
         self.release = threading.Event()
         self.errors: list[BaseException] = []
+        self.written = 0  # records in the source topic (flushed), the backlog included
 
     def write(self, chunk: list[tuple[int, tuple]], producer: Producer) -> None:
         for i, (key, value) in chunk:
             producer.produce(self.source, key=key, value=value, partition=i % PARTITIONS)
         assert producer.flush(30) == 0
+        self.written += len(chunk)
 
     def _paced(self, records: list[tuple[int, tuple]], seconds: float, producer: Producer) -> None:
         step = 40
@@ -121,12 +130,26 @@ class _Bridges:
         )
 
     def progress(self, more: int = 60) -> None:
-        """Wait until the group has committed ``more`` records beyond what it has now, then
-        a few milliseconds (a transaction of 20 records takes about 30 ms): often inside the
-        next transaction of some bridge."""
+        """Wait until the group has committed ``more`` records beyond what it has now, or
+        every record written so far (no more can come before the feeder writes again: it holds
+        its last records back until the killed member has left, and a loaded machine may get
+        there with everything else committed), then a few milliseconds (a transaction of 20
+        records takes about 30 ms): often inside the next transaction of some bridge."""
         before = self.committed()
-        _wait(f"{more} more records committed", lambda: self.committed() >= before + more,
-              self.alive, 60)  # fmt: skip
+        now = {"written": 0, "committed": before}
+
+        def done() -> bool:
+            now["written"] = self.feeder.written  # (read first: the commits only trail it)
+            now["committed"] = self.committed()
+            return now["committed"] >= min(before + more, now["written"])
+
+        def what() -> str:
+            return (
+                f"{more} more records committed than {before} (now {now}; partitions by "
+                f"member: {self.members()})"
+            )
+
+        _wait(what, done, self.alive, 60)
         time.sleep(self.rng.uniform(0.0, 0.05))
 
     def members(self) -> dict[str, int]:
